@@ -1,0 +1,35 @@
+//! Thin, documented wrappers over the system calls ubio is built on.
+//!
+//! Each function is one call: it converts arguments, makes the call and maps
+//! `-1`/errno to `io::Error`. Policy lives elsewhere. Unknown flag bits are
+//! carried through unchanged, so a newer kernel's flag can be passed before
+//! this module learns its name.
+
+mod cache;
+mod fs;
+mod rw;
+
+pub use cache::{cachestat, fadvise, mincore_range, sync_file_range, Advice, CacheStat, SyncFlags};
+pub use fs::{
+    fs_magic, fstat, kernel_release, reopen, statx_dio_align, DioAlign, FsMagic,
+};
+pub use rw::{preadv2, pwritev2, RwFlags};
+
+use std::io;
+
+/// Map a libc return value of `-1` to the thread's errno.
+pub(crate) fn cvt(ret: libc::c_long) -> io::Result<usize> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret as usize)
+    }
+}
+
+/// The system page size, read once.
+pub fn page_size() -> u64 {
+    use std::sync::OnceLock;
+    static PAGE: OnceLock<u64> = OnceLock::new();
+    // SAFETY: sysconf has no memory-safety preconditions.
+    *PAGE.get_or_init(|| unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64)
+}
