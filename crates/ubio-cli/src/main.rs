@@ -1,1 +1,46 @@
-fn main() {}
+//! The `ubio` command.
+
+mod cat;
+mod cp;
+mod demo;
+mod probe;
+mod size;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Uncached buffered I/O: stream big files without wrecking the page cache.
+#[derive(Parser)]
+#[command(name = "ubio", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Probe(probe::Args),
+    Cat(cat::Args),
+    Cp(cp::Args),
+    Demo(demo::Args),
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().filter_or("UBIO_LOG", "warn"))
+        .format_timestamp(None)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Probe(a) => probe::run(a),
+        Command::Cat(a) => cat::run(a),
+        Command::Cp(a) => cp::run(a),
+        Command::Demo(a) => demo::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("ubio: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,1 +1,31 @@
+//! ubio: uncached buffered I/O.
+//!
+//! Stream large files through the page cache without filling it: pages a
+//! stream brings in are dropped soon after use, writeback is started early
+//! and bounded by a small window, and pages that others had cached stay.
+//! Four interchangeable backends (`kernel` RWF_DONTCACHE, `emulated`,
+//! `direct`, `buffered`) are chosen per file by `auto`.
+//!
+//! ```no_run
+//! use std::io::{Read, Write};
+//! let mut src = ubio::File::open("big.in")?;
+//! let mut dst = ubio::File::create("big.out")?;
+//! std::io::copy(&mut src, &mut dst)?;
+//! dst.close()?; // flushes the write-behind and reports deferred errors
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+pub mod backend;
+mod buffer;
+pub mod error;
+mod file;
+pub mod probe;
+mod readbehind;
+pub mod residency;
 pub mod sys;
+pub mod tracker;
+mod writebehind;
+
+pub use backend::BackendKind;
+pub use file::{File, OpenOptions, Stats, DEFAULT_READ_LAG, DEFAULT_WINDOW};
+pub use probe::{probe_path, Choice, Probe};

@@ -192,3 +192,27 @@ pub fn reopen(fd: BorrowedFd<'_>, flags: libc::c_int) -> io::Result<File> {
     // SAFETY: `raw` is a fresh descriptor that we own.
     Ok(unsafe { File::from_raw_fd(raw) })
 }
+
+/// `lseek(fd, 0, SEEK_CUR)`: the file position.
+///
+/// See lseek(2).
+pub fn lseek_cur(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    // SAFETY: no pointers are passed.
+    cvt(unsafe { libc::lseek(fd.as_raw_fd(), 0, libc::SEEK_CUR) } as libc::c_long).map(|p| p as u64)
+}
+
+/// `ftruncate(fd, len)`.
+///
+/// See ftruncate(2).
+pub fn ftruncate(fd: BorrowedFd<'_>, len: u64) -> io::Result<()> {
+    // SAFETY: no pointers are passed.
+    cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } as libc::c_long).map(drop)
+}
+
+/// `fcntl(fd, F_GETFL)`: the open file's status flags and access mode.
+///
+/// See fcntl(2).
+pub fn getfl(fd: BorrowedFd<'_>) -> io::Result<libc::c_int> {
+    // SAFETY: F_GETFL takes no pointer argument.
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) } as libc::c_long).map(|f| f as libc::c_int)
+}

@@ -1,0 +1,258 @@
+//! `direct`: O_DIRECT through aligned bounce buffers, for callers that want
+//! no page cache at all. Any offset, length and buffer works: unaligned edges
+//! are read-modify-written under a per-handle lock, writes that end inside a
+//! block past EOF are trimmed back with ftruncate. Ranges that other users
+//! had cached are written through the page cache instead (an O_DIRECT write
+//! would invalidate them), so they stay cached and coherent.
+//!
+//! The read-modify-write of edge blocks is atomic only against this handle:
+//! another process writing the same block at the same time can lose an
+//! update, as with any O_DIRECT user of unaligned data.
+
+use super::{pwrite_with_flags, Backend, BackendKind, Caps};
+use crate::buffer::AlignedBuf;
+use crate::sys::{self, DioAlign, RwFlags};
+use std::fs::File;
+use std::io::{self, IoSlice, IoSliceMut};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::Mutex;
+
+/// Bytes moved per bounce-buffer round trip.
+const BOUNCE: usize = 4 << 20;
+
+#[derive(Debug)]
+pub struct Direct {
+    /// A second open file description of the same file, with O_DIRECT.
+    dfd: File,
+    /// Offset and length alignment (at least 512).
+    align: u64,
+    /// Buffer address alignment.
+    mem_align: usize,
+    pool: Mutex<Vec<AlignedBuf>>,
+    /// Serialises writes: edge read-modify-write and size trimming.
+    write_lock: Mutex<()>,
+}
+
+impl std::fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AlignedBuf({})", self.len())
+    }
+}
+
+impl Direct {
+    /// Bind to the file behind `fd`, opening it again with O_DIRECT.
+    pub fn open(fd: BorrowedFd<'_>, dio: DioAlign) -> io::Result<Direct> {
+        let access = sys::getfl(fd)? & libc::O_ACCMODE;
+        let dfd = sys::reopen(fd, access | libc::O_DIRECT)?;
+        let align = u64::from(dio.offset_align.max(512));
+        let mem_align = (dio.mem_align as usize).max(align as usize).max(sys::page_size() as usize);
+        Ok(Direct {
+            dfd,
+            align,
+            mem_align,
+            pool: Mutex::new(Vec::new()),
+            write_lock: Mutex::new(()),
+        })
+    }
+
+    fn take_buf(&self) -> AlignedBuf {
+        self.pool
+            .lock()
+            .unwrap()
+            .pop()
+            .unwrap_or_else(|| AlignedBuf::new(BOUNCE, self.mem_align))
+    }
+
+    fn put_buf(&self, buf: AlignedBuf) {
+        let mut pool = self.pool.lock().unwrap();
+        if pool.len() < 4 {
+            pool.push(buf);
+        }
+    }
+
+    fn down(&self, x: u64) -> u64 {
+        x / self.align * self.align
+    }
+    fn up(&self, x: u64) -> u64 {
+        x.div_ceil(self.align) * self.align
+    }
+
+    /// One O_DIRECT read of `buf` at aligned `off`; bytes past EOF are zeroed.
+    fn read_block(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        let n = loop {
+            match sys::preadv2(self.dfd.as_fd(), &mut [IoSliceMut::new(buf)], Some(off), RwFlags::NONE) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => break r?,
+            }
+        };
+        buf[n..].fill(0);
+        Ok(n)
+    }
+
+    fn write_block(&self, buf: &[u8], off: u64) -> io::Result<()> {
+        let mut done = 0;
+        while done < buf.len() {
+            match sys::pwritev2(self.dfd.as_fd(), &[IoSlice::new(&buf[done..])], Some(off + done as u64), RwFlags::NONE) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+                Ok(0) => return Err(io::Error::from_raw_os_error(libc::ENOSPC)),
+                Ok(n) => done += n,
+            }
+        }
+        Ok(())
+    }
+
+    fn aligned(&self, ptr: *const u8, off: u64, len: usize) -> bool {
+        off % self.align == 0 && len as u64 % self.align == 0 && ptr as usize % self.mem_align == 0
+    }
+}
+
+/// Copy `src` into the scatter list `bufs`, starting `pos` bytes in.
+fn scatter(bufs: &mut [IoSliceMut<'_>], mut pos: usize, mut src: &[u8]) {
+    for b in bufs.iter_mut() {
+        if src.is_empty() {
+            return;
+        }
+        if pos >= b.len() {
+            pos -= b.len();
+            continue;
+        }
+        let n = (b.len() - pos).min(src.len());
+        b[pos..pos + n].copy_from_slice(&src[..n]);
+        src = &src[n..];
+        pos = 0;
+    }
+}
+
+/// Copy from the gather list `bufs`, starting `pos` bytes in, into `dst`.
+fn gather(bufs: &[IoSlice<'_>], mut pos: usize, mut dst: &mut [u8]) {
+    for b in bufs {
+        if dst.is_empty() {
+            return;
+        }
+        if pos >= b.len() {
+            pos -= b.len();
+            continue;
+        }
+        let n = (b.len() - pos).min(dst.len());
+        dst[..n].copy_from_slice(&b[pos..pos + n]);
+        dst = &mut dst[n..];
+        pos = 0;
+    }
+}
+
+impl Backend for Direct {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Direct
+    }
+
+    fn caps(&self) -> Caps {
+        Caps {
+            manages_cache: true,
+            bypasses_cache: true,
+            ..Caps::default()
+        }
+    }
+
+    fn read(&self, _fd: BorrowedFd<'_>, bufs: &mut [IoSliceMut<'_>], off: u64) -> io::Result<usize> {
+        let len: usize = bufs.iter().map(|b| b.len()).sum();
+        if len == 0 {
+            return Ok(0);
+        }
+        if bufs.len() == 1 && self.aligned(bufs[0].as_ptr(), off, len) {
+            return sys::preadv2(self.dfd.as_fd(), bufs, Some(off), RwFlags::NONE);
+        }
+        let end = off + len as u64;
+        let mut buf = self.take_buf();
+        let mut copied = 0usize;
+        let mut chunk = self.down(off);
+        let result = loop {
+            if chunk >= end {
+                break Ok(copied);
+            }
+            let chunk_end = (chunk + BOUNCE as u64).min(self.up(end));
+            let want = (chunk_end - chunk) as usize;
+            let n = match self.read_block(&mut buf.as_mut_slice()[..want], chunk) {
+                Ok(n) => n,
+                // Return what was read; the error comes back on the next call.
+                Err(_) if copied > 0 => break Ok(copied),
+                Err(e) => break Err(e),
+            };
+            let from = off.max(chunk);
+            let to = end.min(chunk + n as u64);
+            if to > from {
+                let src = &buf.as_slice()[(from - chunk) as usize..(to - chunk) as usize];
+                scatter(bufs, (from - off) as usize, src);
+                copied += src.len();
+            }
+            if n < want {
+                break Ok(copied); // end of file
+            }
+            chunk = chunk_end;
+        };
+        self.put_buf(buf);
+        result
+    }
+
+    fn write(
+        &self,
+        fd: BorrowedFd<'_>,
+        bufs: &[IoSlice<'_>],
+        off: Option<u64>,
+        keep_cached: bool,
+    ) -> io::Result<(u64, usize)> {
+        if keep_cached {
+            return pwrite_with_flags(fd, bufs, off, RwFlags::NONE);
+        }
+        let len: usize = bufs.iter().map(|b| b.len()).sum();
+        let _guard = self.write_lock.lock().unwrap();
+        let old_size = sys::fstat(fd)?.st_size as u64;
+        let off = off.unwrap_or(old_size);
+        if len == 0 {
+            return Ok((off, 0));
+        }
+        if bufs.len() == 1 && self.aligned(bufs[0].as_ptr(), off, len) {
+            let n = sys::pwritev2(self.dfd.as_fd(), bufs, Some(off), RwFlags::NONE)?;
+            return Ok((off, n));
+        }
+        let end = off + len as u64;
+        let (first, last) = (self.down(off), self.up(end));
+        let mut buf = self.take_buf();
+        let mut chunk = first;
+        let mut written = 0usize;
+        let result = (|| {
+            while chunk < last {
+                let chunk_end = (chunk + BOUNCE as u64).min(last);
+                let b = &mut buf.as_mut_slice()[..(chunk_end - chunk) as usize];
+                let block = self.align as usize;
+                // Edges that the caller's data covers only in part keep the file's bytes.
+                if off > chunk {
+                    self.read_block(&mut b[..block], chunk)?;
+                }
+                if end < chunk_end && (chunk_end - chunk > self.align || off <= chunk) {
+                    let at = b.len() - block;
+                    self.read_block(&mut b[at..], chunk_end - self.align)?;
+                }
+                let from = off.max(chunk);
+                let to = end.min(chunk_end);
+                gather(bufs, (from - off) as usize, &mut b[(from - chunk) as usize..(to - chunk) as usize]);
+                self.write_block(b, chunk)?;
+                written += (to - from) as usize;
+                chunk = chunk_end;
+            }
+            // The last block was written whole: trim what lies past the data.
+            let wanted = old_size.max(end);
+            let now = sys::fstat(fd)?.st_size as u64;
+            if now > wanted && now <= last {
+                sys::ftruncate(fd, wanted)?;
+            }
+            Ok((off, len))
+        })();
+        self.put_buf(buf);
+        match result {
+            // As write(2): a partial write reports its count; the error recurs next call.
+            Err(_) if written > 0 => Ok((off, written)),
+            r => r,
+        }
+    }
+}

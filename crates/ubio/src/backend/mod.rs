@@ -1,0 +1,123 @@
+//! Backends: how bytes move between a file and the caller. One trait, with
+//! capability flags that tell the core (the tracker) what is left for it to
+//! do, instead of special cases by name.
+
+mod buffered;
+mod direct;
+mod emulated;
+mod kernel;
+
+pub use buffered::Buffered;
+pub use direct::Direct;
+pub use emulated::Emulated;
+pub use kernel::Kernel;
+
+use std::fmt;
+use std::io::{self, IoSlice, IoSliceMut};
+use std::os::fd::BorrowedFd;
+use std::str::FromStr;
+
+/// The backends a caller can ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// Pick the fastest backend that keeps the contract for this file.
+    #[default]
+    Auto,
+    /// preadv2()/pwritev2() with RWF_DONTCACHE (Linux 6.14+, some filesystems).
+    Kernel,
+    /// Plain buffered I/O plus fadvise(DONTNEED), sync_file_range() and
+    /// cachestat()/mincore(): every kernel and filesystem.
+    Emulated,
+    /// O_DIRECT through aligned bounce buffers.
+    Direct,
+    /// Plain buffered I/O: the baseline; the page cache is not managed.
+    Buffered,
+}
+
+impl BackendKind {
+    pub const ALL: [BackendKind; 5] = [
+        BackendKind::Auto,
+        BackendKind::Kernel,
+        BackendKind::Emulated,
+        BackendKind::Direct,
+        BackendKind::Buffered,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Auto => "auto",
+            BackendKind::Kernel => "kernel",
+            BackendKind::Emulated => "emulated",
+            BackendKind::Direct => "direct",
+            BackendKind::Buffered => "buffered",
+        }
+    }
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for BackendKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        BackendKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| format!("unknown backend '{s}' (expected auto, kernel, emulated, direct or buffered)"))
+    }
+}
+
+/// What a backend does by itself; the tracker does the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Caps {
+    /// The stream's page cache is managed at all (false for the baseline).
+    pub manages_cache: bool,
+    /// The kernel drops pages read during the stream (only leftovers remain).
+    pub kernel_drops_reads: bool,
+    /// The kernel starts writeback right after each write.
+    pub kernel_starts_writeback: bool,
+    /// Data bypasses the page cache, except ranges cached by others, which
+    /// are written through the cache (`keep_cached`) so they stay.
+    pub bypasses_cache: bool,
+}
+
+/// A backend bound to one open file.
+pub trait Backend: Send + Sync + fmt::Debug {
+    fn kind(&self) -> BackendKind;
+    fn caps(&self) -> Caps;
+    /// Read into `bufs` at `off`. Short only at end of file (or on a signal).
+    fn read(&self, fd: BorrowedFd<'_>, bufs: &mut [IoSliceMut<'_>], off: u64) -> io::Result<usize>;
+    /// Write `bufs` at `off`, or at the end of file when `off` is `None`
+    /// (O_APPEND). `keep_cached`: the range holds pages cached by others.
+    /// Returns the offset written at and the count.
+    fn write(
+        &self,
+        fd: BorrowedFd<'_>,
+        bufs: &[IoSlice<'_>],
+        off: Option<u64>,
+        keep_cached: bool,
+    ) -> io::Result<(u64, usize)>;
+}
+
+/// Shared by the page-cache backends: a pwritev2 at `off`, or an append
+/// whose offset is learnt from the file position afterwards.
+pub(crate) fn pwrite_with_flags(
+    fd: BorrowedFd<'_>,
+    bufs: &[IoSlice<'_>],
+    off: Option<u64>,
+    flags: crate::sys::RwFlags,
+) -> io::Result<(u64, usize)> {
+    match off {
+        Some(off) => Ok((off, crate::sys::pwritev2(fd, bufs, Some(off), flags)?)),
+        None => {
+            // O_APPEND: the kernel picks the offset and leaves the position after it.
+            let n = crate::sys::pwritev2(fd, bufs, None, flags)?;
+            let end = crate::sys::lseek_cur(fd)?;
+            Ok((end - n as u64, n))
+        }
+    }
+}

@@ -1,0 +1,258 @@
+//! Which pages of a file were cached before this stream touched them.
+//!
+//! The contract says pages cached by others stay cached. The only moment we
+//! can tell "theirs" from "ours" is before our own I/O (or its readahead)
+//! reaches a region, so regions are snapshotted ahead of the stream, in
+//! chunks, and remembered as byte ranges: `known` (snapshotted) and
+//! `precached` (resident at snapshot time). A cold file costs one
+//! cachestat() per lookahead step and two ranges of memory.
+
+use crate::sys::{self, page_size};
+use rangemap::RangeSet;
+use std::io;
+use std::ops::Range;
+use std::os::fd::{AsFd, BorrowedFd};
+
+/// Snapshot granularity; also the alignment of drop ranges, so that drops
+/// cover whole large folios (up to 2 MiB on x86_64).
+pub const CHUNK: u64 = 2 << 20;
+
+/// Why residency of a file cannot be known, if it cannot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Blindness {
+    /// cachestat() said EPERM and mincore() reports every page resident for
+    /// files the caller cannot write (Linux 5.2+): nothing can be told apart.
+    NotWritable,
+    /// Neither cachestat() nor a trustworthy mincore() is available.
+    NoInterface(String),
+}
+
+impl std::fmt::Display for Blindness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Blindness::NotWritable => write!(
+                f,
+                "residency unknowable: cachestat() says EPERM and mincore() reports every page \
+                 resident for a file the caller cannot write; no page is dropped"
+            ),
+            Blindness::NoInterface(why) => {
+                write!(f, "residency unknowable ({why}); no page is dropped")
+            }
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Residency {
+    /// False when the caller asked not to preserve others' pages: regions
+    /// are still recorded as known, but nothing is looked at.
+    preserve: bool,
+    known: RangeSet<u64>,
+    precached: RangeSet<u64>,
+    blind: Option<Blindness>,
+    /// A read-only descriptor for mincore() when the stream's own is write-only.
+    mincore_fd: Option<std::fs::File>,
+    pub snapshots: u64,
+}
+
+fn align_down(x: u64, a: u64) -> u64 {
+    x / a * a
+}
+fn align_up(x: u64, a: u64) -> u64 {
+    x.div_ceil(a) * a
+}
+
+impl Residency {
+    /// Start tracking the file behind `fd`. Finds out at once whether
+    /// residency can be known at all, so the handle can say why not.
+    pub fn new(fd: BorrowedFd<'_>, preserve: bool) -> Residency {
+        let mut r = Residency {
+            preserve,
+            ..Residency::default()
+        };
+        if preserve {
+            match sys::cachestat(fd, 0, page_size()) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EPERM) => r.blind = Some(Blindness::NotWritable),
+                Err(e) if !mincore_trustworthy(fd) => {
+                    r.blind = Some(Blindness::NoInterface(format!(
+                        "cachestat: {e}; mincore untrustworthy for a file the caller cannot write"
+                    )))
+                }
+                Err(_) => {}
+            }
+        }
+        r
+    }
+
+    pub fn blindness(&self) -> Option<&Blindness> {
+        self.blind.as_ref()
+    }
+
+    /// Pages (4 KiB) that were cached before the stream and are left alone.
+    pub fn precached_pages(&self) -> u64 {
+        self.precached.iter().map(|r| (r.end - r.start) / page_size()).sum()
+    }
+
+    /// True if any byte of `range` was cached before the stream.
+    pub fn overlaps_precached(&self, range: &Range<u64>) -> bool {
+        self.precached.overlaps(range)
+    }
+
+    /// The parts of `range` that are known and were not cached before: the
+    /// only pages this stream may drop.
+    pub fn droppable(&self, range: Range<u64>) -> Vec<Range<u64>> {
+        if self.blind.is_some() || range.is_empty() {
+            return Vec::new();
+        }
+        if !self.preserve {
+            return vec![range];
+        }
+        let mut out = Vec::new();
+        for known in self.known.overlapping(&range) {
+            let part = range.start.max(known.start)..range.end.min(known.end);
+            out.extend(self.precached.gaps(&part));
+        }
+        out
+    }
+
+    /// Every known range that was not precached: what a final cleanup drops.
+    pub fn all_droppable(&self) -> Vec<Range<u64>> {
+        let ranges: Vec<_> = self.known.iter().cloned().collect();
+        ranges.into_iter().flat_map(|r| self.droppable(r)).collect()
+    }
+
+    /// Make sure `[start, end)` (widened to chunks) has been snapshotted.
+    pub fn ensure_known(&mut self, fd: BorrowedFd<'_>, start: u64, end: u64) {
+        if self.blind.is_some() || start >= end {
+            return;
+        }
+        let want = align_down(start, CHUNK)..align_up(end, CHUNK);
+        if !self.preserve {
+            self.known.insert(want);
+            return;
+        }
+        let gaps: Vec<_> = self.known.gaps(&want).collect();
+        for gap in gaps {
+            self.snapshot(fd, gap);
+            if self.blind.is_some() {
+                return;
+            }
+        }
+    }
+
+    fn snapshot(&mut self, fd: BorrowedFd<'_>, range: Range<u64>) {
+        self.snapshots += 1;
+        match sys::cachestat(fd, range.start, range.end - range.start) {
+            Ok(cs) if cs.nr_cache == 0 => {
+                self.known.insert(range);
+            }
+            Ok(_) => {
+                // Something is cached: look chunk by chunk.
+                let mut at = range.start;
+                while at < range.end {
+                    let chunk = at..(at + CHUNK).min(range.end);
+                    self.snapshot_chunk(fd, chunk.clone());
+                    if self.blind.is_some() {
+                        return;
+                    }
+                    at = chunk.end;
+                }
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                self.blind = Some(Blindness::NotWritable);
+            }
+            Err(e) => {
+                // No cachestat (before Linux 6.5): mincore alone, if it tells the truth.
+                if mincore_trustworthy(fd) {
+                    let mut at = range.start;
+                    while at < range.end {
+                        let chunk = at..(at + CHUNK).min(range.end);
+                        self.snapshot_chunk_mincore(fd, chunk.clone());
+                        if self.blind.is_some() {
+                            return;
+                        }
+                        at = chunk.end;
+                    }
+                } else {
+                    self.blind = Some(Blindness::NoInterface(format!(
+                        "cachestat: {e}; mincore untrustworthy for a file the caller cannot write"
+                    )));
+                }
+            }
+        }
+    }
+
+    fn snapshot_chunk(&mut self, fd: BorrowedFd<'_>, chunk: Range<u64>) {
+        match sys::cachestat(fd, chunk.start, chunk.end - chunk.start) {
+            Ok(cs) if cs.nr_cache == 0 => {
+                self.known.insert(chunk);
+            }
+            Ok(cs) if cs.nr_cache >= (chunk.end - chunk.start) / page_size() => {
+                self.precached.insert(chunk.clone());
+                self.known.insert(chunk);
+            }
+            _ => self.snapshot_chunk_mincore(fd, chunk),
+        }
+    }
+
+    fn snapshot_chunk_mincore(&mut self, fd: BorrowedFd<'_>, chunk: Range<u64>) {
+        let page = page_size();
+        let vec = match self.mincore_fd(fd).and_then(|f| {
+            sys::mincore_range(f, chunk.start, chunk.end - chunk.start)
+        }) {
+            Ok(v) => v,
+            Err(_) => {
+                // Cannot tell which pages: keep the whole chunk (the safe side).
+                self.precached.insert(chunk.clone());
+                self.known.insert(chunk);
+                return;
+            }
+        };
+        let mut i = 0;
+        while i < vec.len() {
+            if vec[i] & 1 == 1 {
+                let first = i;
+                while i < vec.len() && vec[i] & 1 == 1 {
+                    i += 1;
+                }
+                let s = chunk.start + first as u64 * page;
+                let e = (chunk.start + i as u64 * page).min(chunk.end);
+                self.precached.insert(s..e);
+            } else {
+                i += 1;
+            }
+        }
+        self.known.insert(chunk);
+    }
+
+    fn mincore_fd<'a>(&'a mut self, fd: BorrowedFd<'a>) -> io::Result<BorrowedFd<'a>> {
+        let flags = sys::getfl(fd)?;
+        if flags & libc::O_ACCMODE != libc::O_WRONLY {
+            return Ok(fd);
+        }
+        if self.mincore_fd.is_none() {
+            self.mincore_fd = Some(sys::reopen(fd, libc::O_RDONLY)?);
+        }
+        Ok(self.mincore_fd.as_ref().unwrap().as_fd())
+    }
+}
+
+/// mincore() tells the truth for files the caller owns or can write
+/// (mm/mincore.c: can_do_mincore()).
+fn mincore_trustworthy(fd: BorrowedFd<'_>) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    if euid == 0 {
+        return true;
+    }
+    if let Ok(st) = sys::fstat(fd) {
+        if st.st_uid == euid {
+            return true;
+        }
+    }
+    let path = format!("/proc/self/fd/{}\0", fd.as_raw_fd());
+    // SAFETY: NUL-terminated path, no other pointers.
+    unsafe { libc::faccessat(libc::AT_FDCWD, path.as_ptr().cast(), libc::W_OK, libc::AT_EACCESS) == 0 }
+}
