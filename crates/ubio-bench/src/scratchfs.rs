@@ -1,0 +1,778 @@
+//! Throwaway filesystems on loop devices, and tmpfs mounts, for tests and
+//! benchmarks.
+//!
+//! ubio's behaviour depends on the filesystem (RWF_DONTCACHE works on ext4 and
+//! xfs, not on btrfs or tmpfs), so tests need each kind on demand, not just
+//! whatever /tmp is. [`ScratchFs::create`] makes a sparse backing file, attaches
+//! it with `losetup`, runs mkfs and mounts it at a fresh temporary directory;
+//! dropping the guard (or a panic, or SIGINT/SIGTERM via [`crate::cleanup`])
+//! unmounts it, detaches the loop device and deletes the file and directories.
+//!
+//! Two fault fixtures exercise ubio's "writeback errors are never lost" rule:
+//! - [`ScratchFs::create_eio`]: a loop device over a sealable memfd.
+//!   [`ScratchFs::fail_writes`] adds `F_SEAL_WRITE`; from then on every write
+//!   the loop device passes to the memfd gets EPERM, which the loop driver
+//!   reports as BLK_STS_IOERR, so writeback and `fsync` fail with **EIO**
+//!   (ext4, xfs and btrfs alike; xfs then shuts down, ext4 aborts its journal).
+//! - [`ScratchFs::create_enospc`]: the backing file lives in a tmpfs smaller
+//!   than the filesystem. Once the filesystem's writes exceed that room the
+//!   loop device fails them, but with BLK_STS_NOSPC ("I/O error 3" in dmesg),
+//!   not BLK_STS_IOERR: `fsync` reports **ENOSPC** (btrfs: ENOSPC, then EIO once
+//!   it has aborted the transaction). Measured on Linux 6.18.
+//!
+//! Size minimums (measured with e2fsprogs 1.47, xfsprogs 6.1, btrfs-progs 6.2):
+//! ext4 needs 8 MiB to get a journal (mkfs.ext4 accepts 1 MiB but drops the
+//! journal below 8 MiB), xfs 300 MiB (mkfs.xfs refuses less, and zeroes a
+//! 64 MiB log), btrfs 109 MiB in its normal layout and 16 MiB in mixed mode
+//! (`-M`, data and metadata in shared block groups), which is used below
+//! [`BTRFS_MIXED_BELOW`]. Smaller sizes fail with an error that says so.
+//!
+//! Loop devices are set to direct I/O by default (if the backing filesystem
+//! supports it), so that the backing file's own page cache does not double the
+//! memory a benchmark is measuring. Where root is needed: everything here.
+
+use std::ffi::{CString, OsStr};
+use std::fmt;
+use std::fs;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::cleanup::{self, CleanupGuard};
+use crate::{context, require_tool, run_tool};
+
+const MIB: u64 = 1 << 20;
+
+/// Below this size btrfs is made in mixed mode (`mkfs.btrfs -M`): the normal
+/// layout needs 109 MiB with btrfs-progs 6.2; the margin covers other versions.
+pub const BTRFS_MIXED_BELOW: u64 = 128 * MIB;
+
+/// A filesystem that [`ScratchFs::create`] can make on a loop device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FsKind {
+    Ext4,
+    Xfs,
+    Btrfs,
+}
+
+impl FsKind {
+    /// Every kind, for tests that cover them all.
+    pub const ALL: [FsKind; 3] = [FsKind::Ext4, FsKind::Xfs, FsKind::Btrfs];
+
+    /// The type name given to `mount -t` (and shown in /proc/mounts).
+    pub fn name(self) -> &'static str {
+        match self {
+            FsKind::Ext4 => "ext4",
+            FsKind::Xfs => "xfs",
+            FsKind::Btrfs => "btrfs",
+        }
+    }
+
+    /// The mkfs program for this kind.
+    pub fn mkfs_tool(self) -> &'static str {
+        match self {
+            FsKind::Ext4 => "mkfs.ext4",
+            FsKind::Xfs => "mkfs.xfs",
+            FsKind::Btrfs => "mkfs.btrfs",
+        }
+    }
+
+    /// The smallest size [`ScratchFs::create`] accepts (see the module docs).
+    pub fn min_size_bytes(self) -> u64 {
+        match self {
+            FsKind::Ext4 => 8 * MIB,
+            FsKind::Xfs => 300 * MIB,
+            FsKind::Btrfs => 16 * MIB,
+        }
+    }
+
+    /// Why the minimum is what it is, for the error message.
+    fn min_size_reason(self) -> &'static str {
+        match self {
+            FsKind::Ext4 => "mkfs.ext4 makes no journal below that",
+            FsKind::Xfs => "mkfs.xfs refuses smaller filesystems",
+            FsKind::Btrfs => "mkfs.btrfs refuses smaller ones even in mixed mode",
+        }
+    }
+}
+
+impl fmt::Display for FsKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for FsKind {
+    type Err = io::Error;
+    fn from_str(s: &str) -> io::Result<FsKind> {
+        match s {
+            "ext4" => Ok(FsKind::Ext4),
+            "xfs" => Ok(FsKind::Xfs),
+            "btrfs" => Ok(FsKind::Btrfs),
+            _ => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("unknown filesystem kind {s:?}: expected ext4, xfs or btrfs"),
+            )),
+        }
+    }
+}
+
+/// Options for [`ScratchFs::create`].
+#[derive(Debug, Clone)]
+pub struct ScratchOpts {
+    /// Where the backing file goes (inside a fresh subdirectory). `None`: the
+    /// system temporary directory, i.e. the working filesystem. /dev/shm keeps
+    /// the device in memory (see [`ScratchOpts::in_shm`]).
+    pub backing_dir: Option<PathBuf>,
+    /// Ask the loop device for direct I/O on its backing file (default on). If
+    /// the backing filesystem refuses, the device stays buffered and a warning
+    /// is logged; [`ScratchFs::direct_io`] tells which it got.
+    pub direct_io: bool,
+    /// Extra arguments for mkfs, before the device name.
+    pub mkfs_args: Vec<String>,
+    /// Extra mount options (joined with commas, after the defaults: ext4 gets
+    /// `noinit_itable` so no background inode-table zeroing disturbs timings).
+    pub mount_options: Vec<String>,
+}
+
+impl Default for ScratchOpts {
+    fn default() -> Self {
+        ScratchOpts {
+            backing_dir: None,
+            direct_io: true,
+            mkfs_args: Vec::new(),
+            mount_options: Vec::new(),
+        }
+    }
+}
+
+impl ScratchOpts {
+    /// Backing file in /dev/shm: a device as fast as memory, for measuring
+    /// software overhead rather than the disk.
+    pub fn in_shm() -> Self {
+        ScratchOpts {
+            backing_dir: Some(PathBuf::from("/dev/shm")),
+            ..Default::default()
+        }
+    }
+
+    /// Sets [`ScratchOpts::backing_dir`].
+    pub fn backing_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.backing_dir = Some(dir.into());
+        self
+    }
+
+    /// Sets [`ScratchOpts::direct_io`].
+    pub fn direct_io(mut self, on: bool) -> Self {
+        self.direct_io = on;
+        self
+    }
+}
+
+/// Everything a scratch filesystem made, in the order teardown undoes it.
+/// Shared between the [`ScratchFs`] and its cleanup closure, which may run on
+/// the signal thread; each field is taken when undone, so teardown is
+/// idempotent and also undoes a half-finished creation.
+#[derive(Default)]
+struct Resources {
+    /// blkio v1 throttle files with a rule for our device, and "MAJ:MIN".
+    throttles: Vec<(PathBuf, String)>,
+    mounted_at: Option<PathBuf>,
+    loop_dev: Option<PathBuf>,
+    /// The backing file as the loop device reports it, to wait for detach.
+    loop_backing: Option<String>,
+    memfd: Option<OwnedFd>,
+    backing_file: Option<PathBuf>,
+    /// Directories we made, removed last-first (never recursively: a mount
+    /// point that failed to unmount must not have its contents deleted).
+    dirs: Vec<PathBuf>,
+}
+
+/// A mounted scratch filesystem; unmounted and removed on drop.
+pub struct ScratchFs {
+    fs_type: &'static str,
+    kind: Option<FsKind>,
+    size_bytes: u64,
+    mount_point: PathBuf,
+    loop_dev: Option<PathBuf>,
+    dev_numbers: Option<(u32, u32)>,
+    backing_file: Option<PathBuf>,
+    res: Arc<Mutex<Resources>>,
+    /// Declared before `container`: this filesystem goes before the tmpfs
+    /// that holds its backing file.
+    _cleanup: CleanupGuard,
+    container: Option<Box<ScratchFs>>,
+}
+
+impl fmt::Debug for ScratchFs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ScratchFs")
+            .field("fs_type", &self.fs_type)
+            .field("size_bytes", &self.size_bytes)
+            .field("mount_point", &self.mount_point)
+            .field("loop_dev", &self.loop_dev)
+            .field("backing_file", &self.backing_file)
+            .field("container", &self.container)
+            .finish()
+    }
+}
+
+fn lock(res: &Mutex<Resources>) -> MutexGuard<'_, Resources> {
+    res.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The backing store for a loop device.
+enum Backing<'a> {
+    /// A sparse file in a fresh directory under this one.
+    File { dir: &'a Path, check_space: bool },
+    /// A sealable memfd (for [`ScratchFs::create_eio`]).
+    Memfd,
+}
+
+impl ScratchFs {
+    /// Makes a `size_bytes` filesystem of `kind` on a loop device over a sparse
+    /// file and mounts it at a fresh temporary directory.
+    ///
+    /// Fails if a tool is missing ("mkfs.xfs not found: install xfsprogs"), if
+    /// `size_bytes` is below [`FsKind::min_size_bytes`], or if the backing
+    /// directory has less free space than `size_bytes` (the file is sparse, but
+    /// a benchmark may fill it). Any partial setup is undone before returning.
+    pub fn create(kind: FsKind, size_bytes: u64, opts: &ScratchOpts) -> io::Result<ScratchFs> {
+        let dir = opts.backing_dir.clone().unwrap_or_else(std::env::temp_dir);
+        Self::create_on(kind, size_bytes, opts, Backing::File { dir: &dir, check_space: true })
+    }
+
+    /// Mounts a tmpfs of `size_bytes` (rounded up to pages) at a fresh
+    /// temporary directory, for the tmpfs cases and as a container for backing
+    /// files. `loop_device()` and `dev_numbers()` are `None`.
+    pub fn tmpfs(size_bytes: u64) -> io::Result<ScratchFs> {
+        if size_bytes == 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "tmpfs size must be > 0"));
+        }
+        let mount = require_tool("mount")?;
+        let res = Arc::new(Mutex::new(Resources::default()));
+        let cleanup = register_teardown(&res, "tmpfs");
+        let mount_point = make_temp_dir(&std::env::temp_dir(), "ubio-tmpfs-", &res)?;
+        let size_opt = format!("size={size_bytes},mode=0755");
+        run_tool(
+            &mount,
+            &[
+                "-t".as_ref(),
+                "tmpfs".as_ref(),
+                "-o".as_ref(),
+                size_opt.as_ref(),
+                "ubio-scratch".as_ref(),
+                mount_point.as_os_str(),
+            ],
+        )?;
+        lock(&res).mounted_at = Some(mount_point.clone());
+        log::debug!("mounted tmpfs ({size_bytes} bytes) at {}", mount_point.display());
+        Ok(ScratchFs {
+            fs_type: "tmpfs",
+            kind: None,
+            size_bytes,
+            mount_point,
+            loop_dev: None,
+            dev_numbers: None,
+            backing_file: None,
+            res,
+            _cleanup: cleanup,
+            container: None,
+        })
+    }
+
+    /// A filesystem of `fs_size` whose device runs out of room after
+    /// `backing_room` bytes: the backing file is sparse, in a tmpfs of
+    /// `backing_room` bytes. Writeback beyond that fails; `fsync` reports
+    /// ENOSPC (see the module docs; for EIO use [`ScratchFs::create_eio`]).
+    ///
+    /// mkfs's own writes count against the room: about 5 MiB for ext4 and
+    /// btrfs at 128 MiB, 65 MiB for xfs (its log is zeroed).
+    pub fn create_enospc(kind: FsKind, fs_size: u64, backing_room: u64) -> io::Result<ScratchFs> {
+        if fs_size <= backing_room {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("fs_size ({fs_size}) must exceed backing_room ({backing_room}) for writes to fail"),
+            ));
+        }
+        let container = ScratchFs::tmpfs(backing_room)?;
+        let opts = ScratchOpts::default();
+        let mut fs = Self::create_on(
+            kind,
+            fs_size,
+            &opts,
+            Backing::File { dir: container.mount_point(), check_space: false },
+        )?;
+        fs.container = Some(Box::new(container));
+        Ok(fs)
+    }
+
+    /// A filesystem of `fs_size` on a loop device over a memfd, whose writes
+    /// can be made to fail with EIO by [`ScratchFs::fail_writes`]. Until then
+    /// it behaves like any other scratch filesystem (its data is in memory).
+    pub fn create_eio(kind: FsKind, fs_size: u64) -> io::Result<ScratchFs> {
+        Self::create_on(kind, fs_size, &ScratchOpts::default(), Backing::Memfd)
+    }
+
+    /// From now on, every write that reaches the device fails: writeback of
+    /// dirty pages, journal and metadata writes alike, so `fsync` returns EIO.
+    /// Reads keep working. Irreversible. Only for [`ScratchFs::create_eio`].
+    pub fn fail_writes(&self) -> io::Result<()> {
+        let res = lock(&self.res);
+        let Some(fd) = res.memfd.as_ref() else {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("fail_writes on {}: only filesystems from ScratchFs::create_eio can fail writes", self.mount_point.display()),
+            ));
+        };
+        // SAFETY: fd is a valid memfd owned by `res`; F_ADD_SEALS takes an int.
+        let r = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_WRITE) };
+        if r < 0 {
+            return Err(context(
+                io::Error::last_os_error(),
+                format_args!("seal the memfd behind {} against writes", self.describe_dev()),
+            ));
+        }
+        log::debug!("{}: writes now fail with EIO", self.describe_dev());
+        Ok(())
+    }
+
+    /// Throttles writes to this filesystem's loop device to `bytes_per_sec`
+    /// (0 removes the limit), with the blkio v1 rule
+    /// `blkio.throttle.write_bps_device` of the root blkio cgroup: writeback is
+    /// issued by flusher threads in the root cgroup on v1, so a rule anywhere
+    /// else would not slow it. Reset to no limit on drop.
+    pub fn set_write_bps(&self, bytes_per_sec: u64) -> io::Result<()> {
+        self.set_throttle("blkio.throttle.write_bps_device", bytes_per_sec)
+    }
+
+    /// Like [`ScratchFs::set_write_bps`], for reads (`blkio.throttle.read_bps_device`).
+    pub fn set_read_bps(&self, bytes_per_sec: u64) -> io::Result<()> {
+        self.set_throttle("blkio.throttle.read_bps_device", bytes_per_sec)
+    }
+
+    fn set_throttle(&self, file: &str, bytes_per_sec: u64) -> io::Result<()> {
+        let Some((maj, min)) = self.dev_numbers else {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("cannot throttle {}: a tmpfs has no block device", self.mount_point.display()),
+            ));
+        };
+        let path = blkio_v1_root()?.join(file);
+        let majmin = format!("{maj}:{min}");
+        let rule = format!("{majmin} {bytes_per_sec}");
+        let mut res = lock(&self.res);
+        fs::write(&path, &rule).map_err(|e| context(e, format_args!("write {rule:?} to {}", path.display())))?;
+        let known = res.throttles.iter().any(|(p, _)| *p == path);
+        if bytes_per_sec > 0 && !known {
+            res.throttles.push((path, majmin));
+        } else if bytes_per_sec == 0 {
+            res.throttles.retain(|(p, _)| *p != path);
+        }
+        Ok(())
+    }
+
+    /// Where the filesystem is mounted.
+    pub fn mount_point(&self) -> &Path {
+        &self.mount_point
+    }
+
+    /// The loop device, e.g. `/dev/loop3` (`None` for tmpfs).
+    pub fn loop_device(&self) -> Option<&Path> {
+        self.loop_dev.as_deref()
+    }
+
+    /// The loop device's major and minor numbers (`None` for tmpfs).
+    pub fn dev_numbers(&self) -> Option<(u32, u32)> {
+        self.dev_numbers
+    }
+
+    /// The backing file (`None` for tmpfs and memfd-backed devices).
+    pub fn backing_file(&self) -> Option<&Path> {
+        self.backing_file.as_deref()
+    }
+
+    /// The filesystem kind (`None` for tmpfs).
+    pub fn kind(&self) -> Option<FsKind> {
+        self.kind
+    }
+
+    /// The type as mount shows it: "ext4", "xfs", "btrfs" or "tmpfs".
+    pub fn fs_type(&self) -> &'static str {
+        self.fs_type
+    }
+
+    /// The size asked for.
+    pub fn size_bytes(&self) -> u64 {
+        self.size_bytes
+    }
+
+    /// Whether the loop device does direct I/O on its backing file, read from
+    /// /sys/block/loopN/loop/dio (`None` for tmpfs or if unreadable).
+    pub fn direct_io(&self) -> Option<bool> {
+        let dev = self.loop_dev.as_ref()?;
+        let name = dev.file_name()?.to_str()?;
+        let v = fs::read_to_string(format!("/sys/block/{name}/loop/dio")).ok()?;
+        Some(v.trim() == "1")
+    }
+
+    fn describe_dev(&self) -> String {
+        match &self.loop_dev {
+            Some(d) => format!("{} ({})", d.display(), self.mount_point.display()),
+            None => self.mount_point.display().to_string(),
+        }
+    }
+
+    fn create_on(kind: FsKind, size_bytes: u64, opts: &ScratchOpts, backing: Backing<'_>) -> io::Result<ScratchFs> {
+        let min = kind.min_size_bytes();
+        if size_bytes < min {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "a {kind} scratch filesystem needs at least {} MiB ({}); asked for {:.1} MiB",
+                    min / MIB,
+                    kind.min_size_reason(),
+                    size_bytes as f64 / MIB as f64
+                ),
+            ));
+        }
+        let mkfs = require_tool(kind.mkfs_tool())?;
+        let losetup = require_tool("losetup")?;
+        let mount = require_tool("mount")?;
+        require_tool("umount")?;
+
+        let res = Arc::new(Mutex::new(Resources::default()));
+        let cleanup = register_teardown(&res, kind.name());
+
+        // 1. Backing store.
+        let (attach_path, backing_file) = match backing {
+            Backing::File { dir, check_space } => {
+                if check_space {
+                    check_free_space(dir, size_bytes)?;
+                }
+                let sub = make_temp_dir(dir, "ubio-scratch-", &res)?;
+                let file = sub.join(format!("{kind}.img"));
+                let f = fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&file)
+                    .map_err(|e| context(e, format_args!("create backing file {}", file.display())))?;
+                lock(&res).backing_file = Some(file.clone());
+                f.set_len(size_bytes)
+                    .map_err(|e| context(e, format_args!("size backing file {} to {size_bytes} bytes", file.display())))?;
+                (file.clone(), Some(file))
+            }
+            Backing::Memfd => {
+                let fd = make_memfd(kind, size_bytes)?;
+                let path = PathBuf::from(format!("/proc/{}/fd/{}", std::process::id(), fd.as_raw_fd()));
+                lock(&res).memfd = Some(fd);
+                (path, None)
+            }
+        };
+
+        // 2. Loop device. Attached first and recorded at once; direct I/O is a
+        // separate step so that its failure cannot leave an unrecorded device.
+        let out = run_tool(&losetup, &["--find".as_ref(), "--show".as_ref(), attach_path.as_os_str()])?;
+        let loop_dev = PathBuf::from(out.trim());
+        if !loop_dev.starts_with("/dev/") {
+            return Err(io::Error::other(format!(
+                "losetup --find --show {} printed {:?}, not a device",
+                attach_path.display(),
+                out.trim()
+            )));
+        }
+        {
+            let mut r = lock(&res);
+            r.loop_dev = Some(loop_dev.clone());
+            r.loop_backing = loop_backing_file(&loop_dev);
+        }
+        if opts.direct_io {
+            if let Err(e) = run_tool(&losetup, &["--direct-io=on".as_ref(), loop_dev.as_os_str()]) {
+                log::warn!("{}: direct I/O not available, using buffered loop I/O: {e}", loop_dev.display());
+            }
+        }
+        let dev_numbers = fs::metadata(&loop_dev)
+            .map(|m| dev_major_minor(m.rdev()))
+            .map_err(|e| context(e, format_args!("stat {}", loop_dev.display())))?;
+
+        // 3. mkfs.
+        let mut args: Vec<&OsStr> = Vec::new();
+        match kind {
+            // 4 KiB blocks always: below 512 MiB mke2fs would pick 1 KiB
+            // ("small" type), unlike any real filesystem ubio will meet.
+            FsKind::Ext4 => args.extend(["-q", "-F", "-b", "4096", "-E", "lazy_itable_init=1,lazy_journal_init=1"].map(OsStr::new)),
+            FsKind::Xfs => args.extend(["-q", "-f"].map(OsStr::new)),
+            FsKind::Btrfs => {
+                args.extend(["-q", "-f"].map(OsStr::new));
+                if size_bytes < BTRFS_MIXED_BELOW {
+                    args.push("-M".as_ref());
+                }
+            }
+        }
+        args.extend(opts.mkfs_args.iter().map(OsStr::new));
+        args.push(loop_dev.as_os_str());
+        run_tool(&mkfs, &args)?;
+
+        // 4. Mount.
+        let mount_point = make_temp_dir(&std::env::temp_dir(), "ubio-mnt-", &res)?;
+        let mut mount_opts: Vec<&str> = Vec::new();
+        if kind == FsKind::Ext4 {
+            mount_opts.push("noinit_itable");
+        }
+        mount_opts.extend(opts.mount_options.iter().map(String::as_str));
+        let mount_opts = mount_opts.join(",");
+        let mut args: Vec<&OsStr> = vec!["-t".as_ref(), kind.name().as_ref()];
+        if !mount_opts.is_empty() {
+            args.extend([OsStr::new("-o"), OsStr::new(&mount_opts)]);
+        }
+        args.extend([loop_dev.as_os_str(), mount_point.as_os_str()]);
+        run_tool(&mount, &args)?;
+        lock(&res).mounted_at = Some(mount_point.clone());
+        log::debug!(
+            "mounted {kind} ({size_bytes} bytes) from {} at {}",
+            loop_dev.display(),
+            mount_point.display()
+        );
+
+        Ok(ScratchFs {
+            fs_type: kind.name(),
+            kind: Some(kind),
+            size_bytes,
+            mount_point,
+            loop_dev: Some(loop_dev),
+            dev_numbers: Some(dev_numbers),
+            backing_file,
+            res,
+            _cleanup: cleanup,
+            container: None,
+        })
+    }
+}
+
+fn register_teardown(res: &Arc<Mutex<Resources>>, what: &str) -> CleanupGuard {
+    let r = Arc::clone(res);
+    cleanup::register(format!("remove scratch {what} filesystem"), move || teardown(&mut lock(&r)))
+}
+
+/// Undoes whatever `res` records, last-made first. Problems are reported on
+/// stderr: this runs in drop and on the signal thread, with nobody to return
+/// an error to, and a leaked mount or loop device must not go unnoticed.
+fn teardown(res: &mut Resources) {
+    for (file, majmin) in res.throttles.drain(..) {
+        if let Err(e) = fs::write(&file, format!("{majmin} 0")) {
+            eprintln!("ubio-bench: cannot reset throttle {majmin} in {}: {e}", file.display());
+        }
+    }
+    if let Some(mp) = res.mounted_at.take() {
+        unmount(&mp);
+    }
+    if let Some(dev) = res.loop_dev.take() {
+        detach(&dev, res.loop_backing.take());
+    }
+    res.memfd = None;
+    if let Some(file) = res.backing_file.take() {
+        if let Err(e) = fs::remove_file(&file) {
+            if e.kind() != io::ErrorKind::NotFound {
+                eprintln!("ubio-bench: cannot remove backing file {}: {e}", file.display());
+            }
+        }
+    }
+    while let Some(dir) = res.dirs.pop() {
+        if let Err(e) = fs::remove_dir(&dir) {
+            if e.kind() != io::ErrorKind::NotFound {
+                eprintln!("ubio-bench: cannot remove directory {}: {e}", dir.display());
+            }
+        }
+    }
+}
+
+/// `umount`, retried while busy, then `umount --lazy` as a last resort (the
+/// filesystem goes once its last user closes it).
+fn unmount(mp: &Path) {
+    let Ok(umount) = require_tool("umount") else {
+        eprintln!("ubio-bench: umount not found; {} stays mounted", mp.display());
+        return;
+    };
+    let mut last = None;
+    for attempt in 0..10 {
+        match run_tool(&umount, &[mp.as_os_str()]) {
+            Ok(_) => return,
+            Err(e) => {
+                if !is_mounted(mp) {
+                    return;
+                }
+                log::debug!("umount {} (attempt {attempt}): {e}", mp.display());
+                last = Some(e);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+    eprintln!(
+        "ubio-bench: cannot unmount {} ({}); detaching it lazily",
+        mp.display(),
+        last.map(|e| e.to_string()).unwrap_or_default()
+    );
+    if let Err(e) = run_tool(&umount, &["--lazy".as_ref(), mp.as_os_str()]) {
+        eprintln!("ubio-bench: lazy umount {} failed too: {e}", mp.display());
+    }
+}
+
+/// `losetup -d`, then waits (up to 5 s) until the device really lets go of
+/// the backing file: the kernel defers the detach while someone still has the
+/// device open.
+fn detach(dev: &Path, backing: Option<String>) {
+    let result = require_tool("losetup").and_then(|l| run_tool(&l, &["-d".as_ref(), dev.as_os_str()]));
+    if let Err(e) = result {
+        eprintln!("ubio-bench: cannot detach loop device {}: {e}", dev.display());
+        return;
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while backing.is_some() && loop_backing_file(dev) == backing {
+        if Instant::now() > deadline {
+            eprintln!(
+                "ubio-bench: {} still attached to {} 5 s after losetup -d (in use?); the kernel detaches it when closed",
+                dev.display(),
+                backing.as_deref().unwrap_or("?")
+            );
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// /sys/block/loopN/loop/backing_file: what the device is attached to now.
+fn loop_backing_file(dev: &Path) -> Option<String> {
+    let name = dev.file_name()?.to_str()?;
+    fs::read_to_string(format!("/sys/block/{name}/loop/backing_file"))
+        .ok()
+        .map(|s| s.trim_end().to_owned())
+}
+
+/// Whether `path` is a mount point in our mount namespace.
+pub fn is_mounted(path: &Path) -> bool {
+    let Ok(text) = fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    text.lines().any(|l| {
+        l.split(' ')
+            .nth(4)
+            .is_some_and(|mp| Path::new(&crate::cgroup::unescape_mountinfo(mp)) == path)
+    })
+}
+
+/// A fresh directory `<parent>/<prefix>XXXXXX`, recorded for removal.
+fn make_temp_dir(parent: &Path, prefix: &str, res: &Mutex<Resources>) -> io::Result<PathBuf> {
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(parent)
+        .map_err(|e| context(e, format_args!("create a temporary directory in {}", parent.display())))?
+        // Removal is ours (in teardown, also from the signal thread).
+        .keep();
+    lock(res).dirs.push(dir.clone());
+    Ok(dir)
+}
+
+/// A sealable memfd of `size` bytes (sparse), named after its use so that
+/// `losetup -l` shows `/memfd:ubio-eio-<kind>-<pid>-<n> (deleted)`.
+fn make_memfd(kind: FsKind, size: u64) -> io::Result<OwnedFd> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let name = format!("ubio-eio-{kind}-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
+    let cname = CString::new(name.clone()).expect("no NUL in memfd name");
+    // SAFETY: cname is a valid C string; the flags are valid for memfd_create.
+    let raw = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    if raw < 0 {
+        return Err(context(io::Error::last_os_error(), format_args!("memfd_create {name}")));
+    }
+    // SAFETY: raw is a freshly created descriptor that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let file = fs::File::from(fd);
+    file.set_len(size)
+        .map_err(|e| context(e, format_args!("size memfd {name} to {size} bytes")))?;
+    Ok(file.into())
+}
+
+fn check_free_space(dir: &Path, need: u64) -> io::Result<()> {
+    let c = CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "backing directory contains NUL"))?;
+    // SAFETY: statvfs is plain old data; zeroed is a valid value for it.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c is a valid C string and st a valid, writable statvfs.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(context(io::Error::last_os_error(), format_args!("statvfs {}", dir.display())));
+    }
+    let avail = st.f_bavail as u64 * st.f_frsize as u64;
+    if avail < need {
+        return Err(io::Error::new(
+            io::ErrorKind::StorageFull,
+            format!(
+                "{} has {} MiB free, less than the {} MiB scratch filesystem asked for; choose a smaller size or another backing_dir",
+                dir.display(),
+                avail / MIB,
+                need / MIB
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The blkio v1 hierarchy's root directory (from /proc/self/mountinfo, else
+/// /sys/fs/cgroup/blkio).
+fn blkio_v1_root() -> io::Result<PathBuf> {
+    let text = fs::read_to_string("/proc/self/mountinfo").map_err(|e| context(e, "read /proc/self/mountinfo"))?;
+    for line in text.lines() {
+        let Some((left, right)) = line.split_once(" - ") else { continue };
+        let mut r = right.split(' ');
+        let (fstype, super_opts) = (r.next().unwrap_or(""), r.nth(1).unwrap_or(""));
+        let l: Vec<&str> = left.split(' ').collect();
+        if fstype == "cgroup" && super_opts.split(',').any(|o| o == "blkio") && l.get(3) == Some(&"/") {
+            if let Some(mp) = l.get(4) {
+                return Ok(PathBuf::from(crate::cgroup::unescape_mountinfo(mp)));
+            }
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "no blkio v1 hierarchy mounted (blkio.throttle.* rules need cgroup v1 blkio)",
+    ))
+}
+
+/// Splits a Linux `dev_t` into major and minor (glibc's encoding).
+fn dev_major_minor(dev: u64) -> (u32, u32) {
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    (major as u32, minor as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_dev_t() {
+        // /dev/loop3 is 7:3; a large minor goes to the high bits.
+        assert_eq!(dev_major_minor(0x703), (7, 3));
+        assert_eq!(dev_major_minor((259 << 8) | (0x12345 & 0xff) | ((0x12345 & !0xff) << 12)), (259, 0x12345));
+    }
+
+    #[test]
+    fn kinds_round_trip() {
+        for k in FsKind::ALL {
+            assert_eq!(k.name().parse::<FsKind>().unwrap(), k);
+        }
+        assert!("ntfs".parse::<FsKind>().is_err());
+    }
+
+    #[test]
+    fn too_small_is_a_clear_error() {
+        let err = ScratchFs::create(FsKind::Xfs, 64 * MIB, &ScratchOpts::default()).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert!(err.to_string().contains("at least 300 MiB"), "{err}");
+    }
+}
