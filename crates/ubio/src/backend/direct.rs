@@ -22,8 +22,12 @@ const BOUNCE: usize = 4 << 20;
 
 #[derive(Debug)]
 pub struct Direct {
-    /// A second open file description of the same file, with O_DIRECT.
+    /// A second open file description of the same file, with O_DIRECT;
+    /// read-write where permitted, for the read-modify-write of edges.
     dfd: File,
+    /// False when only a write-only O_DIRECT descriptor could be had: then
+    /// unaligned writes go through the page cache instead.
+    dfd_readable: bool,
     /// Offset and length alignment (at least 512).
     align: u64,
     /// Buffer address alignment.
@@ -43,11 +47,18 @@ impl Direct {
     /// Bind to the file behind `fd`, opening it again with O_DIRECT.
     pub fn open(fd: BorrowedFd<'_>, dio: DioAlign) -> io::Result<Direct> {
         let access = sys::getfl(fd)? & libc::O_ACCMODE;
-        let dfd = sys::reopen(fd, access | libc::O_DIRECT)?;
+        let (dfd, dfd_readable) = match access {
+            libc::O_WRONLY => match sys::reopen(fd, libc::O_RDWR | libc::O_DIRECT) {
+                Ok(f) => (f, true),
+                Err(_) => (sys::reopen(fd, access | libc::O_DIRECT)?, false),
+            },
+            _ => (sys::reopen(fd, access | libc::O_DIRECT)?, true),
+        };
         let align = u64::from(dio.offset_align.max(512));
         let mem_align = (dio.mem_align as usize).max(align as usize).max(sys::page_size() as usize);
         Ok(Direct {
             dfd,
+            dfd_readable,
             align,
             mem_align,
             pool: Mutex::new(Vec::new()),
@@ -214,6 +225,10 @@ impl Backend for Direct {
         if bufs.len() == 1 && self.aligned(bufs[0].as_ptr(), off, len) {
             let n = sys::pwritev2(self.dfd.as_fd(), bufs, Some(off), RwFlags::NONE)?;
             return Ok((off, n));
+        }
+        if !self.dfd_readable && (off % self.align != 0 || len as u64 % self.align != 0) {
+            // Edges cannot be read back for read-modify-write.
+            return pwrite_with_flags(fd, bufs, Some(off), RwFlags::NONE);
         }
         let end = off + len as u64;
         let (first, last) = (self.down(off), self.up(end));

@@ -1,0 +1,194 @@
+//! The page-cache contract (cases 1-4 of the library issue), on ext4, xfs,
+//! btrfs and tmpfs, for every backend that can run there. Residency is
+//! sampled with cachestat() by a second thread during the stream and checked
+//! with cachestat()/mincore() after it; never with timing.
+
+mod common;
+
+use common::*;
+use std::io::{Read, Write};
+use std::time::Duration;
+use ubio::BackendKind;
+use ubio_bench::residency_sampler::ResidencySampler;
+
+const STREAM: u64 = GIB;
+const IO: u64 = MIB;
+const SAMPLE_EVERY: Duration = Duration::from_millis(1);
+
+fn managed(b: BackendKind) -> bool {
+    b != BackendKind::Buffered
+}
+
+/// Case 1: reading a cold file of 1 GiB keeps its cached pages under 64 MiB
+/// during the stream and leaves none after close (tmpfs: all stay, they are
+/// the file). The buffered baseline is the control: the sampler must see it
+/// cache far more, or the measurement proves nothing.
+#[test]
+fn cold_read_stays_under_64mib_and_leaves_nothing() {
+    for t in targets("cold_read", 3 * GIB) {
+        let path = t.path("cold");
+        make_cold_file(&path, 1, STREAM);
+        for backend in all_backends() {
+            evict(&path);
+            let Some(mut f) = open_or_refused(ubio::OpenOptions::new().read(true), backend, &path, &t) else { continue };
+            let sampler = ResidencySampler::start(&path, SAMPLE_EVERY).unwrap();
+            let mut buf = vec![0u8; IO as usize];
+            let mut total = 0u64;
+            loop {
+                let n = f.read(&mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                total += n as u64;
+            }
+            let stats = f.close().unwrap();
+            let after = cached_pages(&path);
+            let peaks = sampler.finish().unwrap();
+            eprintln!(
+                "{} {backend}: peak {} MiB cached over {} samples, {after} pages after close; {stats:?}",
+                t.name,
+                peaks.max_cached * PAGE / MIB,
+                peaks.samples
+            );
+            assert_eq!(total, STREAM);
+            assert!(peaks.samples > 10, "too few samples to judge");
+            if t.pages_are_storage() {
+                assert_eq!(after, STREAM / PAGE, "{} {backend}: tmpfs lost pages", t.name);
+            } else if managed(backend) {
+                assert!(peaks.max_cached * PAGE <= 64 * MIB, "{} {backend}: peak {} pages", t.name, peaks.max_cached);
+                assert_eq!(after, 0, "{} {backend}: pages left after close", t.name);
+            } else {
+                assert!(peaks.max_cached * PAGE > 256 * MIB, "{} control: buffered read cached only {} pages", t.name, peaks.max_cached);
+            }
+        }
+        std::fs::remove_file(&path).unwrap();
+    }
+}
+
+/// Case 2: pages another user cached before the read are all still cached
+/// after it (an aligned 32 MiB region and an unaligned few pages).
+#[test]
+fn pages_cached_before_a_read_stay_cached() {
+    let regions = [(100 * MIB, 32 * MIB), (700 * MIB + 3 * PAGE, 5 * PAGE)];
+    for t in targets("precached_read", 3 * GIB) {
+        let path = t.path("shared");
+        make_cold_file(&path, 2, STREAM);
+        for backend in all_backends().into_iter().filter(|b| managed(*b)) {
+            evict(&path);
+            for (off, len) in regions {
+                precache(&path, off, len);
+                assert_eq!(resident_in(&path, off, len), len / PAGE, "precache failed");
+            }
+            // The other user's reads brought their own readahead: all of it is theirs.
+            let before = cached_pages(&path);
+            let Some(mut f) = open_or_refused(ubio::OpenOptions::new().read(true), backend, &path, &t) else { continue };
+            let mut buf = vec![0u8; IO as usize];
+            while f.read(&mut buf).unwrap() > 0 {}
+            let stats = f.close().unwrap();
+            for (off, len) in regions {
+                let kept = resident_in(&path, off, len);
+                assert_eq!(kept, len / PAGE, "{} {backend}: region at {off} lost {} pages", t.name, len / PAGE - kept);
+            }
+            let total = cached_pages(&path);
+            eprintln!("{} {backend}: {total} pages cached after, {before} before; {stats:?}", t.name);
+            if !t.pages_are_storage() {
+                // Only what was cached before (and folio neighbours of it) remains.
+                assert!(total <= before + 2 * 512, "{} {backend}: {total} pages left, {before} before", t.name);
+                assert!(stats.pages_preserved >= before, "{} {backend}: stats: {stats:?}", t.name);
+            }
+        }
+        std::fs::remove_file(&path).unwrap();
+    }
+}
+
+/// Case 3: writing 1 GiB keeps dirty + writeback within twice the window plus
+/// one I/O, leaves no cached page shortly after close, and reads back intact.
+#[test]
+fn write_footprint_is_bounded_and_data_reads_back() {
+    let window = ubio::DEFAULT_WINDOW;
+    for t in targets("write", 3 * GIB) {
+        for backend in all_backends() {
+            let path = t.path(&format!("written-{backend}"));
+            let mut opts = ubio::OpenOptions::new();
+            opts.write(true).create(true).truncate(true).window(window);
+            let Some(mut f) = open_or_refused(&mut opts, backend, &path, &t) else {
+                let _ = std::fs::remove_file(&path);
+                continue;
+            };
+            let sampler = ResidencySampler::start(&path, SAMPLE_EVERY).unwrap();
+            let mut buf = vec![0u8; IO as usize];
+            let mut off = 0;
+            while off < STREAM {
+                fill_pattern(3, off, &mut buf);
+                f.write_all(&buf).unwrap();
+                off += IO;
+            }
+            let stats = f.close().unwrap();
+            let mut after = cached_pages(&path);
+            for _ in 0..200 {
+                if after == 0 || t.pages_are_storage() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+                after = cached_pages(&path);
+            }
+            let peaks = sampler.finish().unwrap();
+            eprintln!(
+                "{} {backend}: peak dirty+wb {} KiB, peak cached {} KiB, {after} pages after close; {stats:?}",
+                t.name,
+                peaks.max_dirty_writeback * 4,
+                peaks.max_cached * 4
+            );
+            if t.pages_are_storage() {
+                assert_eq!(after, STREAM / PAGE, "{} {backend}: tmpfs lost pages", t.name);
+            } else if managed(backend) {
+                let bound = 2 * window + IO;
+                assert!(peaks.max_dirty_writeback * PAGE <= bound, "{} {backend}: dirty+wb peak {} pages > {}", t.name, peaks.max_dirty_writeback, bound / PAGE);
+                assert_eq!(after, 0, "{} {backend}: pages left after close", t.name);
+            }
+            std::fs::File::open(&path).unwrap().sync_all().unwrap();
+            evict(&path);
+            verify_pattern(&path, 3, STREAM);
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+}
+
+/// Case 4: overwriting pages that were cached before leaves them cached;
+/// the rest of the overwritten file is dropped; the data is the new data.
+#[test]
+fn overwriting_cached_pages_leaves_them_cached() {
+    let size = 64 * MIB;
+    let (off, len) = (8 * MIB, 16 * MIB);
+    for t in targets("overwrite", GIB) {
+        let path = t.path("overwritten");
+        for backend in all_backends().into_iter().filter(|b| managed(*b)) {
+            make_cold_file(&path, 4, size);
+            precache(&path, off, len);
+            // Including the readahead of that other user: all of it is theirs.
+            let before = cached_pages(&path);
+            let mut opts = ubio::OpenOptions::new();
+            opts.write(true);
+            let Some(mut f) = open_or_refused(&mut opts, backend, &path, &t) else { continue };
+            let mut buf = vec![0u8; IO as usize];
+            let mut at = 0;
+            while at < size {
+                fill_pattern(5, at, &mut buf);
+                f.write_all(&buf).unwrap();
+                at += IO;
+            }
+            let stats = f.close().unwrap();
+            let kept = resident_in(&path, off, len);
+            let total = cached_pages(&path);
+            eprintln!("{} {backend}: kept {kept} of {} precached pages, {total} cached in all; {stats:?}", t.name, len / PAGE);
+            assert_eq!(kept, len / PAGE, "{} {backend}: precached pages were dropped", t.name);
+            if !t.pages_are_storage() {
+                assert!(total <= before + 2 * 512, "{} {backend}: {total} pages left, {before} before", t.name);
+            }
+            std::fs::File::open(&path).unwrap().sync_all().unwrap();
+            evict(&path);
+            verify_pattern(&path, 5, size);
+        }
+        std::fs::remove_file(&path).unwrap();
+    }
+}
