@@ -64,7 +64,10 @@ fn locate_own() -> io::Result<(PathBuf, CgroupVersion)> {
     let v1_path = cgroup_file.lines().find_map(|line| {
         let mut f = line.splitn(3, ':');
         let (_, ctrls, path) = (f.next()?, f.next()?, f.next()?);
-        ctrls.split(',').any(|c| c == "memory").then(|| path.to_owned())
+        ctrls
+            .split(',')
+            .any(|c| c == "memory")
+            .then(|| path.to_owned())
     });
     if let Some(cg_path) = v1_path {
         if let Some(m) = mounts
@@ -134,7 +137,10 @@ pub(crate) fn unescape_mountinfo(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
             out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
             i += 4;
         } else {
@@ -216,7 +222,12 @@ impl MemCgroup {
             match fs::create_dir(&candidate) {
                 Ok(()) => break candidate,
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(context(e, format_args!("create cgroup {}", candidate.display()))),
+                Err(e) => {
+                    return Err(context(
+                        e,
+                        format_args!("create cgroup {}", candidate.display()),
+                    ))
+                }
             }
         };
         log::debug!("created memory cgroup {}", path.display());
@@ -296,7 +307,11 @@ impl MemCgroup {
         let child = self.confine(cmd).spawn().map_err(|e| {
             context(
                 e,
-                format_args!("spawn {:?} in cgroup {}", cmd.get_program(), self.path.display()),
+                format_args!(
+                    "spawn {:?} in cgroup {}",
+                    cmd.get_program(),
+                    self.path.display()
+                ),
             )
         })?;
         self.spawned
@@ -363,7 +378,8 @@ impl MemCgroup {
 
     fn write(&self, file: &str, value: &str) -> io::Result<()> {
         let p = self.path.join(file);
-        fs::write(&p, value).map_err(|e| context(e, format_args!("write {value:?} to {}", p.display())))
+        fs::write(&p, value)
+            .map_err(|e| context(e, format_args!("write {value:?} to {}", p.display())))
     }
 }
 
@@ -382,7 +398,11 @@ fn join_cgroup_self(procs: &CStr) -> io::Result<()> {
     let digits = format_u32(pid, &mut buf);
     // SAFETY: `digits` is a valid, initialised slice; fd is open for writing.
     let n = unsafe { libc::write(fd, digits.as_ptr().cast(), digits.len()) };
-    let result = if n < 0 { Err(io::Error::last_os_error()) } else { Ok(()) };
+    let result = if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    };
     // SAFETY: fd was opened above and is closed once.
     unsafe { libc::close(fd) };
     result
@@ -404,7 +424,8 @@ fn format_u32(mut n: u32, buf: &mut [u8; 12]) -> &[u8] {
 
 fn read_procs(dir: &Path) -> io::Result<Vec<u32>> {
     let p = dir.join("cgroup.procs");
-    let text = fs::read_to_string(&p).map_err(|e| context(e, format_args!("read {}", p.display())))?;
+    let text =
+        fs::read_to_string(&p).map_err(|e| context(e, format_args!("read {}", p.display())))?;
     Ok(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
 }
 
@@ -412,7 +433,8 @@ fn read_procs(dir: &Path) -> io::Result<Vec<u32>> {
 /// `memory` in `cgroup.subtree_control`.
 fn enable_v2_memory_for_children(parent: &Path) -> io::Result<()> {
     let ctl = parent.join("cgroup.subtree_control");
-    let current = fs::read_to_string(&ctl).map_err(|e| context(e, format_args!("read {}", ctl.display())))?;
+    let current =
+        fs::read_to_string(&ctl).map_err(|e| context(e, format_args!("read {}", ctl.display())))?;
     if current.split_whitespace().any(|c| c == "memory") {
         return Ok(());
     }
@@ -424,7 +446,10 @@ fn enable_v2_memory_for_children(parent: &Path) -> io::Result<()> {
         } else {
             ""
         };
-        context(e, format_args!("write \"+memory\" to {}{hint}", ctl.display()))
+        context(
+            e,
+            format_args!("write \"+memory\" to {}{hint}", ctl.display()),
+        )
     })
 }
 
@@ -504,8 +529,12 @@ mod tests {
         assert_eq!(m.fstype, "cgroup");
         assert_eq!(m.super_opts, "rw,memory");
         assert_eq!(m.mount_point, Path::new("/sys/fs/cgroup/memory"));
-        assert_eq!(join_cgroup_path(&m, "/a/b"), Path::new("/sys/fs/cgroup/memory/a/b"));
-        let m = parse_mountinfo_line("1 2 0:3 /a /mnt/with\\040space rw - cgroup2 cgroup2 rw").unwrap();
+        assert_eq!(
+            join_cgroup_path(&m, "/a/b"),
+            Path::new("/sys/fs/cgroup/memory/a/b")
+        );
+        let m =
+            parse_mountinfo_line("1 2 0:3 /a /mnt/with\\040space rw - cgroup2 cgroup2 rw").unwrap();
         assert_eq!(m.mount_point, Path::new("/mnt/with space"));
         assert_eq!(join_cgroup_path(&m, "/a/b"), Path::new("/mnt/with space/b"));
     }

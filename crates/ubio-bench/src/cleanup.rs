@@ -79,7 +79,9 @@ impl Drop for CleanupGuard {
 
 impl std::fmt::Debug for CleanupGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CleanupGuard").field("id", &self.id).finish()
+        f.debug_struct("CleanupGuard")
+            .field("id", &self.id)
+            .finish()
     }
 }
 

@@ -246,7 +246,15 @@ impl ScratchFs {
     /// a benchmark may fill it). Any partial setup is undone before returning.
     pub fn create(kind: FsKind, size_bytes: u64, opts: &ScratchOpts) -> io::Result<ScratchFs> {
         let dir = opts.backing_dir.clone().unwrap_or_else(std::env::temp_dir);
-        Self::create_on(kind, size_bytes, opts, Backing::File { dir: &dir, check_space: true })
+        Self::create_on(
+            kind,
+            size_bytes,
+            opts,
+            Backing::File {
+                dir: &dir,
+                check_space: true,
+            },
+        )
     }
 
     /// Mounts a tmpfs of `size_bytes` (rounded up to pages) at a fresh
@@ -254,7 +262,10 @@ impl ScratchFs {
     /// files. `loop_device()` and `dev_numbers()` are `None`.
     pub fn tmpfs(size_bytes: u64) -> io::Result<ScratchFs> {
         if size_bytes == 0 {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "tmpfs size must be > 0"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "tmpfs size must be > 0",
+            ));
         }
         let mount = require_tool("mount")?;
         let res = Arc::new(Mutex::new(Resources::default()));
@@ -273,7 +284,10 @@ impl ScratchFs {
             ],
         )?;
         lock(&res).mounted_at = Some(mount_point.clone());
-        log::debug!("mounted tmpfs ({size_bytes} bytes) at {}", mount_point.display());
+        log::debug!(
+            "mounted tmpfs ({size_bytes} bytes) at {}",
+            mount_point.display()
+        );
         Ok(ScratchFs {
             fs_type: "tmpfs",
             kind: None,
@@ -308,7 +322,10 @@ impl ScratchFs {
             kind,
             fs_size,
             &opts,
-            Backing::File { dir: container.mount_point(), check_space: false },
+            Backing::File {
+                dir: container.mount_point(),
+                check_space: false,
+            },
         )?;
         fs.container = Some(Box::new(container));
         Ok(fs)
@@ -337,7 +354,10 @@ impl ScratchFs {
         if r < 0 {
             return Err(context(
                 io::Error::last_os_error(),
-                format_args!("seal the memfd behind {} against writes", self.describe_dev()),
+                format_args!(
+                    "seal the memfd behind {} against writes",
+                    self.describe_dev()
+                ),
             ));
         }
         log::debug!("{}: writes now fail with EIO", self.describe_dev());
@@ -362,14 +382,18 @@ impl ScratchFs {
         let Some((maj, min)) = self.dev_numbers else {
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
-                format!("cannot throttle {}: a tmpfs has no block device", self.mount_point.display()),
+                format!(
+                    "cannot throttle {}: a tmpfs has no block device",
+                    self.mount_point.display()
+                ),
             ));
         };
         let path = blkio_v1_root()?.join(file);
         let majmin = format!("{maj}:{min}");
         let rule = format!("{majmin} {bytes_per_sec}");
         let mut res = lock(&self.res);
-        fs::write(&path, &rule).map_err(|e| context(e, format_args!("write {rule:?} to {}", path.display())))?;
+        fs::write(&path, &rule)
+            .map_err(|e| context(e, format_args!("write {rule:?} to {}", path.display())))?;
         let known = res.throttles.iter().any(|(p, _)| *p == path);
         if bytes_per_sec > 0 && !known {
             res.throttles.push((path, majmin));
@@ -430,7 +454,12 @@ impl ScratchFs {
         }
     }
 
-    fn create_on(kind: FsKind, size_bytes: u64, opts: &ScratchOpts, backing: Backing<'_>) -> io::Result<ScratchFs> {
+    fn create_on(
+        kind: FsKind,
+        size_bytes: u64,
+        opts: &ScratchOpts,
+        backing: Backing<'_>,
+    ) -> io::Result<ScratchFs> {
         let min = kind.min_size_bytes();
         if size_bytes < min {
             return Err(io::Error::new(
@@ -463,15 +492,25 @@ impl ScratchFs {
                     .write(true)
                     .create_new(true)
                     .open(&file)
-                    .map_err(|e| context(e, format_args!("create backing file {}", file.display())))?;
+                    .map_err(|e| {
+                        context(e, format_args!("create backing file {}", file.display()))
+                    })?;
                 lock(&res).backing_file = Some(file.clone());
-                f.set_len(size_bytes)
-                    .map_err(|e| context(e, format_args!("size backing file {} to {size_bytes} bytes", file.display())))?;
+                f.set_len(size_bytes).map_err(|e| {
+                    context(
+                        e,
+                        format_args!("size backing file {} to {size_bytes} bytes", file.display()),
+                    )
+                })?;
                 (file.clone(), Some(file))
             }
             Backing::Memfd => {
                 let fd = make_memfd(kind, size_bytes)?;
-                let path = PathBuf::from(format!("/proc/{}/fd/{}", std::process::id(), fd.as_raw_fd()));
+                let path = PathBuf::from(format!(
+                    "/proc/{}/fd/{}",
+                    std::process::id(),
+                    fd.as_raw_fd()
+                ));
                 lock(&res).memfd = Some(fd);
                 (path, None)
             }
@@ -479,7 +518,14 @@ impl ScratchFs {
 
         // 2. Loop device. Attached first and recorded at once; direct I/O is a
         // separate step so that its failure cannot leave an unrecorded device.
-        let out = run_tool(&losetup, &["--find".as_ref(), "--show".as_ref(), attach_path.as_os_str()])?;
+        let out = run_tool(
+            &losetup,
+            &[
+                "--find".as_ref(),
+                "--show".as_ref(),
+                attach_path.as_os_str(),
+            ],
+        )?;
         let loop_dev = PathBuf::from(out.trim());
         if !loop_dev.starts_with("/dev/") {
             return Err(io::Error::other(format!(
@@ -495,7 +541,10 @@ impl ScratchFs {
         }
         if opts.direct_io {
             if let Err(e) = run_tool(&losetup, &["--direct-io=on".as_ref(), loop_dev.as_os_str()]) {
-                log::warn!("{}: direct I/O not available, using buffered loop I/O: {e}", loop_dev.display());
+                log::warn!(
+                    "{}: direct I/O not available, using buffered loop I/O: {e}",
+                    loop_dev.display()
+                );
             }
         }
         let dev_numbers = fs::metadata(&loop_dev)
@@ -507,7 +556,17 @@ impl ScratchFs {
         match kind {
             // 4 KiB blocks always: below 512 MiB mke2fs would pick 1 KiB
             // ("small" type), unlike any real filesystem ubio will meet.
-            FsKind::Ext4 => args.extend(["-q", "-F", "-b", "4096", "-E", "lazy_itable_init=1,lazy_journal_init=1"].map(OsStr::new)),
+            FsKind::Ext4 => args.extend(
+                [
+                    "-q",
+                    "-F",
+                    "-b",
+                    "4096",
+                    "-E",
+                    "lazy_itable_init=1,lazy_journal_init=1",
+                ]
+                .map(OsStr::new),
+            ),
             FsKind::Xfs => args.extend(["-q", "-f"].map(OsStr::new)),
             FsKind::Btrfs => {
                 args.extend(["-q", "-f"].map(OsStr::new));
@@ -558,7 +617,9 @@ impl ScratchFs {
 
 fn register_teardown(res: &Arc<Mutex<Resources>>, what: &str) -> CleanupGuard {
     let r = Arc::clone(res);
-    cleanup::register(format!("remove scratch {what} filesystem"), move || teardown(&mut lock(&r)))
+    cleanup::register(format!("remove scratch {what} filesystem"), move || {
+        teardown(&mut lock(&r))
+    })
 }
 
 /// Undoes whatever `res` records, last-made first. Problems are reported on
@@ -567,7 +628,10 @@ fn register_teardown(res: &Arc<Mutex<Resources>>, what: &str) -> CleanupGuard {
 fn teardown(res: &mut Resources) {
     for (file, majmin) in res.throttles.drain(..) {
         if let Err(e) = fs::write(&file, format!("{majmin} 0")) {
-            eprintln!("ubio-bench: cannot reset throttle {majmin} in {}: {e}", file.display());
+            eprintln!(
+                "ubio-bench: cannot reset throttle {majmin} in {}: {e}",
+                file.display()
+            );
         }
     }
     if let Some(mp) = res.mounted_at.take() {
@@ -580,7 +644,10 @@ fn teardown(res: &mut Resources) {
     if let Some(file) = res.backing_file.take() {
         if let Err(e) = fs::remove_file(&file) {
             if e.kind() != io::ErrorKind::NotFound {
-                eprintln!("ubio-bench: cannot remove backing file {}: {e}", file.display());
+                eprintln!(
+                    "ubio-bench: cannot remove backing file {}: {e}",
+                    file.display()
+                );
             }
         }
     }
@@ -597,7 +664,10 @@ fn teardown(res: &mut Resources) {
 /// filesystem goes once its last user closes it).
 fn unmount(mp: &Path) {
     let Ok(umount) = require_tool("umount") else {
-        eprintln!("ubio-bench: umount not found; {} stays mounted", mp.display());
+        eprintln!(
+            "ubio-bench: umount not found; {} stays mounted",
+            mp.display()
+        );
         return;
     };
     let mut last = None;
@@ -628,9 +698,13 @@ fn unmount(mp: &Path) {
 /// the backing file: the kernel defers the detach while someone still has the
 /// device open.
 fn detach(dev: &Path, backing: Option<String>) {
-    let result = require_tool("losetup").and_then(|l| run_tool(&l, &["-d".as_ref(), dev.as_os_str()]));
+    let result =
+        require_tool("losetup").and_then(|l| run_tool(&l, &["-d".as_ref(), dev.as_os_str()]));
     if let Err(e) = result {
-        eprintln!("ubio-bench: cannot detach loop device {}: {e}", dev.display());
+        eprintln!(
+            "ubio-bench: cannot detach loop device {}: {e}",
+            dev.display()
+        );
         return;
     }
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -672,7 +746,12 @@ fn make_temp_dir(parent: &Path, prefix: &str, res: &Mutex<Resources>) -> io::Res
     let dir = tempfile::Builder::new()
         .prefix(prefix)
         .tempdir_in(parent)
-        .map_err(|e| context(e, format_args!("create a temporary directory in {}", parent.display())))?
+        .map_err(|e| {
+            context(
+                e,
+                format_args!("create a temporary directory in {}", parent.display()),
+            )
+        })?
         // Removal is ours (in teardown, also from the signal thread).
         .keep();
     lock(res).dirs.push(dir.clone());
@@ -683,12 +762,20 @@ fn make_temp_dir(parent: &Path, prefix: &str, res: &Mutex<Resources>) -> io::Res
 /// `losetup -l` shows `/memfd:ubio-eio-<kind>-<pid>-<n> (deleted)`.
 fn make_memfd(kind: FsKind, size: u64) -> io::Result<OwnedFd> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let name = format!("ubio-eio-{kind}-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
+    let name = format!(
+        "ubio-eio-{kind}-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
     let cname = CString::new(name.clone()).expect("no NUL in memfd name");
     // SAFETY: cname is a valid C string; the flags are valid for memfd_create.
-    let raw = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    let raw =
+        unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
     if raw < 0 {
-        return Err(context(io::Error::last_os_error(), format_args!("memfd_create {name}")));
+        return Err(context(
+            io::Error::last_os_error(),
+            format_args!("memfd_create {name}"),
+        ));
     }
     // SAFETY: raw is a freshly created descriptor that nothing else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(raw) };
@@ -699,13 +786,20 @@ fn make_memfd(kind: FsKind, size: u64) -> io::Result<OwnedFd> {
 }
 
 fn check_free_space(dir: &Path, need: u64) -> io::Result<()> {
-    let c = CString::new(dir.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "backing directory contains NUL"))?;
+    let c = CString::new(dir.as_os_str().as_bytes()).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "backing directory contains NUL",
+        )
+    })?;
     // SAFETY: statvfs is plain old data; zeroed is a valid value for it.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: c is a valid C string and st a valid, writable statvfs.
     if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return Err(context(io::Error::last_os_error(), format_args!("statvfs {}", dir.display())));
+        return Err(context(
+            io::Error::last_os_error(),
+            format_args!("statvfs {}", dir.display()),
+        ));
     }
     let avail = st.f_bavail as u64 * st.f_frsize as u64;
     if avail < need {
@@ -725,13 +819,19 @@ fn check_free_space(dir: &Path, need: u64) -> io::Result<()> {
 /// The blkio v1 hierarchy's root directory (from /proc/self/mountinfo, else
 /// /sys/fs/cgroup/blkio).
 fn blkio_v1_root() -> io::Result<PathBuf> {
-    let text = fs::read_to_string("/proc/self/mountinfo").map_err(|e| context(e, "read /proc/self/mountinfo"))?;
+    let text = fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| context(e, "read /proc/self/mountinfo"))?;
     for line in text.lines() {
-        let Some((left, right)) = line.split_once(" - ") else { continue };
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
         let mut r = right.split(' ');
         let (fstype, super_opts) = (r.next().unwrap_or(""), r.nth(1).unwrap_or(""));
         let l: Vec<&str> = left.split(' ').collect();
-        if fstype == "cgroup" && super_opts.split(',').any(|o| o == "blkio") && l.get(3) == Some(&"/") {
+        if fstype == "cgroup"
+            && super_opts.split(',').any(|o| o == "blkio")
+            && l.get(3) == Some(&"/")
+        {
             if let Some(mp) = l.get(4) {
                 return Ok(PathBuf::from(crate::cgroup::unescape_mountinfo(mp)));
             }
@@ -758,7 +858,10 @@ mod tests {
     fn splits_dev_t() {
         // /dev/loop3 is 7:3; a large minor goes to the high bits.
         assert_eq!(dev_major_minor(0x703), (7, 3));
-        assert_eq!(dev_major_minor((259 << 8) | (0x12345 & 0xff) | ((0x12345 & !0xff) << 12)), (259, 0x12345));
+        assert_eq!(
+            dev_major_minor((259 << 8) | (0x12345 & 0xff) | ((0x12345 & !0xff) << 12)),
+            (259, 0x12345)
+        );
     }
 
     #[test]

@@ -69,7 +69,8 @@ fn mounted_type(mp: &Path) -> Option<String> {
     let text = fs::read_to_string("/proc/self/mountinfo").unwrap();
     text.lines().find_map(|l| {
         let (left, right) = l.split_once(" - ")?;
-        (left.split(' ').nth(4)? == mp.to_str()?).then(|| right.split(' ').next().unwrap().to_owned())
+        (left.split(' ').nth(4)? == mp.to_str()?)
+            .then(|| right.split(' ').next().unwrap().to_owned())
     })
 }
 
@@ -93,16 +94,34 @@ impl Traces {
         Traces {
             mount_point: fs.mount_point().to_owned(),
             backing_file: fs.backing_file().map(Path::to_owned),
-            loop_dev: fs.loop_device().map(|d| (d.to_owned(), sys_backing_file(d))),
-            container: fs.backing_file().and_then(|f| f.parent()).map(Path::to_owned),
+            loop_dev: fs
+                .loop_device()
+                .map(|d| (d.to_owned(), sys_backing_file(d))),
+            container: fs
+                .backing_file()
+                .and_then(|f| f.parent())
+                .map(Path::to_owned),
         }
     }
 
     fn assert_gone(&self) {
-        assert!(!is_mounted(&self.mount_point), "{} still mounted", self.mount_point.display());
-        assert!(!self.mount_point.exists(), "{} still exists", self.mount_point.display());
+        assert!(
+            !is_mounted(&self.mount_point),
+            "{} still mounted",
+            self.mount_point.display()
+        );
+        assert!(
+            !self.mount_point.exists(),
+            "{} still exists",
+            self.mount_point.display()
+        );
         if let Some(file) = &self.backing_file {
-            assert_eq!(losetup_j(file), "", "loop device still attached to {}", file.display());
+            assert_eq!(
+                losetup_j(file),
+                "",
+                "loop device still attached to {}",
+                file.display()
+            );
             let all = all_loop_backing_files();
             assert!(
                 !all.lines().any(|l| Path::new(l.trim()) == file),
@@ -118,7 +137,12 @@ impl Traces {
             assert!(!was.is_empty(), "{} had no backing file", dev.display());
             // The number may already serve another test's device; ours is gone
             // if it no longer names our backing file.
-            assert_ne!(&sys_backing_file(dev), was, "{} still attached", dev.display());
+            assert_ne!(
+                &sys_backing_file(dev),
+                was,
+                "{} still attached",
+                dev.display()
+            );
         }
     }
 }
@@ -131,7 +155,11 @@ fn write_and_verify(path: &Path, len: usize) {
     f.sync_all().unwrap();
     let mut back = Vec::new();
     File::open(path).unwrap().read_to_end(&mut back).unwrap();
-    assert!(back == data, "data read back from {} differs", path.display());
+    assert!(
+        back == data,
+        "data read back from {} differs",
+        path.display()
+    );
 }
 
 fn scratch_round_trip(name: &str, kind: FsKind, size: u64) {
@@ -145,10 +173,19 @@ fn scratch_round_trip(name: &str, kind: FsKind, size: u64) {
     let backing = fs.backing_file().unwrap();
     assert!(backing.exists());
     let dev = fs.loop_device().unwrap();
-    assert!(losetup_j(backing).contains(dev.to_str().unwrap()), "losetup -j {}", backing.display());
+    assert!(
+        losetup_j(backing).contains(dev.to_str().unwrap()),
+        "losetup -j {}",
+        backing.display()
+    );
     let (major, _) = fs.dev_numbers().unwrap();
     assert_eq!(major, 7, "loop devices have major 7");
-    eprintln!("{name}: {} on {} (direct I/O {:?})", kind, dev.display(), fs.direct_io());
+    eprintln!(
+        "{name}: {} on {} (direct I/O {:?})",
+        kind,
+        dev.display(),
+        fs.direct_io()
+    );
     write_and_verify(&fs.mount_point().join("data"), 3 * MIB as usize + 123);
     drop(fs);
     traces.assert_gone();
@@ -156,22 +193,38 @@ fn scratch_round_trip(name: &str, kind: FsKind, size: u64) {
 
 #[test]
 fn ext4_scratch_is_created_and_removed() {
-    scratch_round_trip("ext4_scratch_is_created_and_removed", FsKind::Ext4, 64 * MIB);
+    scratch_round_trip(
+        "ext4_scratch_is_created_and_removed",
+        FsKind::Ext4,
+        64 * MIB,
+    );
 }
 
 #[test]
 fn xfs_scratch_is_created_and_removed() {
-    scratch_round_trip("xfs_scratch_is_created_and_removed", FsKind::Xfs, FsKind::Xfs.min_size_bytes());
+    scratch_round_trip(
+        "xfs_scratch_is_created_and_removed",
+        FsKind::Xfs,
+        FsKind::Xfs.min_size_bytes(),
+    );
 }
 
 #[test]
 fn btrfs_scratch_is_created_and_removed() {
-    scratch_round_trip("btrfs_scratch_is_created_and_removed", FsKind::Btrfs, BTRFS_MIXED_BELOW);
+    scratch_round_trip(
+        "btrfs_scratch_is_created_and_removed",
+        FsKind::Btrfs,
+        BTRFS_MIXED_BELOW,
+    );
 }
 
 #[test]
 fn small_btrfs_uses_mixed_mode() {
-    scratch_round_trip("small_btrfs_uses_mixed_mode", FsKind::Btrfs, FsKind::Btrfs.min_size_bytes());
+    scratch_round_trip(
+        "small_btrfs_uses_mixed_mode",
+        FsKind::Btrfs,
+        FsKind::Btrfs.min_size_bytes(),
+    );
 }
 
 #[test]
@@ -209,7 +262,11 @@ fn tmpfs_scratch_is_created_and_removed() {
 
 #[test]
 fn too_small_xfs_is_refused_with_the_minimum() {
-    if !can_run("too_small_xfs_is_refused_with_the_minimum", &["mkfs.xfs"], false) {
+    if !can_run(
+        "too_small_xfs_is_refused_with_the_minimum",
+        &["mkfs.xfs"],
+        false,
+    ) {
         return;
     }
     let err = ScratchFs::create(FsKind::Xfs, 100 * MIB, &ScratchOpts::default()).unwrap_err();
@@ -218,7 +275,11 @@ fn too_small_xfs_is_refused_with_the_minimum() {
 
 /// Writes `len` bytes to a new file under `dir` and fsyncs; the first error.
 fn write_fsync(path: &Path, len: usize) -> io::Result<()> {
-    let mut f = OpenOptions::new().write(true).create(true).truncate(true).open(path)?;
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)?;
     let chunk = vec![0x5au8; MIB as usize];
     let mut left = len;
     while left > 0 {
@@ -235,10 +296,16 @@ fn eio_after_fail_writes(name: &str, kind: FsKind) {
     }
     let fs = ScratchFs::create_eio(kind, kind.min_size_bytes().max(64 * MIB)).unwrap();
     let traces = Traces::of(&fs);
-    write_fsync(&fs.mount_point().join("before"), MIB as usize).expect("writes work before fail_writes");
+    write_fsync(&fs.mount_point().join("before"), MIB as usize)
+        .expect("writes work before fail_writes");
     fs.fail_writes().unwrap();
-    let err = write_fsync(&fs.mount_point().join("after"), 4 * MIB as usize).expect_err("fsync after fail_writes");
-    assert_eq!(err.raw_os_error(), Some(libc::EIO), "{kind}: expected EIO, got {err}");
+    let err = write_fsync(&fs.mount_point().join("after"), 4 * MIB as usize)
+        .expect_err("fsync after fail_writes");
+    assert_eq!(
+        err.raw_os_error(),
+        Some(libc::EIO),
+        "{kind}: expected EIO, got {err}"
+    );
     drop(fs);
     traces.assert_gone();
 }
@@ -264,7 +331,10 @@ fn fail_writes_needs_the_eio_fixture() {
         return;
     }
     let fs = ScratchFs::tmpfs(MIB).unwrap();
-    assert_eq!(fs.fail_writes().unwrap_err().kind(), io::ErrorKind::Unsupported);
+    assert_eq!(
+        fs.fail_writes().unwrap_err().kind(),
+        io::ErrorKind::Unsupported
+    );
 }
 
 #[test]
@@ -276,10 +346,15 @@ fn enospc_fixture_fails_fsync_once_the_room_is_used() {
     let fs = ScratchFs::create_enospc(FsKind::Ext4, 256 * MIB, 32 * MIB).unwrap();
     let traces = Traces::of(&fs);
     write_fsync(&fs.mount_point().join("small"), MIB as usize).expect("1 MiB fits in the room");
-    let err = write_fsync(&fs.mount_point().join("big"), 64 * MIB as usize).expect_err("64 MiB exceeds a 32 MiB room");
+    let err = write_fsync(&fs.mount_point().join("big"), 64 * MIB as usize)
+        .expect_err("64 MiB exceeds a 32 MiB room");
     // The loop device reports the backing tmpfs's ENOSPC as BLK_STS_NOSPC,
     // which ext4 passes on unchanged (see scratchfs's module docs).
-    assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "expected ENOSPC, got {err}");
+    assert_eq!(
+        err.raw_os_error(),
+        Some(libc::ENOSPC),
+        "expected ENOSPC, got {err}"
+    );
     drop(fs);
     traces.assert_gone();
 }
@@ -299,10 +374,21 @@ fn write_throttle_is_set_and_reset() {
     let (maj, min) = fs.dev_numbers().unwrap();
     let rule = format!("{maj}:{min} {}", 8 * MIB);
     fs.set_write_bps(8 * MIB).unwrap();
-    assert!(fs::read_to_string(rules).unwrap().lines().any(|l| l == rule), "{rule} not in {rules}");
+    assert!(
+        fs::read_to_string(rules)
+            .unwrap()
+            .lines()
+            .any(|l| l == rule),
+        "{rule} not in {rules}"
+    );
     drop(fs);
     let after = fs::read_to_string(rules).unwrap();
-    assert!(!after.lines().any(|l| l.starts_with(&format!("{maj}:{min} "))), "rule left behind: {after}");
+    assert!(
+        !after
+            .lines()
+            .any(|l| l.starts_with(&format!("{maj}:{min} "))),
+        "rule left behind: {after}"
+    );
 }
 
 #[test]
@@ -320,11 +406,17 @@ fn memory_cgroup_is_made_under_ours_and_removed() {
         ubio_bench::cgroup::CgroupVersion::V1 => "memory.limit_in_bytes",
         ubio_bench::cgroup::CgroupVersion::V2 => "memory.max",
     };
-    assert_eq!(fs::read_to_string(path.join(limit_file)).unwrap().trim(), (64 * MIB).to_string());
+    assert_eq!(
+        fs::read_to_string(path.join(limit_file)).unwrap().trim(),
+        (64 * MIB).to_string()
+    );
     assert!(cg.procs().unwrap().is_empty());
     cg.usage_bytes().unwrap();
     let stat = cg.memory_stat().unwrap();
-    assert!(stat.contains_key("cache") || stat.contains_key("file"), "memory.stat: {stat:?}");
+    assert!(
+        stat.contains_key("cache") || stat.contains_key("file"),
+        "memory.stat: {stat:?}"
+    );
     drop(cg);
     assert!(!path.exists(), "{} still exists", path.display());
 }
@@ -344,16 +436,28 @@ fn child_runs_inside_the_memory_cgroup() {
     let name = cg.path().file_name().unwrap().to_str().unwrap();
     let line = text
         .lines()
-        .find(|l| l.split(':').nth(1).is_some_and(|c| c.split(',').any(|c| c == "memory")) || l.starts_with("0::"))
+        .find(|l| {
+            l.split(':')
+                .nth(1)
+                .is_some_and(|c| c.split(',').any(|c| c == "memory"))
+                || l.starts_with("0::")
+        })
         .unwrap_or_else(|| panic!("no memory line in {text}"));
-    assert!(line.ends_with(&format!("/{name}")), "child's cgroup line {line:?} is not {name}");
+    assert!(
+        line.ends_with(&format!("/{name}")),
+        "child's cgroup line {line:?} is not {name}"
+    );
     // And we ourselves did not move.
     assert_eq!(own_memory_cgroup().unwrap(), own);
 }
 
 #[test]
 fn memory_limit_caps_a_childs_page_cache() {
-    if !can_run("memory_limit_caps_a_childs_page_cache", &["dd", "mkfs.ext4"], true) {
+    if !can_run(
+        "memory_limit_caps_a_childs_page_cache",
+        &["dd", "mkfs.ext4"],
+        true,
+    ) {
         return;
     }
     let fs = ScratchFs::create(FsKind::Ext4, 128 * MIB, &ScratchOpts::default()).unwrap();
@@ -365,7 +469,10 @@ fn memory_limit_caps_a_childs_page_cache() {
     assert!(status.success(), "dd in a 32 MiB cgroup: {status}");
     let peak = cg.peak_bytes().unwrap();
     assert!(peak <= 32 * MIB, "peak {peak} above the 32 MiB limit");
-    assert!(peak >= 8 * MIB, "peak {peak}: the page cache was not charged here");
+    assert!(
+        peak >= 8 * MIB,
+        "peak {peak}: the page cache was not charged here"
+    );
 }
 
 #[test]
@@ -429,7 +536,13 @@ fn signal_cleans_up(name: &str, signal: i32) {
         return;
     }
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "signal_helper", "--ignored", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "signal_helper",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("UBIO_SIGNAL_HELPER", "1")
         .stdout(Stdio::piped())
         .spawn()
@@ -446,12 +559,18 @@ fn signal_cleans_up(name: &str, signal: i32) {
         let status = child.wait().unwrap();
         panic!("signal_helper exited ({status}) without saying READY");
     };
-    let [mount_point, backing, tmpfs, cgroup] = &paths[..] else { panic!("READY line: {paths:?}") };
+    let [mount_point, backing, tmpfs, cgroup] = &paths[..] else {
+        panic!("READY line: {paths:?}")
+    };
     assert!(is_mounted(mount_point) && is_mounted(tmpfs) && cgroup.exists());
     // SAFETY: kill has no memory-safety preconditions; the pid is our own child.
     assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, signal) }, 0);
     let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(128 + signal), "exit status after signal {signal}: {status}");
+    assert_eq!(
+        status.code(),
+        Some(128 + signal),
+        "exit status after signal {signal}: {status}"
+    );
     Traces {
         mount_point: mount_point.clone(),
         backing_file: Some(backing.clone()),
@@ -459,7 +578,11 @@ fn signal_cleans_up(name: &str, signal: i32) {
         container: backing.parent().map(Path::to_owned),
     }
     .assert_gone();
-    assert!(!is_mounted(tmpfs) && !tmpfs.exists(), "{} left behind", tmpfs.display());
+    assert!(
+        !is_mounted(tmpfs) && !tmpfs.exists(),
+        "{} left behind",
+        tmpfs.display()
+    );
     assert!(!cgroup.exists(), "{} left behind", cgroup.display());
 }
 
