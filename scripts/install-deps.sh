@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Install what ubio's tests and benchmarks need, and nothing that is already there.
+#
+# Idempotent: a second run installs nothing and does not touch the network. Debian
+# packages: xfsprogs (mkfs.xfs), btrfs-progs (mkfs.btrfs), e2fsprogs (mkfs.ext4),
+# util-linux (losetup, mount), fio (reference numbers for the benchmarks). Runs
+# `apt-get update` only when something is missing. Also makes sure cargo exists.
+set -euo pipefail
+
+export DEBIAN_FRONTEND=noninteractive
+
+PACKAGES=(xfsprogs btrfs-progs e2fsprogs util-linux fio)
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo --preserve-env=DEBIAN_FRONTEND "$@"
+    else
+        echo "install-deps: need root to run: $*" >&2
+        return 1
+    fi
+}
+
+is_installed() {
+    dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
+}
+
+missing=()
+if command -v dpkg-query >/dev/null 2>&1; then
+    for pkg in "${PACKAGES[@]}"; do
+        is_installed "$pkg" || missing+=("$pkg")
+    done
+else
+    echo "install-deps: not a Debian system (no dpkg-query); install ${PACKAGES[*]} yourself" >&2
+fi
+
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "install-deps: installing ${missing[*]}"
+    as_root apt-get update -q
+    as_root apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+    echo "install-deps: system packages present (${PACKAGES[*]})"
+fi
+
+# The Rust toolchain: prefer rustup's, fall back to Debian's.
+if ! command -v cargo >/dev/null 2>&1 && [ -f "$HOME/.cargo/env" ]; then
+    # shellcheck disable=SC1091
+    . "$HOME/.cargo/env"
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+    if command -v rustup >/dev/null 2>&1; then
+        echo "install-deps: cargo missing, installing the stable toolchain with rustup"
+        rustup toolchain install stable --profile minimal
+        rustup default stable
+    else
+        echo "install-deps: cargo and rustup missing, installing Debian's cargo"
+        as_root apt-get update -q
+        as_root apt-get install -y -q --no-install-recommends cargo rustc
+    fi
+fi
+echo "install-deps: $(cargo --version)"

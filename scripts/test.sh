@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Build and test the whole workspace: the entry point that CI runs (.ci/run).
+#
+#   scripts/test.sh [extra cargo test arguments, e.g. a test name filter]
+#
+# 1. scripts/install-deps.sh (mkfs.xfs, mkfs.btrfs, losetup, fio, cargo).
+# 2. cargo build --workspace --all-targets
+# 3. cargo test --workspace --no-fail-fast -- --test-threads=1 --nocapture
+#    --no-fail-fast: every test binary runs, so the summary is complete.
+#    Serial, because tests use loop devices and the page cache and measure
+#    residency; --nocapture so that `SKIP <name>: <reason>` lines reach the log
+#    and the summary can count them.
+#
+# As root, UBIO_NO_SKIP=1 is exported (unless already set): every fixture exists
+# here, so a test that would skip fails instead. Exits non-zero if the build or
+# any test fails, after printing a summary.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+scripts/install-deps.sh
+if ! command -v cargo >/dev/null 2>&1 && [ -f "$HOME/.cargo/env" ]; then
+    # shellcheck disable=SC1091
+    . "$HOME/.cargo/env"
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+    export UBIO_NO_SKIP="${UBIO_NO_SKIP:-1}"
+fi
+
+log="$(mktemp -t ubio-test.XXXXXX)"
+trap 'rm -f "$log"' EXIT
+
+started=$SECONDS
+build_rc=0
+echo "== cargo build --workspace --all-targets"
+cargo build --workspace --all-targets || build_rc=$?
+build_secs=$((SECONDS - started))
+
+test_rc=0
+test_secs=0
+if [ "$build_rc" -eq 0 ]; then
+    echo "== cargo test --workspace --no-fail-fast -- --test-threads=1 --nocapture $*"
+    started=$SECONDS
+    set +e
+    cargo test --workspace --no-fail-fast -- --test-threads=1 --nocapture "$@" 2>&1 | tee "$log"
+    test_rc=${PIPESTATUS[0]}
+    set -e
+    test_secs=$((SECONDS - started))
+fi
+
+# Sum cargo's "test result: ok. 20 passed; 0 failed; 1 ignored; ..." lines.
+# (No match is not an error here: `|| true` keeps pipefail from ending the script.)
+sum_field() {
+    { grep -E '^test result: ' "$log" || true; } | { grep -oE "[0-9]+ $1" || true; } |
+        awk '{s += $1} END {print s + 0}'
+}
+passed=$(sum_field passed)
+failed=$(sum_field failed)
+ignored=$(sum_field ignored)
+skipped=$({ grep -oE '(^|[^A-Za-z_])SKIP [A-Za-z0-9_:]+: ' "$log" || true; } | wc -l | tr -d ' ')
+# A skipped test returns early and counts as passed for cargo.
+passed=$((passed - skipped))
+
+# Fixtures must not outlive the tests (they clean up on drop, panic and signal).
+leftovers="$(
+    { losetup --list --noheadings --output NAME,BACK-FILE 2>/dev/null || true; } | grep -E 'ubio-(scratch|eio)' || true
+    grep -E ' /tmp/ubio-(mnt|tmpfs)-' /proc/self/mountinfo 2>/dev/null | awk '{print $5}' || true
+)"
+
+echo
+echo "== summary"
+if [ "$build_rc" -ne 0 ]; then
+    echo "build: FAILED (exit $build_rc) after ${build_secs}s; tests not run"
+else
+    echo "build: ok (${build_secs}s)"
+    echo "tests: exit $test_rc after ${test_secs}s; $ignored ignored"
+fi
+if [ "$skipped" -gt 0 ]; then
+    echo "skipped tests:"
+    grep -oE 'SKIP [A-Za-z0-9_:]+: .*' "$log" | sed 's/^/  /'
+fi
+if [ -n "$leftovers" ]; then
+    echo "warning: ubio loop devices or mounts still present (from these tests, or from another run in progress):"
+    printf '%s\n' "$leftovers" | sed 's/^/  /'
+fi
+if [ "$build_rc" -ne 0 ]; then
+    exit "$build_rc"
+fi
+echo "summary: $passed passed, $failed failed, $skipped skipped"
+exit "$test_rc"
