@@ -13,8 +13,12 @@
 
 pub mod cgroup;
 pub mod cleanup;
+pub mod clock;
 pub mod residency_sampler;
 pub mod scratchfs;
+pub mod stats;
+pub mod victim;
+pub mod workload;
 
 use std::ffi::OsStr;
 use std::fmt::Display;
