@@ -18,6 +18,7 @@ pub mod residency_sampler;
 pub mod scratchfs;
 pub mod stats;
 pub mod victim;
+pub mod worker;
 pub mod workload;
 
 use std::ffi::OsStr;

@@ -5,6 +5,7 @@ mod cp;
 mod demo;
 mod probe;
 mod size;
+mod worker;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -23,6 +24,8 @@ enum Command {
     Cat(cat::Args),
     Cp(cp::Args),
     Demo(demo::Args),
+    #[command(name = "__worker", hide = true)]
+    Worker(worker::Args),
 }
 
 fn main() -> ExitCode {
@@ -35,6 +38,7 @@ fn main() -> ExitCode {
         Command::Cat(a) => cat::run(a),
         Command::Cp(a) => cp::run(a),
         Command::Demo(a) => demo::run(a),
+        Command::Worker(a) => worker::run(a),
     };
     match result {
         Ok(code) => code,

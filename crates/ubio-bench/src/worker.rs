@@ -1,0 +1,513 @@
+//! Worker processes: the victim and the streamer run as children (inside a
+//! memory cgroup), and talk to the parent in JSON lines.
+//!
+//! A binary exposes the worker as a hidden subcommand (`ubio __worker ...`)
+//! that hands its arguments to [`main`]. The parent builds those arguments
+//! with [`Job::to_args`], spawns the binary with piped stdin and stdout, and
+//! reads the child's stdout with [`VictimClient`] or [`finish_stream`].
+//!
+//! The protocol, one JSON object per line on stdout, tagged by `event`:
+//!
+//! ```text
+//! {"event":"ready","bytes":134217728,"seconds":0.41}             victim: hot file read through
+//! {"event":"tick","t0":812.20,"t1":812.30,"reads":14210}          victim: reads in [t0, t1)
+//! {"event":"done","op":"write","mode":"ubio","backend":"kernel",...}  streamer: a StreamResult
+//! {"event":"error","message":"read /x/hot: Input/output error"}   either: why it failed
+//! ```
+//!
+//! On stdin the victim takes lines: `warm` (read the hot file through again,
+//! then `ready`) and end of file (stop). So a victim whose parent dies stops
+//! by itself.
+//!
+//! Arguments: `victim [--tick-ms N] FILE` and
+//! `stream --op write|read --mode buffered|ubio[:BACKEND] [--bytes N] [--block N] FILE`.
+
+use crate::victim::{self, Command, Ready, Tick};
+use crate::workload::{self, Mode, Op, StreamResult, StreamSpec, DEFAULT_BLOCK};
+use serde::{Deserialize, Serialize};
+use std::ffi::OsString;
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, ExitStatus};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// One line of a worker's output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    Ready(Ready),
+    Tick(Tick),
+    Done(StreamResult),
+    Error { message: String },
+}
+
+impl Event {
+    /// The event as one line of JSON, with the newline.
+    pub fn to_line(&self) -> String {
+        let mut s = serde_json::to_string(self).expect("worker events always serialize");
+        s.push('\n');
+        s
+    }
+}
+
+/// Parses one line of worker output. The error quotes (the start of) the line.
+pub fn parse_line(line: &str) -> Result<Event, String> {
+    serde_json::from_str(line.trim_end()).map_err(|e| {
+        let shown: String = line.chars().take(120).collect();
+        format!("bad worker output line {shown:?}: {e}")
+    })
+}
+
+/// What a worker process does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Job {
+    Victim { path: PathBuf, tick: Duration },
+    Stream(StreamSpec),
+}
+
+impl Job {
+    /// The arguments after the worker subcommand.
+    pub fn to_args(&self) -> Vec<OsString> {
+        let mut a: Vec<OsString> = Vec::new();
+        match self {
+            Job::Victim { path, tick } => {
+                a.push("victim".into());
+                a.push("--tick-ms".into());
+                a.push(tick.as_millis().max(1).to_string().into());
+                a.push(path.into());
+            }
+            Job::Stream(s) => {
+                a.push("stream".into());
+                for (k, v) in [
+                    ("--op", s.op.to_string()),
+                    ("--mode", s.mode.to_string()),
+                    ("--bytes", s.bytes.to_string()),
+                    ("--block", s.block.to_string()),
+                ] {
+                    a.push(k.into());
+                    a.push(v.into());
+                }
+                a.push(s.path.as_os_str().into());
+            }
+        }
+        a
+    }
+
+    /// Parses what [`Job::to_args`] makes.
+    pub fn from_args(args: &[OsString]) -> Result<Job, String> {
+        let (kind, rest) = args
+            .split_first()
+            .ok_or("missing worker kind (victim or stream)")?;
+        let mut opts: Vec<(String, String)> = Vec::new();
+        let mut path: Option<PathBuf> = None;
+        let mut it = rest.iter();
+        while let Some(arg) = it.next() {
+            let s = arg.to_string_lossy();
+            if let Some(name) = s.strip_prefix("--") {
+                let v = it.next().ok_or_else(|| format!("--{name} needs a value"))?;
+                opts.push((name.to_owned(), v.to_string_lossy().into_owned()));
+            } else if path.replace(PathBuf::from(arg)).is_some() {
+                return Err(format!("unexpected argument {s:?}"));
+            }
+        }
+        let path = path.ok_or("missing FILE")?;
+        let num = |v: &str, name: &str| {
+            v.parse::<u64>()
+                .map_err(|_| format!("--{name}: not a number: {v:?}"))
+        };
+        match kind.to_str() {
+            Some("victim") => {
+                let mut tick = victim::DEFAULT_TICK;
+                for (k, v) in &opts {
+                    match k.as_str() {
+                        "tick-ms" => tick = Duration::from_millis(num(v, k)?.max(1)),
+                        _ => return Err(format!("victim: unknown option --{k}")),
+                    }
+                }
+                Ok(Job::Victim { path, tick })
+            }
+            Some("stream") => {
+                let (mut op, mut mode, mut bytes, mut block) = (None, None, 0, DEFAULT_BLOCK);
+                for (k, v) in &opts {
+                    match k.as_str() {
+                        "op" => op = Some(v.parse::<Op>()?),
+                        "mode" => mode = Some(v.parse::<Mode>()?),
+                        "bytes" => bytes = num(v, k)?,
+                        "block" => block = num(v, k)?,
+                        _ => return Err(format!("stream: unknown option --{k}")),
+                    }
+                }
+                Ok(Job::Stream(StreamSpec {
+                    path,
+                    op: op.ok_or("stream: missing --op")?,
+                    mode: mode.ok_or("stream: missing --mode")?,
+                    bytes,
+                    block,
+                }))
+            }
+            _ => Err(format!(
+                "unknown worker kind {kind:?} (expected victim or stream)"
+            )),
+        }
+    }
+}
+
+/// The worker side: parses `args`, runs the job with events on stdout
+/// (and, for the victim, commands from stdin), and returns the exit code:
+/// 0 when done, 1 after an `error` event, 2 for bad arguments.
+pub fn main(args: &[OsString]) -> i32 {
+    let job = match Job::from_args(args) {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("worker: {e}");
+            return 2;
+        }
+    };
+    let stdout = io::stdout();
+    let emit = |ev: &Event| -> io::Result<()> {
+        let mut out = stdout.lock();
+        out.write_all(ev.to_line().as_bytes())?;
+        out.flush()
+    };
+    let result = match job {
+        Job::Stream(spec) => workload::run_stream(&spec).and_then(|r| emit(&Event::Done(r))),
+        Job::Victim { path, tick } => {
+            let (tx, rx) = mpsc::channel();
+            // Detached: it blocks in read(stdin) until the parent writes or
+            // closes its end; process exit ends it.
+            std::thread::spawn(move || {
+                for line in io::stdin().lock().lines() {
+                    let Ok(line) = line else { break };
+                    if line.trim() == "warm" && tx.send(Command::Warm).is_err() {
+                        return;
+                    }
+                }
+                let _ = tx.send(Command::Stop);
+            });
+            victim::run(
+                &path,
+                tick,
+                &rx,
+                |r| emit(&Event::Ready(r)),
+                |t| emit(&Event::Tick(t)),
+            )
+        }
+    };
+    match result {
+        Ok(()) => 0,
+        // The parent went away: nobody to tell.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => 1,
+        Err(e) => {
+            let _ = emit(&Event::Error {
+                message: e.to_string(),
+            });
+            1
+        }
+    }
+}
+
+/// The parent's side of a running victim (spawned with piped stdin and
+/// stdout). A thread collects its ticks as they come.
+pub struct VictimClient {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    ticks: Arc<Mutex<Vec<Tick>>>,
+    /// `ready` events, an `error` event or the end of its output (as Err).
+    events: Receiver<Result<Ready, String>>,
+    reader: Option<JoinHandle<()>>,
+}
+
+impl VictimClient {
+    /// Takes over `child`'s stdin and stdout.
+    pub fn new(mut child: Child) -> io::Result<VictimClient> {
+        let stdout = child.stdout.take().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "victim spawned without piped stdout",
+            )
+        })?;
+        let stdin = child.stdin.take();
+        let ticks = Arc::new(Mutex::new(Vec::new()));
+        let (tx, events) = mpsc::channel();
+        let sink = Arc::clone(&ticks);
+        let reader = std::thread::Builder::new()
+            .name("victim-reader".into())
+            .spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    let line = match line {
+                        Ok(l) => l,
+                        Err(e) => {
+                            let _ = tx.send(Err(format!("reading victim output: {e}")));
+                            return;
+                        }
+                    };
+                    match parse_line(&line) {
+                        Ok(Event::Tick(t)) => {
+                            sink.lock().unwrap_or_else(|e| e.into_inner()).push(t)
+                        }
+                        Ok(Event::Ready(r)) => {
+                            let _ = tx.send(Ok(r));
+                        }
+                        Ok(Event::Error { message }) => {
+                            let _ = tx.send(Err(format!("victim failed: {message}")));
+                        }
+                        Ok(Event::Done(_)) => {}
+                        Err(e) => {
+                            let _ = tx.send(Err(e));
+                        }
+                    }
+                }
+                let _ = tx.send(Err("victim exited".into()));
+            })?;
+        Ok(VictimClient {
+            child,
+            stdin,
+            ticks,
+            events,
+            reader: Some(reader),
+        })
+    }
+
+    /// The victim's pid.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for the next `ready` (after start or [`VictimClient::warm`]).
+    pub fn wait_ready(&mut self, timeout: Duration) -> io::Result<Ready> {
+        match self.events.recv_timeout(timeout) {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(msg)) => Err(io::Error::other(self.with_status(msg))),
+            Err(RecvTimeoutError::Timeout) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("victim not ready after {timeout:?}"),
+            )),
+            Err(RecvTimeoutError::Disconnected) => {
+                Err(io::Error::other(self.with_status("victim exited".into())))
+            }
+        }
+    }
+
+    /// Asks the victim to read its file through again and waits until it has.
+    pub fn warm(&mut self, timeout: Duration) -> io::Result<Ready> {
+        let stdin = self.stdin.as_mut().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "victim spawned without piped stdin",
+            )
+        })?;
+        stdin.write_all(b"warm\n").and_then(|()| stdin.flush())?;
+        self.wait_ready(timeout)
+    }
+
+    /// The ticks received so far.
+    pub fn ticks(&self) -> Vec<Tick> {
+        self.ticks.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Closes its stdin (which stops it) and waits up to `timeout` for it to
+    /// exit; kills it after that.
+    pub fn stop(mut self, timeout: Duration) -> io::Result<ExitStatus> {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + timeout;
+        let status = loop {
+            if let Some(s) = self.child.try_wait()? {
+                break s;
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                break self.child.wait()?;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        Ok(status)
+    }
+
+    fn with_status(&mut self, msg: String) -> String {
+        match self.child.try_wait() {
+            Ok(Some(s)) => format!("{msg} ({s})"),
+            _ => msg,
+        }
+    }
+}
+
+/// Reads a streamer's output to the end, waits for it, and returns its
+/// result; its `error` event, a bad line or a failed exit become the error.
+pub fn finish_stream(mut child: Child) -> io::Result<StreamResult> {
+    let stdout = child.stdout.take().ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "streamer spawned without piped stdout",
+        )
+    })?;
+    let mut result: Option<Result<StreamResult, String>> = None;
+    for line in BufReader::new(stdout).lines() {
+        let line = line?;
+        match parse_line(&line) {
+            Ok(Event::Done(r)) => result = Some(Ok(r)),
+            Ok(Event::Error { message }) => result = Some(Err(message)),
+            Ok(_) => {}
+            Err(e) => result = Some(Err(e)),
+        }
+    }
+    let status = child.wait()?;
+    match result {
+        Some(Ok(r)) if status.success() => Ok(r),
+        Some(Err(msg)) => Err(io::Error::other(format!("streamer failed: {msg}"))),
+        _ => Err(io::Error::other(format!(
+            "streamer exited ({status}) without a result"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ubio::BackendKind;
+
+    #[test]
+    fn parses_each_event() {
+        assert_eq!(
+            parse_line(r#"{"event":"tick","t0":1.5,"t1":1.6,"reads":42}"#).unwrap(),
+            Event::Tick(Tick {
+                t0: 1.5,
+                t1: 1.6,
+                reads: 42
+            })
+        );
+        assert_eq!(
+            parse_line("{\"event\":\"ready\",\"bytes\":8192,\"seconds\":0.25}\n").unwrap(),
+            Event::Ready(Ready {
+                bytes: 8192,
+                seconds: 0.25
+            })
+        );
+        assert_eq!(
+            parse_line(r#"{"event":"error","message":"boom"}"#).unwrap(),
+            Event::Error {
+                message: "boom".into()
+            }
+        );
+        let done = parse_line(
+            r#"{"event":"done","op":"write","mode":"ubio:kernel","backend":"kernel","reason":"r","bytes":10,
+               "seconds":2.0,"mb_per_s":5e-6,"start_mono_secs":1.0,"end_mono_secs":3.0}"#,
+        )
+        .unwrap();
+        let Event::Done(r) = done else {
+            panic!("{done:?}")
+        };
+        assert_eq!(
+            (r.op, r.mode, r.bytes),
+            (Op::Write, Mode::Ubio(BackendKind::Kernel), 10)
+        );
+        assert!(r.ubio_stats.is_none());
+    }
+
+    #[test]
+    fn events_round_trip() {
+        let r = StreamResult {
+            op: Op::Read,
+            mode: Mode::Buffered,
+            backend: "std".into(),
+            reason: "plain".into(),
+            bytes: 1 << 30,
+            seconds: 1.25,
+            mb_per_s: 858.99,
+            start_mono_secs: 100.0,
+            end_mono_secs: 101.25,
+            ubio_stats: Some(serde_json::json!({"pages_dropped": 3})),
+        };
+        for ev in [
+            Event::Done(r),
+            Event::Tick(Tick {
+                t0: 0.1,
+                t1: 0.2,
+                reads: 7,
+            }),
+            Event::Ready(Ready {
+                bytes: 1,
+                seconds: 0.5,
+            }),
+            Event::Error {
+                message: "x \"quoted\"\nnewline".into(),
+            },
+        ] {
+            let line = ev.to_line();
+            assert!(
+                line.ends_with('\n') && line.matches('\n').count() == 1,
+                "{line}"
+            );
+            assert_eq!(parse_line(&line).unwrap(), ev);
+        }
+    }
+
+    #[test]
+    fn bad_lines_are_errors_that_quote_them() {
+        for bad in [
+            "",
+            "hello",
+            r#"{"event":"nope"}"#,
+            r#"{"event":"tick","t0":1}"#,
+        ] {
+            let e = parse_line(bad).unwrap_err();
+            assert!(e.contains("bad worker output line"), "{e}");
+        }
+    }
+
+    #[test]
+    fn job_args_round_trip() {
+        let jobs = [
+            Job::Victim {
+                path: "/tmp/a b/hot".into(),
+                tick: Duration::from_millis(250),
+            },
+            Job::Stream(StreamSpec {
+                path: "data".into(),
+                op: Op::Write,
+                mode: Mode::Ubio(BackendKind::Auto),
+                bytes: 1 << 31,
+                block: 1 << 20,
+            }),
+            Job::Stream(StreamSpec {
+                path: "/d".into(),
+                op: Op::Read,
+                mode: Mode::Buffered,
+                bytes: 0,
+                block: 4096,
+            }),
+        ];
+        for job in jobs {
+            assert_eq!(Job::from_args(&job.to_args()).unwrap(), job);
+        }
+    }
+
+    #[test]
+    fn job_args_errors() {
+        let a = |s: &[&str]| s.iter().map(OsString::from).collect::<Vec<_>>();
+        assert!(Job::from_args(&a(&[])).is_err());
+        assert!(Job::from_args(&a(&["victim"]))
+            .unwrap_err()
+            .contains("missing FILE"));
+        assert!(Job::from_args(&a(&["stream", "--op", "write", "f"]))
+            .unwrap_err()
+            .contains("--mode"));
+        assert!(
+            Job::from_args(&a(&["stream", "--op", "sideways", "--mode", "ubio", "f"])).is_err()
+        );
+        assert!(
+            Job::from_args(&a(&["stream", "--op", "read", "--mode", "ubio", "--bytes"])).is_err()
+        );
+        assert!(Job::from_args(&a(&["dance", "f"]))
+            .unwrap_err()
+            .contains("unknown worker kind"));
+        assert!(Job::from_args(&a(&["victim", "f", "g"]))
+            .unwrap_err()
+            .contains("unexpected"));
+    }
+}
