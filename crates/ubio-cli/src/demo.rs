@@ -1,10 +1,994 @@
-//! `ubio demo` (placeholder until the demo lands in this change).
-use anyhow::Result;
-use std::process::ExitCode;
+//! `ubio demo`: the problem and the answer, side by side, in a minute or two.
+//!
+//! In a memory cgroup made for the purpose (beneath our own), a streamer
+//! writes and reads a dataset several times larger than the cgroup's limit,
+//! with plain buffered I/O and with ubio, while a victim process keeps
+//! re-reading a hot file that fits. Phases are interleaved (buffered write,
+//! ubio write, buffered read, ubio read, for each round); between phases the
+//! dataset is fsynced and its pages dropped, so every phase starts cold, and
+//! the victim reads its file through again, so every phase starts with the
+//! hot file cached. The parent samples the dataset's page-cache footprint
+//! with cachestat() and collects the victim's reads per second.
+//!
+//! Reported per mode: throughput (median of rounds, min-max), the peak page
+//! cache and peak dirty + writeback of the dataset, and the victim's reads
+//! per second (median and worst second, and as % of the victim alone).
+//!
+//! Everything it makes (a directory with two files, the cgroup, the worker
+//! processes) goes away at the end, on error and on Ctrl-C.
 
+use crate::size;
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use std::fs;
+use std::io::{IsTerminal, Write};
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use ubio::sys::{self, Advice};
+use ubio::BackendKind;
+use ubio_bench::cgroup::MemCgroup;
+use ubio_bench::cleanup::{self, CleanupGuard};
+use ubio_bench::clock::monotonic_secs;
+use ubio_bench::residency_sampler::{file_cachestat, ResidencySampler};
+use ubio_bench::stats::{self, Summary};
+use ubio_bench::victim::{self, per_second_rates, CachedFloor};
+use ubio_bench::worker::{self, Job, VictimClient};
+use ubio_bench::workload::{self, Mode, Op, StreamResult, StreamSpec, DEFAULT_BLOCK};
+
+/// Stream a dataset larger than a memory cgroup with buffered I/O and with
+/// ubio, next to a process re-reading a hot file, and compare.
+///
+/// Needs root (it makes a memory cgroup beneath its own) and about
+/// --dataset + --hot of free disk space under --dir.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Memory limit of the cgroup the streams and the hot-file reader run in.
+    #[arg(long, value_parser = size::parse, default_value = "512M")]
+    limit: u64,
+    /// Size of the streamed dataset [default: 4 x --limit].
+    #[arg(long, value_parser = size::parse)]
+    dataset: Option<u64>,
+    /// Size of the hot file the other process keeps re-reading; it must fit
+    /// in --limit [default: half of --limit].
+    #[arg(long, value_parser = size::parse)]
+    hot: Option<u64>,
+    /// Rounds of the four phases (buffered write, ubio write, buffered read,
+    /// ubio read).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=100))]
+    rounds: u32,
+    /// Where to make the demo's temporary directory.
+    #[arg(long, default_value = ".")]
+    dir: PathBuf,
+    /// Backend for the ubio side: auto, kernel, emulated, direct or buffered.
+    #[arg(long, default_value = "auto")]
+    backend: BackendKind,
+    /// Print the results as JSON on stdout (progress stays on stderr).
+    #[arg(long)]
+    json: bool,
+    /// Seconds the hot-file reader runs alone, for its baseline.
+    #[arg(long, default_value_t = 3.0, hide = true)]
+    solo_secs: f64,
+}
 
-pub fn run(_args: Args) -> Result<ExitCode> {
-    anyhow::bail!("demo: not built yet")
+/// Free space kept beyond the two files.
+const SPACE_MARGIN: u64 = 64 << 20;
+/// How often the dataset's page cache is sampled.
+const SAMPLE_EVERY: Duration = Duration::from_millis(10);
+/// Longest wait for the victim to read its hot file through.
+const WARM_TIMEOUT: Duration = Duration::from_secs(120);
+
+const PHASES: [(Side, Op); 4] = [
+    (Side::Buffered, Op::Write),
+    (Side::Ubio, Op::Write),
+    (Side::Buffered, Op::Read),
+    (Side::Ubio, Op::Read),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Side {
+    Buffered,
+    Ubio,
+}
+
+impl Side {
+    fn name(self) -> &'static str {
+        match self {
+            Side::Buffered => "buffered",
+            Side::Ubio => "ubio",
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Report {
+    config: Config,
+    /// The hot-file reader alone (after warm-up, before any stream).
+    solo: ReaderSummary,
+    /// One entry per mode and operation, in the order of the table.
+    modes: Vec<ModeSummary>,
+    /// Every timed phase, in the order they ran.
+    phases: Vec<Phase>,
+    conclusion: Vec<String>,
+    warnings: Vec<String>,
+    wall_seconds: f64,
+}
+
+#[derive(Serialize)]
+struct Config {
+    limit_bytes: u64,
+    dataset_bytes: u64,
+    hot_bytes: u64,
+    rounds: u32,
+    block_bytes: u64,
+    dir: PathBuf,
+    filesystem: String,
+    kernel: String,
+    ubio_backend_requested: BackendKind,
+    cgroup: PathBuf,
+    cgroup_version: ubio_bench::cgroup::CgroupVersion,
+}
+
+#[derive(Serialize, Clone, Copy)]
+struct ReaderSummary {
+    /// Median of the one-second windows.
+    median_reads_per_s: f64,
+    /// The worst one-second window.
+    worst_reads_per_s: f64,
+    /// How many (overlapping) one-second windows these come from.
+    windows: usize,
+}
+
+impl ReaderSummary {
+    fn of(rates: &[f64]) -> Option<ReaderSummary> {
+        Some(ReaderSummary {
+            median_reads_per_s: stats::median(rates)?,
+            worst_reads_per_s: stats::min(rates)?,
+            windows: rates.len(),
+        })
+    }
+}
+
+#[derive(Serialize)]
+struct ModeSummary {
+    /// "buffered write", "ubio read", ...
+    name: String,
+    side: Side,
+    op: Op,
+    /// The backend that moved the data (`std` for plain buffered I/O).
+    backend: String,
+    mb_per_s: Summary,
+    /// Highest over the rounds.
+    peak_cached_bytes: u64,
+    peak_dirty_writeback_bytes: u64,
+    /// The least of the hot file seen cached, lowest over the rounds.
+    hot_cached_min_bytes: u64,
+    reader: Option<ReaderSummary>,
+    reader_median_pct_of_solo: Option<f64>,
+    reader_worst_pct_of_solo: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct Phase {
+    round: u32,
+    name: String,
+    result: StreamResult,
+    peak_cached_bytes: u64,
+    peak_dirty_writeback_bytes: u64,
+    /// Page-cache samples taken during the phase.
+    samples: u64,
+    reader: Option<ReaderSummary>,
+    /// The reader's per-second rates (overlapping one-second windows).
+    reader_rates: Vec<f64>,
+    /// The least of the hot file seen cached during the phase.
+    hot_cached_min_bytes: u64,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    let started = Instant::now();
+    let dataset = args.dataset.unwrap_or(args.limit.saturating_mul(4));
+    let hot = args.hot.unwrap_or(args.limit / 2);
+    validate(&args, dataset, hot)?;
+    let mut warnings = Vec::new();
+    if dataset <= args.limit {
+        warnings.push(format!(
+            "the dataset ({}) fits in the cgroup limit ({}): buffered I/O has no reason to push the hot file out; \
+             use a --dataset several times --limit",
+            size::human(dataset),
+            size::human(args.limit)
+        ));
+    }
+    let dir = args
+        .dir
+        .canonicalize()
+        .with_context(|| format!("--dir {}", args.dir.display()))?;
+    let need = dataset + hot + SPACE_MARGIN;
+    let free = workload::available_bytes(&dir)?;
+    if free < need {
+        bail!(
+            "not enough free space in {}: the demo needs {} (dataset {} + hot file {} + {} margin) and {} is free; \
+             point --dir at a filesystem with more room or use a smaller --limit/--dataset",
+            dir.display(),
+            size::human(need),
+            size::human(dataset),
+            size::human(hot),
+            size::human(SPACE_MARGIN),
+            size::human(free)
+        );
+    }
+    if !ubio_bench::is_root() {
+        bail!("ubio demo needs root: it makes a memory cgroup beneath its own and runs the streams in it");
+    }
+    cleanup::install_signal_handler()?;
+
+    let progress = Progress::new(started);
+    let work = WorkDir::create(&dir)?;
+    let probe = ubio::probe_path(&work.path)?;
+    let hot_path = work.file("hot");
+    let data_path = work.file("dataset");
+    fs::File::create(&data_path).with_context(|| format!("create {}", data_path.display()))?;
+    file_cachestat(&data_path).with_context(|| {
+        format!(
+            "cachestat() on {} (needs Linux 6.5+): the demo measures the page cache with it",
+            data_path.display()
+        )
+    })?;
+
+    let cg = MemCgroup::create("ubio-demo", args.limit).context("make the demo's memory cgroup")?;
+    let (cg_path, cg_version) = (cg.path().to_path_buf(), cg.version());
+    progress.line(&format!(
+        "made memory cgroup {} (limit {})",
+        cg.path().display(),
+        mib(cg.limit_bytes())
+    ));
+    progress.line(&format!(
+        "files in {} ({}, Linux {}): dataset {}, hot file {}; {} round(s)",
+        work.path.display(),
+        probe.fs.fs_type,
+        probe.kernel,
+        size::human(dataset),
+        mib(hot),
+        args.rounds
+    ));
+
+    // The hot file: written here, then dropped, so that the victim's first
+    // read-through brings it in and charges it to the cgroup.
+    write_file(&hot_path, hot)?;
+    drop_cached(&hot_path)?;
+    let exe = std::env::current_exe().context("find the ubio binary for the worker processes")?;
+    let mut cmd = worker_command(
+        &exe,
+        &Job::Victim {
+            path: hot_path.clone(),
+            tick: victim::DEFAULT_TICK,
+        },
+    );
+    cmd.stdin(Stdio::piped());
+    let mut reader = VictimClient::new(cg.spawn(&mut cmd)?)?;
+    let ready = reader.wait_ready(WARM_TIMEOUT)?;
+    let hot_cached = cached_bytes(&hot_path)?;
+    progress.line(&format!(
+        "hot-file reader started in the cgroup; it read {} in {:.2} s, {} of it is cached",
+        size::human(ready.bytes),
+        ready.seconds,
+        size::human(hot_cached)
+    ));
+    if hot_cached < hot / 10 * 9 {
+        warnings.push(format!(
+            "only {} of the {} hot file stayed cached after the reader read it: the limit may be too small for it",
+            size::human(hot_cached),
+            size::human(hot)
+        ));
+    }
+
+    // Warm-up: fresh memory is slow to touch the first time on some VMs;
+    // cycle the cgroup's memory once before timing anything.
+    let spec = |op, mode| StreamSpec {
+        path: data_path.clone(),
+        op,
+        mode,
+        bytes: dataset,
+        block: DEFAULT_BLOCK,
+    };
+    let warm = progress.phase(
+        "warm-up: buffered write of the dataset (not timed)",
+        dataset,
+        |_| run_streamer(&cg, &exe, &spec(Op::Write, Mode::Buffered)),
+    )?;
+    progress.line(&format!("warm-up done ({:.0} MB/s)", warm.mb_per_s));
+    settle(&data_path, &mut reader, &mut warnings)?;
+
+    // The reader alone.
+    let from = monotonic_secs();
+    progress.phase(
+        &format!("hot-file reader alone for {:.0} s", args.solo_secs),
+        0,
+        |_| {
+            std::thread::sleep(Duration::from_secs_f64(args.solo_secs));
+            Ok(())
+        },
+    )?;
+    let to = monotonic_secs();
+    wait_for_ticks(&reader, to);
+    let solo = ReaderSummary::of(&per_second_rates(&reader.ticks(), from, to))
+        .context("the hot-file reader reported nothing while running alone")?;
+    progress.line(&format!(
+        "hot-file reader alone: {} reads/s (worst second {})",
+        kilo(solo.median_reads_per_s),
+        kilo(solo.worst_reads_per_s)
+    ));
+
+    let mut phases = Vec::new();
+    for round in 1..=args.rounds {
+        for (side, op) in PHASES {
+            let mode = match side {
+                Side::Buffered => Mode::Buffered,
+                Side::Ubio => Mode::Ubio(args.backend),
+            };
+            let name = format!("{} {}", side.name(), op);
+            settle(&data_path, &mut reader, &mut warnings)?;
+            let sampler = ResidencySampler::start(&data_path, SAMPLE_EVERY)?;
+            let floor = CachedFloor::start(&hot_path, SAMPLE_EVERY)?;
+            let label = format!("round {round}/{}: {name}", args.rounds);
+            let result = progress.phase(&label, dataset, |_| {
+                run_streamer(&cg, &exe, &spec(op, mode))
+            });
+            let peaks = sampler.finish()?;
+            let hot_floor = floor.finish()?;
+            let result = result?;
+            wait_for_ticks(&reader, result.end_mono_secs);
+            let rates = per_second_rates(
+                &reader.ticks(),
+                result.start_mono_secs,
+                result.end_mono_secs,
+            );
+            let phase = Phase {
+                round,
+                name,
+                peak_cached_bytes: peaks.max_cached * sys::page_size(),
+                peak_dirty_writeback_bytes: peaks.max_dirty_writeback * sys::page_size(),
+                samples: peaks.samples,
+                reader: ReaderSummary::of(&rates),
+                reader_rates: rates,
+                hot_cached_min_bytes: hot_floor * sys::page_size(),
+                result,
+            };
+            progress.line(&phase_line(&label, &phase));
+            phases.push(phase);
+        }
+    }
+
+    let status = reader.stop(Duration::from_secs(5))?;
+    if !status.success() {
+        warnings.push(format!("the hot-file reader exited with {status}"));
+    }
+    drop(cg);
+    work.remove()?;
+
+    let modes = summarize(&phases, &solo);
+    let mut conclusion = conclude(&modes, args.limit, hot);
+    if modes.iter().any(|m| m.reader.is_none()) {
+        warnings
+            .push("some phases were too short for the reader to report from inside them".into());
+    }
+    let wall = started.elapsed().as_secs_f64();
+    conclusion.push(format!(
+        "{} round(s) in {wall:.0} s; the cgroup and the files it made are removed.",
+        args.rounds
+    ));
+    let report = Report {
+        config: Config {
+            limit_bytes: args.limit,
+            dataset_bytes: dataset,
+            hot_bytes: hot,
+            rounds: args.rounds,
+            block_bytes: DEFAULT_BLOCK,
+            dir,
+            filesystem: probe.fs.fs_type.clone(),
+            kernel: probe.kernel.clone(),
+            ubio_backend_requested: args.backend,
+            cgroup: cg_path,
+            cgroup_version: cg_version,
+        },
+        solo,
+        modes,
+        phases,
+        conclusion,
+        warnings,
+        wall_seconds: wall,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_table(&report);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn validate(args: &Args, dataset: u64, hot: u64) -> Result<()> {
+    if args.limit < 16 << 20 {
+        bail!(
+            "--limit {} is too small: use at least 16M",
+            size::human(args.limit)
+        );
+    }
+    if hot < 1 << 20 {
+        bail!("--hot {} is too small: use at least 1M", size::human(hot));
+    }
+    if hot > args.limit / 4 * 3 {
+        bail!(
+            "--hot {} does not fit in --limit {} with room to spare: keep it under three quarters of the limit",
+            size::human(hot),
+            size::human(args.limit)
+        );
+    }
+    if dataset < DEFAULT_BLOCK {
+        bail!(
+            "--dataset {} is too small: use at least 1M",
+            size::human(dataset)
+        );
+    }
+    if !(args.solo_secs > 0.0 && args.solo_secs <= 60.0) {
+        bail!("--solo-secs must be in (0, 60]");
+    }
+    Ok(())
+}
+
+/// The demo's directory and its files; removed (files first, then the
+/// directory, never anything else) on drop, error and Ctrl-C.
+struct WorkDir {
+    path: PathBuf,
+    guard: Option<CleanupGuard>,
+}
+
+const WORK_FILES: [&str; 2] = ["hot", "dataset"];
+
+impl WorkDir {
+    fn create(parent: &Path) -> Result<WorkDir> {
+        let path = (0..100)
+            .map(|n| parent.join(format!("ubio-demo-{}-{n}", std::process::id())))
+            .find(|p| match fs::create_dir(p) {
+                Ok(()) => true,
+                Err(_) => false,
+            })
+            .with_context(|| {
+                format!(
+                    "cannot make a directory for the demo in {}",
+                    parent.display()
+                )
+            })?;
+        let p = path.clone();
+        let guard = cleanup::register(format!("remove {}", path.display()), move || {
+            if let Err(e) = remove_work_dir(&p) {
+                let _ = writeln!(std::io::stderr(), "ubio demo: {e}");
+            }
+        });
+        Ok(WorkDir {
+            path,
+            guard: Some(guard),
+        })
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        debug_assert!(WORK_FILES.contains(&name));
+        self.path.join(name)
+    }
+
+    /// Removes it now and reports failure.
+    fn remove(mut self) -> Result<()> {
+        drop(self.guard.take());
+        if self.path.exists() {
+            bail!("could not remove {}", self.path.display());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        drop(self.guard.take());
+    }
+}
+
+fn remove_work_dir(dir: &Path) -> std::io::Result<()> {
+    for name in WORK_FILES {
+        match fs::remove_file(dir.join(name)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!("remove {}: {e}", dir.join(name).display()),
+                ))
+            }
+            _ => {}
+        }
+    }
+    fs::remove_dir(dir)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("remove {}: {e}", dir.display())))
+}
+
+fn worker_command(exe: &Path, job: &Job) -> Command {
+    let mut cmd = Command::new(exe);
+    cmd.arg("__worker")
+        .args(job.to_args())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped());
+    cmd
+}
+
+/// The running streamer's pid (0: none), for the progress bar.
+static STREAMER_PID: AtomicU32 = AtomicU32::new(0);
+
+/// Runs one stream in a worker process inside the cgroup.
+fn run_streamer(cg: &MemCgroup, exe: &Path, spec: &StreamSpec) -> Result<StreamResult> {
+    let child = cg.spawn(&mut worker_command(exe, &Job::Stream(spec.clone())))?;
+    STREAMER_PID.store(child.id(), Ordering::Relaxed);
+    let result = worker::finish_stream(child);
+    STREAMER_PID.store(0, Ordering::Relaxed);
+    result.with_context(|| format!("{} {}", spec.mode, spec.op))
+}
+
+/// Between phases: make the dataset durable and drop its pages (the next
+/// phase starts cold), and have the reader bring its hot file back in.
+fn settle(data: &Path, reader: &mut VictimClient, warnings: &mut Vec<String>) -> Result<()> {
+    let left = drop_cached(data)?;
+    if left > 256 {
+        warnings.push(format!(
+            "{} of the dataset stayed cached after fsync + fadvise(DONTNEED)",
+            size::human(left * sys::page_size())
+        ));
+    }
+    reader.warm(WARM_TIMEOUT).context("the hot-file reader")?;
+    Ok(())
+}
+
+/// fsync, then fadvise(DONTNEED) the whole file; returns the pages still cached.
+fn drop_cached(path: &Path) -> Result<u64> {
+    let f = fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .with_context(|| format!("open {}", path.display()))?;
+    f.sync_all()
+        .with_context(|| format!("fsync {}", path.display()))?;
+    sys::fadvise(f.as_fd(), 0, 0, Advice::DontNeed)
+        .with_context(|| format!("fadvise {}", path.display()))?;
+    Ok(sys::cachestat(f.as_fd(), 0, 0)?.nr_cache)
+}
+
+fn cached_bytes(path: &Path) -> Result<u64> {
+    Ok(file_cachestat(path)
+        .with_context(|| format!("cachestat {}", path.display()))?
+        .nr_cache
+        * sys::page_size())
+}
+
+fn write_file(path: &Path, bytes: u64) -> Result<()> {
+    let mut f = fs::File::create(path).with_context(|| format!("create {}", path.display()))?;
+    let mut buf = vec![0u8; DEFAULT_BLOCK as usize];
+    workload::fill(&mut buf);
+    let mut done = 0;
+    while done < bytes {
+        let n = (bytes - done).min(buf.len() as u64) as usize;
+        f.write_all(&buf[..n])
+            .with_context(|| format!("write {}", path.display()))?;
+        done += n as u64;
+    }
+    f.sync_all()
+        .with_context(|| format!("fsync {}", path.display()))?;
+    Ok(())
+}
+
+/// The reader reports every 100 ms through a pipe: wait (briefly) until a
+/// tick ending after `t` has arrived, so the last one inside the phase is in.
+fn wait_for_ticks(reader: &VictimClient, t: f64) {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < deadline {
+        if reader.ticks().last().is_some_and(|k| k.t1 >= t) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn summarize(phases: &[Phase], solo: &ReaderSummary) -> Vec<ModeSummary> {
+    let pct = |v: f64, of: f64| if of > 0.0 { Some(100.0 * v / of) } else { None };
+    PHASES
+        .iter()
+        .filter_map(|&(side, op)| {
+            let name = format!("{} {}", side.name(), op);
+            let these: Vec<&Phase> = phases.iter().filter(|p| p.name == name).collect();
+            let tput: Vec<f64> = these.iter().map(|p| p.result.mb_per_s).collect();
+            let rates: Vec<f64> = these
+                .iter()
+                .flat_map(|p| p.reader_rates.iter().copied())
+                .collect();
+            let reader = ReaderSummary::of(&rates);
+            let mut backends: Vec<&str> = these.iter().map(|p| p.result.backend.as_str()).collect();
+            backends.dedup();
+            Some(ModeSummary {
+                name,
+                side,
+                op,
+                backend: backends.join("/"),
+                mb_per_s: Summary::of(&tput)?,
+                peak_cached_bytes: these.iter().map(|p| p.peak_cached_bytes).max()?,
+                peak_dirty_writeback_bytes: these
+                    .iter()
+                    .map(|p| p.peak_dirty_writeback_bytes)
+                    .max()?,
+                hot_cached_min_bytes: these.iter().map(|p| p.hot_cached_min_bytes).min()?,
+                reader_median_pct_of_solo: reader
+                    .and_then(|r| pct(r.median_reads_per_s, solo.median_reads_per_s)),
+                reader_worst_pct_of_solo: reader
+                    .and_then(|r| pct(r.worst_reads_per_s, solo.median_reads_per_s)),
+                reader,
+            })
+        })
+        .collect()
+}
+
+/// Plain-English findings, each computed from the numbers.
+fn conclude(modes: &[ModeSummary], limit: u64, hot: u64) -> Vec<String> {
+    let find = |side, op| modes.iter().find(|m| m.side == side && m.op == op);
+    let hot_pct = |m: &ModeSummary| 100.0 * m.hot_cached_min_bytes as f64 / hot as f64;
+    let mut out = Vec::new();
+    let mut notes = Vec::new();
+    let (mut hot_kept, mut compared) = (true, 0);
+    for op in [Op::Write, Op::Read] {
+        let (Some(b), Some(u)) = (find(Side::Buffered, op), find(Side::Ubio, op)) else {
+            continue;
+        };
+        compared += 1;
+        let (verb, when) = if op == Op::Write {
+            ("Writing", "when writing")
+        } else {
+            ("Reading", "when reading")
+        };
+        let ratio = u.mb_per_s.median / b.mb_per_s.median;
+        let speed = if ratio >= 1.1 {
+            format!("and was {ratio:.1}x as fast")
+        } else if ratio <= 0.9 {
+            format!("but was {:.0}% slower", 100.0 * (1.0 - ratio))
+        } else {
+            "at about the same speed".to_owned()
+        };
+        let mut s = format!(
+            "{verb}: buffered I/O filled the page cache with up to {} of the dataset ({:.0}% of the {} limit); \
+             ubio kept it to {} {speed} ({:.0} vs {:.0} MB/s).",
+            mib(b.peak_cached_bytes),
+            100.0 * b.peak_cached_bytes as f64 / limit as f64,
+            mib(limit),
+            mib(u.peak_cached_bytes),
+            u.mb_per_s.median,
+            b.mb_per_s.median
+        );
+        let (hb, hu) = (hot_pct(b), hot_pct(u));
+        s.push_str(&if hb >= 99.5 {
+            " Next to buffered I/O, all of the hot file stayed cached".to_owned()
+        } else {
+            format!(" Next to buffered I/O, as little as {hb:.0}% of the hot file stayed cached")
+        });
+        let ubio_hot = if hu >= 99.5 {
+            "all of it stayed cached".to_owned()
+        } else {
+            format!("{hu:.0}% did")
+        };
+        match (b.reader_worst_pct_of_solo, u.reader_worst_pct_of_solo) {
+            (Some(bw), Some(uw)) => {
+                s.push_str(&format!(
+                    " and its reader's worst second was {bw:.0}% of its speed alone; next to ubio, {ubio_hot} \
+                     and the worst second was {uw:.0}%."
+                ));
+                if uw + 5.0 < bw {
+                    notes.push(format!(
+                        "{when}, the hot-file reader did worse next to ubio than next to buffered I/O \
+                         (worst second {uw:.0}% vs {bw:.0}% of its speed alone)."
+                    ));
+                }
+            }
+            _ => s.push_str(&format!("; next to ubio, {ubio_hot}.")),
+        }
+        out.push(s);
+        hot_kept &= hot_pct(u) >= 95.0;
+        if u.peak_cached_bytes * 2 > b.peak_cached_bytes {
+            notes.push(format!(
+                "{when}, ubio's page-cache footprint ({}) was not much smaller than buffered I/O's ({}).",
+                mib(u.peak_cached_bytes),
+                mib(b.peak_cached_bytes)
+            ));
+        }
+        if ratio <= 0.8 {
+            notes.push(format!(
+                "{when}, ubio was {:.0}% slower than buffered I/O.",
+                100.0 * (1.0 - ratio)
+            ));
+        }
+        if hot_pct(u) + 5.0 < hot_pct(b) {
+            notes.push(format!(
+                "{when}, less of the hot file stayed cached next to ubio ({:.0}%) than next to buffered I/O ({:.0}%).",
+                hot_pct(u),
+                hot_pct(b)
+            ));
+        }
+    }
+    if notes.is_empty() && compared == 2 {
+        out.push(format!(
+            "So: ubio streamed the dataset through a few MiB of page cache instead of filling the cgroup, \
+             and the process next to it {}kept more of its speed.",
+            if hot_kept { "kept its hot file in memory and " } else { "" }
+        ));
+    } else {
+        out.extend(notes.into_iter().map(|n| {
+            let mut n = n;
+            n[..1].make_ascii_uppercase();
+            format!("Note: {n}")
+        }));
+    }
+    out
+}
+
+fn print_table(r: &Report) {
+    let c = &r.config;
+    let ubio_backend = r
+        .modes
+        .iter()
+        .find(|m| m.side == Side::Ubio)
+        .map(|m| m.backend.clone())
+        .unwrap_or_default();
+    let reason = r
+        .phases
+        .iter()
+        .find(|p| p.result.mode.family() == "ubio")
+        .map(|p| p.result.reason.clone())
+        .unwrap_or_default();
+    println!();
+    println!(
+        "ubio demo: a {} dataset written and read in {} MiB requests inside a {} memory cgroup,",
+        size::human(c.dataset_bytes),
+        c.block_bytes >> 20,
+        mib(c.limit_bytes)
+    );
+    println!(
+        "while another process in the same cgroup re-reads a {} hot file ({} on {}, Linux {}).",
+        mib(c.hot_bytes),
+        c.dir.display(),
+        c.filesystem,
+        c.kernel
+    );
+    println!("ubio backend: {ubio_backend} ({reason}).");
+    println!(
+        "Throughput: median of {} round(s) (min-max). Reader: reads/s and % of its speed alone.",
+        c.rounds
+    );
+    println!();
+    let row = |a: &str, b: &str, c: &str, d: &str, e: &str, f: &str, g: &str, h: &str| {
+        println!("{a:<15} {b:>6} {c:>12}  {d:>8} {e:>8}  {f:>8}  {g:>11} {h:>11}")
+    };
+    let groups = format!(
+        "{:<15} {:^19}  {:^17}  {:>8}  {:^23}",
+        "", "throughput MB/s", "dataset cache", "hot file", "hot-file reader"
+    );
+    println!("{}", groups.trim_end());
+    row(
+        "mode",
+        "median",
+        "(min-max)",
+        "peak",
+        "dirty+wb",
+        "cached",
+        "reads/s",
+        "worst sec",
+    );
+    let pct = |p: Option<f64>| p.map(|p| format!(" {p:>3.0}%")).unwrap_or_default();
+    for m in &r.modes {
+        let (med, worst) = match m.reader {
+            Some(rd) => (
+                format!(
+                    "{}{}",
+                    kilo(rd.median_reads_per_s),
+                    pct(m.reader_median_pct_of_solo)
+                ),
+                format!(
+                    "{}{}",
+                    kilo(rd.worst_reads_per_s),
+                    pct(m.reader_worst_pct_of_solo)
+                ),
+            ),
+            None => ("-".into(), "-".into()),
+        };
+        row(
+            &m.name,
+            &format!("{:.0}", m.mb_per_s.median),
+            &format!("({:.0}-{:.0})", m.mb_per_s.min, m.mb_per_s.max),
+            &mib(m.peak_cached_bytes),
+            &mib(m.peak_dirty_writeback_bytes),
+            &format!(
+                "{:.0}%",
+                100.0 * m.hot_cached_min_bytes as f64 / c.hot_bytes as f64
+            ),
+            &med,
+            &worst,
+        );
+    }
+    row(
+        "reader alone",
+        "",
+        "",
+        "",
+        "",
+        "",
+        &format!("{} 100%", kilo(r.solo.median_reads_per_s)),
+        &format!(
+            "{}{}",
+            kilo(r.solo.worst_reads_per_s),
+            pct(Some(
+                100.0 * r.solo.worst_reads_per_s / r.solo.median_reads_per_s
+            ))
+        ),
+    );
+    println!();
+    for line in &r.conclusion {
+        println!("{}", wrap(line, 100, "  "));
+    }
+    for w in &r.warnings {
+        println!("{}", wrap(&format!("warning: {w}"), 100, "  "));
+    }
+}
+
+/// Word-wraps `s` at `width`, indenting continuation lines.
+fn wrap(s: &str, width: usize, indent: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in s.split_whitespace() {
+        if !line.is_empty() && line.len() + 1 + word.len() > width {
+            out.push_str(&line);
+            out.push('\n');
+            line = indent.to_owned();
+        } else if !line.is_empty() && line != indent {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.0} MiB", bytes as f64 / (1 << 20) as f64)
+}
+
+/// 141234 -> "141k", 9876 -> "9.9k", 512 -> "512".
+fn kilo(v: f64) -> String {
+    if v >= 99_950.0 {
+        format!("{:.0}k", v / 1e3)
+    } else if v >= 1e3 {
+        format!("{:.1}k", v / 1e3)
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+fn phase_line(label: &str, p: &Phase) -> String {
+    let reader = match p.reader {
+        Some(r) => format!(
+            "reader {} reads/s, worst {}",
+            kilo(r.median_reads_per_s),
+            kilo(r.worst_reads_per_s)
+        ),
+        None => "reader: no full sample".into(),
+    };
+    format!(
+        "{label}: {:.0} MB/s ({}); dataset cache peak {}, dirty+wb {}; {reader}",
+        p.result.mb_per_s,
+        p.result.backend,
+        mib(p.peak_cached_bytes),
+        mib(p.peak_dirty_writeback_bytes)
+    )
+}
+
+/// Progress on stderr: one line per step; on a terminal, a live line with a
+/// bar while a phase runs.
+struct Progress {
+    started: Instant,
+    tty: bool,
+}
+
+impl Progress {
+    fn new(started: Instant) -> Progress {
+        Progress {
+            started,
+            tty: std::io::stderr().is_terminal(),
+        }
+    }
+
+    fn stamp(&self) -> String {
+        format!("[{:>5.1}s]", self.started.elapsed().as_secs_f64())
+    }
+
+    /// Progress is best effort: a closed stderr must not stop the demo
+    /// before it cleans up (eprintln! would panic).
+    fn line(&self, msg: &str) {
+        let _ = writeln!(std::io::stderr(), "{} {msg}", self.stamp());
+    }
+
+    /// Runs `f`, showing `label` with elapsed time (and, for `bytes` > 0, how
+    /// much of it the newest worker process has moved) while it runs.
+    fn phase<T>(&self, label: &str, bytes: u64, f: impl FnOnce(&Self) -> Result<T>) -> Result<T> {
+        if !self.tty {
+            return f(self);
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let ticker = {
+            let (stop, label, started) = (Arc::clone(&stop), label.to_owned(), self.started);
+            let since = Instant::now();
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let moved = if bytes > 0 { streamer_io() } else { None };
+                    let bar = match moved {
+                        Some(n) => {
+                            let frac = (n as f64 / bytes as f64).clamp(0.0, 1.0);
+                            let full = (frac * 24.0) as usize;
+                            format!(
+                                " [{}{}] {:>3.0}%",
+                                "#".repeat(full),
+                                ".".repeat(24 - full),
+                                frac * 100.0
+                            )
+                        }
+                        None => String::new(),
+                    };
+                    let _ = write!(
+                        std::io::stderr(),
+                        "\r\x1b[K[{:>5.1}s] {label}{bar} {:.1}s",
+                        started.elapsed().as_secs_f64(),
+                        since.elapsed().as_secs_f64()
+                    );
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                let _ = write!(std::io::stderr(), "\r\x1b[K");
+            })
+        };
+        let out = f(self);
+        stop.store(true, Ordering::Relaxed);
+        let _ = ticker.join();
+        out
+    }
+}
+
+/// Bytes read or written so far by the running streamer (the larger of
+/// rchar and wchar in /proc/PID/io).
+fn streamer_io() -> Option<u64> {
+    let pid = STREAMER_PID.load(Ordering::Relaxed);
+    if pid == 0 {
+        return None;
+    }
+    let io = fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
+    let field = |name: &str| {
+        io.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    };
+    Some(field("rchar:")?.max(field("wchar:")?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kilo_formats() {
+        assert_eq!(kilo(141_234.0), "141k");
+        assert_eq!(kilo(99_949.0), "99.9k");
+        assert_eq!(kilo(9_876.0), "9.9k");
+        assert_eq!(kilo(512.4), "512");
+    }
+
+    #[test]
+    fn wraps_with_indent() {
+        assert_eq!(wrap("a bb ccc dddd", 6, "  "), "a bb\n  ccc\n  dddd");
+        assert_eq!(wrap("short", 80, "  "), "short");
+    }
 }

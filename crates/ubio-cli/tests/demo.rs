@@ -1,0 +1,225 @@
+//! `ubio demo` end to end, at a tiny scale: it runs, reports every mode, and
+//! leaves nothing behind (no cgroup, no file), also when interrupted.
+//!
+//! Needs root and a memory cgroup; prints `SKIP <name>: <reason>` without
+//! them (UBIO_TEST_STRICT=1 turns that into a failure).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const UBIO: &str = env!("CARGO_BIN_EXE_ubio");
+const TINY: [&str; 6] = ["--limit", "64M", "--dataset", "256M", "--hot", "16M"];
+
+fn skip(name: &str, reason: &str) {
+    let line = format!("SKIP {name}: {reason}");
+    if std::env::var_os("UBIO_TEST_STRICT").is_some_and(|v| v == "1") {
+        panic!("{line} (UBIO_TEST_STRICT=1 turns skips into failures)");
+    }
+    eprintln!("{line}");
+}
+
+/// Our memory cgroup, or why the demo cannot run here.
+fn demo_possible() -> Result<PathBuf, String> {
+    if !ubio_bench::is_root() {
+        return Err("needs root (the demo makes a memory cgroup)".into());
+    }
+    ubio_bench::cgroup::own_memory_cgroup().map_err(|e| e.to_string())
+}
+
+/// An empty directory for the demo to work in, on the target filesystem.
+fn scratch_dir(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Asserts that the demo run by `pid` left no cgroup in `own_cg` and
+/// nothing in `dir`, then removes `dir`.
+fn assert_clean(pid: u32, own_cg: &Path, dir: &Path) {
+    let prefix = format!("ubio-demo-{pid}-");
+    let left: Vec<String> = std::fs::read_dir(own_cg)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "cgroups left behind in {}: {left:?}",
+        own_cg.display()
+    );
+    let files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(files.is_empty(), "left behind: {files:?}");
+    std::fs::remove_dir(dir).unwrap();
+}
+
+#[test]
+fn tiny_demo_reports_every_mode_and_cleans_up() {
+    let own_cg = match demo_possible() {
+        Ok(p) => p,
+        Err(reason) => return skip("tiny_demo_reports_every_mode_and_cleans_up", &reason),
+    };
+    let dir = scratch_dir("demo-e2e");
+    let child = Command::new(UBIO)
+        .arg("demo")
+        .args(TINY)
+        .args(["--rounds", "1", "--json"])
+        .arg("--dir")
+        .arg(&dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "ubio demo failed ({}):\n{stderr}",
+        out.status
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+
+    let modes = report["modes"].as_array().expect("modes");
+    let names: Vec<&str> = modes.iter().map(|m| m["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["buffered write", "ubio write", "buffered read", "ubio read"]
+    );
+    for m in modes {
+        for stat in ["median", "min", "max"] {
+            let v = m["mb_per_s"][stat].as_f64().unwrap();
+            assert!(v > 0.0, "{}: mb_per_s.{stat} = {v}", m["name"]);
+        }
+        assert!(
+            m["reader"]["median_reads_per_s"].as_f64().unwrap() > 0.0,
+            "{}: no reader samples",
+            m["name"]
+        );
+    }
+    assert_eq!(report["phases"].as_array().unwrap().len(), 4);
+    assert_eq!(report["config"]["dataset_bytes"], 256u64 << 20);
+    assert!(report["solo"]["median_reads_per_s"].as_f64().unwrap() > 0.0);
+    assert!(!report["conclusion"].as_array().unwrap().is_empty());
+    // The ubio side's footprint is bounded by its window (16 MiB) plus the
+    // read lag and readahead, whatever the dataset size.
+    for m in modes.iter().filter(|m| m["side"] == "ubio") {
+        let peak = m["peak_cached_bytes"].as_u64().unwrap();
+        assert!(
+            peak <= 48 << 20,
+            "{}: peak page cache {peak} bytes",
+            m["name"]
+        );
+    }
+    assert_clean(pid, &own_cg, &dir);
+}
+
+#[test]
+fn interrupted_demo_cleans_up() {
+    let own_cg = match demo_possible() {
+        Ok(p) => p,
+        Err(reason) => return skip("interrupted_demo_cleans_up", &reason),
+    };
+    let dir = scratch_dir("demo-sigint");
+    let mut child = Command::new(UBIO)
+        .arg("demo")
+        .args(TINY)
+        .args(["--rounds", "20", "--dir"])
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Interrupt it in the middle of the timed phases, while a streamer and
+    // the reader run in the cgroup and both files exist.
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let go = line.contains("round 1/20: ubio write");
+        seen.push(line);
+        if go {
+            break;
+        }
+    }
+    assert!(
+        seen.last().is_some_and(|l| l.contains("round 1/20")),
+        "demo ended early:\n{}",
+        seen.join("\n")
+    );
+    // Keep reading its stderr, as a terminal would.
+    let rest =
+        std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>().join("\n"));
+    // SAFETY: kill has no memory-safety preconditions; `pid` is our child,
+    // not yet waited for.
+    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) }, 0);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "demo did not exit after SIGINT");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let rest = rest.join().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(130),
+        "exit status after SIGINT: {status}; stderr after the signal:\n{rest}"
+    );
+    assert_clean(pid, &own_cg, &dir);
+}
+
+#[test]
+fn not_enough_space_is_a_clear_error() {
+    let dir = scratch_dir("demo-space");
+    let out = Command::new(UBIO)
+        .args(["demo", "--dataset", "900T", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not enough free space"), "{err}");
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "made files before failing"
+    );
+    std::fs::remove_dir(&dir).unwrap();
+}
+
+#[test]
+fn bad_sizes_are_refused() {
+    for (args, want) in [
+        (&["--limit", "64M", "--hot", "60M"][..], "does not fit"),
+        (&["--limit", "1M"][..], "too small"),
+        (&["--rounds", "0"][..], "rounds"),
+    ] {
+        let out = Command::new(UBIO).arg("demo").args(args).output().unwrap();
+        assert!(!out.status.success(), "{args:?} accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn worker_is_hidden_from_help() {
+    let out = Command::new(UBIO).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        help.contains("demo") && !help.contains("__worker"),
+        "{help}"
+    );
+}
