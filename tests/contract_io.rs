@@ -29,13 +29,27 @@ fn skewed(data: &[u8], skew: usize) -> Vec<u8> {
 
 fn check_read(model: &[u8], got: &[u8], off: u64, want_len: usize, what: &str) {
     let size = model.len() as u64;
-    let expect = if off >= size { 0 } else { (size - off).min(want_len as u64) as usize };
-    assert_eq!(got.len(), expect, "{what}: read of {want_len} at {off} (size {size}) returned {}", got.len());
+    let expect = if off >= size {
+        0
+    } else {
+        (size - off).min(want_len as u64) as usize
+    };
+    assert_eq!(
+        got.len(),
+        expect,
+        "{what}: read of {want_len} at {off} (size {size}) returned {}",
+        got.len()
+    );
     if expect > 0 {
         let m = &model[off as usize..off as usize + expect];
         if got != m {
             let i = got.iter().zip(m).position(|(a, b)| a != b).unwrap();
-            panic!("{what}: byte {} differs: got {:#x}, model {:#x}", off + i as u64, got[i], m[i]);
+            panic!(
+                "{what}: byte {} differs: got {:#x}, model {:#x}",
+                off + i as u64,
+                got[i],
+                m[i]
+            );
         }
     }
 }
@@ -49,8 +63,14 @@ fn unaligned_io_behaves_as_a_plain_file() {
         for backend in all_backends() {
             let path = t.path(&format!("model-{backend}"));
             let mut opts = ubio::OpenOptions::new();
-            opts.read(true).write(true).create(true).truncate(true).window(MIB);
-            let Some(mut f) = open_or_refused(&mut opts, backend, &path, &t) else { continue };
+            opts.read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .window(MIB);
+            let Some(mut f) = open_or_refused(&mut opts, backend, &path, &t) else {
+                continue;
+            };
             let what = format!("{} {backend}", t.name);
             let mut rng = Rng(0xC0FFEE ^ backend as u64);
             let mut model: Vec<u8> = Vec::new();
@@ -85,7 +105,6 @@ fn unaligned_io_behaves_as_a_plain_file() {
                             model.resize(pos as usize + len, 0);
                         }
                         model[pos as usize..pos as usize + len].copy_from_slice(&data);
-                        pos += len as u64;
                         pos = f.seek(SeekFrom::Start(off)).unwrap();
                         let mut buf = vec![0u8; len];
                         let n = f.read(&mut buf).unwrap();
@@ -112,15 +131,27 @@ fn unaligned_io_behaves_as_a_plain_file() {
                         let (a, b) = (len / 3, len / 2);
                         let mut data = vec![0u8; len];
                         fill_pattern(rng.next(), off, &mut data);
-                        let iov = [IoSlice::new(&data[..a]), IoSlice::new(&data[a..b]), IoSlice::new(&data[b..])];
+                        let iov = [
+                            IoSlice::new(&data[..a]),
+                            IoSlice::new(&data[a..b]),
+                            IoSlice::new(&data[b..]),
+                        ];
                         let n = f.write_vectored_at(&iov, off).unwrap();
                         if model.len() < off as usize + n {
                             model.resize(off as usize + n, 0);
                         }
                         model[off as usize..off as usize + n].copy_from_slice(&data[..n]);
-                        let (mut x, mut y, mut z) = (vec![0u8; a], vec![0u8; b - a], vec![0u8; len - b]);
+                        let (mut x, mut y, mut z) =
+                            (vec![0u8; a], vec![0u8; b - a], vec![0u8; len - b]);
                         let n = f
-                            .read_vectored_at(&mut [IoSliceMut::new(&mut x), IoSliceMut::new(&mut y), IoSliceMut::new(&mut z)], off)
+                            .read_vectored_at(
+                                &mut [
+                                    IoSliceMut::new(&mut x),
+                                    IoSliceMut::new(&mut y),
+                                    IoSliceMut::new(&mut z),
+                                ],
+                                off,
+                            )
                             .unwrap();
                         let got: Vec<u8> = [x, y, z].concat();
                         check_read(&model, &got[..n], off, len, &what);
@@ -133,7 +164,11 @@ fn unaligned_io_behaves_as_a_plain_file() {
                         let mut buf = vec![0u8; len];
                         let n = f.read_at(&mut buf, at).unwrap();
                         check_read(&model, &buf[..n], at, len, &what);
-                        assert_eq!(f.read_at(&mut buf, size + rng.below(100)).unwrap(), 0, "{what}: read past EOF");
+                        assert_eq!(
+                            f.read_at(&mut buf, size + rng.below(100)).unwrap(),
+                            0,
+                            "{what}: read past EOF"
+                        );
                     }
                 }
             }
@@ -141,7 +176,13 @@ fn unaligned_io_behaves_as_a_plain_file() {
             f.close().unwrap();
             let on_disk = std::fs::read(&path).unwrap();
             assert_eq!(on_disk.len(), model.len(), "{what}: final size");
-            check_read(&model, &on_disk, 0, model.len(), &format!("{what} final contents"));
+            check_read(
+                &model,
+                &on_disk,
+                0,
+                model.len(),
+                &format!("{what} final contents"),
+            );
             std::fs::remove_file(&path).unwrap();
         }
     }
@@ -156,7 +197,9 @@ fn append_mode_appends() {
             std::fs::write(&path, b"existing,").unwrap();
             let mut opts = ubio::OpenOptions::new();
             opts.append(true);
-            let Some(mut f) = open_or_refused(&mut opts, backend, &path, &t) else { continue };
+            let Some(mut f) = open_or_refused(&mut opts, backend, &path, &t) else {
+                continue;
+            };
             let mut model = b"existing,".to_vec();
             let mut rng = Rng(7);
             for i in 0..50 {
@@ -172,7 +215,13 @@ fn append_mode_appends() {
             }
             f.close().unwrap();
             let got = std::fs::read(&path).unwrap();
-            assert!(got == model, "{} {backend}: appended contents differ (len {} vs {})", t.name, got.len(), model.len());
+            assert!(
+                got == model,
+                "{} {backend}: appended contents differ (len {} vs {})",
+                t.name,
+                got.len(),
+                model.len()
+            );
             std::fs::remove_file(&path).unwrap();
         }
     }
@@ -186,18 +235,29 @@ fn sparse_files_keep_their_holes() {
             let path = t.path(&format!("sparse-{backend}"));
             let mut opts = ubio::OpenOptions::new();
             opts.read(true).write(true).create(true).truncate(true);
-            let Some(f) = open_or_refused(&mut opts, backend, &path, &t) else { continue };
+            let Some(f) = open_or_refused(&mut opts, backend, &path, &t) else {
+                continue;
+            };
             f.write_all_at(b"head", 0).unwrap();
             f.write_all_at(b"tail", 100 * MIB).unwrap();
             f.flush_writeback().unwrap();
             let mut buf = vec![1u8; MIB as usize];
             f.read_exact_at(&mut buf, 50 * MIB).unwrap();
-            assert!(buf.iter().all(|&b| b == 0), "{} {backend}: hole is not zeros", t.name);
+            assert!(
+                buf.iter().all(|&b| b == 0),
+                "{} {backend}: hole is not zeros",
+                t.name
+            );
             f.close().unwrap();
             let meta = std::fs::metadata(&path).unwrap();
             use std::os::unix::fs::MetadataExt;
             assert_eq!(meta.len(), 100 * MIB + 4);
-            assert!(meta.blocks() * 512 < 10 * MIB, "{} {backend}: the hole was filled ({} blocks)", t.name, meta.blocks());
+            assert!(
+                meta.blocks() * 512 < 10 * MIB,
+                "{} {backend}: the hole was filled ({} blocks)",
+                t.name,
+                meta.blocks()
+            );
             std::fs::remove_file(&path).unwrap();
         }
     }
@@ -208,14 +268,23 @@ fn pipe() -> (std::fs::File, std::fs::File) {
     // SAFETY: fds is a valid array of two ints.
     assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
     // SAFETY: both descriptors are fresh and owned here.
-    unsafe { (OwnedFd::from_raw_fd(fds[0]).into(), OwnedFd::from_raw_fd(fds[1]).into()) }
+    unsafe {
+        (
+            OwnedFd::from_raw_fd(fds[0]).into(),
+            OwnedFd::from_raw_fd(fds[1]).into(),
+        )
+    }
 }
 
 fn assert_passthrough(f: &ubio::File, what: &str, reason_has: &str) {
     let c = f.choice();
     assert!(!c.managed, "{what} must pass through: {c:?}");
     assert_eq!(c.backend, BackendKind::Buffered, "{what}");
-    assert!(c.reason.contains(reason_has), "{what}: reason {:?} should mention {reason_has:?}", c.reason);
+    assert!(
+        c.reason.contains(reason_has),
+        "{what}: reason {:?} should mention {reason_has:?}",
+        c.reason
+    );
 }
 
 /// Case 6: a pipe passes through unchanged (whatever backend was asked for).
@@ -223,8 +292,14 @@ fn assert_passthrough(f: &ubio::File, what: &str, reason_has: &str) {
 fn pipes_pass_through() {
     for backend in all_backends() {
         let (r, w) = pipe();
-        let mut w = ubio::OpenOptions::new().backend(backend).wrap(w, None).unwrap();
-        let mut r = ubio::OpenOptions::new().backend(backend).wrap(r, None).unwrap();
+        let mut w = ubio::OpenOptions::new()
+            .backend(backend)
+            .wrap(w, None)
+            .unwrap();
+        let mut r = ubio::OpenOptions::new()
+            .backend(backend)
+            .wrap(r, None)
+            .unwrap();
         assert_passthrough(&w, "pipe writer", "not a regular file");
         assert_passthrough(&r, "pipe reader", "not a regular file");
         let writer = std::thread::spawn(move || {
@@ -245,8 +320,12 @@ fn pipes_pass_through() {
 #[test]
 fn sockets_pass_through() {
     let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
-    let mut a = ubio::OpenOptions::new().wrap(OwnedFd::from(a).into(), None).unwrap();
-    let mut b = ubio::OpenOptions::new().wrap(OwnedFd::from(b).into(), None).unwrap();
+    let mut a = ubio::OpenOptions::new()
+        .wrap(OwnedFd::from(a).into(), None)
+        .unwrap();
+    let mut b = ubio::OpenOptions::new()
+        .wrap(OwnedFd::from(b).into(), None)
+        .unwrap();
     assert_passthrough(&a, "socket", "not a regular file");
     a.write_all(b"ping").unwrap();
     let mut buf = [0u8; 4];
@@ -262,7 +341,10 @@ fn character_devices_pass_through() {
     let mut buf = vec![7u8; MIB as usize];
     zero.read_exact(&mut buf).unwrap();
     assert!(buf.iter().all(|&b| b == 0));
-    let mut null = ubio::OpenOptions::new().write(true).open("/dev/null").unwrap();
+    let mut null = ubio::OpenOptions::new()
+        .write(true)
+        .open("/dev/null")
+        .unwrap();
     null.write_all(&buf).unwrap();
     null.close().unwrap();
 }
@@ -270,12 +352,21 @@ fn character_devices_pass_through() {
 /// Case 6: /proc and /sys files pass through and read as with std.
 #[test]
 fn proc_and_sys_files_pass_through() {
-    for p in ["/proc/version", "/proc/filesystems", "/proc/self/cmdline", "/sys/kernel/mm/transparent_hugepage/enabled"] {
+    for p in [
+        "/proc/version",
+        "/proc/filesystems",
+        "/proc/self/cmdline",
+        "/sys/kernel/mm/transparent_hugepage/enabled",
+    ] {
         if !std::path::Path::new(p).exists() {
             continue;
         }
         let mut f = ubio::File::open(p).unwrap();
-        let fs = if p.starts_with("/proc") { "proc" } else { "sysfs" };
+        let fs = if p.starts_with("/proc") {
+            "proc"
+        } else {
+            "sysfs"
+        };
         assert_passthrough(&f, p, fs);
         let mut got = Vec::new();
         f.read_to_end(&mut got).unwrap();

@@ -47,14 +47,30 @@ impl Target {
 /// and tmpfs (/dev/shm). `fs_bytes` sizes the loop images.
 pub fn targets(test: &str, fs_bytes: u64) -> Vec<Target> {
     let mut out = Vec::new();
-    let base = std::env::var_os("UBIO_TEST_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
+    let base = std::env::var_os("UBIO_TEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
     std::fs::create_dir_all(&base).unwrap();
-    let tmp = tempfile::Builder::new().prefix("ubio-test-").tempdir_in(&base).unwrap();
+    let tmp = tempfile::Builder::new()
+        .prefix("ubio-test-")
+        .tempdir_in(&base)
+        .unwrap();
     let fs = fs_name(tmp.path());
     if fs == "ext4" {
-        out.push(Target { name: "ext4", dir: tmp.path().to_path_buf(), _tmp: tmp, _fs: None });
+        out.push(Target {
+            name: "ext4",
+            dir: tmp.path().to_path_buf(),
+            _tmp: tmp,
+            _fs: None,
+        });
     } else {
-        skip(&format!("{test}/ext4"), &format!("{} is {fs}, not ext4 (point UBIO_TEST_DIR at an ext4 directory)", base.display()));
+        skip(
+            &format!("{test}/ext4"),
+            &format!(
+                "{} is {fs}, not ext4 (point UBIO_TEST_DIR at an ext4 directory)",
+                base.display()
+            ),
+        );
     }
     for kind in [FsKind::Xfs, FsKind::Btrfs] {
         match scratch(kind, fs_bytes) {
@@ -62,10 +78,16 @@ pub fn targets(test: &str, fs_bytes: u64) -> Vec<Target> {
             Err(e) => skip(&format!("{test}/{kind}"), &e.to_string()),
         }
     }
-    match tempfile::Builder::new().prefix("ubio-test-").tempdir_in("/dev/shm") {
-        Ok(tmp) if fs_name(tmp.path()) == "tmpfs" => {
-            out.push(Target { name: "tmpfs", dir: tmp.path().to_path_buf(), _tmp: tmp, _fs: None })
-        }
+    match tempfile::Builder::new()
+        .prefix("ubio-test-")
+        .tempdir_in("/dev/shm")
+    {
+        Ok(tmp) if fs_name(tmp.path()) == "tmpfs" => out.push(Target {
+            name: "tmpfs",
+            dir: tmp.path().to_path_buf(),
+            _tmp: tmp,
+            _fs: None,
+        }),
         Ok(_) => skip(&format!("{test}/tmpfs"), "/dev/shm is not tmpfs"),
         Err(e) => skip(&format!("{test}/tmpfs"), &format!("/dev/shm: {e}")),
     }
@@ -74,14 +96,25 @@ pub fn targets(test: &str, fs_bytes: u64) -> Vec<Target> {
 
 fn scratch(kind: FsKind, bytes: u64) -> io::Result<Target> {
     let backing = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target");
-    let fs = ScratchFs::create(kind, bytes.max(kind.min_size_bytes()), &ScratchOpts::default().backing_dir(&backing).direct_io(true))?;
-    let tmp = tempfile::Builder::new().prefix("ubio-test-").tempdir_in(fs.mount_point())?;
+    let fs = ScratchFs::create(
+        kind,
+        bytes.max(kind.min_size_bytes()),
+        &ScratchOpts::default().backing_dir(&backing).direct_io(true),
+    )?;
+    let tmp = tempfile::Builder::new()
+        .prefix("ubio-test-")
+        .tempdir_in(fs.mount_point())?;
     let name = match kind {
         FsKind::Xfs => "xfs",
         FsKind::Btrfs => "btrfs",
         FsKind::Ext4 => "ext4",
     };
-    Ok(Target { name, dir: tmp.path().to_path_buf(), _tmp: tmp, _fs: Some(fs) })
+    Ok(Target {
+        name,
+        dir: tmp.path().to_path_buf(),
+        _tmp: tmp,
+        _fs: Some(fs),
+    })
 }
 
 pub fn fs_name(path: &Path) -> String {
@@ -107,17 +140,35 @@ pub fn open_or_refused(
         Ok(f) => Some(f),
         Err(e) => {
             let msg = e.to_string();
-            assert_eq!(e.kind(), io::ErrorKind::Unsupported, "{backend} on {}: unexpected error {msg}", target.name);
-            assert!(msg.contains(&format!("backend '{backend}'")), "refusal must name the backend: {msg}");
-            assert!(msg.contains(target.name), "refusal must name the filesystem: {msg}");
-            assert!(msg.contains(&path.display().to_string()), "refusal must name the file: {msg}");
+            assert_eq!(
+                e.kind(),
+                io::ErrorKind::Unsupported,
+                "{backend} on {}: unexpected error {msg}",
+                target.name
+            );
+            assert!(
+                msg.contains(&format!("backend '{backend}'")),
+                "refusal must name the backend: {msg}"
+            );
+            assert!(
+                msg.contains(target.name),
+                "refusal must name the filesystem: {msg}"
+            );
+            assert!(
+                msg.contains(&path.display().to_string()),
+                "refusal must name the file: {msg}"
+            );
             let probe = ubio::probe_path(path).unwrap();
             let possible = match backend {
                 ubio::BackendKind::Kernel => probe.fs.dontcache.available,
                 ubio::BackendKind::Direct => probe.fs.direct_io.available,
                 _ => true,
             };
-            assert!(!possible, "{backend} refused on {} although the probe says it works: {msg}", target.name);
+            assert!(
+                !possible,
+                "{backend} refused on {} although the probe says it works: {msg}",
+                target.name
+            );
             eprintln!("refused as expected: {msg}");
             None
         }
@@ -182,8 +233,18 @@ pub fn verify_pattern(path: &Path, seed: u64, expect_size: u64) {
         }
         fill_pattern(seed, off, &mut want[..n]);
         if buf[..n] != want[..n] {
-            let i = buf[..n].iter().zip(&want[..n]).position(|(a, b)| a != b).unwrap();
-            panic!("{}: byte {} is {:#x}, expected {:#x}", path.display(), off + i as u64, buf[i], want[i]);
+            let i = buf[..n]
+                .iter()
+                .zip(&want[..n])
+                .position(|(a, b)| a != b)
+                .unwrap();
+            panic!(
+                "{}: byte {} is {:#x}, expected {:#x}",
+                path.display(),
+                off + i as u64,
+                buf[i],
+                want[i]
+            );
         }
         off += n as u64;
     }
@@ -199,7 +260,11 @@ pub fn cached_pages(path: &Path) -> u64 {
 /// Pages of `[off, off + len)` in the page cache (mincore, page by page).
 pub fn resident_in(path: &Path, off: u64, len: u64) -> u64 {
     let f = File::open(path).unwrap();
-    sys::mincore_range(f.as_fd(), off, len).unwrap().iter().filter(|b| **b & 1 == 1).count() as u64
+    sys::mincore_range(f.as_fd(), off, len)
+        .unwrap()
+        .iter()
+        .filter(|b| **b & 1 == 1)
+        .count() as u64
 }
 
 /// Bring `[off, off + len)` into the page cache with plain reads, as
@@ -209,4 +274,19 @@ pub fn precache(path: &Path, off: u64, len: u64) {
     let f = File::open(path).unwrap();
     let mut buf = vec![0u8; len as usize];
     f.read_exact_at(&mut buf, off).unwrap();
+}
+
+/// Run a residency check up to three times. This VM's DAMON reclaim pages
+/// out freshly cached pages of physical regions that were idle, so a few
+/// pages of a region cached "by another user" can vanish without ubio
+/// touching them; a real bug loses pages on every attempt. Each retry says
+/// why it happened.
+pub fn with_damon_retries(what: &str, mut check: impl FnMut() -> Result<(), String>) {
+    for attempt in 1..=3 {
+        match check() {
+            Ok(()) => return,
+            Err(msg) if attempt < 3 => eprintln!("RETRY {what} (attempt {attempt}): {msg}"),
+            Err(msg) => panic!("{what}: {msg} (on all 3 attempts)"),
+        }
+    }
 }

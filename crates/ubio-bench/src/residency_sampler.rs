@@ -40,8 +40,10 @@ pub struct ResidencySampler {
 impl ResidencySampler {
     /// Start sampling `path` (which must exist) every `every`.
     pub fn start(path: &Path, every: Duration) -> io::Result<ResidencySampler> {
-        let file = File::open(path).map_err(|e| io::Error::new(e.kind(), format!("open {}: {e}", path.display())))?;
-        cachestat(file.as_fd(), 0, 0).map_err(|e| io::Error::new(e.kind(), format!("cachestat {}: {e}", path.display())))?;
+        let file = File::open(path)
+            .map_err(|e| io::Error::new(e.kind(), format!("open {}: {e}", path.display())))?;
+        cachestat(file.as_fd(), 0, 0)
+            .map_err(|e| io::Error::new(e.kind(), format!("cachestat {}: {e}", path.display())))?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let handle = std::thread::spawn(move || {
@@ -55,13 +57,20 @@ impl ResidencySampler {
                 std::thread::sleep(every);
             }
         });
-        Ok(ResidencySampler { stop, handle: Some(handle) })
+        Ok(ResidencySampler {
+            stop,
+            handle: Some(handle),
+        })
     }
 
     /// Stop (after one last sample) and return the peaks.
     pub fn finish(mut self) -> io::Result<Peaks> {
         self.stop.store(true, Ordering::Release);
-        self.handle.take().unwrap().join().expect("sampler thread panicked")
+        self.handle
+            .take()
+            .unwrap()
+            .join()
+            .expect("sampler thread panicked")
     }
 }
 

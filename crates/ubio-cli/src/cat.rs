@@ -26,7 +26,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
         let result = if path.as_os_str() == "-" {
             copy(&mut io::stdin().lock(), &mut out, &mut buf)
         } else {
-            match ubio::OpenOptions::new().read(true).backend(args.backend).open(path) {
+            match ubio::OpenOptions::new()
+                .read(true)
+                .backend(args.backend)
+                .open(path)
+            {
                 Ok(mut f) => copy(&mut f, &mut out, &mut buf).and_then(|()| f.close().map(drop)),
                 Err(e) => Err(e),
             }

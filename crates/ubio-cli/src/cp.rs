@@ -44,22 +44,36 @@ pub fn run(args: Args) -> Result<ExitCode> {
         bail!("invalid --block 0: must be at least 1 byte");
     }
     let dst = if args.dst.is_dir() {
-        let name = args.src.file_name().with_context(|| format!("copy {}: source has no file name", args.src.display()))?;
+        let name = args
+            .src
+            .file_name()
+            .with_context(|| format!("copy {}: source has no file name", args.src.display()))?;
         args.dst.join(name)
     } else {
         args.dst.clone()
     };
-    let src_meta = std::fs::metadata(&args.src).with_context(|| format!("stat {}", args.src.display()))?;
+    let src_meta =
+        std::fs::metadata(&args.src).with_context(|| format!("stat {}", args.src.display()))?;
     if src_meta.is_dir() {
-        bail!("copy {}: is a directory (recursive copy comes with `cp -r`)", args.src.display());
+        bail!(
+            "copy {}: is a directory (recursive copy comes with `cp -r`)",
+            args.src.display()
+        );
     }
     if let Ok(d) = std::fs::metadata(&dst) {
         if d.dev() == src_meta.dev() && d.ino() == src_meta.ino() {
-            bail!("copy {} to {}: are the same file", args.src.display(), dst.display());
+            bail!(
+                "copy {} to {}: are the same file",
+                args.src.display(),
+                dst.display()
+            );
         }
     }
     let start = Instant::now();
-    let mut src = ubio::OpenOptions::new().read(true).backend(args.backend).open(&args.src)?;
+    let mut src = ubio::OpenOptions::new()
+        .read(true)
+        .backend(args.backend)
+        .open(&args.src)?;
     let mut out = ubio::OpenOptions::new()
         .write(true)
         .create(true)
@@ -85,7 +99,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
     })();
     let src_stats = src.close();
     let dst_stats = out.close();
-    let failure = result.err().or(dst_stats.as_ref().err().map(ubio_error_copy));
+    let failure = result
+        .err()
+        .or(dst_stats.as_ref().err().map(ubio_error_copy));
     if let Some(e) = failure {
         bail!(
             "{e}\nubio cp: {} is incomplete ({} of {} bytes copied); {} is unchanged",

@@ -25,9 +25,24 @@ pub fn run(args: Args) -> Result<ExitCode> {
     println!("path:              {}", path.display());
     println!("kernel:            {}", p.kernel);
     println!("filesystem:        {}", p.fs.fs_type);
-    println!("RWF_DONTCACHE:     {} ({})", yn(p.fs.dontcache.available), p.fs.dontcache.detail);
-    println!("cachestat():       {} ({})", yn(p.cachestat.available), p.cachestat.detail);
-    println!("mincore() truthful:{}", if p.mincore_trustworthy { " yes" } else { " no (file not writable by caller)" });
+    println!(
+        "RWF_DONTCACHE:     {} ({})",
+        yn(p.fs.dontcache.available),
+        p.fs.dontcache.detail
+    );
+    println!(
+        "cachestat():       {} ({})",
+        yn(p.cachestat.available),
+        p.cachestat.detail
+    );
+    println!(
+        "mincore() truthful:{}",
+        if p.mincore_trustworthy {
+            " yes"
+        } else {
+            " no (file not writable by caller)"
+        }
+    );
     match p.fs.dio_align {
         Some(a) => println!(
             "O_DIRECT:          yes (memory align {}, offset align {}; {})",

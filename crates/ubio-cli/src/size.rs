@@ -6,16 +6,23 @@ pub fn parse(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(digits);
-    let n: u64 = num.parse().map_err(|_| format!("invalid size '{s}': expected a number like 16M or 1G"))?;
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("invalid size '{s}': expected a number like 16M or 1G"))?;
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" | "kib" => 1 << 10,
         "m" | "mb" | "mib" => 1 << 20,
         "g" | "gb" | "gib" => 1 << 30,
         "t" | "tb" | "tib" => 1 << 40,
-        _ => return Err(format!("invalid size '{s}': unknown unit '{unit}' (use K, M, G or T)")),
+        _ => {
+            return Err(format!(
+                "invalid size '{s}': unknown unit '{unit}' (use K, M, G or T)"
+            ))
+        }
     };
-    n.checked_mul(mult).ok_or_else(|| format!("invalid size '{s}': too large"))
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("invalid size '{s}': too large"))
 }
 
 /// "1.5 GiB" style.

@@ -144,7 +144,9 @@ impl OpenOptions {
             BackendKind::Kernel => Box::new(Kernel),
             BackendKind::Emulated => Box::new(Emulated),
             BackendKind::Direct => {
-                let align = fs.dio_align.expect("direct chosen only where alignment is known");
+                let align = fs
+                    .dio_align
+                    .expect("direct chosen only where alignment is known");
                 Box::new(Direct::open(fd, align).map_err(ctx)?)
             }
             BackendKind::Buffered | BackendKind::Auto => Box::new(Buffered),
@@ -158,10 +160,17 @@ impl OpenOptions {
             };
             Mutex::new(Tracker::new(fd, backend.caps(), cfg))
         });
-        let pos = if regular { sys::lseek_cur(fd).unwrap_or(0) } else { 0 };
+        let pos = if regular {
+            sys::lseek_cur(fd).unwrap_or(0)
+        } else {
+            0
+        };
         log::debug!(
             "{}: backend {} ({})",
-            path.map_or_else(|| format!("fd {}", fd.as_raw_fd()), |p| p.display().to_string()),
+            path.map_or_else(
+                || format!("fd {}", fd.as_raw_fd()),
+                |p| p.display().to_string()
+            ),
             choice.backend,
             choice.reason
         );
@@ -237,7 +246,11 @@ impl File {
 
     /// Create or truncate for writing with the default options.
     pub fn create<P: AsRef<Path>>(path: P) -> io::Result<File> {
-        OpenOptions::new().write(true).create(true).truncate(true).open(path)
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
     }
 
     pub fn options() -> OpenOptions {
@@ -263,7 +276,9 @@ impl File {
     }
 
     fn tracker(&self) -> Option<MutexGuard<'_, Tracker>> {
-        self.tracker.as_ref().map(|t| t.lock().unwrap_or_else(|p| p.into_inner()))
+        self.tracker
+            .as_ref()
+            .map(|t| t.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// Read at `off` into `bufs`, without moving the stream position.
@@ -347,7 +362,10 @@ impl File {
             }
             None => false,
         };
-        let (at, n) = self.backend.write(fd, bufs, off, keep_cached).map_err(self.ctx("write"))?;
+        let (at, n) = self
+            .backend
+            .write(fd, bufs, off, keep_cached)
+            .map_err(self.ctx("write"))?;
         if let Some(mut t) = self.tracker() {
             t.after_write(fd, at, n as u64);
         }
@@ -430,7 +448,8 @@ impl File {
         let file = self.file.try_clone().map_err(self.ctx("dup"))?;
         if self.regular {
             let mut f = &file;
-            f.seek(SeekFrom::Start(self.pos)).map_err(self.ctx("seek"))?;
+            f.seek(SeekFrom::Start(self.pos))
+                .map_err(self.ctx("seek"))?;
         }
         Ok(file)
     }
@@ -452,7 +471,8 @@ impl Read for File {
     }
     fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
         if !self.regular {
-            return sys::preadv2(self.file.as_fd(), bufs, None, sys::RwFlags::NONE).map_err(self.ctx("read"));
+            return sys::preadv2(self.file.as_fd(), bufs, None, sys::RwFlags::NONE)
+                .map_err(self.ctx("read"));
         }
         let n = self.read_vectored_at(bufs, self.pos)?;
         self.pos += n as u64;
@@ -466,7 +486,8 @@ impl Write for File {
     }
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         if !self.regular {
-            return sys::pwritev2(self.file.as_fd(), bufs, None, sys::RwFlags::NONE).map_err(self.ctx("write"));
+            return sys::pwritev2(self.file.as_fd(), bufs, None, sys::RwFlags::NONE)
+                .map_err(self.ctx("write"));
         }
         let off = (!self.append).then_some(self.pos);
         let (at, n) = self.write_inner(bufs, off)?;
@@ -488,7 +509,9 @@ impl Seek for File {
             SeekFrom::Start(n) => Some(n),
             SeekFrom::Current(d) => self.pos.checked_add_signed(d),
             SeekFrom::End(d) => {
-                let size = sys::fstat(self.file.as_fd()).map_err(self.ctx("stat"))?.st_size as u64;
+                let size = sys::fstat(self.file.as_fd())
+                    .map_err(self.ctx("stat"))?
+                    .st_size as u64;
                 size.checked_add_signed(d)
             }
         };

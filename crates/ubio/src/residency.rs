@@ -73,7 +73,9 @@ impl Residency {
         if preserve {
             match sys::cachestat(fd, 0, page_size()) {
                 Ok(_) => {}
-                Err(e) if e.raw_os_error() == Some(libc::EPERM) => r.blind = Some(Blindness::NotWritable),
+                Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                    r.blind = Some(Blindness::NotWritable)
+                }
                 Err(e) if !mincore_trustworthy(fd) => {
                     r.blind = Some(Blindness::NoInterface(format!(
                         "cachestat: {e}; mincore untrustworthy for a file the caller cannot write"
@@ -91,7 +93,10 @@ impl Residency {
 
     /// Pages (4 KiB) that were cached before the stream and are left alone.
     pub fn precached_pages(&self) -> u64 {
-        self.precached.iter().map(|r| (r.end - r.start) / page_size()).sum()
+        self.precached
+            .iter()
+            .map(|r| (r.end - r.start) / page_size())
+            .sum()
     }
 
     /// True if any byte of `range` was cached before the stream.
@@ -198,9 +203,10 @@ impl Residency {
 
     fn snapshot_chunk_mincore(&mut self, fd: BorrowedFd<'_>, chunk: Range<u64>) {
         let page = page_size();
-        let vec = match self.mincore_fd(fd).and_then(|f| {
-            sys::mincore_range(f, chunk.start, chunk.end - chunk.start)
-        }) {
+        let vec = match self
+            .mincore_fd(fd)
+            .and_then(|f| sys::mincore_range(f, chunk.start, chunk.end - chunk.start))
+        {
             Ok(v) => v,
             Err(_) => {
                 // Cannot tell which pages: keep the whole chunk (the safe side).
@@ -254,5 +260,12 @@ fn mincore_trustworthy(fd: BorrowedFd<'_>) -> bool {
     }
     let path = format!("/proc/self/fd/{}\0", fd.as_raw_fd());
     // SAFETY: NUL-terminated path, no other pointers.
-    unsafe { libc::faccessat(libc::AT_FDCWD, path.as_ptr().cast(), libc::W_OK, libc::AT_EACCESS) == 0 }
+    unsafe {
+        libc::faccessat(
+            libc::AT_FDCWD,
+            path.as_ptr().cast(),
+            libc::W_OK,
+            libc::AT_EACCESS,
+        ) == 0
+    }
 }

@@ -83,14 +83,12 @@ impl Tracker {
 
     /// Before reading `[off, off + len)`: snapshot what lies ahead.
     pub fn before_read(&mut self, fd: BorrowedFd<'_>, off: u64, len: u64) {
-        self.residency.ensure_known(fd, off, off + len + self.cfg.lookahead);
+        self.residency
+            .ensure_known(fd, off, off + len + self.cfg.lookahead);
     }
 
     /// After reading `n` bytes at `off`: drop what lags far enough behind.
     pub fn after_read(&mut self, fd: BorrowedFd<'_>, off: u64, n: u64) {
-        if self.caps.bypasses_cache {
-            return;
-        }
         let ranges = self.read_behind.consumed(off, n);
         if !self.caps.kernel_drops_reads {
             self.drop_ranges(fd, ranges);
@@ -98,7 +96,7 @@ impl Tracker {
     }
 
     /// Before writing `[off, off + len)`: snapshot it; true if it holds
-    /// pages cached by others (a bypassing backend then writes it buffered).
+    /// pages cached by others (the direct backend then writes it buffered).
     pub fn before_write(&mut self, fd: BorrowedFd<'_>, off: u64, len: u64) -> bool {
         self.residency.ensure_known(fd, off, off + len);
         self.residency.overlaps_precached(&(off..off + len))
@@ -112,9 +110,6 @@ impl Tracker {
     /// After writing `n` bytes at `off`: write behind. Errors of earlier
     /// writeback are kept for the next call (this write itself succeeded).
     pub fn after_write(&mut self, fd: BorrowedFd<'_>, off: u64, n: u64) {
-        if self.caps.bypasses_cache {
-            return;
-        }
         let actions = self.write_behind.written(off, n);
         self.apply(fd, actions);
     }
@@ -134,12 +129,10 @@ impl Tracker {
     /// (readahead past the last read included) that was not cached before.
     pub fn finish(&mut self, fd: BorrowedFd<'_>) -> io::Result<()> {
         let flushed = self.flush(fd);
-        if !self.caps.bypasses_cache {
-            let consumed = self.read_behind.take_all();
-            self.drop_ranges(fd, consumed);
-            let rest = self.residency.all_droppable();
-            self.drop_exact(fd, rest);
-        }
+        let consumed = self.read_behind.take_all();
+        self.drop_ranges(fd, consumed);
+        let rest = self.residency.all_droppable();
+        self.drop_exact(fd, rest);
         flushed
     }
 
@@ -147,7 +140,8 @@ impl Tracker {
         if !self.caps.kernel_starts_writeback {
             for r in &actions.start {
                 self.counts.writeback_starts += 1;
-                if let Err(e) = sys::sync_file_range(fd, r.start, r.end - r.start, SyncFlags::WRITE) {
+                if let Err(e) = sys::sync_file_range(fd, r.start, r.end - r.start, SyncFlags::WRITE)
+                {
                     self.record_error(e);
                 }
             }
@@ -185,7 +179,9 @@ impl Tracker {
     fn drop_exact(&mut self, fd: BorrowedFd<'_>, ranges: Vec<Range<u64>>) {
         for r in ranges {
             let len = r.end - r.start;
-            let before = sys::cachestat(fd, r.start, len).map(|c| c.nr_cache).unwrap_or(u64::MAX);
+            let before = sys::cachestat(fd, r.start, len)
+                .map(|c| c.nr_cache)
+                .unwrap_or(u64::MAX);
             if before == 0 {
                 continue;
             }
@@ -195,7 +191,9 @@ impl Tracker {
                 continue;
             }
             if before != u64::MAX {
-                let after = sys::cachestat(fd, r.start, len).map(|c| c.nr_cache).unwrap_or(before);
+                let after = sys::cachestat(fd, r.start, len)
+                    .map(|c| c.nr_cache)
+                    .unwrap_or(before);
                 self.counts.pages_dropped += before.saturating_sub(after);
             }
         }

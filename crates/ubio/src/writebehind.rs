@@ -74,7 +74,10 @@ impl WriteBehind {
             let tail_page = (off + n) / page * page;
             let mut keep = Vec::new();
             for mut r in std::mem::take(&mut self.pending) {
-                if r.end == (off + n).div_ceil(page) * page && tail_page > r.start && tail_page < r.end {
+                if r.end == (off + n).div_ceil(page) * page
+                    && tail_page > r.start
+                    && tail_page < r.end
+                {
                     keep.push(tail_page..r.end);
                     r.end = tail_page;
                 }
@@ -85,7 +88,10 @@ impl WriteBehind {
             self.pending = keep;
         }
         while self.inflight_bytes > self.step() {
-            let r = self.inflight.pop_front().expect("inflight bytes imply a range");
+            let r = self
+                .inflight
+                .pop_front()
+                .expect("inflight bytes imply a range");
             self.inflight_bytes -= len(&r);
             actions.wait_and_drop.push(r);
         }
@@ -98,7 +104,10 @@ impl WriteBehind {
         let mut wait: Vec<_> = self.inflight.drain(..).collect();
         wait.extend(start.iter().cloned());
         self.inflight_bytes = 0;
-        Actions { start, wait_and_drop: wait }
+        Actions {
+            start,
+            wait_and_drop: wait,
+        }
     }
 
     /// Merge `r` into the pending ranges (kept sorted and disjoint).
@@ -168,7 +177,10 @@ mod tests {
                 assert!(a.wait_and_drop.is_empty(), "write {i} waited too early");
             }
         }
-        assert_eq!(starts, 1, "writeback started once half a window was pending");
+        assert_eq!(
+            starts, 1,
+            "writeback started once half a window was pending"
+        );
         let a = wb.written(8 * MIB, 8 * MIB);
         assert_eq!(a.start, vec![8 * MIB..16 * MIB]);
         assert_eq!(a.wait_and_drop, vec![0..8 * MIB]);

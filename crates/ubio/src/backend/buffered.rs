@@ -20,7 +20,13 @@ impl Backend for Buffered {
     fn read(&self, fd: BorrowedFd<'_>, bufs: &mut [IoSliceMut<'_>], off: u64) -> io::Result<usize> {
         sys::preadv2(fd, bufs, Some(off), RwFlags::NONE)
     }
-    fn write(&self, fd: BorrowedFd<'_>, bufs: &[IoSlice<'_>], off: Option<u64>, _keep: bool) -> io::Result<(u64, usize)> {
+    fn write(
+        &self,
+        fd: BorrowedFd<'_>,
+        bufs: &[IoSlice<'_>],
+        off: Option<u64>,
+        _keep: bool,
+    ) -> io::Result<(u64, usize)> {
         pwrite_with_flags(fd, bufs, off, RwFlags::NONE)
     }
 }

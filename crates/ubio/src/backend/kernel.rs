@@ -21,13 +21,18 @@ impl Backend for Kernel {
             manages_cache: true,
             kernel_drops_reads: true,
             kernel_starts_writeback: true,
-            bypasses_cache: false,
         }
     }
     fn read(&self, fd: BorrowedFd<'_>, bufs: &mut [IoSliceMut<'_>], off: u64) -> io::Result<usize> {
         sys::preadv2(fd, bufs, Some(off), RwFlags::DONTCACHE)
     }
-    fn write(&self, fd: BorrowedFd<'_>, bufs: &[IoSlice<'_>], off: Option<u64>, _keep: bool) -> io::Result<(u64, usize)> {
+    fn write(
+        &self,
+        fd: BorrowedFd<'_>,
+        bufs: &[IoSlice<'_>],
+        off: Option<u64>,
+        _keep: bool,
+    ) -> io::Result<(u64, usize)> {
         pwrite_with_flags(fd, bufs, off, RwFlags::DONTCACHE)
     }
 }

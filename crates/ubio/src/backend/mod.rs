@@ -18,7 +18,9 @@ use std::os::fd::BorrowedFd;
 use std::str::FromStr;
 
 /// The backends a caller can ask for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     /// Pick the fastest backend that keeps the contract for this file.
@@ -67,7 +69,11 @@ impl FromStr for BackendKind {
         BackendKind::ALL
             .into_iter()
             .find(|k| k.name() == s)
-            .ok_or_else(|| format!("unknown backend '{s}' (expected auto, kernel, emulated, direct or buffered)"))
+            .ok_or_else(|| {
+                format!(
+                    "unknown backend '{s}' (expected auto, kernel, emulated, direct or buffered)"
+                )
+            })
     }
 }
 
@@ -80,9 +86,6 @@ pub struct Caps {
     pub kernel_drops_reads: bool,
     /// The kernel starts writeback right after each write.
     pub kernel_starts_writeback: bool,
-    /// Data bypasses the page cache, except ranges cached by others, which
-    /// are written through the cache (`keep_cached`) so they stay.
-    pub bypasses_cache: bool,
 }
 
 /// A backend bound to one open file.

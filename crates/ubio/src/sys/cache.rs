@@ -33,7 +33,12 @@ pub fn fadvise(fd: BorrowedFd<'_>, offset: u64, len: u64, advice: Advice) -> io:
     };
     // SAFETY: no pointers are passed.
     let ret = unsafe {
-        libc::posix_fadvise(fd.as_raw_fd(), offset as libc::off_t, len as libc::off_t, advice)
+        libc::posix_fadvise(
+            fd.as_raw_fd(),
+            offset as libc::off_t,
+            len as libc::off_t,
+            advice,
+        )
     };
     // posix_fadvise returns the error number instead of setting errno.
     if ret == 0 {
@@ -68,7 +73,12 @@ impl SyncFlags {
 /// consumes, for this open file) writeback errors such as `EIO`/`ENOSPC`.
 ///
 /// See sync_file_range(2); since Linux 2.6.17.
-pub fn sync_file_range(fd: BorrowedFd<'_>, offset: u64, nbytes: u64, flags: SyncFlags) -> io::Result<()> {
+pub fn sync_file_range(
+    fd: BorrowedFd<'_>,
+    offset: u64,
+    nbytes: u64,
+    flags: SyncFlags,
+) -> io::Result<()> {
     // SAFETY: no pointers are passed.
     let ret = unsafe {
         libc::sync_file_range(

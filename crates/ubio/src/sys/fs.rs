@@ -182,12 +182,7 @@ pub fn kernel_release() -> String {
 pub fn reopen(fd: BorrowedFd<'_>, flags: libc::c_int) -> io::Result<File> {
     let path = format!("/proc/self/fd/{}\0", fd.as_raw_fd());
     // SAFETY: `path` is NUL-terminated; open has no other preconditions.
-    let raw = unsafe {
-        libc::open(
-            path.as_ptr().cast(),
-            flags | libc::O_CLOEXEC,
-        )
-    };
+    let raw = unsafe { libc::open(path.as_ptr().cast(), flags | libc::O_CLOEXEC) };
     cvt(raw as libc::c_long)?;
     // SAFETY: `raw` is a fresh descriptor that we own.
     Ok(unsafe { File::from_raw_fd(raw) })
@@ -214,5 +209,6 @@ pub fn ftruncate(fd: BorrowedFd<'_>, len: u64) -> io::Result<()> {
 /// See fcntl(2).
 pub fn getfl(fd: BorrowedFd<'_>) -> io::Result<libc::c_int> {
     // SAFETY: F_GETFL takes no pointer argument.
-    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) } as libc::c_long).map(|f| f as libc::c_int)
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) } as libc::c_long)
+        .map(|f| f as libc::c_int)
 }

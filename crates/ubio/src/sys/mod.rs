@@ -11,8 +11,8 @@ mod rw;
 
 pub use cache::{cachestat, fadvise, mincore_range, sync_file_range, Advice, CacheStat, SyncFlags};
 pub use fs::{
-    fs_magic, fstat, ftruncate, getfl, kernel_release, lseek_cur, reopen, statx_dio_align, DioAlign,
-    FsMagic,
+    fs_magic, fstat, ftruncate, getfl, kernel_release, lseek_cur, reopen, statx_dio_align,
+    DioAlign, FsMagic,
 };
 pub use rw::{preadv2, pwritev2, RwFlags};
 
