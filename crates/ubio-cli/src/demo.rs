@@ -679,8 +679,10 @@ fn conclude(modes: &[ModeSummary], limit: u64, hot: u64) -> Vec<String> {
         match (b.reader_worst_pct_of_solo, u.reader_worst_pct_of_solo) {
             (Some(bw), Some(uw)) => {
                 s.push_str(&format!(
-                    " and its reader's worst second was {bw:.0}% of its speed alone; next to ubio, {ubio_hot} \
-                     and the worst second was {uw:.0}%."
+                    " and its reader's worst second was {} of its speed alone; next to ubio, {ubio_hot} \
+                     and the worst second was {}.",
+                    percent(bw),
+                    percent(uw)
                 ));
                 if uw + 5.0 < bw {
                     notes.push(format!(
@@ -782,7 +784,7 @@ fn print_table(r: &Report) {
         "reads/s",
         "worst sec",
     );
-    let pct = |p: Option<f64>| p.map(|p| format!(" {p:>3.0}%")).unwrap_or_default();
+    let pct = |p: Option<f64>| p.map(|p| format!(" {:>4}", percent(p))).unwrap_or_default();
     for m in &r.modes {
         let (med, worst) = match m.reader {
             Some(rd) => (
@@ -854,6 +856,15 @@ fn wrap(s: &str, width: usize, indent: &str) -> String {
     }
     out.push_str(&line);
     out
+}
+
+/// "37%", and "<1%" for what would round to 0% but is not nothing.
+fn percent(p: f64) -> String {
+    if p > 0.0 && p < 0.5 {
+        "<1%".to_owned()
+    } else {
+        format!("{p:.0}%")
+    }
 }
 
 fn mib(bytes: u64) -> String {
@@ -984,6 +995,14 @@ mod tests {
         assert_eq!(kilo(99_949.0), "99.9k");
         assert_eq!(kilo(9_876.0), "9.9k");
         assert_eq!(kilo(512.4), "512");
+    }
+
+    #[test]
+    fn percent_formats() {
+        assert_eq!(percent(37.4), "37%");
+        assert_eq!(percent(0.4), "<1%");
+        assert_eq!(percent(0.0), "0%");
+        assert_eq!(percent(100.0), "100%");
     }
 
     #[test]
