@@ -20,12 +20,13 @@
 use crate::size;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use std::fs;
 use std::io::{IsTerminal, Write};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use ubio::sys::{self, Advice};
@@ -189,6 +190,25 @@ struct Phase {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
+    // On SIGINT/SIGTERM/SIGHUP, ubio_bench::cleanup's thread removes the
+    // cgroup (killing the workers) and the files, then exits with 128 + the
+    // signal. Meanwhile this thread sees its workers die and fails: that
+    // error is a consequence of the signal, not news, so let the cleanup
+    // thread finish and exit instead of reporting it.
+    let caught = Arc::new(AtomicUsize::new(0));
+    for sig in [SIGINT, SIGTERM, SIGHUP] {
+        signal_hook::flag::register_usize(sig, Arc::clone(&caught), sig as usize)?;
+    }
+    let result = demo(args);
+    let sig = caught.load(Ordering::SeqCst);
+    if result.is_err() && sig != 0 {
+        std::thread::sleep(Duration::from_secs(30));
+        return Ok(ExitCode::from(128 + sig as u8));
+    }
+    result
+}
+
+fn demo(args: Args) -> Result<ExitCode> {
     let started = Instant::now();
     let dataset = args.dataset.unwrap_or(args.limit.saturating_mul(4));
     let hot = args.hot.unwrap_or(args.limit / 2);
