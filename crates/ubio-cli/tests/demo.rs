@@ -172,13 +172,14 @@ fn interrupted_demo_cleans_up() {
         assert!(Instant::now() < deadline, "demo did not exit after SIGINT");
         std::thread::sleep(Duration::from_millis(20));
     };
+    // Nothing left behind, whatever the exit status says.
+    assert_clean(pid, &own_cg, &dir);
     let rest = rest.join().unwrap();
     assert_eq!(
         status.code(),
         Some(130),
         "exit status after SIGINT: {status}; stderr after the signal:\n{rest}"
     );
-    assert_clean(pid, &own_cg, &dir);
 }
 
 #[test]
