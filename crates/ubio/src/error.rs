@@ -25,11 +25,9 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.source)
-    }
-}
+// No `source()`: Display already ends with the cause, and error reporters
+// that walk the chain (anyhow's `{:#}`) would print it twice.
+impl std::error::Error for Error {}
 
 /// Wrap `err` with the operation and path, keeping its kind. Errors that
 /// already carry context are returned unchanged.

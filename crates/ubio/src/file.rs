@@ -139,7 +139,9 @@ impl OpenOptions {
         let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
         let flags = sys::getfl(fd).map_err(ctx)?;
         let fs = probe::fs_caps(fd).map_err(ctx)?;
-        let choice = probe::choose(self.backend, &fs, regular, flags).map_err(ctx)?;
+        let residency_known = !self.preserve_cached || crate::residency::blindness(fd).is_none();
+        let choice =
+            probe::choose(self.backend, &fs, regular, flags, residency_known).map_err(ctx)?;
         let backend: Box<dyn Backend> = match choice.backend {
             BackendKind::Kernel => Box::new(Kernel),
             BackendKind::Emulated => Box::new(Emulated),

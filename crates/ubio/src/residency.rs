@@ -48,6 +48,9 @@ pub struct Residency {
     /// are still recorded as known, but nothing is looked at.
     preserve: bool,
     known: RangeSet<u64>,
+    /// The known range that answered the last query: most queries of a
+    /// stream fall inside it, and then cost one comparison.
+    hot: Range<u64>,
     precached: RangeSet<u64>,
     blind: Option<Blindness>,
     /// A read-only descriptor for mincore() when the stream's own is write-only.
@@ -66,25 +69,11 @@ impl Residency {
     /// Start tracking the file behind `fd`. Finds out at once whether
     /// residency can be known at all, so the handle can say why not.
     pub fn new(fd: BorrowedFd<'_>, preserve: bool) -> Residency {
-        let mut r = Residency {
+        Residency {
             preserve,
+            blind: if preserve { blindness(fd) } else { None },
             ..Residency::default()
-        };
-        if preserve {
-            match sys::cachestat(fd, 0, page_size()) {
-                Ok(_) => {}
-                Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
-                    r.blind = Some(Blindness::NotWritable)
-                }
-                Err(e) if !mincore_trustworthy(fd) => {
-                    r.blind = Some(Blindness::NoInterface(format!(
-                        "cachestat: {e}; mincore untrustworthy for a file the caller cannot write"
-                    )))
-                }
-                Err(_) => {}
-            }
         }
-        r
     }
 
     pub fn blindness(&self) -> Option<&Blindness> {
@@ -129,12 +118,14 @@ impl Residency {
 
     /// Make sure `[start, end)` (widened to chunks) has been snapshotted.
     pub fn ensure_known(&mut self, fd: BorrowedFd<'_>, start: u64, end: u64) {
-        if self.blind.is_some() || start >= end {
+        if self.blind.is_some() || start >= end || (self.hot.start <= start && end <= self.hot.end)
+        {
             return;
         }
         let want = align_down(start, CHUNK)..align_up(end, CHUNK);
         if !self.preserve {
-            self.known.insert(want);
+            self.known.insert(want.clone());
+            self.hot = self.known.get(&want.start).cloned().unwrap_or_default();
             return;
         }
         let gaps: Vec<_> = self.known.gaps(&want).collect();
@@ -143,6 +134,9 @@ impl Residency {
             if self.blind.is_some() {
                 return;
             }
+        }
+        if let Some(r) = self.known.get(&want.start) {
+            self.hot = r.clone();
         }
     }
 
@@ -241,6 +235,18 @@ impl Residency {
             self.mincore_fd = Some(sys::reopen(fd, libc::O_RDONLY)?);
         }
         Ok(self.mincore_fd.as_ref().unwrap().as_fd())
+    }
+}
+
+/// Whether the residency of the file's pages can be known at all.
+pub fn blindness(fd: BorrowedFd<'_>) -> Option<Blindness> {
+    match sys::cachestat(fd, 0, page_size()) {
+        Ok(_) => None,
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => Some(Blindness::NotWritable),
+        Err(e) if !mincore_trustworthy(fd) => Some(Blindness::NoInterface(format!(
+            "cachestat: {e}; mincore untrustworthy for a file the caller cannot write"
+        ))),
+        Err(_) => None,
     }
 }
 
