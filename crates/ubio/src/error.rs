@@ -54,18 +54,3 @@ pub fn raw_os_error(err: &io::Error) -> Option<i32> {
             .and_then(|e| raw_os_error(&e.source))
     })
 }
-
-/// Rebuild an equivalent error (io::Error is not Clone): same errno if any,
-/// otherwise same kind and message.
-pub(crate) fn duplicate(err: &io::Error) -> io::Error {
-    match raw_os_error(err) {
-        Some(code) => {
-            let base = io::Error::from_raw_os_error(code);
-            match err.get_ref().and_then(|e| e.downcast_ref::<Error>()) {
-                Some(e) => context(base, e.op, e.path.as_deref()),
-                None => base,
-            }
-        }
-        None => io::Error::new(err.kind(), err.to_string()),
-    }
-}

@@ -109,7 +109,7 @@ mod tests {
         let mut rb = ReadBehind::new(4 << 20);
         let mut out = Vec::new();
         for i in 0..8u64 {
-            out.extend(rb.consumed(i * 100 << 20, 4096));
+            out.extend(rb.consumed((i * 100) << 20, 4096));
         }
         // Seven finished runs of one chunk each (14 MiB) passed the batch.
         assert!(!out.is_empty());

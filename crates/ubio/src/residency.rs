@@ -146,39 +146,35 @@ impl Residency {
             Ok(cs) if cs.nr_cache == 0 => {
                 self.known.insert(range);
             }
-            Ok(_) => {
-                // Something is cached: look chunk by chunk.
-                let mut at = range.start;
-                while at < range.end {
-                    let chunk = at..(at + CHUNK).min(range.end);
-                    self.snapshot_chunk(fd, chunk.clone());
-                    if self.blind.is_some() {
-                        return;
-                    }
-                    at = chunk.end;
-                }
-            }
+            // Something is cached: look chunk by chunk.
+            Ok(_) => self.each_chunk(fd, range, Self::snapshot_chunk),
             Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
                 self.blind = Some(Blindness::NotWritable);
             }
             Err(e) => {
                 // No cachestat (before Linux 6.5): mincore alone, if it tells the truth.
                 if mincore_trustworthy(fd) {
-                    let mut at = range.start;
-                    while at < range.end {
-                        let chunk = at..(at + CHUNK).min(range.end);
-                        self.snapshot_chunk_mincore(fd, chunk.clone());
-                        if self.blind.is_some() {
-                            return;
-                        }
-                        at = chunk.end;
-                    }
+                    self.each_chunk(fd, range, Self::snapshot_chunk_mincore);
                 } else {
                     self.blind = Some(Blindness::NoInterface(format!(
                         "cachestat: {e}; mincore untrustworthy for a file the caller cannot write"
                     )));
                 }
             }
+        }
+    }
+
+    fn each_chunk(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        range: Range<u64>,
+        per_chunk: fn(&mut Self, BorrowedFd<'_>, Range<u64>),
+    ) {
+        let mut at = range.start;
+        while at < range.end && self.blind.is_none() {
+            let chunk = at..(at + CHUNK).min(range.end);
+            at = chunk.end;
+            per_chunk(self, fd, chunk);
         }
     }
 
@@ -273,5 +269,61 @@ fn mincore_trustworthy(fd: BorrowedFd<'_>) -> bool {
             libc::W_OK,
             libc::AT_EACCESS,
         ) == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::unix::fs::FileExt;
+
+    const MIB: u64 = 1 << 20;
+
+    /// A cold 8 MiB file on the working filesystem (not tmpfs: its pages
+    /// could not be dropped to make it cold).
+    fn cold_file() -> (tempfile::TempDir, std::fs::File) {
+        let dir = tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap();
+        let mut f = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open(dir.path().join("f"))
+            .unwrap();
+        f.write_all(&vec![1u8; 8 * MIB as usize]).unwrap();
+        f.sync_all().unwrap();
+        sys::fadvise(f.as_fd(), 0, 0, sys::Advice::DontNeed).unwrap();
+        (dir, f)
+    }
+
+    #[test]
+    fn pages_cached_at_snapshot_time_are_never_droppable() {
+        let (_dir, f) = cold_file();
+        let page = page_size();
+        // Someone else caches 3 pages in the middle of the second chunk.
+        let mut buf = vec![0u8; 3 * page as usize];
+        f.read_exact_at(&mut buf, CHUNK + 5 * page).unwrap();
+        sys::fadvise(f.as_fd(), CHUNK + 8 * page, 0, sys::Advice::DontNeed).unwrap(); // no readahead tail
+        let mut r = Residency::new(f.as_fd(), true);
+        r.ensure_known(f.as_fd(), 0, 8 * MIB);
+        assert_eq!(r.precached_pages(), 3);
+        let drop = r.droppable(0..8 * MIB);
+        assert_eq!(drop, vec![0..CHUNK + 5 * page, CHUNK + 8 * page..8 * MIB]);
+        assert!(r.overlaps_precached(&(CHUNK + 6 * page..CHUNK + 6 * page + 1)));
+    }
+
+    #[test]
+    fn unknown_regions_are_not_droppable() {
+        let (_dir, f) = cold_file();
+        let mut r = Residency::new(f.as_fd(), true);
+        r.ensure_known(f.as_fd(), 0, 1);
+        assert_eq!(r.droppable(0..8 * MIB), vec![0..CHUNK]);
+    }
+
+    #[test]
+    fn without_preserve_everything_is_droppable() {
+        let (_dir, f) = cold_file();
+        let r = Residency::new(f.as_fd(), false);
+        assert_eq!(r.droppable(3..7), vec![3..7]);
     }
 }

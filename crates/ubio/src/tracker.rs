@@ -4,7 +4,6 @@
 //! each read and write.
 
 use crate::backend::Caps;
-use crate::error::duplicate;
 use crate::readbehind::ReadBehind;
 use crate::residency::{Residency, CHUNK};
 use crate::sys::{self, Advice, SyncFlags};
@@ -197,10 +196,5 @@ impl Tracker {
                 self.counts.pages_dropped += before.saturating_sub(after);
             }
         }
-    }
-
-    /// A copy of the deferred error, for reporting without consuming it.
-    pub fn peek_deferred(&self) -> Option<io::Error> {
-        self.deferred.as_ref().map(duplicate)
     }
 }
