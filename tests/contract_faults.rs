@@ -167,6 +167,29 @@ fn fault_backends() -> [BackendKind; 4] {
     ]
 }
 
+/// Create `path` with `backend` (None if refused there), write and flush
+/// 16 MiB of the pattern, and leave the stream position after it.
+fn open_with_flushed_prefix(path: &Path, backend: BackendKind, seed: u64) -> Option<ubio::File> {
+    let mut f = match ubio::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .backend(backend)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::Unsupported => return None,
+        Err(e) => panic!("{e}"),
+    };
+    let mut buf = vec![0u8; MIB as usize];
+    for i in 0..16 {
+        fill_pattern(seed, i * MIB, &mut buf);
+        f.write_all(&buf).unwrap();
+    }
+    f.sync_all().unwrap();
+    Some(f)
+}
+
 /// Case 8: ENOSPC on a small filesystem comes back from the failing write,
 /// flush or close, and the data flushed before it reads back intact.
 #[test]
@@ -182,25 +205,9 @@ fn enospc_reaches_the_caller() {
         };
         for backend in fault_backends() {
             let path = fs.mount_point().join(format!("fill-{backend}"));
-            let f = match ubio::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .backend(backend)
-                .open(&path)
-            {
-                Ok(f) => f,
-                Err(e) if e.kind() == io::ErrorKind::Unsupported => continue,
-                Err(e) => panic!("{e}"),
+            let Some(f) = open_with_flushed_prefix(&path, backend, 8) else {
+                continue;
             };
-            let mut buf = vec![0u8; MIB as usize];
-            for i in 0..16 {
-                fill_pattern(8, i * MIB, &mut buf);
-                (&f).write_at(&buf, i * MIB).unwrap();
-            }
-            f.sync_all().unwrap();
-            let mut f = f;
-            f.seek_to(16 * MIB);
             let (err, at) = write_until_error(f, 4 * size, 8, 16 * MIB);
             eprintln!("{kind} {backend}: error after {} MiB: {err}", at / MIB);
             assert_eq!(
@@ -233,26 +240,10 @@ fn writeback_eio_reaches_the_caller() {
                 }
             };
             let path = fs.mount_point().join(format!("eio-{backend}"));
-            let f = match ubio::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .backend(backend)
-                .open(&path)
-            {
-                Ok(f) => f,
-                Err(e) if e.kind() == io::ErrorKind::Unsupported => continue,
-                Err(e) => panic!("{e}"),
+            let Some(f) = open_with_flushed_prefix(&path, backend, 9) else {
+                continue;
             };
-            let mut buf = vec![0u8; MIB as usize];
-            for i in 0..16 {
-                fill_pattern(9, i * MIB, &mut buf);
-                f.write_at(&buf, i * MIB).unwrap();
-            }
-            f.sync_all().unwrap();
             fs.fail_writes().unwrap();
-            let mut f = f;
-            f.seek_to(16 * MIB);
             let (err, at) = write_until_error(f, 128 * MIB, 9, 16 * MIB);
             eprintln!("{kind} {backend}: error after {} MiB: {err}", at / MIB);
             let errno = ubio::error::raw_os_error(&err);
@@ -262,15 +253,5 @@ fn writeback_eio_reaches_the_caller() {
             );
             verify_prefix(&path, 9, 16 * MIB);
         }
-    }
-}
-
-trait SeekTo {
-    fn seek_to(&mut self, off: u64);
-}
-impl SeekTo for ubio::File {
-    fn seek_to(&mut self, off: u64) {
-        use std::io::Seek;
-        self.seek(std::io::SeekFrom::Start(off)).unwrap();
     }
 }

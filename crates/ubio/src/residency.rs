@@ -288,6 +288,7 @@ mod tests {
             .read(true)
             .write(true)
             .create(true)
+            .truncate(true)
             .open(dir.path().join("f"))
             .unwrap();
         f.write_all(&vec![1u8; 8 * MIB as usize]).unwrap();

@@ -126,7 +126,9 @@ impl Direct {
     }
 
     fn aligned(&self, ptr: *const u8, off: u64, len: usize) -> bool {
-        off.is_multiple_of(self.align) && (len as u64).is_multiple_of(self.align) && (ptr as usize).is_multiple_of(self.mem_align)
+        off.is_multiple_of(self.align)
+            && (len as u64).is_multiple_of(self.align)
+            && (ptr as usize).is_multiple_of(self.mem_align)
     }
 }
 
@@ -245,7 +247,9 @@ impl Backend for Direct {
             let n = sys::pwritev2(self.dfd.as_fd(), bufs, Some(off), RwFlags::NONE)?;
             return Ok((off, n));
         }
-        if !self.dfd_readable && (!off.is_multiple_of(self.align) || !(len as u64).is_multiple_of(self.align)) {
+        if !self.dfd_readable
+            && (!off.is_multiple_of(self.align) || !(len as u64).is_multiple_of(self.align))
+        {
             // Edges cannot be read back for read-modify-write.
             return pwrite_with_flags(fd, bufs, Some(off), RwFlags::NONE);
         }

@@ -4,10 +4,8 @@
 //! writeback in flight and cleans up what the kernel leaves: readahead beyond
 //! the last read, and (ext4 on 6.18) overwritten pages that stay cached.
 
-use super::{pwrite_with_flags, Backend, BackendKind, Caps};
-use crate::sys::{self, RwFlags};
-use std::io::{self, IoSlice, IoSliceMut};
-use std::os::fd::BorrowedFd;
+use super::{Backend, BackendKind, Caps};
+use crate::sys::RwFlags;
 
 #[derive(Debug, Default)]
 pub struct Kernel;
@@ -23,16 +21,7 @@ impl Backend for Kernel {
             kernel_starts_writeback: true,
         }
     }
-    fn read(&self, fd: BorrowedFd<'_>, bufs: &mut [IoSliceMut<'_>], off: u64) -> io::Result<usize> {
-        sys::preadv2(fd, bufs, Some(off), RwFlags::DONTCACHE)
-    }
-    fn write(
-        &self,
-        fd: BorrowedFd<'_>,
-        bufs: &[IoSlice<'_>],
-        off: Option<u64>,
-        _keep: bool,
-    ) -> io::Result<(u64, usize)> {
-        pwrite_with_flags(fd, bufs, off, RwFlags::DONTCACHE)
+    fn flags(&self) -> RwFlags {
+        RwFlags::DONTCACHE
     }
 }

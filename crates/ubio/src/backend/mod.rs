@@ -12,6 +12,7 @@ pub use direct::Direct;
 pub use emulated::Emulated;
 pub use kernel::Kernel;
 
+use crate::sys::RwFlags;
 use std::fmt;
 use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::BorrowedFd;
@@ -88,12 +89,19 @@ pub struct Caps {
     pub kernel_starts_writeback: bool,
 }
 
-/// A backend bound to one open file.
+/// A backend bound to one open file. The page-cache backends differ only in
+/// their per-call flags and capabilities; `direct` overrides `read`/`write`.
 pub trait Backend: Send + Sync + fmt::Debug {
     fn kind(&self) -> BackendKind;
     fn caps(&self) -> Caps;
+    /// The `RWF_*` flags of every read and write.
+    fn flags(&self) -> RwFlags {
+        RwFlags::NONE
+    }
     /// Read into `bufs` at `off`. Short only at end of file (or on a signal).
-    fn read(&self, fd: BorrowedFd<'_>, bufs: &mut [IoSliceMut<'_>], off: u64) -> io::Result<usize>;
+    fn read(&self, fd: BorrowedFd<'_>, bufs: &mut [IoSliceMut<'_>], off: u64) -> io::Result<usize> {
+        crate::sys::preadv2(fd, bufs, Some(off), self.flags())
+    }
     /// Write `bufs` at `off`, or at the end of file when `off` is `None`
     /// (O_APPEND). `keep_cached`: the range holds pages cached by others.
     /// Returns the offset written at and the count.
@@ -102,12 +110,14 @@ pub trait Backend: Send + Sync + fmt::Debug {
         fd: BorrowedFd<'_>,
         bufs: &[IoSlice<'_>],
         off: Option<u64>,
-        keep_cached: bool,
-    ) -> io::Result<(u64, usize)>;
+        _keep_cached: bool,
+    ) -> io::Result<(u64, usize)> {
+        pwrite_with_flags(fd, bufs, off, self.flags())
+    }
 }
 
-/// Shared by the page-cache backends: a pwritev2 at `off`, or an append
-/// whose offset is learnt from the file position afterwards.
+/// A pwritev2 at `off`, or an append whose offset is learnt from the file
+/// position afterwards.
 pub(crate) fn pwrite_with_flags(
     fd: BorrowedFd<'_>,
     bufs: &[IoSlice<'_>],
