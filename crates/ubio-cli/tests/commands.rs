@@ -1,0 +1,251 @@
+//! `ubio probe`, `ubio cat` and `ubio cp` as a user runs them.
+
+use std::io::{Read, Write};
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const MIB: usize = 1 << 20;
+
+fn ubio() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ubio"))
+}
+
+/// A scratch directory on the working filesystem (ext4 here; not tmpfs, where
+/// pages are the storage).
+fn workdir() -> tempfile::TempDir {
+    tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap()
+}
+
+fn data(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 12) as u8)
+        .collect()
+}
+
+fn cached_pages(path: &Path) -> u64 {
+    let f = std::fs::File::open(path).unwrap();
+    ubio::sys::cachestat(f.as_fd(), 0, 0).unwrap().nr_cache
+}
+
+fn write_cold(path: &Path, bytes: &[u8]) {
+    let mut f = std::fs::File::create(path).unwrap();
+    f.write_all(bytes).unwrap();
+    f.sync_all().unwrap();
+    ubio::sys::fadvise(f.as_fd(), 0, 0, ubio::sys::Advice::DontNeed).unwrap();
+}
+
+#[test]
+fn probe_json_reports_the_choice() {
+    let dir = workdir();
+    let out = ubio()
+        .args(["probe", "--json"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for key in ["kernel", "fs", "cachestat", "auto", "auto_reason"] {
+        assert!(v.get(key).is_some(), "probe --json lacks {key}: {v}");
+    }
+    assert!(v["fs"]["dontcache"]["available"].is_boolean());
+    let text = ubio().arg("probe").arg(dir.path()).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("auto backend:") && text.contains("RWF_DONTCACHE:"),
+        "{text}"
+    );
+}
+
+#[test]
+fn probe_of_a_missing_path_names_it() {
+    let out = ubio()
+        .args(["probe", "/nonexistent/ubio"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("probe /nonexistent/ubio") && err.contains("No such file"),
+        "{err}"
+    );
+}
+
+#[test]
+fn cat_concatenates_and_leaves_no_cache() {
+    let dir = workdir();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let (da, db) = (data(3 * MIB + 17, 1), data(MIB + 5, 2));
+    write_cold(&a, &da);
+    write_cold(&b, &db);
+    let out = ubio().arg("cat").arg(&a).arg(&b).output().unwrap();
+    assert!(out.status.success());
+    assert!(out.stdout == [da, db].concat(), "cat output differs");
+    assert_eq!(cached_pages(&a), 0, "cat left the file cached");
+}
+
+#[test]
+fn cat_reports_a_missing_file_and_goes_on() {
+    let dir = workdir();
+    let a = dir.path().join("a");
+    write_cold(&a, b"hello\n");
+    let out = ubio()
+        .arg("cat")
+        .arg("/nonexistent/x")
+        .arg(&a)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.stdout, b"hello\n");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("open /nonexistent/x"), "{err}");
+}
+
+#[test]
+fn cat_into_a_closed_pipe_exits_zero() {
+    let dir = workdir();
+    let big = dir.path().join("big");
+    write_cold(&big, &data(64 * MIB, 3));
+    let mut child = ubio()
+        .arg("cat")
+        .arg(&big)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 10];
+    child
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut first)
+        .unwrap();
+    drop(child.stdout.take()); // like `| head -c 10`
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn cp_copies_exactly_and_caches_neither_file() {
+    let dir = workdir();
+    let (src, dst) = (dir.path().join("src"), dir.path().join("dst"));
+    let bytes = data(40 * MIB + 123, 4);
+    write_cold(&src, &bytes);
+    std::fs::set_permissions(&src, std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
+    let out = ubio()
+        .arg("cp")
+        .arg("--json")
+        .arg(&src)
+        .arg(&dst)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["bytes"], bytes.len() as u64);
+    assert_eq!(cached_pages(&src), 0, "source left cached");
+    assert_eq!(cached_pages(&dst), 0, "destination left cached");
+    assert!(std::fs::read(&dst).unwrap() == bytes, "copy differs");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&dst).unwrap().permissions().mode() & 0o777,
+        0o640
+    );
+}
+
+#[test]
+fn cp_into_a_directory_uses_the_source_name() {
+    let dir = workdir();
+    let src = dir.path().join("name");
+    write_cold(&src, b"x");
+    let sub = dir.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    assert!(ubio()
+        .arg("cp")
+        .arg(&src)
+        .arg(&sub)
+        .status()
+        .unwrap()
+        .success());
+    assert_eq!(std::fs::read(sub.join("name")).unwrap(), b"x");
+}
+
+#[test]
+fn cp_refuses_to_copy_a_file_onto_itself() {
+    let dir = workdir();
+    let src = dir.path().join("same");
+    write_cold(&src, b"keep me");
+    let out = ubio().arg("cp").arg(&src).arg(&src).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("are the same file"));
+    assert_eq!(std::fs::read(&src).unwrap(), b"keep me", "source damaged");
+}
+
+#[test]
+fn cp_of_a_missing_source_names_it() {
+    let dir = workdir();
+    let out = ubio()
+        .arg("cp")
+        .arg(dir.path().join("nope"))
+        .arg(dir.path().join("d"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("nope") && err.contains("No such file"),
+        "{err}"
+    );
+    assert!(!dir.path().join("d").exists(), "a destination was created");
+}
+
+/// A copy onto a full filesystem fails, names the destination as incomplete,
+/// and leaves the source intact.
+#[test]
+fn cp_onto_a_full_filesystem_reports_an_incomplete_destination() {
+    if !ubio_bench::is_root() {
+        assert!(
+            std::env::var_os("UBIO_NO_SKIP").is_none_or(|v| v != "1"),
+            "needs root (UBIO_NO_SKIP=1)"
+        );
+        eprintln!("SKIP cp_onto_a_full_filesystem: needs root for a loop filesystem");
+        return;
+    }
+    let small = ubio_bench::scratchfs::ScratchFs::create(
+        ubio_bench::scratchfs::FsKind::Ext4,
+        32 << 20,
+        &Default::default(),
+    )
+    .unwrap();
+    let dir = workdir();
+    let src = dir.path().join("big");
+    let bytes = data(64 * MIB, 5);
+    write_cold(&src, &bytes);
+    let dst: PathBuf = small.mount_point().join("copy");
+    let out = ubio().arg("cp").arg(&src).arg(&dst).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("No space left on device"), "{err}");
+    assert!(
+        err.contains(&format!("{} is incomplete", dst.display())),
+        "{err}"
+    );
+    assert!(std::fs::read(&src).unwrap() == bytes, "source changed");
+}
