@@ -14,6 +14,7 @@
 pub mod cgroup;
 pub mod cleanup;
 pub mod clock;
+pub mod cpu;
 pub mod residency_sampler;
 pub mod scratchfs;
 pub mod stats;

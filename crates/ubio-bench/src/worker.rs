@@ -11,7 +11,8 @@
 //! ```text
 //! {"event":"ready","bytes":134217728,"seconds":0.41}             victim: hot file read through
 //! {"event":"tick","t0":812.20,"t1":812.30,"reads":14210}          victim: reads in [t0, t1)
-//! {"event":"done","op":"write","mode":"ubio","backend":"kernel",...}  streamer: a StreamResult
+//! {"event":"done","op":"write","mode":"ubio","backend":"kernel",...,
+//!  "cpu_user_secs":0.12,"cpu_sys_secs":1.9}                       streamer: a StreamResult
 //! {"event":"error","message":"read /x/hot: Input/output error"}   either: why it failed
 //! ```
 //!
@@ -20,7 +21,7 @@
 //! by itself.
 //!
 //! Arguments: `victim [--tick-ms N] FILE` and
-//! `stream --op write|read --mode buffered|ubio[:BACKEND] [--bytes N] [--block N] FILE`.
+//! `stream --op write|read --mode buffered|ubio[:BACKEND]|dontcache|odirect [--bytes N] [--block N] FILE`.
 
 use crate::victim::{self, Command, Ready, Tick};
 use crate::workload::{self, Mode, Op, StreamResult, StreamSpec, DEFAULT_BLOCK};
@@ -407,6 +408,7 @@ mod tests {
             (Op::Write, Mode::Ubio(BackendKind::Kernel), 10)
         );
         assert!(r.ubio_stats.is_none());
+        assert_eq!(r.cpu_secs(), 0.0, "older workers sent no CPU times");
     }
 
     #[test]
@@ -421,6 +423,8 @@ mod tests {
             mb_per_s: 858.99,
             start_mono_secs: 100.0,
             end_mono_secs: 101.25,
+            cpu_user_secs: 0.25,
+            cpu_sys_secs: 0.75,
             ubio_stats: Some(serde_json::json!({"pages_dropped": 3})),
         };
         for ev in [
@@ -472,6 +476,20 @@ mod tests {
                 op: Op::Write,
                 mode: Mode::Ubio(BackendKind::Auto),
                 bytes: 1 << 31,
+                block: 1 << 20,
+            }),
+            Job::Stream(StreamSpec {
+                path: "/d".into(),
+                op: Op::Read,
+                mode: Mode::Odirect,
+                bytes: 0,
+                block: 1 << 20,
+            }),
+            Job::Stream(StreamSpec {
+                path: "/e".into(),
+                op: Op::Write,
+                mode: Mode::Dontcache,
+                bytes: 1 << 30,
                 block: 1 << 20,
             }),
             Job::Stream(StreamSpec {

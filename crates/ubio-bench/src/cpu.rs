@@ -1,0 +1,119 @@
+//! CPU time: what a process spent (getrusage), and what the whole machine
+//! spent (/proc/stat), so a benchmark can say what a mode costs besides
+//! wall-clock time.
+//!
+//! A process's own time misses work the kernel does for it elsewhere: the
+//! flusher threads write back a buffered writer's dirty pages, and kswapd
+//! reclaims for it. The machine-wide busy time catches that (and everything
+//! else running at the same time).
+
+use serde::{Deserialize, Serialize};
+use std::io;
+
+/// User and system CPU seconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuTimes {
+    pub user_secs: f64,
+    pub sys_secs: f64,
+}
+
+impl CpuTimes {
+    /// `self - earlier`, per field.
+    pub fn since(self, earlier: CpuTimes) -> CpuTimes {
+        CpuTimes {
+            user_secs: self.user_secs - earlier.user_secs,
+            sys_secs: self.sys_secs - earlier.sys_secs,
+        }
+    }
+
+    pub fn total_secs(self) -> f64 {
+        self.user_secs + self.sys_secs
+    }
+}
+
+/// `getrusage(RUSAGE_SELF)`: the CPU time of every thread of this process so
+/// far (not of its children).
+pub fn process_times() -> io::Result<CpuTimes> {
+    // SAFETY: rusage is plain old data; all-zero is a valid value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid, writable rusage; RUSAGE_SELF always exists.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    Ok(CpuTimes {
+        user_secs: secs(ru.ru_utime),
+        sys_secs: secs(ru.ru_stime),
+    })
+}
+
+/// Busy CPU seconds of the whole machine since boot, summed over CPUs, from
+/// the first line of /proc/stat: user + nice as user; system + irq + softirq
+/// as system (idle, iowait, steal and guest time are left out).
+pub fn machine_busy_times() -> io::Result<CpuTimes> {
+    let stat = std::fs::read_to_string("/proc/stat")?;
+    parse_proc_stat(&stat, clock_ticks()).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "/proc/stat: no aggregate cpu line",
+        )
+    })
+}
+
+fn clock_ticks() -> f64 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz > 0 {
+        hz as f64
+    } else {
+        100.0
+    }
+}
+
+fn parse_proc_stat(stat: &str, hz: f64) -> Option<CpuTimes> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    let f = |i: &[usize]| {
+        i.iter()
+            .map(|&i| v.get(i).copied().unwrap_or(0))
+            .sum::<u64>() as f64
+            / hz
+    };
+    // user nice system idle iowait irq softirq steal guest guest_nice
+    Some(CpuTimes {
+        user_secs: f(&[0, 1]),
+        sys_secs: f(&[2, 5, 6]),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_time_grows_with_work() {
+        let a = process_times().unwrap();
+        let mut x = 1u64;
+        let t = std::time::Instant::now();
+        while t.elapsed() < std::time::Duration::from_millis(50) {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        let d = process_times().unwrap().since(a);
+        assert!(d.user_secs + d.sys_secs >= 0.02, "{d:?}");
+        assert!(d.user_secs >= 0.0 && d.sys_secs >= 0.0, "{d:?}");
+    }
+
+    #[test]
+    fn parses_the_cpu_line() {
+        let s = "cpu  100 20 50 9000 40 5 5 0 0 0\ncpu0 50 10 25 4500 20 2 3 0 0 0\n";
+        let t = parse_proc_stat(s, 100.0).unwrap();
+        assert_eq!((t.user_secs, t.sys_secs), (1.2, 0.6));
+        assert!(parse_proc_stat("intr 1 2 3\n", 100.0).is_none());
+        assert!(machine_busy_times().unwrap().total_secs() > 0.0);
+    }
+}
