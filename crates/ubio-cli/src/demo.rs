@@ -2,17 +2,20 @@
 //!
 //! In a memory cgroup made for the purpose (beneath our own), a streamer
 //! writes and reads a dataset several times larger than the cgroup's limit,
-//! with plain buffered I/O and with ubio, while a victim process keeps
-//! re-reading a hot file that fits. Phases are interleaved (buffered write,
-//! ubio write, buffered read, ubio read, for each round); between phases the
-//! dataset is fsynced and its pages dropped, so every phase starts cold, and
-//! the victim reads its file through again, so every phase starts with the
-//! hot file cached. The parent samples the dataset's page-cache footprint
-//! with cachestat() and collects the victim's reads per second.
+//! in each of the modes asked for (by default plain buffered I/O and ubio;
+//! also ubio with a chosen backend, raw RWF_DONTCACHE and O_DIRECT), while a
+//! victim process keeps re-reading a hot file that fits. Phases are
+//! interleaved: in each round every mode writes, in the order given, then
+//! every mode reads. Between phases the dataset is fsynced and its pages
+//! dropped, so every phase starts cold, and the victim reads its file through
+//! again, so every phase starts with the hot file cached. The parent samples
+//! the dataset's page-cache footprint with cachestat() and collects the
+//! victim's reads per second.
 //!
-//! Reported per mode: throughput (median of rounds, min-max), the peak page
-//! cache and peak dirty + writeback of the dataset, and the victim's reads
-//! per second (median and worst second, and as % of the victim alone).
+//! Reported per mode and operation: throughput (median of rounds, min-max),
+//! the peak page cache and peak dirty + writeback of the dataset, the CPU
+//! seconds the streaming process spent (user and system), and the victim's
+//! reads per second (median and worst second, and as % of the victim alone).
 //!
 //! Everything it makes (a directory with two files, the cgroup, the worker
 //! processes) goes away at the end, on error and on Ctrl-C.
@@ -34,6 +37,7 @@ use ubio::BackendKind;
 use ubio_bench::cgroup::MemCgroup;
 use ubio_bench::cleanup::{self, CleanupGuard};
 use ubio_bench::clock::monotonic_secs;
+use ubio_bench::cpu::{self, CpuTimes};
 use ubio_bench::residency_sampler::{file_cachestat, ResidencySampler};
 use ubio_bench::stats::{self, Summary};
 use ubio_bench::victim::{self, per_second_rates, CachedFloor};
@@ -41,7 +45,8 @@ use ubio_bench::worker::{self, Job, VictimClient};
 use ubio_bench::workload::{self, Mode, Op, StreamResult, StreamSpec, DEFAULT_BLOCK};
 
 /// Stream a dataset larger than a memory cgroup with buffered I/O and with
-/// ubio, next to a process re-reading a hot file, and compare.
+/// ubio (or other modes), next to a process re-reading a hot file, and
+/// compare.
 ///
 /// Needs root (it makes a memory cgroup beneath its own) and about
 /// --dataset + --hot of free disk space under --dir.
@@ -57,17 +62,30 @@ pub struct Args {
     /// in --limit [default: half of --limit].
     #[arg(long, value_parser = size::parse)]
     hot: Option<u64>,
-    /// Rounds of the four phases (buffered write, ubio write, buffered read,
-    /// ubio read).
+    /// Rounds; in each, every mode writes (in --modes order), then every
+    /// mode reads.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=100))]
     rounds: u32,
+    /// The modes to compare, comma-separated, in the order they run:
+    /// buffered (plain std::fs), ubio (auto backend, or --backend),
+    /// ubio:<backend> (auto, kernel, emulated, direct, buffered), dontcache
+    /// (preadv2/pwritev2 with RWF_DONTCACHE, no ubio) and odirect (O_DIRECT,
+    /// queue depth 1, no ubio; --dataset must be a whole number of MiB).
+    #[arg(long, default_value = "buffered,ubio")]
+    modes: String,
     /// Where to make the demo's temporary directory.
     #[arg(long, default_value = ".")]
     dir: PathBuf,
-    /// Backend for the ubio side: auto, kernel, emulated, direct or buffered.
+    /// Backend for a bare `ubio` in --modes: auto, kernel, emulated, direct
+    /// or buffered.
     #[arg(long, default_value = "auto")]
     backend: BackendKind,
-    /// Print the results as JSON on stdout (progress stays on stderr).
+    /// Run without the hot-file reader (for pure throughput runs: the
+    /// reader keeps one CPU busy).
+    #[arg(long)]
+    no_victim: bool,
+    /// Print the results as JSON on stdout (progress, and the table, go to
+    /// stderr).
     #[arg(long)]
     json: bool,
     /// Seconds the hot-file reader runs alone, for its baseline.
@@ -81,35 +99,49 @@ const SPACE_MARGIN: u64 = 64 << 20;
 const SAMPLE_EVERY: Duration = Duration::from_millis(10);
 /// Longest wait for the victim to read its hot file through.
 const WARM_TIMEOUT: Duration = Duration::from_secs(120);
+/// The order of the phases in a round (and of the table): every mode
+/// writes, then every mode reads.
+const OPS: [Op; 2] = [Op::Write, Op::Read];
 
-const PHASES: [(Side, Op); 4] = [
-    (Side::Buffered, Op::Write),
-    (Side::Ubio, Op::Write),
-    (Side::Buffered, Op::Read),
-    (Side::Ubio, Op::Read),
-];
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-enum Side {
-    Buffered,
-    Ubio,
+/// Parses --modes: comma-separated [`Mode`]s, each at most once; a bare
+/// `ubio` means `ubio:<backend>`.
+fn parse_modes(list: &str, backend: BackendKind) -> Result<Vec<Mode>> {
+    let mut modes: Vec<Mode> = Vec::new();
+    for item in list.split(',').map(str::trim) {
+        if item.is_empty() {
+            bail!("--modes {list:?}: empty entry (expected a comma-separated list such as buffered,ubio)");
+        }
+        let mode = if item == "ubio" {
+            Mode::Ubio(backend)
+        } else {
+            item.parse::<Mode>()
+                .map_err(|e| anyhow::anyhow!("--modes: {e}"))?
+        };
+        if modes.contains(&mode) {
+            bail!("--modes {list:?}: {mode} is listed twice");
+        }
+        modes.push(mode);
+    }
+    Ok(modes)
 }
 
-impl Side {
-    fn name(self) -> &'static str {
-        match self {
-            Side::Buffered => "buffered",
-            Side::Ubio => "ubio",
-        }
+/// "buffered I/O", "ubio", "ubio:kernel", "RWF_DONTCACHE", "O_DIRECT": how
+/// the conclusion names a mode.
+fn mode_label(m: Mode) -> String {
+    match m {
+        Mode::Buffered => "buffered I/O".to_owned(),
+        Mode::Dontcache => "RWF_DONTCACHE".to_owned(),
+        Mode::Odirect => "O_DIRECT".to_owned(),
+        Mode::Ubio(_) => m.to_string(),
     }
 }
 
 #[derive(Serialize)]
 struct Report {
     config: Config,
-    /// The hot-file reader alone (after warm-up, before any stream).
-    solo: ReaderSummary,
+    /// The hot-file reader alone (after warm-up, before any stream); null
+    /// with --no-victim.
+    solo: Option<ReaderSummary>,
     /// One entry per mode and operation, in the order of the table.
     modes: Vec<ModeSummary>,
     /// Every timed phase, in the order they ran.
@@ -123,9 +155,13 @@ struct Report {
 struct Config {
     limit_bytes: u64,
     dataset_bytes: u64,
+    /// 0 with --no-victim.
     hot_bytes: u64,
     rounds: u32,
     block_bytes: u64,
+    /// In the order they ran in each round.
+    modes: Vec<Mode>,
+    victim: bool,
     dir: PathBuf,
     filesystem: String,
     kernel: String,
@@ -156,18 +192,33 @@ impl ReaderSummary {
 
 #[derive(Serialize)]
 struct ModeSummary {
-    /// "buffered write", "ubio read", ...
+    /// "buffered write", "ubio read", "odirect write", ...
     name: String,
-    side: Side,
+    mode: Mode,
+    /// The mode's family: "buffered", "ubio", "dontcache" or "odirect".
+    side: &'static str,
     op: Op,
-    /// The backend that moved the data (`std` for plain buffered I/O).
+    /// What moved the data: `std` for plain buffered I/O, the backend ubio
+    /// chose, `RWF_DONTCACHE` or `O_DIRECT`.
     backend: String,
     mb_per_s: Summary,
+    /// Median throughput over buffered I/O's median for the same operation,
+    /// when buffered is among the modes.
+    speed_vs_buffered: Option<f64>,
+    /// CPU seconds of the streaming process per round (getrusage: user,
+    /// system, and their sum).
+    cpu_user_secs: Summary,
+    cpu_sys_secs: Summary,
+    cpu_secs: Summary,
+    /// Busy CPU seconds of the whole machine while the streamer ran (all
+    /// CPUs; includes the hot-file reader, flusher and reclaim threads).
+    machine_busy_secs: Summary,
     /// Highest over the rounds.
     peak_cached_bytes: u64,
     peak_dirty_writeback_bytes: u64,
-    /// The least of the hot file seen cached, lowest over the rounds.
-    hot_cached_min_bytes: u64,
+    /// The least of the hot file seen cached, lowest over the rounds (None
+    /// without the reader).
+    hot_cached_min_bytes: Option<u64>,
     reader: Option<ReaderSummary>,
     reader_median_pct_of_solo: Option<f64>,
     reader_worst_pct_of_solo: Option<f64>,
@@ -182,11 +233,14 @@ struct Phase {
     peak_dirty_writeback_bytes: u64,
     /// Page-cache samples taken during the phase.
     samples: u64,
+    /// Busy CPU time of the whole machine from the streamer's start to its
+    /// exit (/proc/stat).
+    machine_busy: CpuTimes,
     reader: Option<ReaderSummary>,
     /// The reader's per-second rates (overlapping one-second windows).
     reader_rates: Vec<f64>,
     /// The least of the hot file seen cached during the phase.
-    hot_cached_min_bytes: u64,
+    hot_cached_min_bytes: Option<u64>,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
@@ -211,8 +265,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
 fn demo(args: Args) -> Result<ExitCode> {
     let started = Instant::now();
     let dataset = args.dataset.unwrap_or(args.limit.saturating_mul(4));
-    let hot = args.hot.unwrap_or(args.limit / 2);
-    validate(&args, dataset, hot)?;
+    let victim_on = !args.no_victim;
+    let hot = if victim_on {
+        args.hot.unwrap_or(args.limit / 2)
+    } else {
+        0
+    };
+    let modes = parse_modes(&args.modes, args.backend)?;
+    validate(&args, &modes, dataset, hot)?;
     let mut warnings = Vec::new();
     if dataset <= args.limit {
         warnings.push(format!(
@@ -257,6 +317,11 @@ fn demo(args: Args) -> Result<ExitCode> {
             data_path.display()
         )
     })?;
+    // Fail now, not after the warm-up, if a mode cannot work here.
+    for &mode in &modes {
+        workload::check_mode(mode, &data_path)
+            .with_context(|| format!("--modes {mode} in {}", work.path.display()))?;
+    }
 
     let cg = MemCgroup::create("ubio-demo", args.limit).context("make the demo's memory cgroup")?;
     let (cg_path, cg_version) = (cg.path().to_path_buf(), cg.version());
@@ -265,44 +330,54 @@ fn demo(args: Args) -> Result<ExitCode> {
         cg.path().display(),
         mib(cg.limit_bytes())
     ));
+    let modes_list: Vec<String> = modes.iter().map(Mode::to_string).collect();
     progress.line(&format!(
-        "files in {} ({}, Linux {}): dataset {}, hot file {}; {} round(s)",
+        "files in {} ({}, Linux {}): dataset {}, {}; modes {}; {} round(s)",
         work.path.display(),
         probe.fs.fs_type,
         probe.kernel,
         size::human(dataset),
-        mib(hot),
+        if victim_on {
+            format!("hot file {}", mib(hot))
+        } else {
+            "no hot-file reader".to_owned()
+        },
+        modes_list.join(", "),
         args.rounds
     ));
 
-    // The hot file: written here, then dropped, so that the victim's first
-    // read-through brings it in and charges it to the cgroup.
-    write_file(&hot_path, hot)?;
-    drop_cached(&hot_path)?;
     let exe = std::env::current_exe().context("find the ubio binary for the worker processes")?;
-    let mut cmd = worker_command(
-        &exe,
-        &Job::Victim {
-            path: hot_path.clone(),
-            tick: victim::DEFAULT_TICK,
-        },
-    );
-    cmd.stdin(Stdio::piped());
-    let mut reader = VictimClient::new(cg.spawn(&mut cmd)?)?;
-    let ready = reader.wait_ready(WARM_TIMEOUT)?;
-    let hot_cached = cached_bytes(&hot_path)?;
-    progress.line(&format!(
-        "hot-file reader started in the cgroup; it read {} in {:.2} s, {} of it is cached",
-        size::human(ready.bytes),
-        ready.seconds,
-        size::human(hot_cached)
-    ));
-    if hot_cached < hot / 10 * 9 {
-        warnings.push(format!(
-            "only {} of the {} hot file stayed cached after the reader read it: the limit may be too small for it",
-            size::human(hot_cached),
-            size::human(hot)
+    let mut reader = None;
+    if victim_on {
+        // The hot file: written here, then dropped, so that the victim's
+        // first read-through brings it in and charges it to the cgroup.
+        write_file(&hot_path, hot)?;
+        drop_cached(&hot_path)?;
+        let mut cmd = worker_command(
+            &exe,
+            &Job::Victim {
+                path: hot_path.clone(),
+                tick: victim::DEFAULT_TICK,
+            },
+        );
+        cmd.stdin(Stdio::piped());
+        let mut client = VictimClient::new(cg.spawn(&mut cmd)?)?;
+        let ready = client.wait_ready(WARM_TIMEOUT)?;
+        let hot_cached = cached_bytes(&hot_path)?;
+        progress.line(&format!(
+            "hot-file reader started in the cgroup; it read {} in {:.2} s, {} of it is cached",
+            size::human(ready.bytes),
+            ready.seconds,
+            size::human(hot_cached)
         ));
+        if hot_cached < hot / 10 * 9 {
+            warnings.push(format!(
+                "only {} of the {} hot file stayed cached after the reader read it: the limit may be too small for it",
+                size::human(hot_cached),
+                size::human(hot)
+            ));
+        }
+        reader = Some(client);
     }
 
     // Warm-up: fresh memory is slow to touch the first time on some VMs;
@@ -319,79 +394,92 @@ fn demo(args: Args) -> Result<ExitCode> {
         dataset,
         |_| run_streamer(&cg, &exe, &spec(Op::Write, Mode::Buffered)),
     )?;
-    progress.line(&format!("warm-up done ({:.0} MB/s)", warm.mb_per_s));
-    settle(&data_path, &mut reader, &mut warnings)?;
+    progress.line(&format!("warm-up done ({:.0} MB/s)", warm.0.mb_per_s));
+    settle(&data_path, reader.as_mut(), &mut warnings)?;
 
     // The reader alone.
-    let from = monotonic_secs();
-    progress.phase(
-        &format!("hot-file reader alone for {:.0} s", args.solo_secs),
-        0,
-        |_| {
-            std::thread::sleep(Duration::from_secs_f64(args.solo_secs));
-            Ok(())
-        },
-    )?;
-    let to = monotonic_secs();
-    wait_for_ticks(&reader, to);
-    let solo = ReaderSummary::of(&per_second_rates(&reader.ticks(), from, to))
-        .context("the hot-file reader reported nothing while running alone")?;
-    progress.line(&format!(
-        "hot-file reader alone: {} reads/s (worst second {})",
-        kilo(solo.median_reads_per_s),
-        kilo(solo.worst_reads_per_s)
-    ));
+    let mut solo = None;
+    if let Some(reader) = &reader {
+        let from = monotonic_secs();
+        progress.phase(
+            &format!("hot-file reader alone for {:.0} s", args.solo_secs),
+            0,
+            |_| {
+                std::thread::sleep(Duration::from_secs_f64(args.solo_secs));
+                Ok(())
+            },
+        )?;
+        let to = monotonic_secs();
+        wait_for_ticks(reader, to);
+        let s = ReaderSummary::of(&per_second_rates(&reader.ticks(), from, to))
+            .context("the hot-file reader reported nothing while running alone")?;
+        progress.line(&format!(
+            "hot-file reader alone: {} reads/s (worst second {})",
+            kilo(s.median_reads_per_s),
+            kilo(s.worst_reads_per_s)
+        ));
+        solo = Some(s);
+    }
 
     let mut phases = Vec::new();
     for round in 1..=args.rounds {
-        for (side, op) in PHASES {
-            let mode = match side {
-                Side::Buffered => Mode::Buffered,
-                Side::Ubio => Mode::Ubio(args.backend),
-            };
-            let name = format!("{} {}", side.name(), op);
-            settle(&data_path, &mut reader, &mut warnings)?;
-            let sampler = ResidencySampler::start(&data_path, SAMPLE_EVERY)?;
-            let floor = CachedFloor::start(&hot_path, SAMPLE_EVERY)?;
-            let label = format!("round {round}/{}: {name}", args.rounds);
-            let result = progress.phase(&label, dataset, |_| {
-                run_streamer(&cg, &exe, &spec(op, mode))
-            });
-            let peaks = sampler.finish()?;
-            let hot_floor = floor.finish()?;
-            let result = result?;
-            wait_for_ticks(&reader, result.end_mono_secs);
-            let rates = per_second_rates(
-                &reader.ticks(),
-                result.start_mono_secs,
-                result.end_mono_secs,
-            );
-            let phase = Phase {
-                round,
-                name,
-                peak_cached_bytes: peaks.max_cached * sys::page_size(),
-                peak_dirty_writeback_bytes: peaks.max_dirty_writeback * sys::page_size(),
-                samples: peaks.samples,
-                reader: ReaderSummary::of(&rates),
-                reader_rates: rates,
-                hot_cached_min_bytes: hot_floor * sys::page_size(),
-                result,
-            };
-            progress.line(&phase_line(&label, &phase));
-            phases.push(phase);
+        for op in OPS {
+            for &mode in &modes {
+                let name = format!("{mode} {op}");
+                settle(&data_path, reader.as_mut(), &mut warnings)?;
+                let sampler = ResidencySampler::start(&data_path, SAMPLE_EVERY)?;
+                let floor = match victim_on {
+                    true => Some(CachedFloor::start(&hot_path, SAMPLE_EVERY)?),
+                    false => None,
+                };
+                let label = format!("round {round}/{}: {name}", args.rounds);
+                let result = progress.phase(&label, dataset, |_| {
+                    run_streamer(&cg, &exe, &spec(op, mode))
+                });
+                let peaks = sampler.finish()?;
+                let hot_floor = floor.map(CachedFloor::finish).transpose()?;
+                let (result, machine_busy) = result?;
+                let rates = match &reader {
+                    Some(reader) => {
+                        wait_for_ticks(reader, result.end_mono_secs);
+                        per_second_rates(
+                            &reader.ticks(),
+                            result.start_mono_secs,
+                            result.end_mono_secs,
+                        )
+                    }
+                    None => Vec::new(),
+                };
+                let phase = Phase {
+                    round,
+                    name,
+                    peak_cached_bytes: peaks.max_cached * sys::page_size(),
+                    peak_dirty_writeback_bytes: peaks.max_dirty_writeback * sys::page_size(),
+                    samples: peaks.samples,
+                    machine_busy,
+                    reader: ReaderSummary::of(&rates),
+                    reader_rates: rates,
+                    hot_cached_min_bytes: hot_floor.map(|p| p * sys::page_size()),
+                    result,
+                };
+                progress.line(&phase_line(&label, &phase));
+                phases.push(phase);
+            }
         }
     }
 
-    let status = reader.stop(Duration::from_secs(5))?;
-    if !status.success() {
-        warnings.push(format!("the hot-file reader exited with {status}"));
+    if let Some(reader) = reader {
+        let status = reader.stop(Duration::from_secs(5))?;
+        if !status.success() {
+            warnings.push(format!("the hot-file reader exited with {status}"));
+        }
     }
     drop(cg);
     work.remove()?;
 
-    let modes = summarize(&phases, &solo);
-    let mut conclusion = conclude(&modes, args.limit, hot);
-    if modes.iter().any(|m| m.reader.is_none()) {
+    let summaries = summarize(&modes, &phases, solo.as_ref());
+    let mut conclusion = conclude(&summaries, args.limit, hot);
+    if victim_on && summaries.iter().any(|m| m.reader.is_none()) {
         warnings
             .push("some phases were too short for the reader to report from inside them".into());
     }
@@ -407,6 +495,8 @@ fn demo(args: Args) -> Result<ExitCode> {
             hot_bytes: hot,
             rounds: args.rounds,
             block_bytes: DEFAULT_BLOCK,
+            modes,
+            victim: victim_on,
             dir,
             filesystem: probe.fs.fs_type.clone(),
             kernel: probe.kernel.clone(),
@@ -415,40 +505,51 @@ fn demo(args: Args) -> Result<ExitCode> {
             cgroup_version: cg_version,
         },
         solo,
-        modes,
+        modes: summaries,
         phases,
         conclusion,
         warnings,
         wall_seconds: wall,
     };
     if args.json {
+        // The table goes to stderr, best effort (as progress does), so one
+        // run gives both.
+        let _ = write!(std::io::stderr(), "{}", render_table(&report));
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print_table(&report);
+        print!("{}", render_table(&report));
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn validate(args: &Args, dataset: u64, hot: u64) -> Result<()> {
+fn validate(args: &Args, modes: &[Mode], dataset: u64, hot: u64) -> Result<()> {
     if args.limit < 16 << 20 {
         bail!(
             "--limit {} is too small: use at least 16M",
             size::human(args.limit)
         );
     }
-    if hot < 1 << 20 {
-        bail!("--hot {} is too small: use at least 1M", size::human(hot));
-    }
-    if hot > args.limit / 4 * 3 {
-        bail!(
-            "--hot {} does not fit in --limit {} with room to spare: keep it under three quarters of the limit",
-            size::human(hot),
-            size::human(args.limit)
-        );
+    if !args.no_victim {
+        if hot < 1 << 20 {
+            bail!("--hot {} is too small: use at least 1M", size::human(hot));
+        }
+        if hot > args.limit / 4 * 3 {
+            bail!(
+                "--hot {} does not fit in --limit {} with room to spare: keep it under three quarters of the limit",
+                size::human(hot),
+                size::human(args.limit)
+            );
+        }
     }
     if dataset < DEFAULT_BLOCK {
         bail!(
             "--dataset {} is too small: use at least 1M",
+            size::human(dataset)
+        );
+    }
+    if modes.contains(&Mode::Odirect) && !dataset.is_multiple_of(DEFAULT_BLOCK) {
+        bail!(
+            "--dataset {} is not a whole number of MiB: odirect writes whole, aligned 1 MiB requests",
             size::human(dataset)
         );
     }
@@ -542,18 +643,28 @@ fn worker_command(exe: &Path, job: &Job) -> Command {
 /// The running streamer's pid (0: none), for the progress bar.
 static STREAMER_PID: AtomicU32 = AtomicU32::new(0);
 
-/// Runs one stream in a worker process inside the cgroup.
-fn run_streamer(cg: &MemCgroup, exe: &Path, spec: &StreamSpec) -> Result<StreamResult> {
+/// Runs one stream in a worker process inside the cgroup; returns its
+/// result and the whole machine's busy CPU time from spawn to exit.
+fn run_streamer(cg: &MemCgroup, exe: &Path, spec: &StreamSpec) -> Result<(StreamResult, CpuTimes)> {
+    let before = cpu::machine_busy_times()?;
     let child = cg.spawn(&mut worker_command(exe, &Job::Stream(spec.clone())))?;
     STREAMER_PID.store(child.id(), Ordering::Relaxed);
     let result = worker::finish_stream(child);
     STREAMER_PID.store(0, Ordering::Relaxed);
-    result.with_context(|| format!("{} {}", spec.mode, spec.op))
+    let busy = cpu::machine_busy_times()?.since(before);
+    Ok((
+        result.with_context(|| format!("{} {}", spec.mode, spec.op))?,
+        busy,
+    ))
 }
 
 /// Between phases: make the dataset durable and drop its pages (the next
-/// phase starts cold), and have the reader bring its hot file back in.
-fn settle(data: &Path, reader: &mut VictimClient, warnings: &mut Vec<String>) -> Result<()> {
+/// phase starts cold), and have the reader (if any) bring its hot file back in.
+fn settle(
+    data: &Path,
+    reader: Option<&mut VictimClient>,
+    warnings: &mut Vec<String>,
+) -> Result<()> {
     let left = drop_cached(data)?;
     if left > 256 {
         warnings.push(format!(
@@ -561,7 +672,9 @@ fn settle(data: &Path, reader: &mut VictimClient, warnings: &mut Vec<String>) ->
             size::human(left * sys::page_size())
         ));
     }
-    reader.warm(WARM_TIMEOUT).context("the hot-file reader")?;
+    if let Some(reader) = reader {
+        reader.warm(WARM_TIMEOUT).context("the hot-file reader")?;
+    }
     Ok(())
 }
 
@@ -613,14 +726,29 @@ fn wait_for_ticks(reader: &VictimClient, t: f64) {
     }
 }
 
-fn summarize(phases: &[Phase], solo: &ReaderSummary) -> Vec<ModeSummary> {
+fn summarize(modes: &[Mode], phases: &[Phase], solo: Option<&ReaderSummary>) -> Vec<ModeSummary> {
     let pct = |v: f64, of: f64| if of > 0.0 { Some(100.0 * v / of) } else { None };
-    PHASES
-        .iter()
-        .filter_map(|&(side, op)| {
-            let name = format!("{} {}", side.name(), op);
-            let these: Vec<&Phase> = phases.iter().filter(|p| p.name == name).collect();
-            let tput: Vec<f64> = these.iter().map(|p| p.result.mb_per_s).collect();
+    let mut out: Vec<ModeSummary> = Vec::new();
+    for op in OPS {
+        for &mode in modes {
+            let these: Vec<&Phase> = phases
+                .iter()
+                .filter(|p| p.result.mode == mode && p.result.op == op)
+                .collect();
+            let of = |f: &dyn Fn(&Phase) -> f64| {
+                Summary::of(&these.iter().map(|p| f(p)).collect::<Vec<f64>>())
+            };
+            let (Some(mb_per_s), Some(cpu_user_secs), Some(cpu_sys_secs), Some(cpu_secs)) = (
+                of(&|p| p.result.mb_per_s),
+                of(&|p| p.result.cpu_user_secs),
+                of(&|p| p.result.cpu_sys_secs),
+                of(&|p| p.result.cpu_secs()),
+            ) else {
+                continue;
+            };
+            let Some(machine_busy_secs) = of(&|p| p.machine_busy.total_secs()) else {
+                continue;
+            };
             let rates: Vec<f64> = these
                 .iter()
                 .flat_map(|p| p.reader_rates.iter().copied())
@@ -628,181 +756,337 @@ fn summarize(phases: &[Phase], solo: &ReaderSummary) -> Vec<ModeSummary> {
             let reader = ReaderSummary::of(&rates);
             let mut backends: Vec<&str> = these.iter().map(|p| p.result.backend.as_str()).collect();
             backends.dedup();
-            Some(ModeSummary {
-                name,
-                side,
+            let solo_median = solo.map_or(0.0, |s| s.median_reads_per_s);
+            out.push(ModeSummary {
+                name: format!("{mode} {op}"),
+                mode,
+                side: mode.family(),
                 op,
                 backend: backends.join("/"),
-                mb_per_s: Summary::of(&tput)?,
-                peak_cached_bytes: these.iter().map(|p| p.peak_cached_bytes).max()?,
+                mb_per_s,
+                speed_vs_buffered: None,
+                cpu_user_secs,
+                cpu_sys_secs,
+                cpu_secs,
+                machine_busy_secs,
+                peak_cached_bytes: these.iter().map(|p| p.peak_cached_bytes).max().unwrap_or(0),
                 peak_dirty_writeback_bytes: these
                     .iter()
                     .map(|p| p.peak_dirty_writeback_bytes)
-                    .max()?,
-                hot_cached_min_bytes: these.iter().map(|p| p.hot_cached_min_bytes).min()?,
+                    .max()
+                    .unwrap_or(0),
+                hot_cached_min_bytes: these.iter().filter_map(|p| p.hot_cached_min_bytes).min(),
                 reader_median_pct_of_solo: reader
-                    .and_then(|r| pct(r.median_reads_per_s, solo.median_reads_per_s)),
+                    .and_then(|r| pct(r.median_reads_per_s, solo_median)),
                 reader_worst_pct_of_solo: reader
-                    .and_then(|r| pct(r.worst_reads_per_s, solo.median_reads_per_s)),
+                    .and_then(|r| pct(r.worst_reads_per_s, solo_median)),
                 reader,
-            })
-        })
-        .collect()
+            });
+        }
+    }
+    for i in 0..out.len() {
+        let base = out
+            .iter()
+            .find(|m| m.mode == Mode::Buffered && m.op == out[i].op)
+            .map(|m| m.mb_per_s.median)
+            .filter(|&b| b > 0.0);
+        out[i].speed_vs_buffered = base.map(|b| out[i].mb_per_s.median / b);
+    }
+    out
 }
 
-/// Plain-English findings, each computed from the numbers.
+/// Plain-English findings, each computed from the numbers: every mode
+/// against buffered I/O, for writes and for reads.
 fn conclude(modes: &[ModeSummary], limit: u64, hot: u64) -> Vec<String> {
-    let find = |side, op| modes.iter().find(|m| m.side == side && m.op == op);
-    let hot_pct = |m: &ModeSummary| 100.0 * m.hot_cached_min_bytes as f64 / hot as f64;
+    let hot_pct = |m: &ModeSummary| {
+        m.hot_cached_min_bytes
+            .map(|b| 100.0 * b as f64 / hot.max(1) as f64)
+    };
     let mut out = Vec::new();
-    let mut notes = Vec::new();
+    let mut notes: Vec<(bool, String)> = Vec::new();
     let (mut hot_kept, mut compared) = (true, 0);
-    for op in [Op::Write, Op::Read] {
-        let (Some(b), Some(u)) = (find(Side::Buffered, op), find(Side::Ubio, op)) else {
-            continue;
-        };
-        compared += 1;
+    for op in OPS {
         let (verb, when) = if op == Op::Write {
             ("Writing", "when writing")
         } else {
             ("Reading", "when reading")
         };
-        let ratio = u.mb_per_s.median / b.mb_per_s.median;
-        let speed = if ratio >= 1.1 {
-            format!("and was {ratio:.1}x as fast")
-        } else if ratio <= 0.9 {
-            format!("but was {:.0}% slower", 100.0 * (1.0 - ratio))
-        } else {
-            "at about the same speed".to_owned()
+        let of_op: Vec<&ModeSummary> = modes.iter().filter(|m| m.op == op).collect();
+        let base = of_op.iter().find(|m| m.mode == Mode::Buffered);
+        let others: Vec<&&ModeSummary> =
+            of_op.iter().filter(|m| m.mode != Mode::Buffered).collect();
+        let Some(b) = base else {
+            if !of_op.is_empty() {
+                let each: Vec<String> = of_op
+                    .iter()
+                    .map(|m| {
+                        format!(
+                            "{} peaked at {} of page cache ({:.0} MB/s)",
+                            mode_label(m.mode),
+                            mib(m.peak_cached_bytes),
+                            m.mb_per_s.median
+                        )
+                    })
+                    .collect();
+                out.push(format!(
+                    "{verb} (no buffered baseline in --modes): {}.",
+                    each.join("; ")
+                ));
+            }
+            continue;
         };
         let mut s = format!(
-            "{verb}: buffered I/O filled the page cache with up to {} of the dataset ({:.0}% of the {} limit); \
-             ubio kept it to {} {speed} ({:.0} vs {:.0} MB/s).",
+            "{verb}: buffered I/O filled the page cache with up to {} of the dataset ({:.0}% of the {} limit)",
             mib(b.peak_cached_bytes),
             100.0 * b.peak_cached_bytes as f64 / limit as f64,
             mib(limit),
-            mib(u.peak_cached_bytes),
-            u.mb_per_s.median,
-            b.mb_per_s.median
         );
-        let (hb, hu) = (hot_pct(b), hot_pct(u));
-        s.push_str(&if hb >= 99.5 {
-            " Next to buffered I/O, all of the hot file stayed cached".to_owned()
-        } else {
-            format!(" Next to buffered I/O, as little as {hb:.0}% of the hot file stayed cached")
-        });
-        let ubio_hot = if hu >= 99.5 {
-            "all of it stayed cached".to_owned()
-        } else {
-            format!("{hu:.0}% did")
-        };
-        match (b.reader_worst_pct_of_solo, u.reader_worst_pct_of_solo) {
-            (Some(bw), Some(uw)) => {
+        if others.is_empty() {
+            s.push_str(&format!(" at {:.0} MB/s", b.mb_per_s.median));
+        }
+        for u in &others {
+            let ratio = u.mb_per_s.median / b.mb_per_s.median;
+            let speed = if ratio >= 1.1 {
+                format!("and was {ratio:.1}x as fast")
+            } else if ratio <= 0.9 {
+                format!("but was {:.0}% slower", 100.0 * (1.0 - ratio))
+            } else {
+                "at about the same speed".to_owned()
+            };
+            s.push_str(&format!(
+                "; {} kept it to {} {speed} ({:.0} vs {:.0} MB/s)",
+                mode_label(u.mode),
+                mib(u.peak_cached_bytes),
+                u.mb_per_s.median,
+                b.mb_per_s.median
+            ));
+        }
+        s.push('.');
+        if let Some(hb) = hot_pct(b) {
+            s.push_str(&if hb >= 99.5 {
+                " Next to buffered I/O, all of the hot file stayed cached".to_owned()
+            } else {
+                format!(
+                    " Next to buffered I/O, as little as {hb:.0}% of the hot file stayed cached"
+                )
+            });
+            let worst_all = b.reader_worst_pct_of_solo.is_some()
+                && others.iter().all(|u| u.reader_worst_pct_of_solo.is_some());
+            if worst_all {
                 s.push_str(&format!(
-                    " and its reader's worst second was {} of its speed alone; next to ubio, {ubio_hot} \
-                     and the worst second was {}.",
-                    percent(bw),
-                    percent(uw)
+                    " and its reader's worst second was {} of its speed alone",
+                    percent(b.reader_worst_pct_of_solo.unwrap_or(0.0))
                 ));
+            }
+            for u in &others {
+                let hu = hot_pct(u).unwrap_or(0.0);
+                let u_hot = if hu >= 99.5 {
+                    "all of it stayed cached".to_owned()
+                } else {
+                    format!("{hu:.0}% did")
+                };
+                match (worst_all, u.reader_worst_pct_of_solo) {
+                    (true, Some(uw)) => s.push_str(&format!(
+                        "; next to {}, {u_hot} and the worst second was {}",
+                        mode_label(u.mode),
+                        percent(uw)
+                    )),
+                    _ => s.push_str(&format!("; next to {}, {u_hot}", mode_label(u.mode))),
+                }
+            }
+            s.push('.');
+        }
+        out.push(s);
+        if others.iter().any(|u| u.side == "ubio") {
+            compared += 1;
+        }
+        for u in &others {
+            let is_ubio = u.side == "ubio";
+            let label = mode_label(u.mode);
+            let ratio = u.mb_per_s.median / b.mb_per_s.median;
+            if let (Some(bw), Some(uw)) = (b.reader_worst_pct_of_solo, u.reader_worst_pct_of_solo) {
                 if uw + 5.0 < bw {
-                    notes.push(format!(
-                        "{when}, the hot-file reader did worse next to ubio than next to buffered I/O \
-                         (worst second {uw:.0}% vs {bw:.0}% of its speed alone)."
+                    notes.push((
+                        is_ubio,
+                        format!(
+                            "{when}, the hot-file reader did worse next to {label} than next to buffered I/O \
+                             (worst second {uw:.0}% vs {bw:.0}% of its speed alone)."
+                        ),
                     ));
                 }
             }
-            _ => s.push_str(&format!("; next to ubio, {ubio_hot}.")),
-        }
-        out.push(s);
-        hot_kept &= hot_pct(u) >= 95.0;
-        if u.peak_cached_bytes * 2 > b.peak_cached_bytes {
-            notes.push(format!(
-                "{when}, ubio's page-cache footprint ({}) was not much smaller than buffered I/O's ({}).",
-                mib(u.peak_cached_bytes),
-                mib(b.peak_cached_bytes)
-            ));
-        }
-        if ratio <= 0.8 {
-            notes.push(format!(
-                "{when}, ubio was {:.0}% slower than buffered I/O.",
-                100.0 * (1.0 - ratio)
-            ));
-        }
-        if hot_pct(u) + 5.0 < hot_pct(b) {
-            notes.push(format!(
-                "{when}, less of the hot file stayed cached next to ubio ({:.0}%) than next to buffered I/O ({:.0}%).",
-                hot_pct(u),
-                hot_pct(b)
-            ));
+            if let (Some(hu), Some(hb)) = (hot_pct(u), hot_pct(b)) {
+                if is_ubio {
+                    hot_kept &= hu >= 95.0;
+                }
+                if hu + 5.0 < hb {
+                    notes.push((
+                        is_ubio,
+                        format!(
+                            "{when}, less of the hot file stayed cached next to {label} ({hu:.0}%) than next to buffered I/O ({hb:.0}%)."
+                        ),
+                    ));
+                }
+            }
+            if u.peak_cached_bytes * 2 > b.peak_cached_bytes {
+                notes.push((
+                    is_ubio,
+                    format!(
+                        "{when}, {label}'s page-cache footprint ({}) was not much smaller than buffered I/O's ({}).",
+                        mib(u.peak_cached_bytes),
+                        mib(b.peak_cached_bytes)
+                    ),
+                ));
+            }
+            if ratio <= 0.8 {
+                notes.push((
+                    is_ubio,
+                    format!(
+                        "{when}, {label} was {:.0}% slower than buffered I/O.",
+                        100.0 * (1.0 - ratio)
+                    ),
+                ));
+            }
         }
     }
-    if notes.is_empty() && compared == 2 {
+    // Notes in the order: everything about one op before the next, as found.
+    if compared == 2 && !notes.iter().any(|(is_ubio, _)| *is_ubio) {
+        let neighbour = if hot == 0 {
+            ".".to_owned()
+        } else {
+            format!(
+                ", and the process next to it {}kept more of its speed.",
+                if hot_kept {
+                    "kept its hot file in memory and "
+                } else {
+                    ""
+                }
+            )
+        };
         out.push(format!(
-            "So: ubio streamed the dataset through a few MiB of page cache instead of filling the cgroup, \
-             and the process next to it {}kept more of its speed.",
-            if hot_kept { "kept its hot file in memory and " } else { "" }
+            "So: ubio streamed the dataset through a few MiB of page cache instead of filling the cgroup{neighbour}"
         ));
-    } else {
-        out.extend(notes.into_iter().map(|n| {
-            let mut n = n;
-            n[..1].make_ascii_uppercase();
-            format!("Note: {n}")
-        }));
     }
+    out.extend(notes.into_iter().map(|(_, mut n)| {
+        n[..1].make_ascii_uppercase();
+        format!("Note: {n}")
+    }));
     out
 }
 
-fn print_table(r: &Report) {
+/// The human-readable report: setup, the table, conclusion and warnings.
+fn render_table(r: &Report) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
     let c = &r.config;
-    let ubio_backend = r
-        .modes
-        .iter()
-        .find(|m| m.side == Side::Ubio)
-        .map(|m| m.backend.clone())
-        .unwrap_or_default();
-    let reason = r
-        .phases
-        .iter()
-        .find(|p| p.result.mode.family() == "ubio")
-        .map(|p| p.result.reason.clone())
-        .unwrap_or_default();
-    println!();
-    println!(
+    let victim = c.victim;
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
         "ubio demo: a {} dataset written and read in {} MiB requests inside a {} memory cgroup,",
         size::human(c.dataset_bytes),
         c.block_bytes >> 20,
         mib(c.limit_bytes)
     );
-    println!(
-        "while another process in the same cgroup re-reads a {} hot file ({} on {}, Linux {}).",
-        mib(c.hot_bytes),
-        c.dir.display(),
-        c.filesystem,
-        c.kernel
+    if victim {
+        let _ = writeln!(
+            o,
+            "while another process in the same cgroup re-reads a {} hot file ({} on {}, Linux {}).",
+            mib(c.hot_bytes),
+            c.dir.display(),
+            c.filesystem,
+            c.kernel
+        );
+    } else {
+        let _ = writeln!(
+            o,
+            "with no other process in it ({} on {}, Linux {}).",
+            c.dir.display(),
+            c.filesystem,
+            c.kernel
+        );
+    }
+    for &mode in &c.modes {
+        match mode {
+            Mode::Ubio(_) => {
+                let backend = r
+                    .modes
+                    .iter()
+                    .find(|m| m.mode == mode)
+                    .map(|m| m.backend.clone())
+                    .unwrap_or_default();
+                let reason = r
+                    .phases
+                    .iter()
+                    .find(|p| p.result.mode == mode)
+                    .map(|p| p.result.reason.clone())
+                    .unwrap_or_default();
+                let _ = writeln!(o, "{mode} backend: {backend} ({reason}).");
+            }
+            Mode::Dontcache => {
+                let _ = writeln!(
+                    o,
+                    "dontcache: preadv2/pwritev2 with RWF_DONTCACHE, straight to the kernel (no ubio)."
+                );
+            }
+            Mode::Odirect => {
+                let _ = writeln!(
+                    o,
+                    "odirect: O_DIRECT, one {} MiB request at a time (no ubio).",
+                    c.block_bytes >> 20
+                );
+            }
+            Mode::Buffered => {}
+        }
+    }
+    let _ = writeln!(
+        o,
+        "Throughput: median of {} round(s) (min-max). CPU: seconds of the streaming process (median).{}",
+        c.rounds,
+        if victim {
+            " Reader: reads/s and % of its speed alone."
+        } else {
+            ""
+        }
     );
-    println!("ubio backend: {ubio_backend} ({reason}).");
-    println!(
-        "Throughput: median of {} round(s) (min-max). Reader: reads/s and % of its speed alone.",
-        c.rounds
-    );
-    println!();
-    let row = |a: &str, b: &str, c: &str, d: &str, e: &str, f: &str, g: &str, h: &str| {
-        println!("{a:<15} {b:>6} {c:>12}  {d:>8} {e:>8}  {f:>8}  {g:>11} {h:>11}")
+    let _ = writeln!(o);
+    let w = r
+        .modes
+        .iter()
+        .map(|m| m.name.len())
+        .chain([15])
+        .max()
+        .unwrap_or(15);
+    let row = |o: &mut String, cols: [&str; 10]| {
+        let [a, b, c, d, e, u, s, f, g, h] = cols;
+        let mut line = format!("{a:<w$} {b:>6} {c:>12}  {d:>8} {e:>8}  {u:>5} {s:>5}");
+        if victim {
+            line.push_str(&format!("  {f:>8}  {g:>11} {h:>11}"));
+        }
+        let _ = writeln!(o, "{}", line.trim_end());
     };
-    let groups = format!(
-        "{:<15} {:^19}  {:^17}  {:>8}  {:^23}",
-        "", "throughput MB/s", "dataset cache", "hot file", "hot-file reader"
+    let mut groups = format!(
+        "{:<w$} {:^19}  {:^17}  {:^11}",
+        "", "throughput MB/s", "dataset cache", "CPU s"
     );
-    println!("{}", groups.trim_end());
+    if victim {
+        groups.push_str(&format!("  {:>8}  {:^23}", "hot file", "hot-file reader"));
+    }
+    let _ = writeln!(o, "{}", groups.trim_end());
     row(
-        "mode",
-        "median",
-        "(min-max)",
-        "peak",
-        "dirty+wb",
-        "cached",
-        "reads/s",
-        "worst sec",
+        &mut o,
+        [
+            "mode",
+            "median",
+            "(min-max)",
+            "peak",
+            "dirty+wb",
+            "usr",
+            "sys",
+            "cached",
+            "reads/s",
+            "worst sec",
+        ],
     );
     let pct = |p: Option<f64>| p.map(|p| format!(" {:>4}", percent(p))).unwrap_or_default();
     for m in &r.modes {
@@ -821,43 +1105,57 @@ fn print_table(r: &Report) {
             ),
             None => ("-".into(), "-".into()),
         };
+        let hot = m
+            .hot_cached_min_bytes
+            .map(|b| format!("{:.0}%", 100.0 * b as f64 / c.hot_bytes.max(1) as f64))
+            .unwrap_or_else(|| "-".into());
         row(
-            &m.name,
-            &format!("{:.0}", m.mb_per_s.median),
-            &format!("({:.0}-{:.0})", m.mb_per_s.min, m.mb_per_s.max),
-            &mib(m.peak_cached_bytes),
-            &mib(m.peak_dirty_writeback_bytes),
-            &format!(
-                "{:.0}%",
-                100.0 * m.hot_cached_min_bytes as f64 / c.hot_bytes as f64
-            ),
-            &med,
-            &worst,
+            &mut o,
+            [
+                &m.name,
+                &format!("{:.0}", m.mb_per_s.median),
+                &format!("({:.0}-{:.0})", m.mb_per_s.min, m.mb_per_s.max),
+                &mib(m.peak_cached_bytes),
+                &mib(m.peak_dirty_writeback_bytes),
+                &secs(m.cpu_user_secs.median),
+                &secs(m.cpu_sys_secs.median),
+                &hot,
+                &med,
+                &worst,
+            ],
         );
     }
-    row(
-        "reader alone",
-        "",
-        "",
-        "",
-        "",
-        "",
-        &format!("{} 100%", kilo(r.solo.median_reads_per_s)),
-        &format!(
-            "{}{}",
-            kilo(r.solo.worst_reads_per_s),
-            pct(Some(
-                100.0 * r.solo.worst_reads_per_s / r.solo.median_reads_per_s
-            ))
-        ),
-    );
-    println!();
+    if let Some(solo) = r.solo {
+        row(
+            &mut o,
+            [
+                "reader alone",
+                "",
+                "",
+                "",
+                "",
+                "",
+                "",
+                "",
+                &format!("{} 100%", kilo(solo.median_reads_per_s)),
+                &format!(
+                    "{}{}",
+                    kilo(solo.worst_reads_per_s),
+                    pct(Some(
+                        100.0 * solo.worst_reads_per_s / solo.median_reads_per_s
+                    ))
+                ),
+            ],
+        );
+    }
+    let _ = writeln!(o);
     for line in &r.conclusion {
-        println!("{}", wrap(line, 100, "  "));
+        let _ = writeln!(o, "{}", wrap(line, 100, "  "));
     }
-    for w in &r.warnings {
-        println!("{}", wrap(&format!("warning: {w}"), 100, "  "));
+    for warning in &r.warnings {
+        let _ = writeln!(o, "{}", wrap(&format!("warning: {warning}"), 100, "  "));
     }
+    o
 }
 
 /// Word-wraps `s` at `width`, indenting continuation lines.
@@ -887,6 +1185,15 @@ fn percent(p: f64) -> String {
     }
 }
 
+/// CPU seconds: two decimals under 10 s, one above.
+fn secs(s: f64) -> String {
+    if s < 9.995 {
+        format!("{s:.2}")
+    } else {
+        format!("{s:.1}")
+    }
+}
+
 fn mib(bytes: u64) -> String {
     format!("{:.0} MiB", bytes as f64 / (1 << 20) as f64)
 }
@@ -903,25 +1210,26 @@ fn kilo(v: f64) -> String {
 }
 
 fn phase_line(label: &str, p: &Phase) -> String {
-    let reader = match p.reader {
-        Some(r) => format!(
-            "reader {} reads/s, worst {}",
+    let reader = match (p.reader, p.hot_cached_min_bytes) {
+        (Some(r), _) => format!(
+            "; reader {} reads/s, worst {}",
             kilo(r.median_reads_per_s),
             kilo(r.worst_reads_per_s)
         ),
-        None => "reader: no full sample".into(),
+        (None, Some(_)) => "; reader: no full sample".into(),
+        (None, None) => String::new(),
     };
     format!(
-        "{label}: {:.0} MB/s ({}); dataset cache peak {}, dirty+wb {}; {reader}",
+        "{label}: {:.0} MB/s ({}); dataset cache peak {}, dirty+wb {}; cpu {} usr + {} sys s{reader}",
         p.result.mb_per_s,
         p.result.backend,
         mib(p.peak_cached_bytes),
-        mib(p.peak_dirty_writeback_bytes)
+        mib(p.peak_dirty_writeback_bytes),
+        secs(p.result.cpu_user_secs),
+        secs(p.result.cpu_sys_secs)
     )
 }
 
-/// Progress on stderr: one line per step; on a terminal, a live line with a
-/// bar while a phase runs.
 struct Progress {
     started: Instant,
     tty: bool,
@@ -1023,6 +1331,141 @@ mod tests {
         assert_eq!(percent(0.4), "<1%");
         assert_eq!(percent(0.0), "0%");
         assert_eq!(percent(100.0), "100%");
+    }
+
+    #[test]
+    fn parses_modes() {
+        let auto = BackendKind::Auto;
+        assert_eq!(
+            parse_modes("buffered,ubio", auto).unwrap(),
+            [Mode::Buffered, Mode::Ubio(auto)]
+        );
+        assert_eq!(
+            parse_modes(" odirect , dontcache,ubio:kernel,buffered ", auto).unwrap(),
+            [
+                Mode::Odirect,
+                Mode::Dontcache,
+                Mode::Ubio(BackendKind::Kernel),
+                Mode::Buffered
+            ]
+        );
+        // --backend applies to a bare `ubio` only.
+        assert_eq!(
+            parse_modes("ubio,ubio:direct", BackendKind::Emulated).unwrap(),
+            [
+                Mode::Ubio(BackendKind::Emulated),
+                Mode::Ubio(BackendKind::Direct)
+            ]
+        );
+        for (bad, want) in [
+            ("", "empty entry"),
+            ("buffered,", "empty entry"),
+            ("ubio,ubio:auto", "listed twice"),
+            ("buffered,direct", "unknown mode 'direct'"),
+            ("ubio:fast", "unknown backend"),
+        ] {
+            let e = parse_modes(bad, auto).unwrap_err().to_string();
+            assert!(e.contains(want), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn labels_modes() {
+        assert_eq!(mode_label(Mode::Buffered), "buffered I/O");
+        assert_eq!(mode_label(Mode::Ubio(BackendKind::Auto)), "ubio");
+        assert_eq!(mode_label(Mode::Ubio(BackendKind::Kernel)), "ubio:kernel");
+        assert_eq!(mode_label(Mode::Dontcache), "RWF_DONTCACHE");
+        assert_eq!(mode_label(Mode::Odirect), "O_DIRECT");
+    }
+
+    fn summary(mode: Mode, op: Op, mb: f64, peak_mib: u64, hot_pct: u64) -> ModeSummary {
+        let one = |v: f64| Summary::of(&[v]).unwrap();
+        let reader = ReaderSummary {
+            median_reads_per_s: 1000.0,
+            worst_reads_per_s: 10.0 * hot_pct as f64,
+            windows: 3,
+        };
+        ModeSummary {
+            name: format!("{mode} {op}"),
+            mode,
+            side: mode.family(),
+            op,
+            backend: "x".into(),
+            mb_per_s: one(mb),
+            speed_vs_buffered: None,
+            cpu_user_secs: one(0.1),
+            cpu_sys_secs: one(1.0),
+            cpu_secs: one(1.1),
+            machine_busy_secs: one(2.0),
+            peak_cached_bytes: peak_mib << 20,
+            peak_dirty_writeback_bytes: 0,
+            hot_cached_min_bytes: Some((100 << 20) / 100 * hot_pct),
+            reader: Some(reader),
+            reader_median_pct_of_solo: Some(100.0),
+            reader_worst_pct_of_solo: Some(hot_pct as f64),
+        }
+    }
+
+    #[test]
+    fn conclusion_compares_every_mode_with_buffered() {
+        let ubio = Mode::Ubio(BackendKind::Auto);
+        let two = [
+            summary(Mode::Buffered, Op::Write, 500.0, 400, 10),
+            summary(ubio, Op::Write, 1000.0, 16, 100),
+            summary(Mode::Buffered, Op::Read, 1000.0, 400, 20),
+            summary(ubio, Op::Read, 1000.0, 16, 100),
+        ];
+        let c = conclude(&two, 512 << 20, 100 << 20);
+        assert_eq!(c.len(), 3, "{c:#?}");
+        assert!(c[0].starts_with("Writing: buffered I/O filled the page cache with up to 400 MiB"));
+        assert!(
+            c[0].contains("; ubio kept it to 16 MiB and was 2.0x as fast (1000 vs 500 MB/s)."),
+            "{}",
+            c[0]
+        );
+        assert!(
+            c[1].contains("ubio kept it to 16 MiB at about the same speed"),
+            "{}",
+            c[1]
+        );
+        assert!(
+            c[1].contains("worst second was 20% of its speed alone; next to ubio, all of it stayed cached and the worst second was 100%."),
+            "{}",
+            c[1]
+        );
+        assert!(c[2].starts_with("So: ubio streamed"), "{}", c[2]);
+
+        let mut four: Vec<ModeSummary> = two.into_iter().collect();
+        four.push(summary(Mode::Dontcache, Op::Write, 2000.0, 300, 5));
+        four.push(summary(Mode::Odirect, Op::Read, 700.0, 0, 100));
+        let c = conclude(&four, 512 << 20, 100 << 20);
+        assert!(
+            c[0].contains("; RWF_DONTCACHE kept it to 300 MiB and was 4.0x as fast"),
+            "{}",
+            c[0]
+        );
+        assert!(
+            c[1].contains("; O_DIRECT kept it to 0 MiB but was 30% slower"),
+            "{}",
+            c[1]
+        );
+        assert!(
+            c[2].starts_with("So: ubio"),
+            "notes about other modes do not hide it: {c:#?}"
+        );
+        let notes: Vec<&String> = c.iter().filter(|l| l.starts_with("Note:")).collect();
+        assert_eq!(notes.len(), 2, "{notes:#?}");
+        assert!(notes
+            .iter()
+            .any(|n| n.contains("RWF_DONTCACHE's page-cache footprint")));
+        assert!(notes.iter().any(|n| n.contains("O_DIRECT was 30% slower")));
+    }
+
+    #[test]
+    fn secs_formats() {
+        assert_eq!(secs(0.054), "0.05");
+        assert_eq!(secs(9.99), "9.99");
+        assert_eq!(secs(12.34), "12.3");
     }
 
     #[test]

@@ -10,6 +10,15 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const UBIO: &str = env!("CARGO_BIN_EXE_ubio");
+
+/// One demo at a time: each streams hundreds of MiB through a 64 MiB
+/// cgroup, and several at once slow writeback down enough for a buffered
+/// writer in a cgroup v1 to hit the cgroup's OOM killer.
+static ONE_DEMO: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_demo() -> std::sync::MutexGuard<'static, ()> {
+    ONE_DEMO.lock().unwrap_or_else(|e| e.into_inner())
+}
 const TINY: [&str; 6] = ["--limit", "64M", "--dataset", "256M", "--hot", "16M"];
 
 fn skip(name: &str, reason: &str) {
@@ -60,6 +69,7 @@ fn assert_clean(pid: u32, own_cg: &Path, dir: &Path) {
 
 #[test]
 fn tiny_demo_reports_every_mode_and_cleans_up() {
+    let _one = one_demo();
     let own_cg = match demo_possible() {
         Ok(p) => p,
         Err(reason) => return skip("tiny_demo_reports_every_mode_and_cleans_up", &reason),
@@ -124,8 +134,164 @@ fn tiny_demo_reports_every_mode_and_cleans_up() {
     assert_clean(pid, &own_cg, &dir);
 }
 
+/// Runs the demo with `extra` arguments at the tiny sizes in a fresh
+/// directory, checks that it left nothing behind, and returns its JSON report.
+fn run_tiny(name: &str, own_cg: &Path, dir: &Path, extra: &[&str]) -> serde_json::Value {
+    let child = Command::new(UBIO)
+        .arg("demo")
+        .args(TINY)
+        .args(extra)
+        .args(["--rounds", "1", "--json"])
+        .arg("--dir")
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{name}: ubio demo failed ({}):\n{stderr}",
+        out.status
+    );
+    // --json still shows the table, on stderr.
+    assert!(
+        stderr.contains("throughput MB/s"),
+        "{name}: no table:\n{stderr}"
+    );
+    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{name}: stdout is not JSON ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    assert_clean(pid, own_cg, dir);
+    report
+}
+
+/// Why RWF_DONTCACHE or O_DIRECT cannot work in `dir`, or None.
+fn kernel_modes_unsupported(dir: &Path) -> Option<String> {
+    use ubio_bench::workload::{check_mode, Mode};
+    let probe = dir.join("probe");
+    std::fs::write(&probe, b"").unwrap();
+    let why = [Mode::Dontcache, Mode::Odirect]
+        .into_iter()
+        .find_map(|m| check_mode(m, &probe).err().map(|e| e.to_string()));
+    std::fs::remove_file(&probe).unwrap();
+    why
+}
+
+#[test]
+fn tiny_demo_runs_kernel_modes_with_cpu_times() {
+    let _one = one_demo();
+    const NAME: &str = "tiny_demo_runs_kernel_modes_with_cpu_times";
+    let own_cg = match demo_possible() {
+        Ok(p) => p,
+        Err(reason) => return skip(NAME, &reason),
+    };
+    let dir = scratch_dir("demo-modes");
+    if let Some(why) = kernel_modes_unsupported(&dir) {
+        std::fs::remove_dir(&dir).unwrap();
+        return skip(NAME, &why);
+    }
+    let report = run_tiny(
+        NAME,
+        &own_cg,
+        &dir,
+        &["--modes", "buffered,ubio,dontcache,odirect"],
+    );
+    assert_eq!(
+        report["config"]["modes"],
+        serde_json::json!(["buffered", "ubio", "dontcache", "odirect"])
+    );
+    let modes = report["modes"].as_array().expect("modes");
+    let names: Vec<&str> = modes.iter().map(|m| m["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "buffered write",
+            "ubio write",
+            "dontcache write",
+            "odirect write",
+            "buffered read",
+            "ubio read",
+            "dontcache read",
+            "odirect read"
+        ]
+    );
+    for m in modes {
+        let name = m["name"].as_str().unwrap();
+        for stat in ["median", "min", "max"] {
+            let v = m["mb_per_s"][stat].as_f64().unwrap();
+            assert!(v > 0.0, "{name}: mb_per_s.{stat} = {v}");
+        }
+        let cpu = m["cpu_secs"]["median"].as_f64().unwrap();
+        assert!(cpu > 0.0, "{name}: cpu_secs {cpu}");
+        let (usr, sys) = (
+            m["cpu_user_secs"]["median"].as_f64().unwrap(),
+            m["cpu_sys_secs"]["median"].as_f64().unwrap(),
+        );
+        assert!(
+            usr >= 0.0 && sys >= 0.0 && (usr + sys - cpu).abs() < 1e-6,
+            "{name}"
+        );
+        assert!(m["speed_vs_buffered"].as_f64().unwrap() > 0.0, "{name}");
+        assert!(
+            m["reader"]["median_reads_per_s"].as_f64().unwrap() > 0.0,
+            "{name}: no reader samples"
+        );
+    }
+    let backend = |name: &str| {
+        modes.iter().find(|m| m["name"] == name).unwrap()["backend"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(backend("dontcache read"), "RWF_DONTCACHE");
+    assert_eq!(backend("odirect write"), "O_DIRECT");
+    // O_DIRECT goes around the page cache (the file was truncated before
+    // the write, so nothing of it was cached before either).
+    for m in modes.iter().filter(|m| m["side"] == "odirect") {
+        let peak = m["peak_cached_bytes"].as_u64().unwrap();
+        assert!(
+            peak <= 4 << 20,
+            "{}: peak page cache {peak} bytes",
+            m["name"]
+        );
+    }
+    let phases = report["phases"].as_array().unwrap();
+    assert_eq!(phases.len(), 8);
+    for p in phases {
+        assert!(p["result"]["cpu_sys_secs"].as_f64().is_some(), "{p}");
+    }
+}
+
+#[test]
+fn tiny_demo_without_the_reader() {
+    let _one = one_demo();
+    const NAME: &str = "tiny_demo_without_the_reader";
+    let own_cg = match demo_possible() {
+        Ok(p) => p,
+        Err(reason) => return skip(NAME, &reason),
+    };
+    let dir = scratch_dir("demo-novictim");
+    let report = run_tiny(NAME, &own_cg, &dir, &["--no-victim", "--modes", "ubio"]);
+    assert_eq!(report["config"]["victim"], false);
+    assert!(report["solo"].is_null());
+    let modes = report["modes"].as_array().unwrap();
+    assert_eq!(modes.len(), 2);
+    for m in modes {
+        assert!(m["reader"].is_null() && m["hot_cached_min_bytes"].is_null());
+        assert!(m["mb_per_s"]["median"].as_f64().unwrap() > 0.0);
+        assert!(m["speed_vs_buffered"].is_null(), "no buffered baseline");
+    }
+}
+
 #[test]
 fn interrupted_demo_cleans_up() {
+    let _one = one_demo();
     let own_cg = match demo_possible() {
         Ok(p) => p,
         Err(reason) => return skip("interrupted_demo_cleans_up", &reason),
@@ -207,6 +373,13 @@ fn bad_sizes_are_refused() {
         (&["--limit", "64M", "--hot", "60M"][..], "does not fit"),
         (&["--limit", "1M"][..], "too small"),
         (&["--rounds", "0"][..], "rounds"),
+        (&["--modes", "buffered,fast"][..], "unknown mode 'fast'"),
+        (&["--modes", "ubio,buffered,ubio"][..], "listed twice"),
+        (&["--modes", "buffered,,ubio"][..], "empty entry"),
+        (
+            &["--modes", "odirect", "--dataset", "1500K"][..],
+            "whole number of MiB",
+        ),
     ] {
         let out = Command::new(UBIO).arg("demo").args(args).output().unwrap();
         assert!(!out.status.success(), "{args:?} accepted");
