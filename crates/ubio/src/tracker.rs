@@ -48,8 +48,8 @@ pub struct Tracker {
     write_behind: WriteBehind,
     /// A writeback error not yet reported to the caller.
     deferred: Option<io::Error>,
-    /// Once a writeback error happened, close reports the stream as failed
-    /// even if the error itself was already returned.
+    /// A writeback error happened (reported once, by the call after it;
+    /// the statistics keep saying so).
     pub(crate) failed: bool,
     counts: TrackerCounts,
 }
