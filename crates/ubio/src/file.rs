@@ -1,22 +1,14 @@
 //! `ubio::File`: a file opened for uncached buffered I/O.
 
-use crate::backend::{Backend, BackendKind, Buffered, Direct, Emulated, Kernel};
+use crate::backend::BackendKind;
 use crate::error::context;
-use crate::probe::{self, Choice};
+use crate::probe::Choice;
+use crate::stream::{Stats, Stream, StreamOptions};
 use crate::sys;
-use crate::tracker::{Tracker, TrackerConfig};
-use serde::Serialize;
 use std::io::{self, IoSlice, IoSliceMut, Read, Seek, SeekFrom, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
-
-/// Default write-behind window: dirty + writeback bytes per stream.
-pub const DEFAULT_WINDOW: u64 = 16 << 20;
-/// Default distance that read pages may lag behind the read position.
-pub const DEFAULT_READ_LAG: u64 = 4 << 20;
 
 /// Options for opening a [`File`], shaped like `std::fs::OpenOptions`.
 #[derive(Debug, Clone)]
@@ -29,10 +21,7 @@ pub struct OpenOptions {
     create_new: bool,
     mode: u32,
     custom_flags: i32,
-    backend: BackendKind,
-    window: u64,
-    read_lag: u64,
-    preserve_cached: bool,
+    stream: StreamOptions,
 }
 
 impl Default for OpenOptions {
@@ -52,10 +41,7 @@ impl OpenOptions {
             create_new: false,
             mode: 0o666,
             custom_flags: 0,
-            backend: BackendKind::Auto,
-            window: DEFAULT_WINDOW,
-            read_lag: DEFAULT_READ_LAG,
-            preserve_cached: true,
+            stream: StreamOptions::default(),
         }
     }
     pub fn read(&mut self, v: bool) -> &mut Self {
@@ -94,22 +80,22 @@ impl OpenOptions {
     }
     /// Which backend moves the data; `Auto` (the default) picks per file.
     pub fn backend(&mut self, backend: BackendKind) -> &mut Self {
-        self.backend = backend;
+        self.stream.backend = backend;
         self
     }
     /// Dirty + writeback bytes a stream may have at once (default 16 MiB).
     pub fn window(&mut self, bytes: u64) -> &mut Self {
-        self.window = bytes;
+        self.stream.window = bytes;
         self
     }
     /// How far behind the read position read pages may stay (default 4 MiB).
     pub fn read_lag(&mut self, bytes: u64) -> &mut Self {
-        self.read_lag = bytes;
+        self.stream.read_lag = bytes;
         self
     }
     /// Keep pages that others had cached before the stream (default true).
     pub fn preserve_cached(&mut self, v: bool) -> &mut Self {
-        self.preserve_cached = v;
+        self.stream.preserve_cached = v;
         self
     }
 
@@ -133,40 +119,14 @@ impl OpenOptions {
     /// Take over a file the caller opened (the descriptor's flags decide
     /// what is allowed; the read/write/create options are ignored).
     pub fn wrap(&self, file: std::fs::File, path: Option<&Path>) -> io::Result<File> {
-        let ctx = |e| context(e, "open", path);
         let fd = file.as_fd();
-        let st = sys::fstat(fd).map_err(ctx)?;
-        let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
-        let flags = sys::getfl(fd).map_err(ctx)?;
-        let fs = probe::fs_caps(fd).map_err(ctx)?;
-        let residency_known = !self.preserve_cached || crate::residency::blindness(fd).is_none();
-        let choice =
-            probe::choose(self.backend, &fs, regular, flags, residency_known).map_err(ctx)?;
-        let backend: Box<dyn Backend> = match choice.backend {
-            BackendKind::Kernel => Box::new(Kernel),
-            BackendKind::Emulated => Box::new(Emulated),
-            BackendKind::Direct => {
-                let align = fs
-                    .dio_align
-                    .expect("direct chosen only where alignment is known");
-                Box::new(Direct::open(fd, align).map_err(ctx)?)
-            }
-            BackendKind::Buffered | BackendKind::Auto => Box::new(Buffered),
-        };
-        let tracker = choice.managed.then(|| {
-            let cfg = TrackerConfig {
-                window: self.window,
-                read_lag: self.read_lag,
-                lookahead: fs.lookahead(),
-                preserve_cached: self.preserve_cached,
-            };
-            Mutex::new(Tracker::new(fd, backend.caps(), cfg))
-        });
-        let pos = if regular {
+        let stream = Stream::new(fd, &self.stream).map_err(|e| context(e, "open", path))?;
+        let pos = if stream.is_regular() {
             sys::lseek_cur(fd).unwrap_or(0)
         } else {
             0
         };
+        let choice = stream.choice();
         log::debug!(
             "{}: backend {} ({})",
             path.map_or_else(
@@ -179,43 +139,11 @@ impl OpenOptions {
         Ok(File {
             file,
             path: path.map(Path::to_path_buf),
-            backend,
-            choice,
-            tracker,
-            regular,
-            append: flags & libc::O_APPEND != 0,
+            stream,
             pos,
-            bytes_read: AtomicU64::new(0),
-            bytes_written: AtomicU64::new(0),
             finished: false,
         })
     }
-}
-
-/// Per-handle statistics.
-#[derive(Debug, Clone, Serialize)]
-pub struct Stats {
-    pub backend: BackendKind,
-    pub requested: BackendKind,
-    pub reason: String,
-    /// False when the page cache of this file is not managed (pass-through).
-    pub managed: bool,
-    pub bytes_read: u64,
-    pub bytes_written: u64,
-    /// Pages this stream dropped from the page cache.
-    pub pages_dropped: u64,
-    /// Pages that were cached before the stream reached them and were kept.
-    pub pages_preserved: u64,
-    pub drop_calls: u64,
-    pub writeback_starts: u64,
-    pub writeback_waits: u64,
-    pub writeback_wait_secs: f64,
-    pub residency_snapshots: u64,
-    /// Why the residency of the file's pages cannot be known, if it cannot
-    /// (then nothing is dropped).
-    pub residency_unknown: Option<String>,
-    /// A writeback error happened during the stream.
-    pub failed: bool,
 }
 
 /// A file opened for uncached buffered I/O.
@@ -228,15 +156,9 @@ pub struct Stats {
 pub struct File {
     file: std::fs::File,
     path: Option<PathBuf>,
-    backend: Box<dyn Backend>,
-    choice: Choice,
-    tracker: Option<Mutex<Tracker>>,
-    regular: bool,
-    append: bool,
+    stream: Stream,
     /// Position for Read/Write/Seek (positional I/O underneath).
     pos: u64,
-    bytes_read: AtomicU64,
-    bytes_written: AtomicU64,
     finished: bool,
 }
 
@@ -261,7 +183,7 @@ impl File {
 
     /// The backend in use and why it was chosen.
     pub fn choice(&self) -> &Choice {
-        &self.choice
+        self.stream.choice()
     }
 
     pub fn path(&self) -> Option<&Path> {
@@ -277,25 +199,11 @@ impl File {
         move |e| context(e, op, self.path.as_deref())
     }
 
-    fn tracker(&self) -> Option<MutexGuard<'_, Tracker>> {
-        self.tracker
-            .as_ref()
-            .map(|t| t.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-
     /// Read at `off` into `bufs`, without moving the stream position.
     pub fn read_vectored_at(&self, bufs: &mut [IoSliceMut<'_>], off: u64) -> io::Result<usize> {
-        let fd = self.file.as_fd();
-        let len: u64 = bufs.iter().map(|b| b.len() as u64).sum();
-        if let Some(mut t) = self.tracker() {
-            t.before_read(fd, off, len);
-        }
-        let n = self.backend.read(fd, bufs, off).map_err(self.ctx("read"))?;
-        if let Some(mut t) = self.tracker() {
-            t.after_read(fd, off, n as u64);
-        }
-        self.bytes_read.fetch_add(n as u64, Ordering::Relaxed);
-        Ok(n)
+        self.stream
+            .read_at(self.file.as_fd(), bufs, off)
+            .map_err(self.ctx("read"))
     }
 
     /// Read at `off` into `buf`, without moving the stream position.
@@ -306,7 +214,7 @@ impl File {
     /// Write `bufs` at `off` (at the end of file on an O_APPEND handle, as
     /// pwrite(2) does on Linux), without moving the stream position.
     pub fn write_vectored_at(&self, bufs: &[IoSlice<'_>], off: u64) -> io::Result<usize> {
-        let off = (!self.append).then_some(off);
+        let off = (!self.stream.is_append()).then_some(off);
         self.write_inner(bufs, off).map(|(_, n)| n)
     }
 
@@ -349,40 +257,21 @@ impl File {
 
     /// `off` None: append. Returns where the data went and how much.
     fn write_inner(&self, bufs: &[IoSlice<'_>], off: Option<u64>) -> io::Result<(u64, usize)> {
-        let fd = self.file.as_fd();
-        let len: u64 = bufs.iter().map(|b| b.len() as u64).sum();
-        let keep_cached = match self.tracker() {
-            Some(mut t) => {
-                if let Some(e) = t.take_deferred() {
-                    return Err(self.ctx("write back")(e));
-                }
-                let at = match off {
-                    Some(o) => o,
-                    None => sys::fstat(fd).map_err(self.ctx("stat"))?.st_size as u64,
-                };
-                t.before_write(fd, at, len)
-            }
-            None => false,
-        };
-        let (at, n) = self
-            .backend
-            .write(fd, bufs, off, keep_cached)
-            .map_err(self.ctx("write"))?;
-        if let Some(mut t) = self.tracker() {
-            t.after_write(fd, at, n as u64);
+        if let Some(e) = self.stream.take_deferred_error() {
+            return Err(self.ctx("write back")(e));
         }
-        self.bytes_written.fetch_add(n as u64, Ordering::Relaxed);
-        Ok((at, n))
+        self.stream
+            .write_at(self.file.as_fd(), bufs, off)
+            .map_err(self.ctx("write"))
     }
 
     /// Start and wait for the writeback of everything written so far, drop
     /// those pages, and report any writeback error not yet reported. Does
     /// not promise durability: use `sync_all`/`sync_data` for that.
     pub fn flush_writeback(&self) -> io::Result<()> {
-        match self.tracker() {
-            Some(mut t) => t.flush(self.file.as_fd()).map_err(self.ctx("write back")),
-            None => Ok(()),
-        }
+        self.stream
+            .flush(self.file.as_fd())
+            .map_err(self.ctx("write back"))
     }
 
     /// As `std::fs::File::sync_all`, after flushing the write-behind.
@@ -399,40 +288,14 @@ impl File {
 
     /// The statistics so far.
     pub fn stats(&self) -> Stats {
-        let (counts, preserved, blind, failed) = match self.tracker() {
-            Some(t) => (
-                t.counts(),
-                t.residency().precached_pages(),
-                t.residency().blindness().map(|b| b.to_string()),
-                t.failed,
-            ),
-            None => Default::default(),
-        };
-        Stats {
-            backend: self.choice.backend,
-            requested: self.choice.requested,
-            reason: self.choice.reason.clone(),
-            managed: self.choice.managed,
-            bytes_read: self.bytes_read.load(Ordering::Relaxed),
-            bytes_written: self.bytes_written.load(Ordering::Relaxed),
-            pages_dropped: counts.pages_dropped,
-            pages_preserved: preserved,
-            drop_calls: counts.drop_calls,
-            writeback_starts: counts.writeback_starts,
-            writeback_waits: counts.writeback_waits,
-            writeback_wait_secs: counts.writeback_wait_time.as_secs_f64(),
-            residency_snapshots: counts.residency_snapshots,
-            residency_unknown: blind,
-            failed,
-        }
+        self.stream.stats()
     }
 
     fn finish(&mut self) -> io::Result<()> {
         self.finished = true;
-        match self.tracker() {
-            Some(mut t) => t.finish(self.file.as_fd()).map_err(self.ctx("close")),
-            None => Ok(()),
-        }
+        self.stream
+            .finish(self.file.as_fd())
+            .map_err(self.ctx("close"))
     }
 
     /// Flush the write-behind, drop what the stream cached, and report any
@@ -448,7 +311,7 @@ impl File {
     pub fn into_inner(mut self) -> io::Result<std::fs::File> {
         self.finish()?;
         let file = self.file.try_clone().map_err(self.ctx("dup"))?;
-        if self.regular {
+        if self.stream.is_regular() {
             let mut f = &file;
             f.seek(SeekFrom::Start(self.pos))
                 .map_err(self.ctx("seek"))?;
@@ -472,7 +335,7 @@ impl Read for File {
         self.read_vectored(&mut [IoSliceMut::new(buf)])
     }
     fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        if !self.regular {
+        if !self.stream.is_regular() {
             return sys::preadv2(self.file.as_fd(), bufs, None, sys::RwFlags::NONE)
                 .map_err(self.ctx("read"));
         }
@@ -487,11 +350,11 @@ impl Write for File {
         self.write_vectored(&[IoSlice::new(buf)])
     }
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        if !self.regular {
+        if !self.stream.is_regular() {
             return sys::pwritev2(self.file.as_fd(), bufs, None, sys::RwFlags::NONE)
                 .map_err(self.ctx("write"));
         }
-        let off = (!self.append).then_some(self.pos);
+        let off = (!self.stream.is_append()).then_some(self.pos);
         let (at, n) = self.write_inner(bufs, off)?;
         self.pos = at + n as u64;
         Ok(n)
@@ -504,7 +367,7 @@ impl Write for File {
 
 impl Seek for File {
     fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
-        if !self.regular {
+        if !self.stream.is_regular() {
             return (&self.file).seek(to).map_err(self.ctx("seek"));
         }
         let new = match to {

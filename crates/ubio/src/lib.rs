@@ -22,10 +22,12 @@ mod file;
 pub mod probe;
 mod readbehind;
 pub mod residency;
+mod stream;
 pub mod sys;
 pub mod tracker;
 mod writebehind;
 
 pub use backend::BackendKind;
-pub use file::{File, OpenOptions, Stats, DEFAULT_READ_LAG, DEFAULT_WINDOW};
+pub use file::{File, OpenOptions};
 pub use probe::{probe_path, Choice, Probe};
+pub use stream::{Stats, Stream, StreamOptions, DEFAULT_READ_LAG, DEFAULT_WINDOW};

@@ -283,7 +283,8 @@ mod tests {
     /// A cold 8 MiB file on the working filesystem (not tmpfs: its pages
     /// could not be dropped to make it cold).
     fn cold_file() -> (tempfile::TempDir, std::fs::File) {
-        let dir = tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap();
+        let dir =
+            tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap();
         let mut f = std::fs::File::options()
             .read(true)
             .write(true)

@@ -1,0 +1,251 @@
+//! `ubio::Stream`: the uncached-I/O state of one open file (backend,
+//! tracker, counters), independent of who owns the descriptor. `File` owns
+//! one beside its descriptor; the LD_PRELOAD shim keeps one per descriptor
+//! of the program it runs in. Errors are returned as the kernel gave them
+//! (the shim must hand errno back unchanged); `File` adds context.
+
+use crate::backend::{Backend, BackendKind, Buffered, Direct, Emulated, Kernel};
+use crate::probe::{self, Choice};
+use crate::sys;
+use crate::tracker::{Tracker, TrackerConfig};
+use serde::Serialize;
+use std::io::{self, IoSlice, IoSliceMut};
+use std::os::fd::BorrowedFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+/// Default write-behind window: dirty + writeback bytes per stream.
+pub const DEFAULT_WINDOW: u64 = 16 << 20;
+/// Default distance that read pages may lag behind the read position.
+pub const DEFAULT_READ_LAG: u64 = 4 << 20;
+
+/// How a stream manages the page cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamOptions {
+    /// Which backend moves the data; `Auto` picks per file.
+    pub backend: BackendKind,
+    /// Dirty + writeback bytes a stream may have at once.
+    pub window: u64,
+    /// How far behind the read position read pages may stay.
+    pub read_lag: u64,
+    /// Keep pages that others had cached before the stream.
+    pub preserve_cached: bool,
+}
+
+impl Default for StreamOptions {
+    fn default() -> Self {
+        StreamOptions {
+            backend: BackendKind::Auto,
+            window: DEFAULT_WINDOW,
+            read_lag: DEFAULT_READ_LAG,
+            preserve_cached: true,
+        }
+    }
+}
+
+/// Per-handle statistics.
+#[derive(Debug, Clone, Serialize)]
+pub struct Stats {
+    pub backend: BackendKind,
+    pub requested: BackendKind,
+    pub reason: String,
+    /// False when the page cache of this file is not managed (pass-through).
+    pub managed: bool,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// Pages this stream dropped from the page cache.
+    pub pages_dropped: u64,
+    /// Pages that were cached before the stream reached them and were kept.
+    pub pages_preserved: u64,
+    pub drop_calls: u64,
+    pub writeback_starts: u64,
+    pub writeback_waits: u64,
+    pub writeback_wait_secs: f64,
+    pub residency_snapshots: u64,
+    /// Why the residency of the file's pages cannot be known, if it cannot
+    /// (then nothing is dropped).
+    pub residency_unknown: Option<String>,
+    /// A writeback error happened during the stream.
+    pub failed: bool,
+}
+
+/// The uncached-I/O state of one open file. All methods take the
+/// descriptor they act on, which must stay the same open file.
+#[derive(Debug)]
+pub struct Stream {
+    backend: Box<dyn Backend>,
+    choice: Choice,
+    tracker: Option<Mutex<Tracker>>,
+    regular: bool,
+    append: bool,
+    bytes_read: AtomicU64,
+    bytes_written: AtomicU64,
+}
+
+impl Stream {
+    /// Probe the file behind `fd` (once per filesystem), choose its backend
+    /// and start tracking it. Fails only where a backend named explicitly
+    /// cannot run, or the descriptor cannot be inspected.
+    pub fn new(fd: BorrowedFd<'_>, opts: &StreamOptions) -> io::Result<Stream> {
+        let st = sys::fstat(fd)?;
+        let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
+        let flags = sys::getfl(fd)?;
+        let fs = probe::fs_caps(fd)?;
+        let residency_known = !opts.preserve_cached || crate::residency::blindness(fd).is_none();
+        let choice = probe::choose(opts.backend, &fs, regular, flags, residency_known)?;
+        let backend: Box<dyn Backend> = match choice.backend {
+            BackendKind::Kernel => Box::new(Kernel),
+            BackendKind::Emulated => Box::new(Emulated),
+            BackendKind::Direct => {
+                let align = fs
+                    .dio_align
+                    .expect("direct chosen only where alignment is known");
+                Box::new(Direct::open(fd, align)?)
+            }
+            BackendKind::Buffered | BackendKind::Auto => Box::new(Buffered),
+        };
+        let tracker = choice.managed.then(|| {
+            let cfg = TrackerConfig {
+                window: opts.window,
+                read_lag: opts.read_lag,
+                lookahead: fs.lookahead(),
+                preserve_cached: opts.preserve_cached,
+            };
+            Mutex::new(Tracker::new(fd, backend.caps(), cfg))
+        });
+        Ok(Stream {
+            backend,
+            choice,
+            tracker,
+            regular,
+            append: flags & libc::O_APPEND != 0,
+            bytes_read: AtomicU64::new(0),
+            bytes_written: AtomicU64::new(0),
+        })
+    }
+
+    /// The backend in use and why it was chosen.
+    pub fn choice(&self) -> &Choice {
+        &self.choice
+    }
+
+    /// A regular file (positional I/O); otherwise a pipe, socket or device.
+    pub fn is_regular(&self) -> bool {
+        self.regular
+    }
+
+    /// Opened with O_APPEND: every write goes to the end.
+    pub fn is_append(&self) -> bool {
+        self.append
+    }
+
+    fn tracker(&self) -> Option<MutexGuard<'_, Tracker>> {
+        self.tracker
+            .as_ref()
+            .map(|t| t.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Read into `bufs` at `off`.
+    pub fn read_at(
+        &self,
+        fd: BorrowedFd<'_>,
+        bufs: &mut [IoSliceMut<'_>],
+        off: u64,
+    ) -> io::Result<usize> {
+        let len: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+        if let Some(mut t) = self.tracker() {
+            t.before_read(fd, off, len);
+        }
+        let n = self.backend.read(fd, bufs, off)?;
+        if let Some(mut t) = self.tracker() {
+            t.after_read(fd, off, n as u64);
+        }
+        self.bytes_read.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+
+    /// A writeback error of this stream not yet reported, if any: the next
+    /// write returns it anyway; callers that want to label it call this first.
+    pub fn take_deferred_error(&self) -> Option<io::Error> {
+        self.tracker().and_then(|mut t| t.take_deferred())
+    }
+
+    /// Write `bufs` at `off`, or at the end of file when `off` is `None`
+    /// (O_APPEND). Returns where the data went and how much. A writeback
+    /// error of earlier writes is returned instead, once.
+    pub fn write_at(
+        &self,
+        fd: BorrowedFd<'_>,
+        bufs: &[IoSlice<'_>],
+        off: Option<u64>,
+    ) -> io::Result<(u64, usize)> {
+        let len: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+        let keep_cached = match self.tracker() {
+            Some(mut t) => {
+                if let Some(e) = t.take_deferred() {
+                    return Err(e);
+                }
+                let at = match off {
+                    Some(o) => o,
+                    None => sys::fstat(fd)?.st_size as u64,
+                };
+                t.before_write(fd, at, len)
+            }
+            None => false,
+        };
+        let (at, n) = self.backend.write(fd, bufs, off, keep_cached)?;
+        if let Some(mut t) = self.tracker() {
+            t.after_write(fd, at, n as u64);
+        }
+        self.bytes_written.fetch_add(n as u64, Ordering::Relaxed);
+        Ok((at, n))
+    }
+
+    /// Start and wait for the writeback of everything written so far, drop
+    /// those pages, and report any writeback error not yet reported.
+    pub fn flush(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        match self.tracker() {
+            Some(mut t) => t.flush(fd),
+            None => Ok(()),
+        }
+    }
+
+    /// End of stream: flush, drop everything the stream brought in that was
+    /// not cached before, report any deferred error.
+    pub fn finish(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        match self.tracker() {
+            Some(mut t) => t.finish(fd),
+            None => Ok(()),
+        }
+    }
+
+    /// The statistics so far.
+    pub fn stats(&self) -> Stats {
+        let (counts, preserved, blind, failed) = match self.tracker() {
+            Some(t) => (
+                t.counts(),
+                t.residency().precached_pages(),
+                t.residency().blindness().map(|b| b.to_string()),
+                t.failed,
+            ),
+            None => Default::default(),
+        };
+        Stats {
+            backend: self.choice.backend,
+            requested: self.choice.requested,
+            reason: self.choice.reason.clone(),
+            managed: self.choice.managed,
+            bytes_read: self.bytes_read.load(Ordering::Relaxed),
+            bytes_written: self.bytes_written.load(Ordering::Relaxed),
+            pages_dropped: counts.pages_dropped,
+            pages_preserved: preserved,
+            drop_calls: counts.drop_calls,
+            writeback_starts: counts.writeback_starts,
+            writeback_waits: counts.writeback_waits,
+            writeback_wait_secs: counts.writeback_wait_time.as_secs_f64(),
+            residency_snapshots: counts.residency_snapshots,
+            residency_unknown: blind,
+            failed,
+        }
+    }
+}
