@@ -3,8 +3,10 @@
 mod cat;
 mod cp;
 mod demo;
+mod evict;
 mod probe;
 mod size;
+mod stat;
 mod worker;
 
 use clap::{Parser, Subcommand};
@@ -23,6 +25,8 @@ enum Command {
     Probe(probe::Args),
     Cat(cat::Args),
     Cp(cp::Args),
+    Stat(stat::Args),
+    Evict(evict::Args),
     Demo(demo::Args),
     #[command(name = "__worker", hide = true)]
     Worker(worker::Args),
@@ -37,6 +41,8 @@ fn main() -> ExitCode {
         Command::Probe(a) => probe::run(a),
         Command::Cat(a) => cat::run(a),
         Command::Cp(a) => cp::run(a),
+        Command::Stat(a) => stat::run(a),
+        Command::Evict(a) => evict::run(a),
         Command::Demo(a) => demo::run(a),
         Command::Worker(a) => worker::run(a),
     };

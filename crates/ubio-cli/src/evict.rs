@@ -1,0 +1,153 @@
+//! `ubio evict [-r] [--sync] [--json] PATH...`: drop files' clean pages from
+//! the page cache (posix_fadvise DONTNEED over the whole file) and show the
+//! cached pages before and after. Dirty pages cannot be dropped; --sync first
+//! writes them back and waits (sync_file_range WAIT_BEFORE|WRITE|WAIT_AFTER,
+//! which promises no durability). On tmpfs and ramfs the pages are the file's
+//! storage and are never dropped: such files are reported, not counted as evicted.
+
+use crate::stat::{self, CacheInfo, Source, Totals};
+use anyhow::Result;
+use std::io;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Files (and directories with -r).
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// Descend into directories (symlinks are not followed; special files are skipped).
+    #[arg(short = 'r', short_alias = 'R', long)]
+    recursive: bool,
+    /// Write dirty pages back (and wait) before dropping, so they can go too.
+    #[arg(long)]
+    sync: bool,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(serde::Serialize)]
+struct Evicted {
+    path: PathBuf,
+    before: CacheInfo,
+    after: CacheInfo,
+}
+
+#[derive(serde::Serialize)]
+struct Report {
+    page_size: u64,
+    files: Vec<Evicted>,
+    total_before: Totals,
+    total_after: Totals,
+    errors: Vec<String>,
+}
+
+fn evict(path: &Path, sync: bool) -> io::Result<Evicted> {
+    let ctx = |op| move |e| ubio::error::context(e, op, Some(path));
+    let file = std::fs::File::open(path).map_err(ctx("open"))?;
+    let before = stat::cache_info(&file).map_err(ctx("cachestat"))?;
+    let fs = ubio::sys::fs_magic(file.as_fd()).map_err(ctx("statfs"))?;
+    if fs.pages_are_storage() {
+        return Err(io::Error::other(format!(
+            "cannot evict {}: on {} the cached pages are the file's storage",
+            path.display(),
+            fs.name()
+        )));
+    }
+    if sync {
+        ubio::sys::sync_file_range(file.as_fd(), 0, 0, ubio::sys::SyncFlags::WRITE_AND_WAIT)
+            .map_err(ctx("sync_file_range"))?;
+    }
+    ubio::sys::fadvise(file.as_fd(), 0, 0, ubio::sys::Advice::DontNeed).map_err(ctx("fadvise"))?;
+    let after = stat::cache_info(&file).map_err(ctx("cachestat"))?;
+    Ok(Evicted {
+        path: path.to_path_buf(),
+        before,
+        after,
+    })
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    let (paths, mut errors) = stat::regular_files(&args.paths, args.recursive);
+    let mut files = Vec::new();
+    let (mut total_before, mut total_after) = (Totals::default(), Totals::default());
+    for path in paths {
+        match evict(&path, args.sync) {
+            Ok(e) => {
+                total_before.add(&e.before);
+                total_after.add(&e.after);
+                files.push(e);
+            }
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    for e in &errors {
+        eprintln!("ubio evict: {e}");
+    }
+    if args.json {
+        let report = Report {
+            page_size: ubio::sys::page_size(),
+            files,
+            total_before,
+            total_after,
+            errors: errors.clone(),
+        };
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else if !files.is_empty() {
+        print_table(&files, &total_before, &total_after, args.sync);
+    }
+    Ok(if errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn print_table(files: &[Evicted], before: &Totals, after: &Totals, sync: bool) {
+    println!(
+        "{:>10} {:>5} {:>10} {:>5}  FILE",
+        "BEFORE", "%", "AFTER", "%"
+    );
+    let row = |b: u64, a: u64, pages: u64, name: &str| {
+        println!(
+            "{:>10} {:>5} {:>10} {:>5}  {name}",
+            stat::pages_human(Some(b)),
+            stat::percent(b, pages),
+            stat::pages_human(Some(a)),
+            stat::percent(a, pages),
+        )
+    };
+    for f in files {
+        let mark = if f.after.source == Source::Mincore {
+            " *"
+        } else {
+            ""
+        };
+        row(
+            f.before.cached,
+            f.after.cached,
+            f.before.pages,
+            &format!("{}{mark}", f.path.display()),
+        );
+    }
+    if files.len() > 1 {
+        row(
+            before.cached,
+            after.cached,
+            before.pages,
+            &format!("total ({} files)", before.files),
+        );
+    }
+    if let Some(note) = files.iter().find_map(|f| f.after.note.as_deref()) {
+        println!("* counted with mincore(), not cachestat(): {note}");
+    }
+    let dirty_left = after.dirty + after.writeback;
+    if dirty_left > 0 && !sync {
+        println!(
+            "{} stay cached because they are dirty or under writeback: use --sync to write them back first",
+            stat::pages_human(Some(dirty_left))
+        );
+    }
+}
