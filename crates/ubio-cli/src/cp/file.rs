@@ -75,11 +75,17 @@ pub fn copy_file(
     progress: &mut Progress,
 ) -> Result<Outcome, CopyError> {
     let start = Instant::now();
+    // Stat before opening: opening probes the file with a read at its end,
+    // which updates its access time, and -p must keep the old one.
+    let before_open = std::fs::metadata(src).ok();
     let src_file = ubio::OpenOptions::new()
         .read(true)
         .backend(opts.backend)
         .open(src)?;
     let src_meta = src_file.get_ref().metadata().map_err(ctx("stat", src))?;
+    let src_meta = before_open
+        .filter(|m| m.dev() == src_meta.dev() && m.ino() == src_meta.ino())
+        .unwrap_or(src_meta);
     if let Ok(existing) = std::fs::metadata(dst) {
         if existing.dev() == src_meta.dev() && existing.ino() == src_meta.ino() {
             return Err(io::Error::other(format!(

@@ -1,0 +1,477 @@
+//! `ubio cp` as a user runs it: GNU cp's flags, holes, clones, errors, and
+//! the page cache after a copy (checked with cachestat(), never timing).
+
+use std::io::Write;
+use std::os::fd::AsFd;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use ubio_bench::scratchfs::{FsKind, ScratchFs};
+
+const MIB: usize = 1 << 20;
+
+fn ubio() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ubio"))
+}
+
+fn cp(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
+    let mut c = ubio();
+    c.arg("cp");
+    for a in args {
+        c.arg(a);
+    }
+    c.output().unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn assert_ok(out: &Output) {
+    assert!(out.status.success(), "ubio cp failed: {}", stderr(out));
+}
+
+/// A scratch directory on the working filesystem (ext4 here; not tmpfs).
+fn workdir() -> tempfile::TempDir {
+    tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap()
+}
+
+fn data(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 12) as u8)
+        .collect()
+}
+
+fn cachestat(path: &Path) -> ubio::sys::CacheStat {
+    let f = std::fs::File::open(path).unwrap();
+    ubio::sys::cachestat(f.as_fd(), 0, 0).unwrap()
+}
+
+/// Write, make durable and drop from the cache.
+fn write_cold(path: &Path, bytes: &[u8]) {
+    let mut f = std::fs::File::create(path).unwrap();
+    f.write_all(bytes).unwrap();
+    f.sync_all().unwrap();
+    ubio::sys::fadvise(f.as_fd(), 0, 0, ubio::sys::Advice::DontNeed).unwrap();
+}
+
+/// Root is needed for loop filesystems and ownership: skip (or fail with
+/// UBIO_NO_SKIP=1) otherwise.
+fn root_or_skip(name: &str) -> bool {
+    if ubio_bench::is_root() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("UBIO_NO_SKIP").is_none_or(|v| v != "1"),
+        "{name} needs root (UBIO_NO_SKIP=1)"
+    );
+    eprintln!("SKIP {name}: needs root");
+    false
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            stderr(out)
+        )
+    })
+}
+
+#[test]
+fn recursive_copy_keeps_the_tree_symlinks_and_fifos() {
+    let dir = workdir();
+    let src = dir.path().join("tree");
+    std::fs::create_dir_all(src.join("a/b/c")).unwrap();
+    std::fs::create_dir(src.join("empty")).unwrap();
+    write_cold(&src.join("a/b/c/deep"), &data(3 * MIB + 7, 1));
+    write_cold(&src.join("top"), b"top\n");
+    std::os::unix::fs::symlink("a/b/c/deep", src.join("link")).unwrap();
+    std::os::unix::fs::symlink("/nonexistent/target", src.join("dangling")).unwrap();
+    ubio::sys::mkfifo(&src.join("fifo"), 0o640).unwrap();
+    let dst = dir.path().join("copy");
+    assert_ok(&cp(&[&"-r", &src, &dst]));
+    assert!(std::fs::read(dst.join("a/b/c/deep")).unwrap() == data(3 * MIB + 7, 1));
+    assert_eq!(std::fs::read(dst.join("top")).unwrap(), b"top\n");
+    assert!(dst.join("empty").is_dir());
+    assert_eq!(
+        std::fs::read_link(dst.join("link")).unwrap(),
+        Path::new("a/b/c/deep")
+    );
+    assert_eq!(
+        std::fs::read_link(dst.join("dangling")).unwrap(),
+        Path::new("/nonexistent/target")
+    );
+    let fifo = dst.join("fifo").symlink_metadata().unwrap();
+    assert!(fifo.file_type().is_fifo(), "fifo not recreated");
+}
+
+#[test]
+fn recursive_copy_into_an_existing_directory_uses_the_source_name() {
+    let dir = workdir();
+    let src = dir.path().join("tree");
+    std::fs::create_dir(&src).unwrap();
+    write_cold(&src.join("f"), b"f");
+    let into = dir.path().join("into");
+    std::fs::create_dir(&into).unwrap();
+    assert_ok(&cp(&[&"-r", &src, &into]));
+    assert_eq!(std::fs::read(into.join("tree/f")).unwrap(), b"f");
+}
+
+#[test]
+fn sockets_are_skipped_with_a_warning_and_exit_1() {
+    let dir = workdir();
+    let src = dir.path().join("tree");
+    std::fs::create_dir(&src).unwrap();
+    write_cold(&src.join("f"), b"f");
+    let _listener = std::os::unix::net::UnixListener::bind(src.join("sock")).unwrap();
+    let dst = dir.path().join("copy");
+    let out = cp(&[&"-r", &src, &dst]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("skipping socket"), "{}", stderr(&out));
+    assert_eq!(std::fs::read(dst.join("f")).unwrap(), b"f");
+    assert!(dst.join("sock").symlink_metadata().is_err());
+}
+
+#[test]
+fn a_directory_without_r_is_omitted() {
+    let dir = workdir();
+    let src = dir.path().join("d");
+    std::fs::create_dir(&src).unwrap();
+    let out = cp(&[&src, &dir.path().join("e")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("-r not specified; omitting directory"));
+    assert!(!dir.path().join("e").exists());
+}
+
+#[test]
+fn a_directory_is_not_copied_into_itself() {
+    let dir = workdir();
+    let src = dir.path().join("d");
+    std::fs::create_dir(&src).unwrap();
+    write_cold(&src.join("f"), b"f");
+    let out = cp(&[&"-r", &src, &src.join("sub")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("into itself"), "{}", stderr(&out));
+    assert!(!src.join("sub").exists());
+}
+
+/// Holes are found with SEEK_DATA/SEEK_HOLE and left unwritten.
+#[test]
+fn sparse_files_keep_their_holes() {
+    let dir = workdir();
+    let src = dir.path().join("sparse");
+    {
+        let f = std::fs::File::create(&src).unwrap();
+        f.set_len(64 * MIB as u64).unwrap();
+        use std::os::unix::fs::FileExt;
+        f.write_all_at(&data(MIB, 2), 0).unwrap();
+        f.write_all_at(&data(MIB, 3), 32 * MIB as u64).unwrap();
+        f.sync_all().unwrap();
+    }
+    let dst = dir.path().join("copy");
+    assert_ok(&cp(&[&src, &dst]));
+    let meta = dst.metadata().unwrap();
+    assert_eq!(meta.len(), 64 * MIB as u64);
+    assert!(
+        meta.blocks() * 512 <= 4 * MIB as u64,
+        "holes filled: {} bytes allocated",
+        meta.blocks() * 512
+    );
+    let f = std::fs::File::open(&dst).unwrap();
+    assert_eq!(
+        ubio::sys::seek_hole(f.as_fd(), 0).unwrap(),
+        MIB as u64,
+        "first hole moved"
+    );
+    assert_eq!(
+        ubio::sys::seek_data(f.as_fd(), MIB as u64).unwrap(),
+        Some(32 * MIB as u64)
+    );
+    assert!(std::fs::read(&dst).unwrap() == std::fs::read(&src).unwrap());
+}
+
+#[test]
+fn sparse_always_turns_zero_blocks_into_holes_and_never_writes_them() {
+    let dir = workdir();
+    let src = dir.path().join("zeros");
+    let mut bytes = vec![0u8; 16 * MIB];
+    bytes[..MIB].copy_from_slice(&data(MIB, 4));
+    write_cold(&src, &bytes);
+    let always = dir.path().join("always");
+    assert_ok(&cp(&[&"--sparse=always", &src, &always]));
+    assert!(always.metadata().unwrap().blocks() * 512 <= 2 * MIB as u64);
+    let never = dir.path().join("never");
+    assert_ok(&cp(&[&"--sparse=never", &src, &never]));
+    assert!(never.metadata().unwrap().blocks() * 512 >= 16 * MIB as u64);
+    for copy in [&always, &never] {
+        assert!(std::fs::read(copy).unwrap() == bytes, "{copy:?} differs");
+    }
+}
+
+#[test]
+fn p_keeps_mode_ownership_and_timestamps() {
+    let dir = workdir();
+    let src = dir.path().join("tree");
+    std::fs::create_dir(&src).unwrap();
+    let file = src.join("f");
+    write_cold(&file, b"keep");
+    std::fs::set_permissions(&file, PermissionsExt::from_mode(0o604)).unwrap();
+    std::fs::set_permissions(&src, PermissionsExt::from_mode(0o751)).unwrap();
+    let old = std::time::UNIX_EPOCH + std::time::Duration::new(1_000_000_000, 123_456_789);
+    let times = std::fs::FileTimes::new()
+        .set_accessed(old)
+        .set_modified(old);
+    std::fs::File::open(&file)
+        .unwrap()
+        .set_times(times)
+        .unwrap();
+    let root = ubio_bench::is_root();
+    if root {
+        std::os::unix::fs::chown(&file, Some(1234), Some(4321)).unwrap();
+    }
+    std::fs::File::open(&src).unwrap().set_times(times).unwrap();
+    let dst = dir.path().join("copy");
+    assert_ok(&cp(&[&"-r", &"-p", &src, &dst]));
+    let m = dst.join("f").metadata().unwrap();
+    assert_eq!(m.mode() & 0o7777, 0o604);
+    assert_eq!((m.mtime(), m.mtime_nsec()), (1_000_000_000, 123_456_789));
+    assert_eq!((m.atime(), m.atime_nsec()), (1_000_000_000, 123_456_789));
+    if root {
+        assert_eq!((m.uid(), m.gid()), (1234, 4321));
+    }
+    let d = dst.metadata().unwrap();
+    assert_eq!(d.mode() & 0o7777, 0o751);
+    assert_eq!(d.mtime(), 1_000_000_000, "directory mtime not kept");
+}
+
+#[test]
+fn n_does_not_overwrite() {
+    let dir = workdir();
+    let (src, dst) = (dir.path().join("src"), dir.path().join("dst"));
+    write_cold(&src, b"new");
+    write_cold(&dst, b"old");
+    assert_ok(&cp(&[&"-n", &src, &dst]));
+    assert_eq!(std::fs::read(&dst).unwrap(), b"old");
+}
+
+/// A destination that cannot be opened (here a symlink into a missing
+/// directory) is removed and replaced with -f, and an error without it.
+#[test]
+fn f_replaces_a_destination_that_cannot_be_opened() {
+    let dir = workdir();
+    let (src, dst) = (dir.path().join("src"), dir.path().join("dst"));
+    write_cold(&src, b"data");
+    std::os::unix::fs::symlink("/nonexistent/dir/file", &dst).unwrap();
+    let out = cp(&[&src, &dst]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains(&format!("open {}", dst.display())));
+    assert_ok(&cp(&[&"-f", &src, &dst]));
+    assert!(!dst.symlink_metadata().unwrap().file_type().is_symlink());
+    assert_eq!(std::fs::read(&dst).unwrap(), b"data");
+}
+
+#[test]
+fn a_hard_link_to_the_source_is_the_same_file() {
+    let dir = workdir();
+    let (src, link) = (dir.path().join("src"), dir.path().join("link"));
+    write_cold(&src, b"keep me");
+    std::fs::hard_link(&src, &link).unwrap();
+    let out = cp(&[&src, &link]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("are the same file"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read(&src).unwrap(), b"keep me");
+}
+
+#[test]
+fn a_missing_source_among_several_fails_at_the_end_and_the_others_are_copied() {
+    let dir = workdir();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    write_cold(&a, b"a");
+    write_cold(&b, b"b");
+    let into = dir.path().join("into");
+    std::fs::create_dir(&into).unwrap();
+    let missing = dir.path().join("missing");
+    let out = cp(&[&a, &missing, &b, &into]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains(&format!("stat {}: No such file", missing.display())),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read(into.join("a")).unwrap(), b"a");
+    assert_eq!(std::fs::read(into.join("b")).unwrap(), b"b");
+}
+
+#[test]
+fn several_sources_need_a_directory() {
+    let dir = workdir();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    write_cold(&a, b"a");
+    write_cold(&b, b"b");
+    let out = cp(&[&a, &b, &dir.path().join("nodir")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("is not a directory"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn v_prints_each_copy() {
+    let dir = workdir();
+    let (src, dst) = (dir.path().join("src"), dir.path().join("dst"));
+    write_cold(&src, b"x");
+    let out = cp(&[&"-v", &src, &dst]);
+    assert_ok(&out);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("'{}' -> '{}'\n", src.display(), dst.display())
+    );
+}
+
+/// No progress bar (nor anything else) on stderr when it is not a terminal.
+#[test]
+fn no_progress_bar_when_stderr_is_not_a_terminal() {
+    let dir = workdir();
+    let (src, dst) = (dir.path().join("src"), dir.path().join("dst"));
+    write_cold(&src, &data(8 * MIB, 5));
+    let out = cp(&[&"--sync", &src, &dst]);
+    assert_ok(&out);
+    assert!(out.stderr.is_empty(), "{}", stderr(&out));
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn json_summary_shape() {
+    let dir = workdir();
+    let src = dir.path().join("tree");
+    std::fs::create_dir(&src).unwrap();
+    write_cold(&src.join("a"), &data(2 * MIB, 6));
+    write_cold(&src.join("b"), b"bb");
+    let out = cp(&[&"-r", &"--json", &src, &dir.path().join("copy")]);
+    assert_ok(&out);
+    let v = json(&out);
+    assert_eq!(v["files"], 2);
+    assert_eq!(v["bytes"], 2 * MIB as u64 + 2);
+    assert_eq!(v["failed"], 0);
+    assert!(v["seconds"].as_f64().unwrap() > 0.0);
+    assert!(v["mb_per_s"].as_f64().is_some());
+    let first = &v["copied"][0];
+    for key in ["src", "dst", "bytes", "method", "hole_bytes", "seconds"] {
+        assert!(first.get(key).is_some(), "no {key} in {first}");
+    }
+    assert_eq!(first["method"], "stream");
+    assert!(first["src_stats"]["backend"].is_string());
+    assert!(first["dst_stats"]["bytes_written"].as_u64() == Some(2 * MIB as u64));
+    assert!(v["errors"].as_array().unwrap().is_empty());
+}
+
+/// The destination is not left in the cache; source pages that were cached
+/// before the copy stay cached. DAMON may reclaim a few of them on its own:
+/// retried, as in the library's contract tests.
+#[test]
+fn destination_uncached_and_source_pages_cached_before_stay() {
+    let dir = workdir();
+    let (src, dst) = (dir.path().join("src"), dir.path().join("dst"));
+    write_cold(&src, &data(48 * MIB, 7));
+    let hot = 8 * MIB as u64;
+    for attempt in 1..=3 {
+        let f = std::fs::File::open(&src).unwrap();
+        ubio::sys::fadvise(f.as_fd(), 0, 0, ubio::sys::Advice::DontNeed).unwrap();
+        // Cache the first 8 MiB as another user of the file would.
+        let mut buf = vec![0u8; hot as usize];
+        use std::os::unix::fs::FileExt;
+        f.read_exact_at(&mut buf, 0).unwrap();
+        let before = ubio::sys::cachestat(f.as_fd(), 0, hot).unwrap().nr_cache;
+        assert_eq!(before, hot / 4096, "setup: the hot range is not cached");
+        // Readahead cached some pages past the hot range too: those count
+        // as cached before the copy.
+        let before_all = ubio::sys::cachestat(f.as_fd(), 0, 0).unwrap().nr_cache;
+        let out = cp(&[&src, &dst]);
+        assert_ok(&out);
+        let kept = ubio::sys::cachestat(f.as_fd(), 0, hot).unwrap().nr_cache;
+        let after_all = ubio::sys::cachestat(f.as_fd(), 0, 0).unwrap().nr_cache;
+        assert_eq!(cachestat(&dst).nr_cache, 0, "destination left cached");
+        assert!(
+            after_all <= before_all,
+            "source pages the copy brought in stayed: {after_all} cached, {before_all} before"
+        );
+        if kept == before {
+            return;
+        }
+        eprintln!("RETRY attempt {attempt}: {kept} of {before} hot pages stayed");
+    }
+    panic!("source pages cached before the copy were dropped in every attempt");
+}
+
+/// A copy onto a full filesystem names the destination as incomplete with
+/// the byte counts, exits 1, and leaves the source intact.
+#[test]
+fn a_full_destination_is_reported_incomplete_with_counts() {
+    if !root_or_skip("a_full_destination_is_reported_incomplete_with_counts") {
+        return;
+    }
+    let small = ScratchFs::create(FsKind::Ext4, 32 << 20, &Default::default()).unwrap();
+    let dir = workdir();
+    let src = dir.path().join("big");
+    let bytes = data(64 * MIB, 8);
+    write_cold(&src, &bytes);
+    let dst: PathBuf = small.mount_point().join("copy");
+    let out = cp(&[&"--json", &src, &dst]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("No space left on device"), "{err}");
+    assert!(
+        err.contains(&format!("{} is incomplete (failed after ", dst.display()))
+            && err.contains(&format!(" of {} bytes)", bytes.len())),
+        "{err}"
+    );
+    let v = json(&out);
+    assert_eq!(v["failed"], 1);
+    assert!(std::fs::read(&src).unwrap() == bytes, "source changed");
+}
+
+/// Where the filesystem shares extents the copy is a clone: no data moves,
+/// neither file is cached; on ext4 the data is streamed.
+#[test]
+fn clones_on_btrfs_and_xfs() {
+    if !root_or_skip("clones_on_btrfs_and_xfs") {
+        return;
+    }
+    for kind in [FsKind::Btrfs, FsKind::Xfs] {
+        let fs = ScratchFs::create(kind, 320 << 20, &Default::default()).unwrap();
+        let src = fs.mount_point().join("src");
+        let bytes = data(32 * MIB, 9);
+        write_cold(&src, &bytes);
+        let dst = fs.mount_point().join("dst");
+        let out = cp(&[&"--json", &src, &dst]);
+        assert_ok(&out);
+        let v = json(&out);
+        assert_eq!(v["copied"][0]["method"], "clone", "{kind}: {v}");
+        assert_eq!(cachestat(&dst).nr_cache, 0, "{kind}: destination cached");
+        assert_eq!(cachestat(&src).nr_cache, 0, "{kind}: source cached");
+        assert!(
+            std::fs::read(&dst).unwrap() == bytes,
+            "{kind}: clone differs"
+        );
+    }
+    let dir = workdir();
+    let (src, dst) = (dir.path().join("src"), dir.path().join("dst"));
+    write_cold(&src, b"ext4");
+    let v = json(&cp(&[&"--json", &src, &dst]));
+    assert_eq!(v["copied"][0]["method"], "stream");
+    let out = cp(&[&"--reflink=always", &src, &dir.path().join("dst2")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("clone to") && stderr(&out).contains("not supported"),
+        "{}",
+        stderr(&out)
+    );
+}
