@@ -5,6 +5,7 @@
 //! which promises no durability). On tmpfs and ramfs the pages are the file's
 //! storage and are never dropped: such files are reported, not counted as evicted.
 
+use crate::out;
 use crate::stat::{self, CacheInfo, Source, Totals};
 use anyhow::Result;
 use std::io;
@@ -94,9 +95,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
             total_after,
             errors: errors.clone(),
         };
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        out::print(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
     } else if !files.is_empty() {
-        print_table(&files, &total_before, &total_after, args.sync);
+        out::print(&table(&files, &total_before, &total_after, args.sync))?;
     }
     Ok(if errors.is_empty() {
         ExitCode::SUCCESS
@@ -105,14 +106,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
     })
 }
 
-fn print_table(files: &[Evicted], before: &Totals, after: &Totals, sync: bool) {
-    println!(
-        "{:>10} {:>5} {:>10} {:>5}  FILE",
+fn table(files: &[Evicted], before: &Totals, after: &Totals, sync: bool) -> String {
+    let mut text = format!(
+        "{:>10} {:>5} {:>10} {:>5}  FILE\n",
         "BEFORE", "%", "AFTER", "%"
     );
     let row = |b: u64, a: u64, pages: u64, name: &str| {
-        println!(
-            "{:>10} {:>5} {:>10} {:>5}  {name}",
+        format!(
+            "{:>10} {:>5} {:>10} {:>5}  {name}\n",
             stat::pages_human(Some(b)),
             stat::percent(b, pages),
             stat::pages_human(Some(a)),
@@ -125,7 +126,7 @@ fn print_table(files: &[Evicted], before: &Totals, after: &Totals, sync: bool) {
         } else {
             ""
         };
-        row(
+        text += &row(
             f.before.cached,
             f.after.cached,
             f.before.pages,
@@ -133,7 +134,7 @@ fn print_table(files: &[Evicted], before: &Totals, after: &Totals, sync: bool) {
         );
     }
     if files.len() > 1 {
-        row(
+        text += &row(
             before.cached,
             after.cached,
             before.pages,
@@ -141,13 +142,14 @@ fn print_table(files: &[Evicted], before: &Totals, after: &Totals, sync: bool) {
         );
     }
     if let Some(note) = files.iter().find_map(|f| f.after.note.as_deref()) {
-        println!("* counted with mincore(), not cachestat(): {note}");
+        text += &format!("* counted with mincore(), not cachestat(): {note}\n");
     }
     let dirty_left = after.dirty + after.writeback;
     if dirty_left > 0 && !sync {
-        println!(
-            "{} stay cached because they are dirty or under writeback: use --sync to write them back first",
+        text += &format!(
+            "{} stay cached because they are dirty or under writeback: use --sync to write them back first\n",
             stat::pages_human(Some(dirty_left))
         );
     }
+    text
 }

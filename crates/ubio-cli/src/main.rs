@@ -4,6 +4,7 @@ mod cat;
 mod cp;
 mod demo;
 mod evict;
+mod out;
 mod probe;
 mod size;
 mod stat;

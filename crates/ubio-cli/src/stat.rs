@@ -9,7 +9,7 @@
 //! so large files and trees are fast. `ubio evict` shares the walk and the
 //! counting.
 
-use crate::size;
+use crate::{out, size};
 use anyhow::Result;
 use std::io;
 use std::os::fd::AsFd;
@@ -226,9 +226,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
             total,
             errors: errors.clone(),
         };
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        out::print(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
     } else {
-        print_table(&files, &total);
+        out::print(&table(&files, &total))?;
     }
     Ok(if errors.is_empty() {
         ExitCode::SUCCESS
@@ -250,14 +250,14 @@ pub fn percent(cached: u64, pages: u64) -> String {
     }
 }
 
-fn print_table(files: &[FileEntry], total: &Totals) {
-    println!(
-        "{:>10} {:>10} {:>5} {:>10} {:>10} {:>10} {:>10}  FILE",
+fn table(files: &[FileEntry], total: &Totals) -> String {
+    let mut text = format!(
+        "{:>10} {:>10} {:>5} {:>10} {:>10} {:>10} {:>10}  FILE\n",
         "SIZE", "CACHED", "%", "DIRTY", "WRITEBACK", "EVICTED", "RECENT"
     );
     let row = |size: u64, pages: u64, cached: u64, rest: [Option<u64>; 4], name: &str| {
-        println!(
-            "{:>10} {:>10} {:>5} {:>10} {:>10} {:>10} {:>10}  {name}",
+        format!(
+            "{:>10} {:>10} {:>5} {:>10} {:>10} {:>10} {:>10}  {name}\n",
             size::human(size),
             pages_human(Some(cached)),
             percent(cached, pages),
@@ -274,7 +274,7 @@ fn print_table(files: &[FileEntry], total: &Totals) {
         } else {
             ""
         };
-        row(
+        text += &row(
             i.size_bytes,
             i.pages,
             i.cached,
@@ -283,7 +283,7 @@ fn print_table(files: &[FileEntry], total: &Totals) {
         );
     }
     if files.len() > 1 {
-        row(
+        text += &row(
             total.size_bytes,
             total.pages,
             total.cached,
@@ -297,8 +297,9 @@ fn print_table(files: &[FileEntry], total: &Totals) {
         );
     }
     if let Some(note) = files.iter().find_map(|f| f.info.note.as_deref()) {
-        println!("* counted with mincore(), not cachestat(): {note}");
+        text += &format!("* counted with mincore(), not cachestat(): {note}\n");
     } else if !files.is_empty() {
-        println!("(counted with cachestat())");
+        text += "(counted with cachestat())\n";
     }
+    text
 }

@@ -270,3 +270,23 @@ fn a_missing_path_is_named_and_the_others_go_on() {
         assert_eq!(v["files"].as_array().unwrap().len(), 1, "{cmd}: {v}");
     }
 }
+
+/// `ubio stat -r ... | head`: a closed pipe ends the output quietly.
+#[test]
+fn stat_into_a_closed_pipe_exits_zero() {
+    let dir = workdir();
+    for i in 0..2000 {
+        std::fs::write(dir.path().join(format!("f{i}")), b"x").unwrap();
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ubio"))
+        .args(["stat", "-r"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(out.stderr.is_empty(), "{}", stderr(&out));
+}

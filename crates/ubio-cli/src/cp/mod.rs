@@ -11,7 +11,7 @@ mod file;
 mod progress;
 mod tree;
 
-use crate::size;
+use crate::{out, size};
 use anyhow::{bail, Result};
 use file::{CopyError, FileReport, Outcome};
 use progress::Progress;
@@ -186,7 +186,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             copied: copier.copied,
             errors: errors.clone(),
         };
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        out::print(&format!("{}\n", serde_json::to_string_pretty(&summary)?))?;
     }
     Ok(if errors.is_empty() {
         ExitCode::SUCCESS
@@ -237,7 +237,9 @@ impl Copier {
     fn say_copied(&mut self, step: &Step) {
         if self.verbose {
             let line = format!("'{}' -> '{}'", step.src.display(), step.dst.display());
-            self.progress.suspend(|| println!("{line}"));
+            // A closed pipe on -v output must not stop the copy.
+            self.progress
+                .suspend(|| drop(out::print(&format!("{line}\n"))));
         }
     }
 
