@@ -25,7 +25,8 @@
 //! journal below 8 MiB), xfs 300 MiB (mkfs.xfs refuses less, and zeroes a
 //! 64 MiB log), btrfs 109 MiB in its normal layout and 16 MiB in mixed mode
 //! (`-M`, data and metadata in shared block groups), which is used below
-//! [`BTRFS_MIXED_BELOW`]. Smaller sizes fail with an error that says so.
+//! [`BTRFS_MIXED_BELOW`]; f2fs (only in the guest of scripts/guest/run.sh)
+//! 128 MiB (f2fs-tools 1.15). Smaller sizes fail with an error that says so.
 //!
 //! Loop devices are set to direct I/O by default (if the backing filesystem
 //! supports it), so that the backing file's own page cache does not double the
@@ -60,6 +61,9 @@ pub enum FsKind {
     Ext4,
     Xfs,
     Btrfs,
+    /// Not in [`FsKind::ALL`]: this machine's kernel has no f2fs; the test
+    /// guest of scripts/guest/run.sh (Debian's 6.1 kernel) makes it.
+    F2fs,
 }
 
 impl FsKind {
@@ -72,6 +76,7 @@ impl FsKind {
             FsKind::Ext4 => "ext4",
             FsKind::Xfs => "xfs",
             FsKind::Btrfs => "btrfs",
+            FsKind::F2fs => "f2fs",
         }
     }
 
@@ -81,6 +86,7 @@ impl FsKind {
             FsKind::Ext4 => "mkfs.ext4",
             FsKind::Xfs => "mkfs.xfs",
             FsKind::Btrfs => "mkfs.btrfs",
+            FsKind::F2fs => "mkfs.f2fs",
         }
     }
 
@@ -90,6 +96,7 @@ impl FsKind {
             FsKind::Ext4 => 8 * MIB,
             FsKind::Xfs => 300 * MIB,
             FsKind::Btrfs => 16 * MIB,
+            FsKind::F2fs => 128 * MIB,
         }
     }
 
@@ -99,6 +106,7 @@ impl FsKind {
             FsKind::Ext4 => "mkfs.ext4 makes no journal below that",
             FsKind::Xfs => "mkfs.xfs refuses smaller filesystems",
             FsKind::Btrfs => "mkfs.btrfs refuses smaller ones even in mixed mode",
+            FsKind::F2fs => "mkfs.f2fs 1.15 refuses 40 MiB, and at 64 MiB its over-provisioning (35%) leaves too little for data",
         }
     }
 }
@@ -116,9 +124,10 @@ impl FromStr for FsKind {
             "ext4" => Ok(FsKind::Ext4),
             "xfs" => Ok(FsKind::Xfs),
             "btrfs" => Ok(FsKind::Btrfs),
+            "f2fs" => Ok(FsKind::F2fs),
             _ => Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("unknown filesystem kind {s:?}: expected ext4, xfs or btrfs"),
+                format!("unknown filesystem kind {s:?}: expected ext4, xfs, btrfs or f2fs"),
             )),
         }
     }
@@ -574,6 +583,7 @@ impl ScratchFs {
                     args.push("-M".as_ref());
                 }
             }
+            FsKind::F2fs => args.extend(["-q", "-f"].map(OsStr::new)),
         }
         args.extend(opts.mkfs_args.iter().map(OsStr::new));
         args.push(loop_dev.as_os_str());
