@@ -11,7 +11,6 @@ use std::time::Duration;
 use ubio::BackendKind;
 use ubio_bench::residency_sampler::ResidencySampler;
 
-const STREAM: u64 = GIB;
 const IO: u64 = MIB;
 const SAMPLE_EVERY: Duration = Duration::from_millis(1);
 
@@ -25,9 +24,10 @@ fn managed(b: BackendKind) -> bool {
 /// cache far more, or the measurement proves nothing.
 #[test]
 fn cold_read_stays_under_64mib_and_leaves_nothing() {
+    let stream = stream_bytes();
     for t in targets("cold_read", 3 * GIB) {
         let path = t.path("cold");
-        make_cold_file(&path, 1, STREAM);
+        make_cold_file(&path, 1, stream);
         for backend in all_backends() {
             evict(&path);
             let Some(mut f) =
@@ -54,11 +54,11 @@ fn cold_read_stays_under_64mib_and_leaves_nothing() {
                 peaks.max_cached * PAGE / MIB,
                 peaks.samples
             );
-            assert_eq!(total, STREAM);
+            assert_eq!(total, stream);
             if t.pages_are_storage() {
                 assert_eq!(
                     after,
-                    STREAM / PAGE,
+                    stream / PAGE,
                     "{} {backend}: tmpfs lost pages",
                     t.name
                 );
@@ -78,7 +78,7 @@ fn cold_read_stays_under_64mib_and_leaves_nothing() {
                 assert_eq!(after, 0, "{} {backend}: pages left after close", t.name);
             } else {
                 assert!(
-                    peaks.max_cached * PAGE > 256 * MIB,
+                    peaks.max_cached * PAGE > stream / 4,
                     "{} control: buffered read cached only {} pages",
                     t.name,
                     peaks.max_cached
@@ -90,13 +90,16 @@ fn cold_read_stays_under_64mib_and_leaves_nothing() {
 }
 
 /// Case 2: pages another user cached before the read are all still cached
-/// after it (an aligned 32 MiB region and an unaligned few pages).
+/// after it (an aligned 32 MiB region and an unaligned few pages; at 100
+/// and 700 MiB of a 1 GiB stream, in proportion in a smaller one).
 #[test]
 fn pages_cached_before_a_read_stay_cached() {
-    let regions = [(100 * MIB, 32 * MIB), (700 * MIB + 3 * PAGE, 5 * PAGE)];
+    let stream = stream_bytes();
+    let at_mib = |mib: u64| stream / MIB * mib / 1024 * MIB;
+    let regions = [(at_mib(100), 32 * MIB), (at_mib(700) + 3 * PAGE, 5 * PAGE)];
     for t in targets("precached_read", 3 * GIB) {
         let path = t.path("shared");
-        make_cold_file(&path, 2, STREAM);
+        make_cold_file(&path, 2, stream);
         for backend in all_backends().into_iter().filter(|b| managed(*b)) {
             with_damon_retries(&format!("{} {backend} precached read", t.name), || {
                 evict(&path);
@@ -146,6 +149,7 @@ fn pages_cached_before_a_read_stay_cached() {
 #[test]
 fn write_footprint_is_bounded_and_data_reads_back() {
     let window = ubio::DEFAULT_WINDOW;
+    let stream = stream_bytes();
     for t in targets("write", 3 * GIB) {
         for backend in all_backends() {
             let path = t.path(&format!("written-{backend}"));
@@ -158,7 +162,7 @@ fn write_footprint_is_bounded_and_data_reads_back() {
             let sampler = ResidencySampler::start(&path, SAMPLE_EVERY).unwrap();
             let mut buf = vec![0u8; IO as usize];
             let mut off = 0;
-            while off < STREAM {
+            while off < stream {
                 fill_pattern(3, off, &mut buf);
                 f.write_all(&buf).unwrap();
                 off += IO;
@@ -182,7 +186,7 @@ fn write_footprint_is_bounded_and_data_reads_back() {
             if t.pages_are_storage() {
                 assert_eq!(
                     after,
-                    STREAM / PAGE,
+                    stream / PAGE,
                     "{} {backend}: tmpfs lost pages",
                     t.name
                 );
@@ -199,7 +203,7 @@ fn write_footprint_is_bounded_and_data_reads_back() {
             }
             std::fs::File::open(&path).unwrap().sync_all().unwrap();
             evict(&path);
-            verify_pattern(&path, 3, STREAM);
+            verify_pattern(&path, 3, stream);
             std::fs::remove_file(&path).unwrap();
         }
     }

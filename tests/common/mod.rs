@@ -42,11 +42,71 @@ impl Target {
     }
 }
 
+/// Guest mode (UBIO_TEST_ONLY_DIR=1, set by scripts/guest/run.sh inside its
+/// QEMU guest): every case runs only on the filesystem mounted at
+/// UBIO_TEST_DIR, whatever it is (f2fs included), and the fault cases make
+/// scratch filesystems of that kind only.
+pub fn guest_mode() -> bool {
+    std::env::var_os("UBIO_TEST_ONLY_DIR").is_some_and(|v| v == "1")
+}
+
+fn guest_dir() -> PathBuf {
+    std::env::var_os("UBIO_TEST_DIR")
+        .map(PathBuf::from)
+        .expect("UBIO_TEST_ONLY_DIR=1 needs UBIO_TEST_DIR (the filesystem to test)")
+}
+
+/// The size of the big streams: 1 GiB; in guest mode UBIO_TEST_STREAM_MB
+/// MiB if set, at least 256 MiB (four times the 64 MiB read bound).
+pub fn stream_bytes() -> u64 {
+    let mb = std::env::var("UBIO_TEST_STREAM_MB")
+        .ok()
+        .filter(|_| guest_mode())
+        .map(|v| v.parse::<u64>().expect("UBIO_TEST_STREAM_MB: a number"));
+    match mb {
+        Some(mb) => {
+            assert!(mb >= 256, "UBIO_TEST_STREAM_MB={mb}: at least 256");
+            mb * MIB
+        }
+        None => GIB,
+    }
+}
+
+/// The filesystem kinds the fault cases make scratch filesystems of: ext4,
+/// xfs and btrfs; in guest mode only the kind mounted at UBIO_TEST_DIR.
+pub fn fault_kinds(test: &str) -> Vec<FsKind> {
+    if !guest_mode() {
+        return FsKind::ALL.to_vec();
+    }
+    let fs = fs_name(&guest_dir());
+    match fs.parse::<FsKind>() {
+        Ok(kind) => vec![kind],
+        Err(e) => {
+            skip(&format!("{test}/{fs}"), &e.to_string());
+            Vec::new()
+        }
+    }
+}
+
 /// The filesystems every case runs on: ext4 (a directory in the working
 /// tree, or UBIO_TEST_DIR), xfs and btrfs (loop-mounted images made here),
-/// and tmpfs (/dev/shm). `fs_bytes` sizes the loop images.
+/// and tmpfs (/dev/shm). `fs_bytes` sizes the loop images. In guest mode,
+/// only UBIO_TEST_DIR, named by its filesystem type.
 pub fn targets(test: &str, fs_bytes: u64) -> Vec<Target> {
     let mut out = Vec::new();
+    if guest_mode() {
+        let tmp = tempfile::Builder::new()
+            .prefix("ubio-test-")
+            .tempdir_in(guest_dir())
+            .unwrap();
+        out.push(Target {
+            name: Box::leak(fs_name(tmp.path()).into_boxed_str()),
+            dir: tmp.path().to_path_buf(),
+            _tmp: tmp,
+            _fs: None,
+        });
+        return out;
+    }
     let base = std::env::var_os("UBIO_TEST_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
@@ -104,13 +164,8 @@ fn scratch(kind: FsKind, bytes: u64) -> io::Result<Target> {
     let tmp = tempfile::Builder::new()
         .prefix("ubio-test-")
         .tempdir_in(fs.mount_point())?;
-    let name = match kind {
-        FsKind::Xfs => "xfs",
-        FsKind::Btrfs => "btrfs",
-        FsKind::Ext4 => "ext4",
-    };
     Ok(Target {
-        name,
+        name: kind.name(),
         dir: tmp.path().to_path_buf(),
         _tmp: tmp,
         _fs: Some(fs),
@@ -251,10 +306,16 @@ pub fn verify_pattern(path: &Path, seed: u64, expect_size: u64) {
     assert_eq!(off, expect_size, "{}: size", path.display());
 }
 
-/// Pages of the file now in the page cache.
+/// Pages of the file now in the page cache (mincore() before Linux 6.5,
+/// which has no cachestat()).
 pub fn cached_pages(path: &Path) -> u64 {
     let f = File::open(path).unwrap();
-    sys::cachestat(f.as_fd(), 0, 0).unwrap().nr_cache
+    match sys::cachestat(f.as_fd(), 0, 0) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+            resident_in(path, 0, f.metadata().unwrap().len())
+        }
+        r => r.unwrap().nr_cache,
+    }
 }
 
 /// Pages of `[off, off + len)` in the page cache (mincore, page by page).
@@ -282,10 +343,16 @@ pub fn precache(path: &Path, off: u64, len: u64) {
 /// freshly cached pages of idle regions within a second, so "still cached"
 /// alone cannot judge whether ubio dropped a page; "cached or reclaimed" can:
 /// a page ubio dropped is neither.
+/// Before Linux 6.5 (no cachestat()): mincore(), and no eviction records.
 pub fn kept_or_reclaimed(path: &Path, off: u64, len: u64) -> (u64, u64) {
     let f = File::open(path).unwrap();
-    let cs = sys::cachestat(f.as_fd(), off, len).unwrap();
-    (cs.nr_cache, cs.nr_evicted)
+    match sys::cachestat(f.as_fd(), off, len) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => (resident_in(path, off, len), 0),
+        r => {
+            let cs = r.unwrap();
+            (cs.nr_cache, cs.nr_evicted)
+        }
+    }
 }
 
 /// Check that every page of a region cached by "another user" is still
