@@ -170,9 +170,10 @@ impl Stream {
         self.tracker().and_then(|mut t| t.take_deferred())
     }
 
-    /// Write `bufs` at `off`, or at the end of file when `off` is `None`
-    /// (O_APPEND). Returns where the data went and how much. A writeback
-    /// error of earlier writes is returned instead, once.
+    /// Write `bufs` at `off`, or when `off` is `None` at (and advancing) the
+    /// file position, as write(2) does: the end of file for O_APPEND.
+    /// Returns where the data went and how much. A writeback error of
+    /// earlier writes is returned instead, once.
     pub fn write_at(
         &self,
         fd: BorrowedFd<'_>,
@@ -187,7 +188,8 @@ impl Stream {
                 }
                 let at = match off {
                     Some(o) => o,
-                    None => sys::fstat(fd)?.st_size as u64,
+                    None if self.append => sys::fstat(fd)?.st_size as u64,
+                    None => sys::lseek_cur(fd)?,
                 };
                 t.before_write(fd, at, len)
             }
@@ -199,6 +201,31 @@ impl Stream {
         }
         self.bytes_written.fetch_add(n as u64, Ordering::Relaxed);
         Ok((at, n))
+    }
+
+    /// Before I/O on `fd` that the caller makes itself (copy_file_range,
+    /// sendfile and splice in the LD_PRELOAD shim): learn which pages of
+    /// `[off, off + len)` are cached already, so that they stay.
+    pub fn before_external_io(&self, fd: BorrowedFd<'_>, off: u64, len: u64) {
+        if let Some(mut t) = self.tracker() {
+            t.before_read(fd, off, len);
+        }
+    }
+
+    /// After the caller read `n` bytes at `off` itself: drop-behind.
+    pub fn after_external_read(&self, fd: BorrowedFd<'_>, off: u64, n: u64) {
+        if let Some(mut t) = self.tracker() {
+            t.after_read(fd, off, n);
+        }
+        self.bytes_read.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// After the caller wrote `n` bytes at `off` itself: write-behind.
+    pub fn after_external_write(&self, fd: BorrowedFd<'_>, off: u64, n: u64) {
+        if let Some(mut t) = self.tracker() {
+            t.after_write(fd, off, n);
+        }
+        self.bytes_written.fetch_add(n, Ordering::Relaxed);
     }
 
     /// Start and wait for the writeback of everything written so far, drop

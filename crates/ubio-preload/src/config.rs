@@ -1,0 +1,80 @@
+//! Settings, read once from the environment in the constructor (`ubio run`
+//! sets them from its flags): UBIO_WINDOW (bytes, K/M/G suffixes allowed),
+//! UBIO_BACKEND (auto, kernel, emulated, direct, buffered), UBIO_LOG=debug
+//! and UBIO_LOG_FILE.
+
+use std::ffi::CString;
+use std::sync::OnceLock;
+use ubio::{BackendKind, StreamOptions};
+
+#[derive(Debug)]
+pub struct Config {
+    pub stream: StreamOptions,
+    /// One line per managed descriptor at finish.
+    pub debug: bool,
+    /// Where the debug log goes (appended); stderr when unset.
+    pub log_file: Option<CString>,
+}
+
+static CONFIG: OnceLock<Config> = OnceLock::new();
+
+pub fn get() -> &'static Config {
+    CONFIG.get_or_init(from_env)
+}
+
+pub fn load() {
+    let c = get();
+    if c.debug {
+        crate::log::debug(&format!(
+            "loaded: backend {}, window {} bytes",
+            c.stream.backend, c.stream.window
+        ));
+    }
+}
+
+fn from_env() -> Config {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let debug = var("UBIO_LOG").is_some_and(|v| v.eq_ignore_ascii_case("debug"));
+    let log_file = var("UBIO_LOG_FILE").and_then(|p| CString::new(p).ok());
+    let mut stream = StreamOptions::default();
+    let mut problems = Vec::new();
+    if let Some(w) = var("UBIO_WINDOW") {
+        match parse_size(&w) {
+            Some(n) if n > 0 => stream.window = n,
+            _ => problems.push(format!("UBIO_WINDOW={w} is not a size; using the default")),
+        }
+    }
+    if let Some(b) = var("UBIO_BACKEND") {
+        match b.parse::<BackendKind>() {
+            Ok(k) => stream.backend = k,
+            Err(e) => problems.push(format!("UBIO_BACKEND: {e}; using auto")),
+        }
+    }
+    let c = Config {
+        stream,
+        debug,
+        log_file,
+    };
+    if debug {
+        for p in problems {
+            crate::log::write_line(&c, &p);
+        }
+    }
+    c
+}
+
+/// "16777216", "16M", "16MiB", "1g", "512k".
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let mult: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => return None,
+    };
+    n.checked_mul(mult)
+}

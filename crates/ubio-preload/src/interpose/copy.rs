@@ -1,0 +1,197 @@
+//! copy_file_range, sendfile, splice: the kernel copies; the shim applies
+//! the contract to the ranges it touched, drop-behind on a regular source
+//! and write-behind on a regular destination. A copy of a whole file in one
+//! call would fill the cache before anything could be dropped, so the shim
+//! makes the real call in pieces of `PIECE` bytes and returns the total, as
+//! the single call would have (a piece that fails after others succeeded
+//! ends the call with the bytes copied; the caller's next call sees the
+//! error). splice moves at most a pipe's worth and is made once, clamped.
+
+use super::{bfd, shim};
+use crate::desc::{self, errno, set_errno, Desc};
+use crate::real::f;
+use libc::{c_int, c_uint, off64_t, off_t, size_t, ssize_t};
+use std::sync::Arc;
+
+const PIECE: usize = 8 << 20;
+
+/// One side of a copy: a managed regular file, where the kernel takes the
+/// offset from (`off` when not null, else the file position).
+struct Side {
+    fd: c_int,
+    d: Arc<Desc>,
+    off: *mut i64,
+}
+
+impl Side {
+    fn new(fd: c_int, off: *mut i64) -> Option<Side> {
+        Some(Side {
+            fd,
+            d: desc::managed(fd)?,
+            off,
+        })
+    }
+    fn offset(&self) -> Option<u64> {
+        if self.off.is_null() {
+            desc::position(bfd(self.fd))
+        } else {
+            // SAFETY: the caller's offset pointer, which the kernel also uses.
+            u64::try_from(unsafe { *self.off }).ok()
+        }
+    }
+}
+
+/// Make `call(len)` (the real copy) in pieces, with the tracker around each.
+/// `None` when neither side is managed: the caller makes the real call.
+fn copy(
+    src: Option<Side>,
+    dst: Option<Side>,
+    len: size_t,
+    once: bool,
+    mut call: impl FnMut(size_t) -> ssize_t,
+) -> Option<(ssize_t, c_int)> {
+    if src.is_none() && dst.is_none() {
+        return None;
+    }
+    let mut done: size_t = 0;
+    loop {
+        let want = (len - done).min(PIECE);
+        let so = src.as_ref().and_then(|s| Some((s, s.offset()?)));
+        let dof = dst.as_ref().and_then(|s| Some((s, s.offset()?)));
+        for (side, o) in [so, dof].into_iter().flatten() {
+            if let Some(st) = side.d.stream() {
+                st.before_external_io(bfd(side.fd), o, want as u64);
+            }
+        }
+        let n = call(want);
+        if n < 0 {
+            let e = errno();
+            return Some(if done > 0 {
+                (done as ssize_t, 0)
+            } else {
+                (-1, e)
+            });
+        }
+        if let Some((s, o)) = so {
+            if let Some(st) = s.d.stream() {
+                st.after_external_read(bfd(s.fd), o, n as u64);
+            }
+        }
+        if let Some((s, o)) = dof {
+            if let Some(st) = s.d.stream() {
+                st.after_external_write(bfd(s.fd), o, n as u64);
+            }
+        }
+        done += n as size_t;
+        if once || n == 0 || (n as size_t) < want || done >= len {
+            return Some((done as ssize_t, 0));
+        }
+    }
+}
+
+fn finish(r: Option<(ssize_t, c_int)>) -> Option<ssize_t> {
+    let (n, e) = r?;
+    if n < 0 {
+        set_errno(e);
+    }
+    Some(n)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn copy_file_range(
+    fd_in: c_int,
+    off_in: *mut off64_t,
+    fd_out: c_int,
+    off_out: *mut off64_t,
+    len: size_t,
+    flags: c_uint,
+) -> ssize_t {
+    let r = shim(|| {
+        copy(
+            Side::new(fd_in, off_in),
+            Side::new(fd_out, off_out),
+            len,
+            false,
+            |n| {
+                // SAFETY: the caller's arguments, with a shorter length.
+                unsafe { f::copy_file_range()(fd_in, off_in, fd_out, off_out, n, flags) }
+            },
+        )
+    });
+    if let Some(n) = finish(r) {
+        return n;
+    }
+    // SAFETY: the caller's arguments, passed on unchanged.
+    unsafe { f::copy_file_range()(fd_in, off_in, fd_out, off_out, len, flags) }
+}
+
+unsafe fn sendfile_common(
+    real: unsafe extern "C" fn(c_int, c_int, *mut off_t, size_t) -> ssize_t,
+    out_fd: c_int,
+    in_fd: c_int,
+    off: *mut off_t,
+    count: size_t,
+) -> ssize_t {
+    let r = shim(|| {
+        let dst = Side::new(out_fd, std::ptr::null_mut());
+        copy(Side::new(in_fd, off), dst, count, false, |n| {
+            // SAFETY: the caller's arguments, with a shorter length.
+            unsafe { real(out_fd, in_fd, off, n) }
+        })
+    });
+    if let Some(n) = finish(r) {
+        return n;
+    }
+    // SAFETY: the caller's arguments, passed on unchanged.
+    unsafe { real(out_fd, in_fd, off, count) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sendfile(
+    out_fd: c_int,
+    in_fd: c_int,
+    off: *mut off_t,
+    count: size_t,
+) -> ssize_t {
+    // SAFETY: forwarding the caller's call.
+    unsafe { sendfile_common(f::sendfile(), out_fd, in_fd, off, count) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sendfile64(
+    out_fd: c_int,
+    in_fd: c_int,
+    off: *mut off_t,
+    count: size_t,
+) -> ssize_t {
+    // SAFETY: forwarding the caller's call.
+    unsafe { sendfile_common(f::sendfile64(), out_fd, in_fd, off, count) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn splice(
+    fd_in: c_int,
+    off_in: *mut off64_t,
+    fd_out: c_int,
+    off_out: *mut off64_t,
+    len: size_t,
+    flags: c_uint,
+) -> ssize_t {
+    let r = shim(|| {
+        copy(
+            Side::new(fd_in, off_in),
+            Side::new(fd_out, off_out),
+            len,
+            true,
+            |n| {
+                // SAFETY: the caller's arguments, with a shorter length.
+                unsafe { f::splice()(fd_in, off_in, fd_out, off_out, n, flags) }
+            },
+        )
+    });
+    if let Some(n) = finish(r) {
+        return n;
+    }
+    // SAFETY: the caller's arguments, passed on unchanged.
+    unsafe { f::splice()(fd_in, off_in, fd_out, off_out, len, flags) }
+}
