@@ -6,6 +6,7 @@ mod demo;
 mod evict;
 mod out;
 mod probe;
+mod run;
 mod size;
 mod stat;
 mod worker;
@@ -29,6 +30,7 @@ enum Command {
     Stat(stat::Args),
     Evict(evict::Args),
     Demo(demo::Args),
+    Run(run::Args),
     #[command(name = "__worker", hide = true)]
     Worker(worker::Args),
 }
@@ -45,6 +47,7 @@ fn main() -> ExitCode {
         Command::Stat(a) => stat::run(a),
         Command::Evict(a) => evict::run(a),
         Command::Demo(a) => demo::run(a),
+        Command::Run(a) => run::run(a),
         Command::Worker(a) => worker::run(a),
     };
     match result {
