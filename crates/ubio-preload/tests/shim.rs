@@ -464,3 +464,71 @@ fn shim_cp_residency() {
     }
     panic!("precached source pages lost in every attempt: {lost:?}");
 }
+
+/// A C program whose SIGALRM handler writes to a file (every 200 us) while
+/// the main loop copies a file: the handler's write goes straight to libc
+/// (the shim is off inside handlers), sigaction reports the program's own
+/// handler as installed, and nothing deadlocks.
+const SIG_C: &str = r#"
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
+static int logfd;
+static void on_alarm(int s) { (void)s; write(logfd, "a", 1); }
+int main(int argc, char **argv) {
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sa.sa_flags = SA_RESTART;
+    if (argc < 3 || sigaction(SIGALRM, &sa, 0) != 0 || sigaction(SIGALRM, 0, &old) != 0) return 3;
+    if (old.sa_handler != on_alarm || (old.sa_flags & SA_SIGINFO)) { puts("sigaction reports another handler"); return 2; }
+    logfd = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    struct itimerval it = {{0, 200}, {0, 200}};
+    setitimer(ITIMER_REAL, &it, 0);
+    int in = open(argv[1], O_RDONLY), out = open("copy", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    char buf[3000];
+    ssize_t r;
+    long total = 0;
+    while ((r = read(in, buf, sizeof buf)) > 0) {
+        for (ssize_t done = 0; done < r;) {
+            ssize_t w = write(out, buf + done, r - done);
+            if (w < 0) { perror("write"); return 1; }
+            done += w;
+        }
+        total += r;
+    }
+    memset(&it, 0, sizeof it);
+    setitimer(ITIMER_REAL, &it, 0);
+    close(in);
+    if (close(out) != 0) return 1;
+    printf("copied %ld\n", total);
+    return 0;
+}
+"#;
+
+#[test]
+fn shim_signal_handlers() {
+    if !have("cc") {
+        return skip("shim_signal_handlers", "no C compiler (cc)");
+    }
+    let tmp = scratch();
+    let src = tmp.path().join("sig.c");
+    fs::write(&src, SIG_C).unwrap();
+    let bin = profile_dir().join("shim-tests").join("sigcopy");
+    let st = Command::new("cc")
+        .arg("-O2")
+        .arg("-o")
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(st.success(), "cc failed");
+    same(
+        "shim_signal_handlers",
+        &[],
+        &format!(r#"{} "$IN/a" "$IN/../sig.log.$$""#, bin.display()),
+    );
+}
