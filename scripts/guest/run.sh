@@ -96,6 +96,9 @@ bbver=$(apt-cache policy busybox-static | awk '/Candidate:/ {print $2}')
 krel=${kpkg#linux-image-}
 mkdir -p "$CACHE/debs"
 chmod 755 "$CACHE" "$CACHE/debs"
+# One run at a time fills the cache (another run may share it).
+exec 9> "$CACHE/.lock"
+flock 9
 fetch() { # package version
     local f
     f=$(find "$CACHE/debs" -name "$1_$(printf %s "$2" | sed 's/:/%3a/')_*.deb" -print -quit)
@@ -179,6 +182,9 @@ fi
 # Only the current kernel and base image are kept.
 find "$CACHE" -maxdepth 1 -name 'base-*.cpio' ! -name "base-$key.cpio" -delete
 find "$CACHE" -maxdepth 1 -type d -name 'kernel-*' ! -name "kernel-$kver" -exec rm -rf {} +
+cp "$base" "$work/base.cpio"
+base="$work/base.cpio"
+flock -u 9
 phase kernel+initramfs
 
 # 4. ubio and the contract tests, static.
