@@ -4,13 +4,14 @@
 # Idempotent: a second run installs nothing and does not touch the network. Debian
 # packages: xfsprogs (mkfs.xfs), btrfs-progs (mkfs.btrfs), e2fsprogs (mkfs.ext4),
 # util-linux (losetup, mount), fio (reference numbers for the benchmarks), rsync,
-# gcc, libc6-dev (programs the LD_PRELOAD shim tests run or build). Runs
+# gcc, libc6-dev (programs the LD_PRELOAD shim tests run or build), nocache (the
+# copy benchmark of `ubio demo --copy` compares with it). Runs
 # `apt-get update` only when something is missing. Also makes sure cargo exists.
 set -euo pipefail
 
 export DEBIAN_FRONTEND=noninteractive
 
-PACKAGES=(xfsprogs btrfs-progs e2fsprogs util-linux fio rsync gcc libc6-dev)
+PACKAGES=(xfsprogs btrfs-progs e2fsprogs util-linux fio rsync gcc libc6-dev nocache)
 
 as_root() {
     if [ "$(id -u)" -eq 0 ]; then

@@ -20,6 +20,8 @@
 //! Everything it makes (a directory with two files, the cgroup, the worker
 //! processes) goes away at the end, on error and on Ctrl-C.
 
+mod copy;
+
 use crate::size;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
@@ -63,7 +65,7 @@ pub struct Args {
     #[arg(long, value_parser = size::parse)]
     hot: Option<u64>,
     /// Rounds; in each, every mode writes (in --modes order), then every
-    /// mode reads.
+    /// mode reads (with --copy: every mode copies).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=100))]
     rounds: u32,
     /// The modes to compare, comma-separated, in the order they run:
@@ -71,8 +73,20 @@ pub struct Args {
     /// ubio:<backend> (auto, kernel, emulated, direct, buffered), dontcache
     /// (preadv2/pwritev2 with RWF_DONTCACHE, no ubio) and odirect (O_DIRECT,
     /// queue depth 1, no ubio; --dataset must be a whole number of MiB).
-    #[arg(long, default_value = "buffered,ubio")]
-    modes: String,
+    /// With --copy: cp, nocache-cp, dd-nocache, ubio-cp, ubio-run-cp.
+    /// [default: buffered,ubio; with --copy, all five copy modes]
+    #[arg(long)]
+    modes: Option<String>,
+    /// Copy the dataset with whole commands instead of streaming it: plain
+    /// cp, `nocache cp`, `dd iflag=nocache oflag=nocache`, `ubio cp` and
+    /// `ubio run -- cp`, each timed to durability (command + fsync) in the
+    /// cgroup; needs 2 x --dataset of free space.
+    #[arg(long)]
+    copy: bool,
+    /// With --copy: compare every copy with the source, byte for byte
+    /// (untimed).
+    #[arg(long, requires = "copy")]
+    verify: bool,
     /// Where to make the demo's temporary directory.
     #[arg(long, default_value = ".")]
     dir: PathBuf,
@@ -271,7 +285,13 @@ fn demo(args: Args) -> Result<ExitCode> {
     } else {
         0
     };
-    let modes = parse_modes(&args.modes, args.backend)?;
+    if args.copy {
+        return copy::demo(args, started);
+    }
+    let modes = parse_modes(
+        args.modes.as_deref().unwrap_or("buffered,ubio"),
+        args.backend,
+    )?;
     validate(&args, &modes, dataset, hot)?;
     let mut warnings = Vec::new();
     if dataset <= args.limit {
@@ -566,7 +586,7 @@ struct WorkDir {
     guard: Option<CleanupGuard>,
 }
 
-const WORK_FILES: [&str; 2] = ["hot", "dataset"];
+const WORK_FILES: [&str; 3] = ["hot", "dataset", "copy"];
 
 impl WorkDir {
     fn create(parent: &Path) -> Result<WorkDir> {
