@@ -11,10 +11,12 @@
 #    Serial, because tests use loop devices and the page cache and measure
 #    residency; --nocapture so that `SKIP <name>: <reason>` lines reach the log
 #    and the summary can count them.
+# 4. scripts/guest/run.sh: the contract tests again on Linux 6.1 (no
+#    RWF_DONTCACHE, no cachestat) in a QEMU guest, on f2fs, ext4, xfs, btrfs.
 #
 # As root, UBIO_NO_SKIP=1 is exported (unless already set): every fixture exists
-# here, so a test that would skip fails instead. Exits non-zero if the build or
-# any test fails, after printing a summary.
+# here, so a test that would skip fails instead. Exits non-zero if the build,
+# any test or the guest run fails, after printing a summary.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -30,7 +32,7 @@ if [ "$(id -u)" -eq 0 ]; then
 fi
 
 log="$(mktemp -t ubio-test.XXXXXX)"
-trap 'rm -f "$log"' EXIT
+trap 'rm -f "$log" "$log.guest"' EXIT
 
 started=$SECONDS
 build_rc=0
@@ -48,6 +50,18 @@ if [ "$build_rc" -eq 0 ]; then
     test_rc=${PIPESTATUS[0]}
     set -e
     test_secs=$((SECONDS - started))
+fi
+
+guest_rc=0
+guest_secs=0
+if [ "$build_rc" -eq 0 ]; then
+    echo "== scripts/guest/run.sh"
+    started=$SECONDS
+    set +e
+    scripts/guest/run.sh 2>&1 | tee "$log.guest"
+    guest_rc=${PIPESTATUS[0]}
+    set -e
+    guest_secs=$((SECONDS - started))
 fi
 
 # Sum cargo's "test result: ok. 20 passed; 0 failed; 1 ignored; ..." lines.
@@ -76,6 +90,8 @@ if [ "$build_rc" -ne 0 ]; then
 else
     echo "build: ok (${build_secs}s)"
     echo "tests: exit $test_rc after ${test_secs}s; $ignored ignored"
+    echo "guest (scripts/guest/run.sh): exit $guest_rc after ${guest_secs}s"
+    grep -E '^(guest kernel:|GUEST-RESULT )' "$log.guest" | sed 's/^/  /' || true
 fi
 if [ "$skipped" -gt 0 ]; then
     echo "skipped tests:"
@@ -88,5 +104,6 @@ fi
 if [ "$build_rc" -ne 0 ]; then
     exit "$build_rc"
 fi
-echo "summary: $passed passed, $failed failed, $skipped skipped"
-exit "$test_rc"
+echo "summary: $passed passed, $failed failed, $skipped skipped; guest: $([ "$guest_rc" -eq 0 ] && echo ok || echo FAILED)"
+[ "$test_rc" -ne 0 ] && exit "$test_rc"
+exit "$guest_rc"
