@@ -254,7 +254,10 @@ impl Copier {
                 });
                 Ok(())
             }
-            Ok(Outcome::Kept) => Ok(()),
+            Ok(Outcome::Kept) => {
+                self.progress.add(step.meta.len());
+                Ok(())
+            }
             Err(CopyError { error, incomplete }) => {
                 let mut msg = error.to_string();
                 if let Some((done, expected)) = incomplete {
