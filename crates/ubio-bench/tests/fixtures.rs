@@ -461,10 +461,23 @@ fn memory_limit_caps_a_childs_page_cache() {
         return;
     }
     let fs = ScratchFs::create(FsKind::Ext4, 128 * MIB, &ScratchOpts::default()).unwrap();
+    // The file is written here, outside the cgroup, and read cold inside it:
+    // clean page cache is reclaimed at the limit. (Writing 64 MiB of dirty
+    // pages inside a 32 MiB cgroup v1 can end in the OOM killer instead:
+    // v1 throttles dirty pages per cgroup poorly.)
+    let file = fs.mount_point().join("f");
+    {
+        use std::io::Write;
+        use std::os::fd::AsFd;
+        let mut f = std::fs::File::create(&file).unwrap();
+        f.write_all(&vec![7u8; 64 * MIB as usize]).unwrap();
+        f.sync_all().unwrap();
+        ubio::sys::fadvise(f.as_fd(), 0, 0, ubio::sys::Advice::DontNeed).unwrap();
+    }
     let cg = MemCgroup::create("ubio-test", 32 * MIB).unwrap();
     let mut cmd = Command::new("dd");
-    cmd.args(["if=/dev/zero", "bs=1M", "count=64", "status=none"])
-        .arg(format!("of={}", fs.mount_point().join("f").display()));
+    cmd.args(["of=/dev/null", "bs=1M", "status=none"])
+        .arg(format!("if={}", file.display()));
     let status = cg.spawn(&mut cmd).unwrap().wait().unwrap();
     assert!(status.success(), "dd in a 32 MiB cgroup: {status}");
     let peak = cg.peak_bytes().unwrap();
