@@ -58,9 +58,9 @@ fn tiny_copy_demo_runs_every_mode_and_cleans_up() {
             "--copy",
             "--verify",
             "--limit",
-            "64M",
-            "--dataset",
             "128M",
+            "--dataset",
+            "256M",
             "--hot",
             "16M",
         ])
