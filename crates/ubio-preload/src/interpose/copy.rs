@@ -97,32 +97,22 @@ fn finish(r: Option<(ssize_t, c_int)>) -> Option<ssize_t> {
     Some(n)
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn copy_file_range(
-    fd_in: c_int,
-    off_in: *mut off64_t,
-    fd_out: c_int,
-    off_out: *mut off64_t,
+/// The shim's copy between the sides `sides` finds (looked up under the
+/// guard), or, when it stays out, `call(len)`: the real call unchanged.
+fn copy_or_real(
+    sides: impl FnOnce() -> (Option<Side>, Option<Side>),
     len: size_t,
-    flags: c_uint,
+    once: bool,
+    mut call: impl FnMut(size_t) -> ssize_t,
 ) -> ssize_t {
     let r = shim(|| {
-        copy(
-            Side::new(fd_in, off_in),
-            Side::new(fd_out, off_out),
-            len,
-            false,
-            |n| {
-                // SAFETY: the caller's arguments, with a shorter length.
-                unsafe { f::copy_file_range()(fd_in, off_in, fd_out, off_out, n, flags) }
-            },
-        )
+        let (src, dst) = sides();
+        copy(src, dst, len, once, &mut call)
     });
     if let Some(n) = finish(r) {
         return n;
     }
-    // SAFETY: the caller's arguments, passed on unchanged.
-    unsafe { f::copy_file_range()(fd_in, off_in, fd_out, off_out, len, flags) }
+    call(len)
 }
 
 unsafe fn sendfile_common(
@@ -132,18 +122,19 @@ unsafe fn sendfile_common(
     off: *mut off_t,
     count: size_t,
 ) -> ssize_t {
-    let r = shim(|| {
-        let dst = Side::new(out_fd, std::ptr::null_mut());
-        copy(Side::new(in_fd, off), dst, count, false, |n| {
-            // SAFETY: the caller's arguments, with a shorter length.
+    copy_or_real(
+        || {
+            let dst = Side::new(out_fd, std::ptr::null_mut());
+            (Side::new(in_fd, off), dst)
+        },
+        count,
+        false,
+        |n| {
+            // SAFETY: the caller's arguments, with this length (`count` or
+            // shorter).
             unsafe { real(out_fd, in_fd, off, n) }
-        })
-    });
-    if let Some(n) = finish(r) {
-        return n;
-    }
-    // SAFETY: the caller's arguments, passed on unchanged.
-    unsafe { real(out_fd, in_fd, off, count) }
+        },
+    )
 }
 
 #[no_mangle]
@@ -168,30 +159,34 @@ pub unsafe extern "C" fn sendfile64(
     unsafe { sendfile_common(f::sendfile64(), out_fd, in_fd, off, count) }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn splice(
-    fd_in: c_int,
-    off_in: *mut off64_t,
-    fd_out: c_int,
-    off_out: *mut off64_t,
-    len: size_t,
-    flags: c_uint,
-) -> ssize_t {
-    let r = shim(|| {
-        copy(
-            Side::new(fd_in, off_in),
-            Side::new(fd_out, off_out),
-            len,
-            true,
-            |n| {
-                // SAFETY: the caller's arguments, with a shorter length.
-                unsafe { f::splice()(fd_in, off_in, fd_out, off_out, n, flags) }
-            },
-        )
-    });
-    if let Some(n) = finish(r) {
-        return n;
-    }
-    // SAFETY: the caller's arguments, passed on unchanged.
-    unsafe { f::splice()(fd_in, off_in, fd_out, off_out, len, flags) }
+/// copy_file_range and splice (made `once`): the same arguments, either
+/// offset may be given.
+macro_rules! range_fns {
+    ($( $name:ident, once: $once:expr; )*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            fd_in: c_int,
+            off_in: *mut off64_t,
+            fd_out: c_int,
+            off_out: *mut off64_t,
+            len: size_t,
+            flags: c_uint,
+        ) -> ssize_t {
+            copy_or_real(
+                || (Side::new(fd_in, off_in), Side::new(fd_out, off_out)),
+                len,
+                $once,
+                |n| {
+                    // SAFETY: the caller's arguments, with this length
+                    // (`len` or shorter).
+                    unsafe { f::$name()(fd_in, off_in, fd_out, off_out, n, flags) }
+                },
+            )
+        }
+    )*};
+}
+
+range_fns! {
+    copy_file_range, once: false;
+    splice, once: true;
 }

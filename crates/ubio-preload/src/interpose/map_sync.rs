@@ -21,39 +21,29 @@ use crate::fdtable;
 use crate::real::f;
 use libc::{c_int, c_void, off_t, size_t};
 
-fn mapping(fd: c_int, flags: c_int) {
-    if fd >= 0 && flags & libc::MAP_ANONYMOUS == 0 {
-        shim(|| desc::lookup_or_create(fd).map(|d| d.pass_through(bfd(fd))));
-    }
+/// mmap of a file: the description becomes pass-through, then the real
+/// call, made in every case.
+macro_rules! mmap_fns {
+    ($($name:ident),*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            addr: *mut c_void,
+            len: size_t,
+            prot: c_int,
+            flags: c_int,
+            fd: c_int,
+            off: off_t,
+        ) -> *mut c_void {
+            if fd >= 0 && flags & libc::MAP_ANONYMOUS == 0 {
+                shim(|| desc::lookup_or_create(fd).map(|d| d.pass_through(bfd(fd))));
+            }
+            // SAFETY: the caller's arguments, passed on unchanged.
+            unsafe { f::$name()(addr, len, prot, flags, fd, off) }
+        }
+    )*};
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn mmap(
-    addr: *mut c_void,
-    len: size_t,
-    prot: c_int,
-    flags: c_int,
-    fd: c_int,
-    off: off_t,
-) -> *mut c_void {
-    mapping(fd, flags);
-    // SAFETY: the caller's arguments, passed on unchanged.
-    unsafe { f::mmap()(addr, len, prot, flags, fd, off) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn mmap64(
-    addr: *mut c_void,
-    len: size_t,
-    prot: c_int,
-    flags: c_int,
-    fd: c_int,
-    off: off_t,
-) -> *mut c_void {
-    mapping(fd, flags);
-    // SAFETY: the caller's arguments, passed on unchanged.
-    unsafe { f::mmap64()(addr, len, prot, flags, fd, off) }
-}
+mmap_fns!(mmap, mmap64);
 
 fn sync(fd: c_int, real: unsafe extern "C" fn(c_int) -> c_int) -> c_int {
     let flushed = shim(|| Some(fdtable::get(fd)?.stream()?.flush(bfd(fd))));

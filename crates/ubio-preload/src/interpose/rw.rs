@@ -50,70 +50,60 @@ fn write_at(fd: c_int, bufs: Option<&[std::io::IoSlice<'_>]>, off: Option<i64>) 
     })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn read(fd: c_int, b: *mut c_void, n: size_t) -> ssize_t {
+/// `off` None: at the file position.
+fn read_any(
+    fd: c_int,
+    bufs: Option<&mut [std::io::IoSliceMut<'_>]>,
+    off: Option<i64>,
+) -> Option<isize> {
+    match off {
+        None => read_cur(fd, bufs),
+        Some(off) => read_at(fd, bufs, off),
+    }
+}
+
+/// `read`-style: one buffer, at `off` or (None) at the file position.
+///
+/// # Safety
+/// `b`/`n` as the caller passed them to the interposed function.
+unsafe fn read_buf(fd: c_int, b: *mut c_void, n: size_t, off: Option<off_t>) -> Option<isize> {
     // SAFETY: the caller's buffer, handed to the kernel only.
     let mut bufs = unsafe { buf_mut(b, n) };
-    if let Some(r) = read_cur(fd, bufs.as_mut().map(|x| &mut x[..])) {
-        return r;
-    }
-    // SAFETY: the caller's arguments, passed on unchanged.
-    unsafe { f::read()(fd, b, n) }
+    read_any(fd, bufs.as_mut().map(|x| &mut x[..]), off)
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn pread(fd: c_int, b: *mut c_void, n: size_t, off: off_t) -> ssize_t {
+/// `readv`-style: the caller's iovecs, at `off` or (None) at the file position.
+///
+/// # Safety
+/// `v`/`cnt` as the caller passed them to the interposed function.
+unsafe fn read_iov(fd: c_int, v: *const iovec, cnt: c_int, off: Option<off_t>) -> Option<isize> {
+    // SAFETY: the caller's iovecs, handed to the kernel only.
+    read_any(fd, unsafe { iov_mut(v, cnt) }, off)
+}
+
+/// `write`-style: one buffer, at `off` or (None) at the file position.
+///
+/// # Safety
+/// `b`/`n` as the caller passed them to the interposed function.
+unsafe fn write_buf(fd: c_int, b: *const c_void, n: size_t, off: Option<off_t>) -> Option<isize> {
     // SAFETY: the caller's buffer, handed to the kernel only.
-    let mut bufs = unsafe { buf_mut(b, n) };
-    if let Some(r) = read_at(fd, bufs.as_mut().map(|x| &mut x[..]), off) {
-        return r;
-    }
-    // SAFETY: the caller's arguments, passed on unchanged.
-    unsafe { f::pread()(fd, b, n, off) }
+    let bufs = unsafe { buf(b, n) };
+    write_at(fd, bufs.as_ref().map(|x| &x[..]), off)
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn pread64(fd: c_int, b: *mut c_void, n: size_t, off: off_t) -> ssize_t {
-    // SAFETY: the caller's buffer, handed to the kernel only.
-    let mut bufs = unsafe { buf_mut(b, n) };
-    if let Some(r) = read_at(fd, bufs.as_mut().map(|x| &mut x[..]), off) {
-        return r;
-    }
-    // SAFETY: the caller's arguments, passed on unchanged.
-    unsafe { f::pread64()(fd, b, n, off) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn readv(fd: c_int, v: *const iovec, cnt: c_int) -> ssize_t {
+/// `writev`-style: the caller's iovecs, at `off` or (None) at the file position.
+///
+/// # Safety
+/// `v`/`cnt` as the caller passed them to the interposed function.
+unsafe fn write_iov(fd: c_int, v: *const iovec, cnt: c_int, off: Option<off_t>) -> Option<isize> {
     // SAFETY: the caller's iovecs, handed to the kernel only.
-    if let Some(r) = read_cur(fd, unsafe { iov_mut(v, cnt) }) {
-        return r;
-    }
-    // SAFETY: the caller's arguments, passed on unchanged.
-    unsafe { f::readv()(fd, v, cnt) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn preadv(fd: c_int, v: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
-    // SAFETY: the caller's iovecs, handed to the kernel only.
-    if let Some(r) = read_at(fd, unsafe { iov_mut(v, cnt) }, off) {
-        return r;
-    }
-    // SAFETY: the caller's arguments, passed on unchanged.
-    unsafe { f::preadv()(fd, v, cnt, off) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn preadv64(fd: c_int, v: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
-    // SAFETY: the caller's iovecs, handed to the kernel only.
-    if let Some(r) = read_at(fd, unsafe { iov_mut(v, cnt) }, off) {
-        return r;
-    }
-    // SAFETY: the caller's arguments, passed on unchanged.
-    unsafe { f::preadv64()(fd, v, cnt, off) }
+    write_at(fd, unsafe { iov(v, cnt) }, off)
 }
 
 /// preadv2 without flags: at `off`, or at the file position for -1.
+///
+/// # Safety
+/// The caller's arguments to preadv2/preadv64v2.
 unsafe fn preadv2_common(
     fd: c_int,
     v: *const iovec,
@@ -124,111 +114,14 @@ unsafe fn preadv2_common(
     if flags != 0 {
         return None;
     }
-    // SAFETY: the caller's iovecs, handed to the kernel only.
-    let bufs = unsafe { iov_mut(v, cnt) };
-    if off == -1 {
-        read_cur(fd, bufs)
-    } else {
-        read_at(fd, bufs, off)
-    }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn preadv2(
-    fd: c_int,
-    v: *const iovec,
-    cnt: c_int,
-    off: off_t,
-    flags: c_int,
-) -> ssize_t {
-    // SAFETY: forwarding the caller's arguments.
-    if let Some(r) = unsafe { preadv2_common(fd, v, cnt, off, flags) } {
-        return r;
-    }
-    // SAFETY: the caller's arguments, passed on unchanged.
-    unsafe { f::preadv2()(fd, v, cnt, off, flags) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn preadv64v2(
-    fd: c_int,
-    v: *const iovec,
-    cnt: c_int,
-    off: off_t,
-    flags: c_int,
-) -> ssize_t {
-    // SAFETY: forwarding the caller's arguments.
-    if let Some(r) = unsafe { preadv2_common(fd, v, cnt, off, flags) } {
-        return r;
-    }
-    // SAFETY: the caller's arguments, passed on unchanged.
-    unsafe { f::preadv64v2()(fd, v, cnt, off, flags) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn write(fd: c_int, b: *const c_void, n: size_t) -> ssize_t {
-    // SAFETY: the caller's buffer, handed to the kernel only.
-    let bufs = unsafe { buf(b, n) };
-    if let Some(r) = write_at(fd, bufs.as_ref().map(|x| &x[..]), None) {
-        return r;
-    }
-    // SAFETY: the caller's arguments, passed on unchanged.
-    unsafe { f::write()(fd, b, n) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn pwrite(fd: c_int, b: *const c_void, n: size_t, off: off_t) -> ssize_t {
-    // SAFETY: the caller's buffer, handed to the kernel only.
-    let bufs = unsafe { buf(b, n) };
-    if let Some(r) = write_at(fd, bufs.as_ref().map(|x| &x[..]), Some(off)) {
-        return r;
-    }
-    // SAFETY: the caller's arguments, passed on unchanged.
-    unsafe { f::pwrite()(fd, b, n, off) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn pwrite64(fd: c_int, b: *const c_void, n: size_t, off: off_t) -> ssize_t {
-    // SAFETY: the caller's buffer, handed to the kernel only.
-    let bufs = unsafe { buf(b, n) };
-    if let Some(r) = write_at(fd, bufs.as_ref().map(|x| &x[..]), Some(off)) {
-        return r;
-    }
-    // SAFETY: the caller's arguments, passed on unchanged.
-    unsafe { f::pwrite64()(fd, b, n, off) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn writev(fd: c_int, v: *const iovec, cnt: c_int) -> ssize_t {
-    // SAFETY: the caller's iovecs, handed to the kernel only.
-    if let Some(r) = write_at(fd, unsafe { iov(v, cnt) }, None) {
-        return r;
-    }
-    // SAFETY: the caller's arguments, passed on unchanged.
-    unsafe { f::writev()(fd, v, cnt) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn pwritev(fd: c_int, v: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
-    // SAFETY: the caller's iovecs, handed to the kernel only.
-    if let Some(r) = write_at(fd, unsafe { iov(v, cnt) }, Some(off)) {
-        return r;
-    }
-    // SAFETY: the caller's arguments, passed on unchanged.
-    unsafe { f::pwritev()(fd, v, cnt, off) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn pwritev64(fd: c_int, v: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
-    // SAFETY: the caller's iovecs, handed to the kernel only.
-    if let Some(r) = write_at(fd, unsafe { iov(v, cnt) }, Some(off)) {
-        return r;
-    }
-    // SAFETY: the caller's arguments, passed on unchanged.
-    unsafe { f::pwritev64()(fd, v, cnt, off) }
+    // SAFETY: forwarding the caller's iovecs.
+    unsafe { read_iov(fd, v, cnt, (off != -1).then_some(off)) }
 }
 
 /// pwritev2 without flags: at `off`, or at the file position for -1.
+///
+/// # Safety
+/// The caller's arguments to pwritev2/pwritev64v2.
 unsafe fn pwritev2_common(
     fd: c_int,
     v: *const iovec,
@@ -239,39 +132,47 @@ unsafe fn pwritev2_common(
     if flags != 0 || off < -1 {
         return None;
     }
-    // SAFETY: the caller's iovecs, handed to the kernel only.
-    let bufs = unsafe { iov(v, cnt) };
-    write_at(fd, bufs, (off != -1).then_some(off))
+    // SAFETY: forwarding the caller's iovecs.
+    unsafe { write_iov(fd, v, cnt, (off != -1).then_some(off)) }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn pwritev2(
-    fd: c_int,
-    v: *const iovec,
-    cnt: c_int,
-    off: off_t,
-    flags: c_int,
-) -> ssize_t {
-    // SAFETY: forwarding the caller's arguments.
-    if let Some(r) = unsafe { pwritev2_common(fd, v, cnt, off, flags) } {
-        return r;
-    }
-    // SAFETY: the caller's arguments, passed on unchanged.
-    unsafe { f::pwritev2()(fd, v, cnt, off, flags) }
+/// Each interposer: the shim's part (an unsafe helper above, given the
+/// caller's arguments), else the real function of the same name with the
+/// arguments unchanged. One line a shape: the names sharing it, their
+/// arguments, the shim's part.
+macro_rules! interpose {
+    ($( [$($name:ident),+] $args:tt => $part:ident $pargs:tt; )*) => {
+        $( $( interpose!(@one $name $args $part $pargs); )+ )*
+    };
+    (@one $name:ident ($($a:ident: $t:ty),*) $part:ident ($($pa:expr),*)) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($a: $t),*) -> ssize_t {
+            // SAFETY: forwarding the caller's arguments; buffers are handed
+            // to the kernel only.
+            if let Some(r) = unsafe { $part($($pa),*) } {
+                return r;
+            }
+            // SAFETY: the caller's arguments, passed on unchanged.
+            unsafe { f::$name()($($a),*) }
+        }
+    };
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn pwritev64v2(
-    fd: c_int,
-    v: *const iovec,
-    cnt: c_int,
-    off: off_t,
-    flags: c_int,
-) -> ssize_t {
-    // SAFETY: forwarding the caller's arguments.
-    if let Some(r) = unsafe { pwritev2_common(fd, v, cnt, off, flags) } {
-        return r;
-    }
-    // SAFETY: the caller's arguments, passed on unchanged.
-    unsafe { f::pwritev64v2()(fd, v, cnt, off, flags) }
+interpose! {
+    [read] (fd: c_int, b: *mut c_void, n: size_t) => read_buf(fd, b, n, None);
+    [pread, pread64] (fd: c_int, b: *mut c_void, n: size_t, off: off_t)
+        => read_buf(fd, b, n, Some(off));
+    [readv] (fd: c_int, v: *const iovec, cnt: c_int) => read_iov(fd, v, cnt, None);
+    [preadv, preadv64] (fd: c_int, v: *const iovec, cnt: c_int, off: off_t)
+        => read_iov(fd, v, cnt, Some(off));
+    [preadv2, preadv64v2] (fd: c_int, v: *const iovec, cnt: c_int, off: off_t, flags: c_int)
+        => preadv2_common(fd, v, cnt, off, flags);
+    [write] (fd: c_int, b: *const c_void, n: size_t) => write_buf(fd, b, n, None);
+    [pwrite, pwrite64] (fd: c_int, b: *const c_void, n: size_t, off: off_t)
+        => write_buf(fd, b, n, Some(off));
+    [writev] (fd: c_int, v: *const iovec, cnt: c_int) => write_iov(fd, v, cnt, None);
+    [pwritev, pwritev64] (fd: c_int, v: *const iovec, cnt: c_int, off: off_t)
+        => write_iov(fd, v, cnt, Some(off));
+    [pwritev2, pwritev64v2] (fd: c_int, v: *const iovec, cnt: c_int, off: off_t, flags: c_int)
+        => pwritev2_common(fd, v, cnt, off, flags);
 }
