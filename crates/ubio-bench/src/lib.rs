@@ -16,6 +16,7 @@ pub mod cleanup;
 pub mod clock;
 pub mod cpu;
 pub mod residency_sampler;
+pub mod sampler_thread;
 pub mod scratchfs;
 pub mod stats;
 pub mod victim;

@@ -13,15 +13,14 @@
 //! per-second rates.
 
 use crate::clock::monotonic_secs;
+use crate::sampler_thread::SamplerThread;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, TryRecvError};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// The victim's read size.
@@ -184,8 +183,7 @@ pub fn per_second_rates(ticks: &[Tick], from: f64, to: f64) -> Vec<f64> {
 /// cachestat() every `every` from a thread, keeping the lowest count. (The
 /// peaks of a streamed file are [`crate::residency_sampler`]'s business.)
 pub struct CachedFloor {
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<io::Result<u64>>>,
+    sampler: SamplerThread<u64>,
 }
 
 impl CachedFloor {
@@ -196,12 +194,10 @@ impl CachedFloor {
             |e: io::Error| io::Error::new(e.kind(), format!("cachestat {}: {e}", path.display()));
         let file = File::open(path).map_err(ctx)?;
         ubio::sys::cachestat(file.as_fd(), 0, 0).map_err(ctx)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        let handle = std::thread::spawn(move || {
+        let sampler = SamplerThread::spawn(move |stop| {
             let mut floor = u64::MAX;
             loop {
-                let done = flag.load(Ordering::Acquire);
+                let done = stop.load(Ordering::Acquire);
                 floor = floor.min(ubio::sys::cachestat(file.as_fd(), 0, 0)?.nr_cache);
                 if done {
                     return Ok(floor);
@@ -209,29 +205,12 @@ impl CachedFloor {
                 std::thread::sleep(every);
             }
         });
-        Ok(CachedFloor {
-            stop,
-            handle: Some(handle),
-        })
+        Ok(CachedFloor { sampler })
     }
 
     /// Stops (after one last sample) and returns the fewest pages seen cached.
-    pub fn finish(mut self) -> io::Result<u64> {
-        self.stop.store(true, Ordering::Release);
-        self.handle
-            .take()
-            .expect("finished once")
-            .join()
-            .expect("sampler thread panicked")
-    }
-}
-
-impl Drop for CachedFloor {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
+    pub fn finish(self) -> io::Result<u64> {
+        self.sampler.finish()
     }
 }
 

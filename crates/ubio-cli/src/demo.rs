@@ -21,6 +21,7 @@
 //! processes) goes away at the end, on error and on Ctrl-C.
 
 mod copy;
+mod table;
 
 use crate::size;
 use anyhow::{bail, Context, Result};
@@ -286,7 +287,7 @@ fn demo(args: Args) -> Result<ExitCode> {
         0
     };
     if args.copy {
-        return copy::demo(args, started);
+        return copy::demo(args, started, dataset, hot);
     }
     let modes = parse_modes(
         args.modes.as_deref().unwrap_or("buffered,ubio"),
@@ -302,41 +303,12 @@ fn demo(args: Args) -> Result<ExitCode> {
             size::human(args.limit)
         ));
     }
-    let dir = args
-        .dir
-        .canonicalize()
-        .with_context(|| format!("--dir {}", args.dir.display()))?;
-    let need = dataset + hot + SPACE_MARGIN;
-    let free = workload::available_bytes(&dir)?;
-    if free < need {
-        bail!(
-            "not enough free space in {}: the demo needs {} (dataset {} + hot file {} + {} margin) and {} is free; \
-             point --dir at a filesystem with more room or use a smaller --limit/--dataset",
-            dir.display(),
-            size::human(need),
-            size::human(dataset),
-            size::human(hot),
-            size::human(SPACE_MARGIN),
-            size::human(free)
-        );
-    }
-    if !ubio_bench::is_root() {
-        bail!("ubio demo needs root: it makes a memory cgroup beneath its own and runs the streams in it");
-    }
-    cleanup::install_signal_handler()?;
-
+    let (dir, work, probe) = set_up(&args, dataset, hot, false)?;
     let progress = Progress::new(started);
-    let work = WorkDir::create(&dir)?;
-    let probe = ubio::probe_path(&work.path)?;
     let hot_path = work.file("hot");
     let data_path = work.file("dataset");
     fs::File::create(&data_path).with_context(|| format!("create {}", data_path.display()))?;
-    file_cachestat(&data_path).with_context(|| {
-        format!(
-            "cachestat() on {} (needs Linux 6.5+): the demo measures the page cache with it",
-            data_path.display()
-        )
-    })?;
+    ensure_cachestat(&data_path)?;
     // Fail now, not after the warm-up, if a mode cannot work here.
     for &mode in &modes {
         workload::check_mode(mode, &data_path)
@@ -367,38 +339,9 @@ fn demo(args: Args) -> Result<ExitCode> {
     ));
 
     let exe = std::env::current_exe().context("find the ubio binary for the worker processes")?;
-    let mut reader = None;
-    if victim_on {
-        // The hot file: written here, then dropped, so that the victim's
-        // first read-through brings it in and charges it to the cgroup.
-        write_file(&hot_path, hot)?;
-        drop_cached(&hot_path)?;
-        let mut cmd = worker_command(
-            &exe,
-            &Job::Victim {
-                path: hot_path.clone(),
-                tick: victim::DEFAULT_TICK,
-            },
-        );
-        cmd.stdin(Stdio::piped());
-        let mut client = VictimClient::new(cg.spawn(&mut cmd)?)?;
-        let ready = client.wait_ready(WARM_TIMEOUT)?;
-        let hot_cached = cached_bytes(&hot_path)?;
-        progress.line(&format!(
-            "hot-file reader started in the cgroup; it read {} in {:.2} s, {} of it is cached",
-            size::human(ready.bytes),
-            ready.seconds,
-            size::human(hot_cached)
-        ));
-        if hot_cached < hot / 10 * 9 {
-            warnings.push(format!(
-                "only {} of the {} hot file stayed cached after the reader read it: the limit may be too small for it",
-                size::human(hot_cached),
-                size::human(hot)
-            ));
-        }
-        reader = Some(client);
-    }
+    let mut reader = victim_on
+        .then(|| start_reader(&cg, &exe, &hot_path, hot, &progress, &mut warnings))
+        .transpose()?;
 
     // Warm-up: fresh memory is slow to touch the first time on some VMs;
     // cycle the cgroup's memory once before timing anything.
@@ -415,30 +358,12 @@ fn demo(args: Args) -> Result<ExitCode> {
         |_| run_streamer(&cg, &exe, &spec(Op::Write, Mode::Buffered)),
     )?;
     progress.line(&format!("warm-up done ({:.0} MB/s)", warm.0.mb_per_s));
-    settle(&data_path, reader.as_mut(), &mut warnings)?;
+    settle(&data_path, "dataset", reader.as_mut(), &mut warnings)?;
 
     // The reader alone.
     let mut solo = None;
     if let Some(reader) = &reader {
-        let from = monotonic_secs();
-        progress.phase(
-            &format!("hot-file reader alone for {:.0} s", args.solo_secs),
-            0,
-            |_| {
-                std::thread::sleep(Duration::from_secs_f64(args.solo_secs));
-                Ok(())
-            },
-        )?;
-        let to = monotonic_secs();
-        wait_for_ticks(reader, to);
-        let s = ReaderSummary::of(&per_second_rates(&reader.ticks(), from, to))
-            .context("the hot-file reader reported nothing while running alone")?;
-        progress.line(&format!(
-            "hot-file reader alone: {} reads/s (worst second {})",
-            kilo(s.median_reads_per_s),
-            kilo(s.worst_reads_per_s)
-        ));
-        solo = Some(s);
+        solo = Some(reader_alone(reader, args.solo_secs, &progress)?);
     }
 
     let mut phases = Vec::new();
@@ -446,7 +371,7 @@ fn demo(args: Args) -> Result<ExitCode> {
         for op in OPS {
             for &mode in &modes {
                 let name = format!("{mode} {op}");
-                settle(&data_path, reader.as_mut(), &mut warnings)?;
+                settle(&data_path, "dataset", reader.as_mut(), &mut warnings)?;
                 let sampler = ResidencySampler::start(&data_path, SAMPLE_EVERY)?;
                 let floor = match victim_on {
                     true => Some(CachedFloor::start(&hot_path, SAMPLE_EVERY)?),
@@ -459,17 +384,11 @@ fn demo(args: Args) -> Result<ExitCode> {
                 let peaks = sampler.finish()?;
                 let hot_floor = floor.map(CachedFloor::finish).transpose()?;
                 let (result, machine_busy) = result?;
-                let rates = match &reader {
-                    Some(reader) => {
-                        wait_for_ticks(reader, result.end_mono_secs);
-                        per_second_rates(
-                            &reader.ticks(),
-                            result.start_mono_secs,
-                            result.end_mono_secs,
-                        )
-                    }
-                    None => Vec::new(),
-                };
+                let rates = reader_rates(
+                    reader.as_ref(),
+                    result.start_mono_secs,
+                    result.end_mono_secs,
+                );
                 let phase = Phase {
                     round,
                     name,
@@ -488,14 +407,7 @@ fn demo(args: Args) -> Result<ExitCode> {
         }
     }
 
-    if let Some(reader) = reader {
-        let status = reader.stop(Duration::from_secs(5))?;
-        if !status.success() {
-            warnings.push(format!("the hot-file reader exited with {status}"));
-        }
-    }
-    drop(cg);
-    work.remove()?;
+    tear_down(reader, cg, work, &mut warnings)?;
 
     let summaries = summarize(&modes, &phases, solo.as_ref());
     let mut conclusion = conclude(&summaries, args.limit, hot);
@@ -531,15 +443,193 @@ fn demo(args: Args) -> Result<ExitCode> {
         warnings,
         wall_seconds: wall,
     };
-    if args.json {
-        // The table goes to stderr, best effort (as progress does), so one
-        // run gives both.
-        let _ = write!(std::io::stderr(), "{}", render_table(&report));
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", render_table(&report));
-    }
+    print_report(args.json, &render_table(&report), &report)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The table on stdout; with `json`, the JSON report on stdout and the table
+/// on stderr, best effort (as progress does), so one run gives both.
+fn print_report(json: bool, table: &str, report: &impl Serialize) -> Result<()> {
+    if json {
+        let _ = write!(std::io::stderr(), "{table}");
+        println!("{}", serde_json::to_string_pretty(report)?);
+    } else {
+        print!("{table}");
+    }
+    Ok(())
+}
+
+/// Starts the hot-file reader in the cgroup: writes the hot file and drops
+/// it, so that the reader's first read-through brings it in and charges it
+/// to the cgroup, then waits for that read-through.
+fn start_reader(
+    cg: &MemCgroup,
+    exe: &Path,
+    hot_path: &Path,
+    hot: u64,
+    progress: &Progress,
+    warnings: &mut Vec<String>,
+) -> Result<VictimClient> {
+    write_file(hot_path, hot)?;
+    drop_cached(hot_path)?;
+    let mut cmd = worker_command(
+        exe,
+        &Job::Victim {
+            path: hot_path.to_path_buf(),
+            tick: victim::DEFAULT_TICK,
+        },
+    );
+    cmd.stdin(Stdio::piped());
+    let mut client = VictimClient::new(cg.spawn(&mut cmd)?)?;
+    let ready = client.wait_ready(WARM_TIMEOUT)?;
+    let hot_cached = cached_bytes(hot_path)?;
+    progress.line(&format!(
+        "hot-file reader started in the cgroup; it read {} in {:.2} s, {} of it is cached",
+        size::human(ready.bytes),
+        ready.seconds,
+        size::human(hot_cached)
+    ));
+    if hot_cached < hot / 10 * 9 {
+        warnings.push(format!(
+            "only {} of the {} hot file stayed cached after the reader read it: the limit may be too small for it",
+            size::human(hot_cached),
+            size::human(hot)
+        ));
+    }
+    Ok(client)
+}
+
+/// The reader's speed with nothing else running, over `solo_secs`.
+fn reader_alone(
+    reader: &VictimClient,
+    solo_secs: f64,
+    progress: &Progress,
+) -> Result<ReaderSummary> {
+    let from = monotonic_secs();
+    progress.phase(
+        &format!("hot-file reader alone for {solo_secs:.0} s"),
+        0,
+        |_| {
+            std::thread::sleep(Duration::from_secs_f64(solo_secs));
+            Ok(())
+        },
+    )?;
+    let to = monotonic_secs();
+    wait_for_ticks(reader, to);
+    let s = ReaderSummary::of(&per_second_rates(&reader.ticks(), from, to))
+        .context("the hot-file reader reported nothing while running alone")?;
+    progress.line(&format!(
+        "hot-file reader alone: {} reads/s (worst second {})",
+        kilo(s.median_reads_per_s),
+        kilo(s.worst_reads_per_s)
+    ));
+    Ok(s)
+}
+
+/// The reader's reads per second between `from` and `to` (monotonic
+/// seconds); empty without a reader.
+fn reader_rates(reader: Option<&VictimClient>, from: f64, to: f64) -> Vec<f64> {
+    match reader {
+        Some(reader) => {
+            wait_for_ticks(reader, to);
+            per_second_rates(&reader.ticks(), from, to)
+        }
+        None => Vec::new(),
+    }
+}
+
+/// Stops the reader (an exit other than success becomes a warning), then
+/// removes the cgroup and the work directory.
+fn tear_down(
+    reader: Option<VictimClient>,
+    cg: MemCgroup,
+    work: WorkDir,
+    warnings: &mut Vec<String>,
+) -> Result<()> {
+    if let Some(reader) = reader {
+        let status = reader.stop(Duration::from_secs(5))?;
+        if !status.success() {
+            warnings.push(format!("the hot-file reader exited with {status}"));
+        }
+    }
+    drop(cg);
+    work.remove()
+}
+
+/// The checks before anything is made (room in --dir, root), then the
+/// signal handler and the work directory. Returns --dir made absolute, the
+/// work directory and what it is on.
+fn set_up(
+    args: &Args,
+    dataset: u64,
+    hot: u64,
+    copy: bool,
+) -> Result<(PathBuf, WorkDir, ubio::Probe)> {
+    let dir = args
+        .dir
+        .canonicalize()
+        .with_context(|| format!("--dir {}", args.dir.display()))?;
+    ensure_room(&dir, dataset, hot, copy)?;
+    ensure_root(if copy { "copies" } else { "streams" })?;
+    cleanup::install_signal_handler()?;
+    let work = WorkDir::create(&dir)?;
+    let probe = ubio::probe_path(&work.path)?;
+    Ok((dir, work, probe))
+}
+
+/// Fails unless `dir` has room for the dataset (with `copy`, the source and
+/// its copy, `dataset` bytes each), the hot file and a margin.
+fn ensure_room(dir: &Path, dataset: u64, hot: u64, copy: bool) -> Result<()> {
+    let files = if copy { 2 } else { 1 };
+    let need = files * dataset + hot + SPACE_MARGIN;
+    let free = workload::available_bytes(dir)?;
+    if free >= need {
+        return Ok(());
+    }
+    let dataset = size::human(dataset);
+    let (demo, data, smaller) = if copy {
+        (
+            "the copy demo",
+            format!("source and copy {dataset} each"),
+            "--dataset",
+        )
+    } else {
+        (
+            "the demo",
+            format!("dataset {dataset}"),
+            "--limit/--dataset",
+        )
+    };
+    bail!(
+        "not enough free space in {}: {demo} needs {} ({} + hot file {} + {} margin) and {} is free; \
+         point --dir at a filesystem with more room or use a smaller {smaller}",
+        dir.display(),
+        size::human(need),
+        data,
+        size::human(hot),
+        size::human(SPACE_MARGIN),
+        size::human(free)
+    );
+}
+
+/// Fails unless root, who can make the cgroup that runs the `what`.
+fn ensure_root(what: &str) -> Result<()> {
+    if !ubio_bench::is_root() {
+        bail!("ubio demo needs root: it makes a memory cgroup beneath its own and runs the {what} in it");
+    }
+    Ok(())
+}
+
+/// Fails early where cachestat() (Linux 6.5+), which every page-cache
+/// figure of the demo comes from, does not work on `path`.
+fn ensure_cachestat(path: &Path) -> Result<()> {
+    file_cachestat(path).with_context(|| {
+        format!(
+            "cachestat() on {} (needs Linux 6.5+): the demo measures the page cache with it",
+            path.display()
+        )
+    })?;
+    Ok(())
 }
 
 fn validate(args: &Args, modes: &[Mode], dataset: u64, hot: u64) -> Result<()> {
@@ -680,15 +770,17 @@ fn run_streamer(cg: &MemCgroup, exe: &Path, spec: &StreamSpec) -> Result<(Stream
 
 /// Between phases: make the dataset durable and drop its pages (the next
 /// phase starts cold), and have the reader (if any) bring its hot file back in.
+/// `what` names `data` in the warning when pages stay ("dataset", "source").
 fn settle(
     data: &Path,
+    what: &str,
     reader: Option<&mut VictimClient>,
     warnings: &mut Vec<String>,
 ) -> Result<()> {
     let left = drop_cached(data)?;
     if left > 256 {
         warnings.push(format!(
-            "{} of the dataset stayed cached after fsync + fadvise(DONTNEED)",
+            "{} of the {what} stayed cached after fsync + fadvise(DONTNEED)",
             size::human(left * sys::page_size())
         ));
     }
@@ -1079,20 +1171,20 @@ fn render_table(r: &Report) -> String {
         .unwrap_or(15);
     let row = |o: &mut String, cols: [&str; 10]| {
         let [a, b, c, d, e, u, s, f, g, h] = cols;
-        let mut line = format!("{a:<w$} {b:>6} {c:>12}  {d:>8} {e:>8}  {u:>5} {s:>5}");
-        if victim {
-            line.push_str(&format!("  {f:>8}  {g:>11} {h:>11}"));
-        }
-        let _ = writeln!(o, "{}", line.trim_end());
+        table::push_line(
+            o,
+            format!("{a:<w$} {b:>6} {c:>12}  {d:>8} {e:>8}  {u:>5} {s:>5}"),
+            victim.then(|| format!("  {f:>8}  {g:>11} {h:>11}")),
+        );
     };
-    let mut groups = format!(
-        "{:<w$} {:^19}  {:^17}  {:^11}",
-        "", "throughput MB/s", "dataset cache", "CPU s"
+    table::push_line(
+        &mut o,
+        format!(
+            "{:<w$} {:^19}  {:^17}  {:^11}",
+            "", "throughput MB/s", "dataset cache", "CPU s"
+        ),
+        victim.then(|| format!("  {:>8}  {:^23}", "hot file", "hot-file reader")),
     );
-    if victim {
-        groups.push_str(&format!("  {:>8}  {:^23}", "hot file", "hot-file reader"));
-    }
-    let _ = writeln!(o, "{}", groups.trim_end());
     row(
         &mut o,
         [
@@ -1108,33 +1200,21 @@ fn render_table(r: &Report) -> String {
             "worst sec",
         ],
     );
-    let pct = |p: Option<f64>| p.map(|p| format!(" {:>4}", percent(p))).unwrap_or_default();
     for m in &r.modes {
-        let (med, worst) = match m.reader {
-            Some(rd) => (
-                format!(
-                    "{}{}",
-                    kilo(rd.median_reads_per_s),
-                    pct(m.reader_median_pct_of_solo)
-                ),
-                format!(
-                    "{}{}",
-                    kilo(rd.worst_reads_per_s),
-                    pct(m.reader_worst_pct_of_solo)
-                ),
-            ),
-            None => ("-".into(), "-".into()),
-        };
-        let hot = m
-            .hot_cached_min_bytes
-            .map(|b| format!("{:.0}%", 100.0 * b as f64 / c.hot_bytes.max(1) as f64))
-            .unwrap_or_else(|| "-".into());
+        let [hot, med, worst] = table::reader_columns(
+            m.hot_cached_min_bytes,
+            c.hot_bytes,
+            m.reader,
+            m.reader_median_pct_of_solo,
+            m.reader_worst_pct_of_solo,
+        );
+        let [median, range] = table::speed_cells(&m.mb_per_s);
         row(
             &mut o,
             [
                 &m.name,
-                &format!("{:.0}", m.mb_per_s.median),
-                &format!("({:.0}-{:.0})", m.mb_per_s.min, m.mb_per_s.max),
+                &median,
+                &range,
                 &mib(m.peak_cached_bytes),
                 &mib(m.peak_dirty_writeback_bytes),
                 &secs(m.cpu_user_secs.median),
@@ -1145,36 +1225,14 @@ fn render_table(r: &Report) -> String {
             ],
         );
     }
-    if let Some(solo) = r.solo {
+    if let Some(solo) = &r.solo {
+        let (med, worst) = table::solo_cells(solo);
         row(
             &mut o,
-            [
-                "reader alone",
-                "",
-                "",
-                "",
-                "",
-                "",
-                "",
-                "",
-                &format!("{} 100%", kilo(solo.median_reads_per_s)),
-                &format!(
-                    "{}{}",
-                    kilo(solo.worst_reads_per_s),
-                    pct(Some(
-                        100.0 * solo.worst_reads_per_s / solo.median_reads_per_s
-                    ))
-                ),
-            ],
+            ["reader alone", "", "", "", "", "", "", "", &med, &worst],
         );
     }
-    let _ = writeln!(o);
-    for line in &r.conclusion {
-        let _ = writeln!(o, "{}", wrap(line, 100, "  "));
-    }
-    for warning in &r.warnings {
-        let _ = writeln!(o, "{}", wrap(&format!("warning: {warning}"), 100, "  "));
-    }
+    table::push_findings(&mut o, &r.conclusion, &r.warnings);
     o
 }
 
@@ -1231,11 +1289,7 @@ fn kilo(v: f64) -> String {
 
 fn phase_line(label: &str, p: &Phase) -> String {
     let reader = match (p.reader, p.hot_cached_min_bytes) {
-        (Some(r), _) => format!(
-            "; reader {} reads/s, worst {}",
-            kilo(r.median_reads_per_s),
-            kilo(r.worst_reads_per_s)
-        ),
+        (Some(r), _) => reader_note(&r),
         (None, Some(_)) => "; reader: no full sample".into(),
         (None, None) => String::new(),
     };
@@ -1247,6 +1301,15 @@ fn phase_line(label: &str, p: &Phase) -> String {
         mib(p.peak_dirty_writeback_bytes),
         secs(p.result.cpu_user_secs),
         secs(p.result.cpu_sys_secs)
+    )
+}
+
+/// "; reader 141k reads/s, worst 9.9k": the reader's speed in a progress line.
+fn reader_note(r: &ReaderSummary) -> String {
+    format!(
+        "; reader {} reads/s, worst {}",
+        kilo(r.median_reads_per_s),
+        kilo(r.worst_reads_per_s)
     )
 }
 

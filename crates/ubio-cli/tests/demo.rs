@@ -2,14 +2,15 @@
 //! leaves nothing behind (no cgroup, no file), also when interrupted.
 //!
 //! Needs root and a memory cgroup; prints `SKIP <name>: <reason>` without
-//! them (UBIO_TEST_STRICT=1 turns that into a failure).
+//! them (UBIO_NO_SKIP=1 or UBIO_TEST_STRICT=1 turns that into a failure).
 
+mod common;
+
+use common::{assert_clean, demo_possible, run_demo_json, scratch_dir, skip, UBIO};
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-const UBIO: &str = env!("CARGO_BIN_EXE_ubio");
 
 /// One demo at a time: each streams hundreds of MiB through a 64 MiB
 /// cgroup, and several at once slow writeback down enough for a buffered
@@ -23,52 +24,6 @@ fn one_demo() -> std::sync::MutexGuard<'static, ()> {
 // pages can end in its OOM killer (seen once at 64 MiB); more room, less risk.
 const TINY: [&str; 6] = ["--limit", "128M", "--dataset", "384M", "--hot", "16M"];
 
-fn skip(name: &str, reason: &str) {
-    let line = format!("SKIP {name}: {reason}");
-    if std::env::var_os("UBIO_TEST_STRICT").is_some_and(|v| v == "1") {
-        panic!("{line} (UBIO_TEST_STRICT=1 turns skips into failures)");
-    }
-    eprintln!("{line}");
-}
-
-/// Our memory cgroup, or why the demo cannot run here.
-fn demo_possible() -> Result<PathBuf, String> {
-    if !ubio_bench::is_root() {
-        return Err("needs root (the demo makes a memory cgroup)".into());
-    }
-    ubio_bench::cgroup::own_memory_cgroup().map_err(|e| e.to_string())
-}
-
-/// An empty directory for the demo to work in, on the target filesystem.
-fn scratch_dir(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// Asserts that the demo run by `pid` left no cgroup in `own_cg` and
-/// nothing in `dir`, then removes `dir`.
-fn assert_clean(pid: u32, own_cg: &Path, dir: &Path) {
-    let prefix = format!("ubio-demo-{pid}-");
-    let left: Vec<String> = std::fs::read_dir(own_cg)
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.starts_with(&prefix))
-        .collect();
-    assert!(
-        left.is_empty(),
-        "cgroups left behind in {}: {left:?}",
-        own_cg.display()
-    );
-    let files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert!(files.is_empty(), "left behind: {files:?}");
-    std::fs::remove_dir(dir).unwrap();
-}
-
 #[test]
 fn tiny_demo_reports_every_mode_and_cleans_up() {
     let _one = one_demo();
@@ -77,30 +32,12 @@ fn tiny_demo_reports_every_mode_and_cleans_up() {
         Err(reason) => return skip("tiny_demo_reports_every_mode_and_cleans_up", &reason),
     };
     let dir = scratch_dir("demo-e2e");
-    let child = Command::new(UBIO)
-        .arg("demo")
-        .args(TINY)
-        .args(["--rounds", "1", "--json"])
-        .arg("--dir")
-        .arg(&dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "ubio demo failed ({}):\n{stderr}",
-        out.status
+    let (pid, report) = run_demo_json(
+        "tiny_demo_reports_every_mode_and_cleans_up",
+        &[TINY.as_slice(), &["--rounds", "1"]].concat(),
+        &dir,
+        "throughput MB/s",
     );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}):\n{}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    });
 
     let modes = report["modes"].as_array().expect("modes");
     let names: Vec<&str> = modes.iter().map(|m| m["name"].as_str().unwrap()).collect();
@@ -139,36 +76,8 @@ fn tiny_demo_reports_every_mode_and_cleans_up() {
 /// Runs the demo with `extra` arguments at the tiny sizes in a fresh
 /// directory, checks that it left nothing behind, and returns its JSON report.
 fn run_tiny(name: &str, own_cg: &Path, dir: &Path, extra: &[&str]) -> serde_json::Value {
-    let child = Command::new(UBIO)
-        .arg("demo")
-        .args(TINY)
-        .args(extra)
-        .args(["--rounds", "1", "--json"])
-        .arg("--dir")
-        .arg(dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "{name}: ubio demo failed ({}):\n{stderr}",
-        out.status
-    );
-    // --json still shows the table, on stderr.
-    assert!(
-        stderr.contains("throughput MB/s"),
-        "{name}: no table:\n{stderr}"
-    );
-    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{name}: stdout is not JSON ({e}):\n{}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    });
+    let args = [TINY.as_slice(), extra, &["--rounds", "1"]].concat();
+    let (pid, report) = run_demo_json(name, &args, dir, "throughput MB/s");
     assert_clean(pid, own_cg, dir);
     report
 }

@@ -6,22 +6,12 @@
 //! program. What cannot run prints `SKIP <name>: <reason>`; UBIO_NO_SKIP=1
 //! (or UBIO_TEST_STRICT=1) turns that into a failure.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{assert_clean, demo_possible, run_demo_json, scratch_dir, skip};
 use std::process::{Command, Stdio};
 
-const UBIO: &str = env!("CARGO_BIN_EXE_ubio");
 const NAME: &str = "tiny_copy_demo_runs_every_mode_and_cleans_up";
-
-fn skip(name: &str, reason: &str) {
-    let line = format!("SKIP {name}: {reason}");
-    let strict = ["UBIO_NO_SKIP", "UBIO_TEST_STRICT"]
-        .iter()
-        .any(|v| std::env::var_os(v).is_some_and(|v| v == "1"));
-    if strict {
-        panic!("{line} (UBIO_NO_SKIP=1 turns skips into failures)");
-    }
-    eprintln!("{line}");
-}
 
 fn in_path(program: &str) -> bool {
     Command::new("sh")
@@ -33,12 +23,9 @@ fn in_path(program: &str) -> bool {
 
 #[test]
 fn tiny_copy_demo_runs_every_mode_and_cleans_up() {
-    if !ubio_bench::is_root() {
-        return skip(NAME, "needs root (the demo makes a memory cgroup)");
-    }
-    let own_cg = match ubio_bench::cgroup::own_memory_cgroup() {
+    let own_cg = match demo_possible() {
         Ok(p) => p,
-        Err(e) => return skip(NAME, &e.to_string()),
+        Err(reason) => return skip(NAME, &reason),
     };
     let mut modes = vec!["cp", "nocache-cp", "dd-nocache", "ubio-cp", "ubio-run-cp"];
     if !in_path("nocache") {
@@ -48,13 +35,11 @@ fn tiny_copy_demo_runs_every_mode_and_cleans_up() {
         );
         modes.retain(|m| *m != "nocache-cp");
     }
-    let dir: PathBuf =
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("demo-copy-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let child = Command::new(UBIO)
-        .arg("demo")
-        .args([
+    let dir = scratch_dir("demo-copy");
+    let modes_list = modes.join(",");
+    let (pid, report) = run_demo_json(
+        NAME,
+        &[
             "--copy",
             "--verify",
             "--limit",
@@ -63,29 +48,14 @@ fn tiny_copy_demo_runs_every_mode_and_cleans_up() {
             "256M",
             "--hot",
             "16M",
-        ])
-        .args(["--rounds", "1", "--json", "--modes", &modes.join(",")])
-        .arg("--dir")
-        .arg(&dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "ubio demo --copy failed ({}):\n{stderr}",
-        out.status
+            "--rounds",
+            "1",
+            "--modes",
+            &modes_list,
+        ],
+        &dir,
+        "copy cache",
     );
-    assert!(stderr.contains("copy cache"), "no table:\n{stderr}");
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}):\n{}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    });
 
     let names: Vec<&str> = report["modes"]
         .as_array()
@@ -110,21 +80,5 @@ fn tiny_copy_demo_runs_every_mode_and_cleans_up() {
     assert!(!report["conclusion"].as_array().unwrap().is_empty());
 
     // Nothing left behind: no cgroup of ours, no file.
-    let prefix = format!("ubio-demo-{pid}-");
-    let left: Vec<String> = std::fs::read_dir(&own_cg)
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.starts_with(&prefix))
-        .collect();
-    assert!(
-        left.is_empty(),
-        "cgroups left behind in {}: {left:?}",
-        own_cg.display()
-    );
-    let files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert!(files.is_empty(), "left behind: {files:?}");
-    std::fs::remove_dir(&dir).unwrap();
+    assert_clean(pid, &own_cg, &dir);
 }

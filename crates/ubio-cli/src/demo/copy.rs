@@ -13,30 +13,28 @@
 //! round.
 
 use super::{
-    cached_bytes, drop_cached, kilo, mib, percent, wait_for_ticks, worker_command, wrap,
-    write_file, Args, Progress, ReaderSummary, WorkDir, SAMPLE_EVERY, SPACE_MARGIN, STREAMER_PID,
-    WARM_TIMEOUT,
+    drop_cached, ensure_cachestat, mib, percent, print_report, reader_alone, reader_note,
+    reader_rates, start_reader, table, tear_down, write_file, Args, Progress, ReaderSummary,
+    SAMPLE_EVERY, STREAMER_PID,
 };
 use crate::size;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::fs;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use ubio::sys;
 use ubio_bench::cgroup::MemCgroup;
-use ubio_bench::cleanup;
 use ubio_bench::clock::monotonic_secs;
-use ubio_bench::residency_sampler::{file_cachestat, ResidencySampler};
+use ubio_bench::residency_sampler::ResidencySampler;
+use ubio_bench::sampler_thread::SamplerThread;
 use ubio_bench::stats::Summary;
-use ubio_bench::victim::{self, per_second_rates, CachedFloor};
-use ubio_bench::worker::{Job, VictimClient};
+use ubio_bench::victim::CachedFloor;
+use ubio_bench::worker::VictimClient;
 
 /// One way of copying SRC to DST: a whole external command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -236,14 +234,10 @@ impl ModeSummary {
     }
 }
 
-pub(super) fn demo(args: Args, started: Instant) -> Result<ExitCode> {
-    let dataset = args.dataset.unwrap_or(args.limit.saturating_mul(4));
+/// `dataset` and `hot` are the sizes `ubio demo` worked out from `args`
+/// (`hot` is 0 without the reader).
+pub(super) fn demo(args: Args, started: Instant, dataset: u64, hot: u64) -> Result<ExitCode> {
     let victim_on = !args.no_victim;
-    let hot = if victim_on {
-        args.hot.unwrap_or(args.limit / 2)
-    } else {
-        0
-    };
     let modes = parse_modes(
         args.modes
             .as_deref()
@@ -263,32 +257,8 @@ pub(super) fn demo(args: Args, started: Instant) -> Result<ExitCode> {
             size::human(args.limit)
         ));
     }
-    let dir = args
-        .dir
-        .canonicalize()
-        .with_context(|| format!("--dir {}", args.dir.display()))?;
-    let need = 2 * dataset + hot + SPACE_MARGIN;
-    let free = ubio_bench::workload::available_bytes(&dir)?;
-    if free < need {
-        bail!(
-            "not enough free space in {}: the copy demo needs {} (source and copy {} each + hot file {} + {} margin) \
-             and {} is free; point --dir at a filesystem with more room or use a smaller --dataset",
-            dir.display(),
-            size::human(need),
-            size::human(dataset),
-            size::human(hot),
-            size::human(SPACE_MARGIN),
-            size::human(free)
-        );
-    }
-    if !ubio_bench::is_root() {
-        bail!("ubio demo needs root: it makes a memory cgroup beneath its own and runs the copies in it");
-    }
-    cleanup::install_signal_handler()?;
-
+    let (dir, work, probe) = super::set_up(&args, dataset, hot, true)?;
     let progress = Progress::new(started);
-    let work = WorkDir::create(&dir)?;
-    let probe = ubio::probe_path(&work.path)?;
     let hot_path = work.file("hot");
     let src = work.file("dataset");
     let dst = work.file("copy");
@@ -300,12 +270,7 @@ pub(super) fn demo(args: Args, started: Instant) -> Result<ExitCode> {
         0,
         |_| write_file(&src, dataset),
     )?;
-    file_cachestat(&src).with_context(|| {
-        format!(
-            "cachestat() on {} (needs Linux 6.5+): the demo measures the page cache with it",
-            src.display()
-        )
-    })?;
+    ensure_cachestat(&src)?;
     drop_cached(&src)?;
 
     let cg = MemCgroup::create("ubio-demo", args.limit).context("make the demo's memory cgroup")?;
@@ -322,36 +287,9 @@ pub(super) fn demo(args: Args, started: Instant) -> Result<ExitCode> {
         args.rounds
     ));
 
-    let mut reader = None;
-    if victim_on {
-        write_file(&hot_path, hot)?;
-        drop_cached(&hot_path)?;
-        let mut cmd = worker_command(
-            &exe,
-            &Job::Victim {
-                path: hot_path.clone(),
-                tick: victim::DEFAULT_TICK,
-            },
-        );
-        cmd.stdin(Stdio::piped());
-        let mut client = VictimClient::new(cg.spawn(&mut cmd)?)?;
-        let ready = client.wait_ready(WARM_TIMEOUT)?;
-        let hot_cached = cached_bytes(&hot_path)?;
-        progress.line(&format!(
-            "hot-file reader started in the cgroup; it read {} in {:.2} s, {} of it is cached",
-            size::human(ready.bytes),
-            ready.seconds,
-            size::human(hot_cached)
-        ));
-        if hot_cached < hot / 10 * 9 {
-            warnings.push(format!(
-                "only {} of the {} hot file stayed cached after the reader read it: the limit may be too small for it",
-                size::human(hot_cached),
-                size::human(hot)
-            ));
-        }
-        reader = Some(client);
-    }
+    let mut reader = victim_on
+        .then(|| start_reader(&cg, &exe, &hot_path, hot, &progress, &mut warnings))
+        .transpose()?;
 
     // Warm-up: one plain cp in the cgroup (not timed) cycles its memory.
     let warm = progress.phase("warm-up: cp of the source (not timed)", dataset, |_| {
@@ -362,25 +300,7 @@ pub(super) fn demo(args: Args, started: Instant) -> Result<ExitCode> {
     let mut solo = None;
     if let Some(reader) = reader.as_mut() {
         settle(&src, &dst, Some(reader), &mut warnings)?;
-        let from = monotonic_secs();
-        progress.phase(
-            &format!("hot-file reader alone for {:.0} s", args.solo_secs),
-            0,
-            |_| {
-                std::thread::sleep(Duration::from_secs_f64(args.solo_secs));
-                Ok(())
-            },
-        )?;
-        let to = monotonic_secs();
-        wait_for_ticks(reader, to);
-        let s = ReaderSummary::of(&per_second_rates(&reader.ticks(), from, to))
-            .context("the hot-file reader reported nothing while running alone")?;
-        progress.line(&format!(
-            "hot-file reader alone: {} reads/s (worst second {})",
-            kilo(s.median_reads_per_s),
-            kilo(s.worst_reads_per_s)
-        ));
-        solo = Some(s);
+        solo = Some(reader_alone(reader, args.solo_secs, &progress)?);
     }
 
     let mut runs = Vec::new();
@@ -419,13 +339,7 @@ pub(super) fn demo(args: Args, started: Instant) -> Result<ExitCode> {
             if identical == Some(false) {
                 bail!("{mode}: {} differs from {}", dst.display(), src.display());
             }
-            let rates = match &reader {
-                Some(reader) => {
-                    wait_for_ticks(reader, to);
-                    per_second_rates(&reader.ticks(), from, to)
-                }
-                None => Vec::new(),
-            };
+            let rates = reader_rates(reader.as_ref(), from, to);
             let page = sys::page_size();
             let run = Run {
                 round,
@@ -449,14 +363,7 @@ pub(super) fn demo(args: Args, started: Instant) -> Result<ExitCode> {
         }
     }
 
-    if let Some(reader) = reader {
-        let status = reader.stop(Duration::from_secs(5))?;
-        if !status.success() {
-            warnings.push(format!("the hot-file reader exited with {status}"));
-        }
-    }
-    drop(cg);
-    work.remove()?;
+    tear_down(reader, cg, work, &mut warnings)?;
 
     let summaries = summarize(&modes, &runs, solo.as_ref());
     let mut conclusion = conclude(&summaries, hot);
@@ -499,12 +406,7 @@ pub(super) fn demo(args: Args, started: Instant) -> Result<ExitCode> {
         warnings,
         wall_seconds: wall,
     };
-    if args.json {
-        let _ = write!(std::io::stderr(), "{}", render_table(&report));
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", render_table(&report));
-    }
+    print_report(args.json, &render_table(&report), &report)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -556,17 +458,7 @@ fn settle(
         }
         _ => {}
     }
-    let left = drop_cached(src)?;
-    if left > 256 {
-        warnings.push(format!(
-            "{} of the source stayed cached after fsync + fadvise(DONTNEED)",
-            size::human(left * sys::page_size())
-        ));
-    }
-    if let Some(reader) = reader {
-        reader.warm(WARM_TIMEOUT).context("the hot-file reader")?;
-    }
-    Ok(())
+    super::settle(src, "source", reader, warnings)
 }
 
 /// Pages of `path` cached now (0 if it does not exist).
@@ -615,8 +507,7 @@ fn read_full(f: &mut fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
 /// Peaks of a file that may not exist yet (the destination): each sample
 /// opens the path afresh, so a file made or renamed into place is followed.
 struct PathSampler {
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<std::io::Result<DstPeaks>>>,
+    sampler: SamplerThread<DstPeaks>,
 }
 
 #[derive(Default, Clone, Copy)]
@@ -628,12 +519,11 @@ struct DstPeaks {
 
 impl PathSampler {
     fn start(path: &Path, every: Duration) -> PathSampler {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (flag, path) = (Arc::clone(&stop), path.to_path_buf());
-        let handle = std::thread::spawn(move || {
+        let path = path.to_path_buf();
+        let sampler = SamplerThread::spawn(move |stop| {
             let mut p = DstPeaks::default();
             loop {
-                let done = flag.load(Ordering::Acquire);
+                let done = stop.load(Ordering::Acquire);
                 match fs::File::open(&path) {
                     Ok(f) => {
                         let c = sys::cachestat(f.as_fd(), 0, 0)?;
@@ -650,29 +540,13 @@ impl PathSampler {
                 std::thread::sleep(every);
             }
         });
-        PathSampler {
-            stop,
-            handle: Some(handle),
-        }
+        PathSampler { sampler }
     }
 
-    fn finish(mut self) -> Result<DstPeaks> {
-        self.stop.store(true, Ordering::Release);
-        self.handle
-            .take()
-            .expect("finished once")
-            .join()
-            .expect("sampler thread panicked")
+    fn finish(self) -> Result<DstPeaks> {
+        self.sampler
+            .finish()
             .context("sample the destination's page cache")
-    }
-}
-
-impl Drop for PathSampler {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
     }
 }
 
@@ -827,14 +701,7 @@ fn conclude(modes: &[ModeSummary], hot: u64) -> Vec<String> {
 }
 
 fn run_line(label: &str, r: &Run) -> String {
-    let reader = match r.reader {
-        Some(rd) => format!(
-            "; reader {} reads/s, worst {}",
-            kilo(rd.median_reads_per_s),
-            kilo(rd.worst_reads_per_s)
-        ),
-        None => String::new(),
-    };
+    let reader = r.reader.as_ref().map(reader_note).unwrap_or_default();
     format!(
         "{label}: {:.1} s, {:.0} MB/s; source cache peak {} final {}; copy cache peak {} final {}, dirty+wb {}{reader}",
         r.seconds,
@@ -881,21 +748,21 @@ fn render_table(r: &Report) -> String {
     let _ = writeln!(o);
     let row = |o: &mut String, cols: [&str; 12]| {
         let [a, b, cc, d, e, f, g, h, i, j, k, l] = cols;
-        let mut line =
-            format!("{a:<12} {b:>5} {cc:>11} {d:>6}  {e:>8} {f:>8}  {g:>8} {h:>8} {i:>8}");
-        if c.victim {
-            line.push_str(&format!("  {j:>6}  {k:>11} {l:>11}"));
-        }
-        let _ = writeln!(o, "{}", line.trim_end());
+        table::push_line(
+            o,
+            format!("{a:<12} {b:>5} {cc:>11} {d:>6}  {e:>8} {f:>8}  {g:>8} {h:>8} {i:>8}"),
+            c.victim.then(|| format!("  {j:>6}  {k:>11} {l:>11}")),
+        );
     };
-    let mut groups = format!(
-        "{:<12} {:^17} {:>6}  {:^17}  {:^26}",
-        "", "MB/s", "time", "source cache", "copy cache"
+    table::push_line(
+        &mut o,
+        format!(
+            "{:<12} {:^17} {:>6}  {:^17}  {:^26}",
+            "", "MB/s", "time", "source cache", "copy cache"
+        ),
+        c.victim
+            .then(|| format!("  {:>6}  {:^23}", "hot", "hot-file reader")),
     );
-    if c.victim {
-        groups.push_str(&format!("  {:>6}  {:^23}", "hot", "hot-file reader"));
-    }
-    let _ = writeln!(o, "{}", groups.trim_end());
     row(
         &mut o,
         [
@@ -913,34 +780,22 @@ fn render_table(r: &Report) -> String {
             "worst sec",
         ],
     );
-    let pct = |p: Option<f64>| p.map(|p| format!(" {:>4}", percent(p))).unwrap_or_default();
     for m in &r.modes {
-        let (med, worst) = match m.reader {
-            Some(rd) => (
-                format!(
-                    "{}{}",
-                    kilo(rd.median_reads_per_s),
-                    pct(m.reader_median_pct_of_solo)
-                ),
-                format!(
-                    "{}{}",
-                    kilo(rd.worst_reads_per_s),
-                    pct(m.reader_worst_pct_of_solo)
-                ),
-            ),
-            None => ("-".into(), "-".into()),
-        };
-        let hot = m
-            .hot_cached_min_bytes
-            .map(|b| format!("{:.0}%", 100.0 * b as f64 / c.hot_bytes.max(1) as f64))
-            .unwrap_or_else(|| "-".into());
+        let [hot, med, worst] = table::reader_columns(
+            m.hot_cached_min_bytes,
+            c.hot_bytes,
+            m.reader,
+            m.reader_median_pct_of_solo,
+            m.reader_worst_pct_of_solo,
+        );
+        let [median, range] = table::speed_cells(&m.mb_per_s);
         let mb = |s: &Summary| mib(s.median as u64);
         row(
             &mut o,
             [
                 &m.name,
-                &format!("{:.0}", m.mb_per_s.median),
-                &format!("({:.0}-{:.0})", m.mb_per_s.min, m.mb_per_s.max),
+                &median,
+                &range,
                 &format!("{:.1}", m.seconds.median),
                 &mb(&m.src_peak_cached_bytes),
                 &mb(&m.src_final_cached_bytes),
@@ -953,7 +808,8 @@ fn render_table(r: &Report) -> String {
             ],
         );
     }
-    if let Some(solo) = r.solo {
+    if let Some(solo) = &r.solo {
+        let (med, worst) = table::solo_cells(solo);
         row(
             &mut o,
             [
@@ -967,24 +823,12 @@ fn render_table(r: &Report) -> String {
                 "",
                 "",
                 "",
-                &format!("{} 100%", kilo(solo.median_reads_per_s)),
-                &format!(
-                    "{}{}",
-                    kilo(solo.worst_reads_per_s),
-                    pct(Some(
-                        100.0 * solo.worst_reads_per_s / solo.median_reads_per_s
-                    ))
-                ),
+                &med,
+                &worst,
             ],
         );
     }
-    let _ = writeln!(o);
-    for line in &r.conclusion {
-        let _ = writeln!(o, "{}", wrap(line, 100, "  "));
-    }
-    for warning in &r.warnings {
-        let _ = writeln!(o, "{}", wrap(&format!("warning: {warning}"), 100, "  "));
-    }
+    table::push_findings(&mut o, &r.conclusion, &r.warnings);
     o
 }
 

@@ -1,0 +1,97 @@
+//! Helpers that the `ubio demo` tests (demo.rs, demo_copy.rs) share: skips,
+//! a scratch directory, one demo run with its JSON report, and the check
+//! that a demo left nothing behind.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+pub const UBIO: &str = env!("CARGO_BIN_EXE_ubio");
+
+/// Prints `SKIP <name>: <reason>`, or fails under UBIO_NO_SKIP=1 or
+/// UBIO_TEST_STRICT=1.
+pub fn skip(name: &str, reason: &str) {
+    let line = format!("SKIP {name}: {reason}");
+    let strict = ["UBIO_NO_SKIP", "UBIO_TEST_STRICT"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|v| v == "1"));
+    if strict {
+        panic!("{line} (UBIO_NO_SKIP=1 turns skips into failures)");
+    }
+    eprintln!("{line}");
+}
+
+/// Our memory cgroup, or why the demo cannot run here.
+pub fn demo_possible() -> Result<PathBuf, String> {
+    if !ubio_bench::is_root() {
+        return Err("needs root (the demo makes a memory cgroup)".into());
+    }
+    ubio_bench::cgroup::own_memory_cgroup().map_err(|e| e.to_string())
+}
+
+/// An empty directory for the demo to work in, on the target filesystem.
+pub fn scratch_dir(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Runs `ubio demo ARGS --json --dir DIR`, asserts that it succeeded and
+/// showed its table (with `table_mark` in it) on stderr, and returns its pid
+/// and its JSON report.
+pub fn run_demo_json(
+    name: &str,
+    args: &[&str],
+    dir: &Path,
+    table_mark: &str,
+) -> (u32, serde_json::Value) {
+    let child = Command::new(UBIO)
+        .arg("demo")
+        .args(args)
+        .arg("--json")
+        .arg("--dir")
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{name}: ubio demo failed ({}):\n{stderr}",
+        out.status
+    );
+    // --json still shows the table, on stderr.
+    assert!(stderr.contains(table_mark), "{name}: no table:\n{stderr}");
+    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{name}: stdout is not JSON ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    (pid, report)
+}
+
+/// Asserts that the demo run by `pid` left no cgroup in `own_cg` and
+/// nothing in `dir`, then removes `dir`.
+pub fn assert_clean(pid: u32, own_cg: &Path, dir: &Path) {
+    let prefix = format!("ubio-demo-{pid}-");
+    let left: Vec<String> = std::fs::read_dir(own_cg)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "cgroups left behind in {}: {left:?}",
+        own_cg.display()
+    );
+    let files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(files.is_empty(), "left behind: {files:?}");
+    std::fs::remove_dir(dir).unwrap();
+}
