@@ -205,6 +205,46 @@ impl ReaderSummary {
     }
 }
 
+/// What the hot-file reader saw during one mode's rounds (both demos): the
+/// least of its file seen cached, its rates, and those against its speed
+/// alone. Flattened into each mode's JSON.
+#[derive(Serialize, Clone, Copy, Default)]
+struct ReaderOutcome {
+    /// The least of the hot file seen cached, lowest over the rounds (None
+    /// without the reader).
+    hot_cached_min_bytes: Option<u64>,
+    /// The reader's one-second windows of all rounds together.
+    reader: Option<ReaderSummary>,
+    reader_median_pct_of_solo: Option<f64>,
+    reader_worst_pct_of_solo: Option<f64>,
+}
+
+impl ReaderOutcome {
+    /// From each round's least-cached figure and per-second rates.
+    fn of<'a>(
+        rounds: impl Iterator<Item = (Option<u64>, &'a [f64])>,
+        solo: Option<&ReaderSummary>,
+    ) -> ReaderOutcome {
+        let (mut hot_cached_min_bytes, mut rates) = (None::<u64>, Vec::new());
+        for (floor, round_rates) in rounds {
+            hot_cached_min_bytes = match (hot_cached_min_bytes, floor) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            rates.extend_from_slice(round_rates);
+        }
+        let reader = ReaderSummary::of(&rates);
+        let solo_median = solo.map_or(0.0, |s| s.median_reads_per_s);
+        let pct = |v: f64| (solo_median > 0.0).then(|| 100.0 * v / solo_median);
+        ReaderOutcome {
+            hot_cached_min_bytes,
+            reader,
+            reader_median_pct_of_solo: reader.and_then(|r| pct(r.median_reads_per_s)),
+            reader_worst_pct_of_solo: reader.and_then(|r| pct(r.worst_reads_per_s)),
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct ModeSummary {
     /// "buffered write", "ubio read", "odirect write", ...
@@ -231,12 +271,8 @@ struct ModeSummary {
     /// Highest over the rounds.
     peak_cached_bytes: u64,
     peak_dirty_writeback_bytes: u64,
-    /// The least of the hot file seen cached, lowest over the rounds (None
-    /// without the reader).
-    hot_cached_min_bytes: Option<u64>,
-    reader: Option<ReaderSummary>,
-    reader_median_pct_of_solo: Option<f64>,
-    reader_worst_pct_of_solo: Option<f64>,
+    #[serde(flatten)]
+    hot_reader: ReaderOutcome,
 }
 
 #[derive(Serialize)]
@@ -411,7 +447,7 @@ fn demo(args: Args) -> Result<ExitCode> {
 
     let summaries = summarize(&modes, &phases, solo.as_ref());
     let mut conclusion = conclude(&summaries, args.limit, hot);
-    if victim_on && summaries.iter().any(|m| m.reader.is_none()) {
+    if victim_on && summaries.iter().any(|m| m.hot_reader.reader.is_none()) {
         warnings
             .push("some phases were too short for the reader to report from inside them".into());
     }
@@ -839,7 +875,6 @@ fn wait_for_ticks(reader: &VictimClient, t: f64) {
 }
 
 fn summarize(modes: &[Mode], phases: &[Phase], solo: Option<&ReaderSummary>) -> Vec<ModeSummary> {
-    let pct = |v: f64, of: f64| if of > 0.0 { Some(100.0 * v / of) } else { None };
     let mut out: Vec<ModeSummary> = Vec::new();
     for op in OPS {
         for &mode in modes {
@@ -861,14 +896,8 @@ fn summarize(modes: &[Mode], phases: &[Phase], solo: Option<&ReaderSummary>) -> 
             let Some(machine_busy_secs) = of(&|p| p.machine_busy.total_secs()) else {
                 continue;
             };
-            let rates: Vec<f64> = these
-                .iter()
-                .flat_map(|p| p.reader_rates.iter().copied())
-                .collect();
-            let reader = ReaderSummary::of(&rates);
             let mut backends: Vec<&str> = these.iter().map(|p| p.result.backend.as_str()).collect();
             backends.dedup();
-            let solo_median = solo.map_or(0.0, |s| s.median_reads_per_s);
             out.push(ModeSummary {
                 name: format!("{mode} {op}"),
                 mode,
@@ -887,12 +916,12 @@ fn summarize(modes: &[Mode], phases: &[Phase], solo: Option<&ReaderSummary>) -> 
                     .map(|p| p.peak_dirty_writeback_bytes)
                     .max()
                     .unwrap_or(0),
-                hot_cached_min_bytes: these.iter().filter_map(|p| p.hot_cached_min_bytes).min(),
-                reader_median_pct_of_solo: reader
-                    .and_then(|r| pct(r.median_reads_per_s, solo_median)),
-                reader_worst_pct_of_solo: reader
-                    .and_then(|r| pct(r.worst_reads_per_s, solo_median)),
-                reader,
+                hot_reader: ReaderOutcome::of(
+                    these
+                        .iter()
+                        .map(|p| (p.hot_cached_min_bytes, p.reader_rates.as_slice())),
+                    solo,
+                ),
             });
         }
     }
@@ -911,7 +940,8 @@ fn summarize(modes: &[Mode], phases: &[Phase], solo: Option<&ReaderSummary>) -> 
 /// against buffered I/O, for writes and for reads.
 fn conclude(modes: &[ModeSummary], limit: u64, hot: u64) -> Vec<String> {
     let hot_pct = |m: &ModeSummary| {
-        m.hot_cached_min_bytes
+        m.hot_reader
+            .hot_cached_min_bytes
             .map(|b| 100.0 * b as f64 / hot.max(1) as f64)
     };
     let mut out = Vec::new();
@@ -982,12 +1012,14 @@ fn conclude(modes: &[ModeSummary], limit: u64, hot: u64) -> Vec<String> {
                     " Next to buffered I/O, as little as {hb:.0}% of the hot file stayed cached"
                 )
             });
-            let worst_all = b.reader_worst_pct_of_solo.is_some()
-                && others.iter().all(|u| u.reader_worst_pct_of_solo.is_some());
+            let worst_all = b.hot_reader.reader_worst_pct_of_solo.is_some()
+                && others
+                    .iter()
+                    .all(|u| u.hot_reader.reader_worst_pct_of_solo.is_some());
             if worst_all {
                 s.push_str(&format!(
                     " and its reader's worst second was {} of its speed alone",
-                    percent(b.reader_worst_pct_of_solo.unwrap_or(0.0))
+                    percent(b.hot_reader.reader_worst_pct_of_solo.unwrap_or(0.0))
                 ));
             }
             for u in &others {
@@ -997,7 +1029,7 @@ fn conclude(modes: &[ModeSummary], limit: u64, hot: u64) -> Vec<String> {
                 } else {
                     format!("{hu:.0}% did")
                 };
-                match (worst_all, u.reader_worst_pct_of_solo) {
+                match (worst_all, u.hot_reader.reader_worst_pct_of_solo) {
                     (true, Some(uw)) => s.push_str(&format!(
                         "; next to {}, {u_hot} and the worst second was {}",
                         mode_label(u.mode),
@@ -1016,7 +1048,10 @@ fn conclude(modes: &[ModeSummary], limit: u64, hot: u64) -> Vec<String> {
             let is_ubio = u.side == "ubio";
             let label = mode_label(u.mode);
             let ratio = u.mb_per_s.median / b.mb_per_s.median;
-            if let (Some(bw), Some(uw)) = (b.reader_worst_pct_of_solo, u.reader_worst_pct_of_solo) {
+            if let (Some(bw), Some(uw)) = (
+                b.hot_reader.reader_worst_pct_of_solo,
+                u.hot_reader.reader_worst_pct_of_solo,
+            ) {
                 if uw + 5.0 < bw {
                     notes.push((
                         is_ubio,
@@ -1201,13 +1236,7 @@ fn render_table(r: &Report) -> String {
         ],
     );
     for m in &r.modes {
-        let [hot, med, worst] = table::reader_columns(
-            m.hot_cached_min_bytes,
-            c.hot_bytes,
-            m.reader,
-            m.reader_median_pct_of_solo,
-            m.reader_worst_pct_of_solo,
-        );
+        let [hot, med, worst] = table::reader_columns(&m.hot_reader, c.hot_bytes);
         let [median, range] = table::speed_cells(&m.mb_per_s);
         row(
             &mut o,
@@ -1482,10 +1511,12 @@ mod tests {
             machine_busy_secs: one(2.0),
             peak_cached_bytes: peak_mib << 20,
             peak_dirty_writeback_bytes: 0,
-            hot_cached_min_bytes: Some((100 << 20) / 100 * hot_pct),
-            reader: Some(reader),
-            reader_median_pct_of_solo: Some(100.0),
-            reader_worst_pct_of_solo: Some(hot_pct as f64),
+            hot_reader: ReaderOutcome {
+                hot_cached_min_bytes: Some((100 << 20) / 100 * hot_pct),
+                reader: Some(reader),
+                reader_median_pct_of_solo: Some(100.0),
+                reader_worst_pct_of_solo: Some(hot_pct as f64),
+            },
         }
     }
 

@@ -14,8 +14,8 @@
 
 use super::{
     drop_cached, ensure_cachestat, mib, percent, print_report, reader_alone, reader_note,
-    reader_rates, start_reader, table, tear_down, write_file, Args, Progress, ReaderSummary,
-    SAMPLE_EVERY, STREAMER_PID,
+    reader_rates, start_reader, table, tear_down, write_file, Args, Progress, ReaderOutcome,
+    ReaderSummary, SAMPLE_EVERY, STREAMER_PID,
 };
 use crate::size;
 use anyhow::{bail, Context, Result};
@@ -217,11 +217,8 @@ struct ModeSummary {
     dst_peak_cached_bytes: Summary,
     dst_final_cached_bytes: Summary,
     dst_peak_dirty_writeback_bytes: Summary,
-    hot_cached_min_bytes: Option<u64>,
-    /// The reader's one-second windows of all rounds together.
-    reader: Option<ReaderSummary>,
-    reader_median_pct_of_solo: Option<f64>,
-    reader_worst_pct_of_solo: Option<f64>,
+    #[serde(flatten)]
+    hot_reader: ReaderOutcome,
 }
 
 impl ModeSummary {
@@ -367,7 +364,7 @@ pub(super) fn demo(args: Args, started: Instant, dataset: u64, hot: u64) -> Resu
 
     let summaries = summarize(&modes, &runs, solo.as_ref());
     let mut conclusion = conclude(&summaries, hot);
-    if victim_on && summaries.iter().any(|m| m.reader.is_none()) {
+    if victim_on && summaries.iter().any(|m| m.hot_reader.reader.is_none()) {
         warnings
             .push("some copies were too short for the reader to report from inside them".into());
     }
@@ -551,8 +548,6 @@ impl PathSampler {
 }
 
 fn summarize(modes: &[CopyMode], runs: &[Run], solo: Option<&ReaderSummary>) -> Vec<ModeSummary> {
-    let solo_median = solo.map_or(0.0, |s| s.median_reads_per_s);
-    let pct = |v: f64| (solo_median > 0.0).then(|| 100.0 * v / solo_median);
     let mut out: Vec<ModeSummary> = Vec::new();
     for &mode in modes {
         let these: Vec<&Run> = runs.iter().filter(|r| r.mode == mode).collect();
@@ -563,11 +558,6 @@ fn summarize(modes: &[CopyMode], runs: &[Run], solo: Option<&ReaderSummary>) -> 
             continue;
         };
         let bytes = |f: &dyn Fn(&Run) -> u64| of(&|r| f(r) as f64).expect("runs");
-        let rates: Vec<f64> = these
-            .iter()
-            .flat_map(|r| r.reader_rates.iter().copied())
-            .collect();
-        let reader = ReaderSummary::of(&rates);
         out.push(ModeSummary {
             name: mode.name().to_owned(),
             mode,
@@ -579,10 +569,12 @@ fn summarize(modes: &[CopyMode], runs: &[Run], solo: Option<&ReaderSummary>) -> 
             dst_peak_cached_bytes: bytes(&|r| r.dst_peak_cached_bytes),
             dst_final_cached_bytes: bytes(&|r| r.dst_final_cached_bytes),
             dst_peak_dirty_writeback_bytes: bytes(&|r| r.dst_peak_dirty_writeback_bytes),
-            hot_cached_min_bytes: these.iter().filter_map(|r| r.hot_cached_min_bytes).min(),
-            reader_median_pct_of_solo: reader.and_then(|r| pct(r.median_reads_per_s)),
-            reader_worst_pct_of_solo: reader.and_then(|r| pct(r.worst_reads_per_s)),
-            reader,
+            hot_reader: ReaderOutcome::of(
+                these
+                    .iter()
+                    .map(|r| (r.hot_cached_min_bytes, r.reader_rates.as_slice())),
+                solo,
+            ),
         });
     }
     let cp = out
@@ -617,6 +609,7 @@ fn conclude(modes: &[ModeSummary], hot: u64) -> Vec<String> {
         out.push(format!(
             "Hot-file reader's worst second, % of its speed alone: {}.",
             each(&|m| m
+                .hot_reader
                 .reader_worst_pct_of_solo
                 .map(percent)
                 .unwrap_or_else(|| "-".into()))
@@ -639,11 +632,11 @@ fn conclude(modes: &[ModeSummary], hot: u64) -> Vec<String> {
         .fold(f64::INFINITY, f64::min);
     let best_worst = others
         .iter()
-        .filter_map(|m| m.reader_worst_pct_of_solo)
+        .filter_map(|m| m.hot_reader.reader_worst_pct_of_solo)
         .fold(f64::NEG_INFINITY, f64::max);
     let best_median = others
         .iter()
-        .filter_map(|m| m.reader_median_pct_of_solo)
+        .filter_map(|m| m.hot_reader.reader_median_pct_of_solo)
         .fold(f64::NEG_INFINITY, f64::max);
     let cp = modes.iter().find(|m| m.mode == CopyMode::Cp);
     for u in ours {
@@ -666,7 +659,10 @@ fn conclude(modes: &[ModeSummary], hot: u64) -> Vec<String> {
                 mibf(best_final)
             )
         });
-        if let (Some(uw), Some(um)) = (u.reader_worst_pct_of_solo, u.reader_median_pct_of_solo) {
+        if let (Some(uw), Some(um)) = (
+            u.hot_reader.reader_worst_pct_of_solo,
+            u.hot_reader.reader_median_pct_of_solo,
+        ) {
             if best_worst.is_finite() {
                 let win = uw >= best_worst && um >= best_median;
                 verdict.push(format!(
@@ -781,13 +777,7 @@ fn render_table(r: &Report) -> String {
         ],
     );
     for m in &r.modes {
-        let [hot, med, worst] = table::reader_columns(
-            m.hot_cached_min_bytes,
-            c.hot_bytes,
-            m.reader,
-            m.reader_median_pct_of_solo,
-            m.reader_worst_pct_of_solo,
-        );
+        let [hot, med, worst] = table::reader_columns(&m.hot_reader, c.hot_bytes);
         let [median, range] = table::speed_cells(&m.mb_per_s);
         let mb = |s: &Summary| mib(s.median as u64);
         row(

@@ -2,7 +2,7 @@
 //! the optional hot-file reader columns, the "reader alone" cells and the
 //! wrapped findings below the table.
 
-use super::{kilo, percent, wrap, ReaderSummary};
+use super::{kilo, percent, wrap, ReaderOutcome, ReaderSummary};
 use std::fmt::Write as _;
 use ubio_bench::stats::Summary;
 
@@ -30,40 +30,22 @@ pub(super) fn speed_cells(mb_per_s: &Summary) -> [String; 2] {
 }
 
 /// A mode's hot-file reader columns: the least of the hot file seen cached
-/// (as a share of it), then the reader's "reads/s" and "worst sec".
-pub(super) fn reader_columns(
-    hot_cached_min_bytes: Option<u64>,
-    hot_bytes: u64,
-    reader: Option<ReaderSummary>,
-    median_pct_of_solo: Option<f64>,
-    worst_pct_of_solo: Option<f64>,
-) -> [String; 3] {
-    let (med, worst) = reader_cells(reader, median_pct_of_solo, worst_pct_of_solo);
-    [hot_cached_cell(hot_cached_min_bytes, hot_bytes), med, worst]
-}
-
-/// The reader's "reads/s" and "worst sec" cells: rate and % of its speed
-/// alone, or "-" when it reported nothing inside the phase.
-fn reader_cells(
-    reader: Option<ReaderSummary>,
-    median_pct_of_solo: Option<f64>,
-    worst_pct_of_solo: Option<f64>,
-) -> (String, String) {
-    match reader {
+/// (as a share of it), then the reader's "reads/s" and "worst sec" (rate
+/// and % of its speed alone, or "-" when it reported nothing).
+pub(super) fn reader_columns(r: &ReaderOutcome, hot_bytes: u64) -> [String; 3] {
+    let cell = |rate: f64, pct: Option<f64>| format!("{}{}", kilo(rate), pct_suffix(pct));
+    let (med, worst) = match r.reader {
         Some(rd) => (
-            format!(
-                "{}{}",
-                kilo(rd.median_reads_per_s),
-                pct_suffix(median_pct_of_solo)
-            ),
-            format!(
-                "{}{}",
-                kilo(rd.worst_reads_per_s),
-                pct_suffix(worst_pct_of_solo)
-            ),
+            cell(rd.median_reads_per_s, r.reader_median_pct_of_solo),
+            cell(rd.worst_reads_per_s, r.reader_worst_pct_of_solo),
         ),
         None => ("-".into(), "-".into()),
-    }
+    };
+    [
+        hot_cached_cell(r.hot_cached_min_bytes, hot_bytes),
+        med,
+        worst,
+    ]
 }
 
 /// The "reader alone" row's "reads/s" and "worst sec" cells.
