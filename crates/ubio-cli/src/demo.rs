@@ -488,9 +488,9 @@ fn demo(args: Args) -> Result<ExitCode> {
 fn print_report(json: bool, table: &str, report: &impl Serialize) -> Result<()> {
     if json {
         let _ = write!(std::io::stderr(), "{table}");
-        println!("{}", serde_json::to_string_pretty(report)?);
+        crate::out::print_json(report)?;
     } else {
-        print!("{table}");
+        crate::out::print(table)?;
     }
     Ok(())
 }

@@ -84,25 +84,24 @@ pub fn run(args: Args) -> Result<ExitCode> {
             Err(e) => errors.push(e.to_string()),
         }
     }
-    for e in &errors {
-        eprintln!("ubio evict: {e}");
-    }
-    if args.json {
-        let report = Report {
-            page_size: ubio::sys::page_size(),
-            files,
-            total_before,
-            total_after,
-            errors: errors.clone(),
-        };
-        out::print(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
-    } else if !files.is_empty() {
-        out::print(&table(&files, &total_before, &total_after, args.sync))?;
-    }
-    Ok(if errors.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
+    let report = Report {
+        page_size: ubio::sys::page_size(),
+        files,
+        total_before,
+        total_after,
+        errors: errors.clone(),
+    };
+    out::finish("evict", &errors, args.json.then_some(&report), || {
+        if report.files.is_empty() {
+            String::new()
+        } else {
+            table(
+                &report.files,
+                &report.total_before,
+                &report.total_after,
+                args.sync,
+            )
+        }
     })
 }
 

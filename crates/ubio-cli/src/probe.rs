@@ -1,7 +1,9 @@
 //! `ubio probe [PATH]`: what this kernel and filesystem can do, and the
 //! backend `auto` picks there.
 
+use crate::out;
 use anyhow::Result;
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -18,45 +20,54 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let path = args.path.unwrap_or_else(|| PathBuf::from("."));
     let p = ubio::probe_path(&path)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&p)?);
+        out::print_json(&p)?;
         return Ok(ExitCode::SUCCESS);
     }
+    let mut o = String::new();
     let yn = |b: bool| if b { "yes" } else { "no" };
-    println!("path:              {}", path.display());
-    println!("kernel:            {}", p.kernel);
-    println!("filesystem:        {}", p.fs.fs_type);
-    println!(
+    writeln!(o, "path:              {}", path.display())?;
+    writeln!(o, "kernel:            {}", p.kernel)?;
+    writeln!(o, "filesystem:        {}", p.fs.fs_type)?;
+    writeln!(
+        o,
         "RWF_DONTCACHE:     {} ({})",
         yn(p.fs.dontcache.available),
         p.fs.dontcache.detail
-    );
-    println!(
+    )?;
+    writeln!(
+        o,
         "cachestat():       {} ({})",
         yn(p.cachestat.available),
         p.cachestat.detail
-    );
-    println!(
+    )?;
+    writeln!(
+        o,
         "mincore() truthful:{}",
         if p.mincore_trustworthy {
             " yes"
         } else {
             " no (file not writable by caller)"
         }
-    );
+    )?;
     match p.fs.dio_align {
-        Some(a) => println!(
+        Some(a) => writeln!(
+            o,
             "O_DIRECT:          yes (memory align {}, offset align {}; {})",
             a.mem_align, a.offset_align, p.fs.direct_io.detail
         ),
-        None => println!("O_DIRECT:          no ({})", p.fs.direct_io.detail),
-    }
+        None => writeln!(o, "O_DIRECT:          no ({})", p.fs.direct_io.detail),
+    }?;
     match p.fs.read_ahead_kb {
-        Some(kb) => println!("readahead:         {kb} KiB"),
-        None => println!("readahead:         unknown (assuming up to 32 MiB)"),
-    }
+        Some(kb) => writeln!(o, "readahead:         {kb} KiB"),
+        None => writeln!(o, "readahead:         unknown (assuming up to 32 MiB)"),
+    }?;
     if p.fs.pages_are_storage {
-        println!("note:              the page cache is this filesystem's storage");
+        writeln!(
+            o,
+            "note:              the page cache is this filesystem's storage"
+        )?;
     }
-    println!("auto backend:      {} ({})", p.auto, p.auto_reason);
+    writeln!(o, "auto backend:      {} ({})", p.auto, p.auto_reason)?;
+    out::print(&o)?;
     Ok(ExitCode::SUCCESS)
 }

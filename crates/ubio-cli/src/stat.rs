@@ -216,24 +216,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
             Err(e) => errors.push(e.to_string()),
         }
     }
-    for e in &errors {
-        eprintln!("ubio stat: {e}");
-    }
-    if args.json {
-        let report = Report {
-            page_size: ubio::sys::page_size(),
-            files,
-            total,
-            errors: errors.clone(),
-        };
-        out::print(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
-    } else {
-        out::print(&table(&files, &total))?;
-    }
-    Ok(if errors.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
+    let report = Report {
+        page_size: ubio::sys::page_size(),
+        files,
+        total,
+        errors: errors.clone(),
+    };
+    out::finish("stat", &errors, args.json.then_some(&report), || {
+        table(&report.files, &report.total)
     })
 }
 

@@ -249,3 +249,16 @@ fn cp_onto_a_full_filesystem_reports_an_incomplete_destination() {
     );
     assert!(std::fs::read(&src).unwrap() == bytes, "source changed");
 }
+
+#[test]
+fn probe_into_a_closed_pipe_exits_zero() {
+    for json in [false, true] {
+        let mut cmd = ubio();
+        cmd.arg("probe").args(json.then_some("--json"));
+        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        drop(child.stdout.take()); // like `| head -c 0`
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+}

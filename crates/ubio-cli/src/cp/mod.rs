@@ -186,13 +186,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
             copied: copier.copied,
             errors: errors.clone(),
         };
-        out::print(&format!("{}\n", serde_json::to_string_pretty(&summary)?))?;
+        out::print_json(&summary)?;
     }
-    Ok(if errors.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(out::status(&errors))
 }
 
 struct Copier {

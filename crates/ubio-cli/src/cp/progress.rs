@@ -12,11 +12,14 @@ impl Progress {
     /// A bar for `total` bytes; silent unless stderr is a terminal.
     pub fn new(total: u64) -> Self {
         // Ten redraws a second at most; indicatif hides the bar off a terminal.
-        let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr_with_hz(10));
+        let bar =
+            ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr_with_hz(10));
         bar.set_style(
-            ProgressStyle::with_template("[{bar:24}] {bytes} / {total_bytes}  {binary_bytes_per_sec}  ETA {eta}")
-                .expect("a valid template")
-                .progress_chars("#>."),
+            ProgressStyle::with_template(
+                "[{bar:24}] {bytes} / {total_bytes}  {binary_bytes_per_sec}  ETA {eta}",
+            )
+            .expect("a valid template")
+            .progress_chars("#>."),
         );
         bar.enable_steady_tick(Duration::from_millis(500));
         Progress { bar }
