@@ -1,39 +1,13 @@
 //! `ubio probe`, `ubio cat` and `ubio cp` as a user runs them.
 
-use std::io::{Read, Write};
-use std::os::fd::AsFd;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+mod common;
+use common::*;
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::Stdio;
 
 const MIB: usize = 1 << 20;
-
-fn ubio() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_ubio"))
-}
-
-/// A scratch directory on the working filesystem (ext4 here; not tmpfs, where
-/// pages are the storage).
-fn workdir() -> tempfile::TempDir {
-    tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap()
-}
-
-fn data(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 12) as u8)
-        .collect()
-}
-
-fn cached_pages(path: &Path) -> u64 {
-    let f = std::fs::File::open(path).unwrap();
-    ubio::sys::cachestat(f.as_fd(), 0, 0).unwrap().nr_cache
-}
-
-fn write_cold(path: &Path, bytes: &[u8]) {
-    let mut f = std::fs::File::create(path).unwrap();
-    f.write_all(bytes).unwrap();
-    f.sync_all().unwrap();
-    ubio::sys::fadvise(f.as_fd(), 0, 0, ubio::sys::Advice::DontNeed).unwrap();
-}
 
 #[test]
 fn probe_json_reports_the_choice() {
@@ -85,7 +59,7 @@ fn cat_concatenates_and_leaves_no_cache() {
     let out = ubio().arg("cat").arg(&a).arg(&b).output().unwrap();
     assert!(out.status.success());
     assert!(out.stdout == [da, db].concat(), "cat output differs");
-    assert_eq!(cached_pages(&a), 0, "cat left the file cached");
+    assert_eq!(cachestat(&a).nr_cache, 0, "cat left the file cached");
 }
 
 #[test]
@@ -160,8 +134,8 @@ fn cp_copies_exactly_and_caches_neither_file() {
     );
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(summary["bytes"], bytes.len() as u64);
-    assert_eq!(cached_pages(&src), 0, "source left cached");
-    assert_eq!(cached_pages(&dst), 0, "destination left cached");
+    assert_eq!(cachestat(&src).nr_cache, 0, "source left cached");
+    assert_eq!(cachestat(&dst).nr_cache, 0, "destination left cached");
     assert!(std::fs::read(&dst).unwrap() == bytes, "copy differs");
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(
@@ -220,12 +194,7 @@ fn cp_of_a_missing_source_names_it() {
 /// and leaves the source intact.
 #[test]
 fn cp_onto_a_full_filesystem_reports_an_incomplete_destination() {
-    if !ubio_bench::is_root() {
-        assert!(
-            std::env::var_os("UBIO_NO_SKIP").is_none_or(|v| v != "1"),
-            "needs root (UBIO_NO_SKIP=1)"
-        );
-        eprintln!("SKIP cp_onto_a_full_filesystem: needs root for a loop filesystem");
+    if !root_or_skip("cp_onto_a_full_filesystem") {
         return;
     }
     let small = ubio_bench::scratchfs::ScratchFs::create(
@@ -255,10 +224,23 @@ fn probe_into_a_closed_pipe_exits_zero() {
     for json in [false, true] {
         let mut cmd = ubio();
         cmd.arg("probe").args(json.then_some("--json"));
-        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
         drop(child.stdout.take()); // like `| head -c 0`
         let out = child.wait_with_output().unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-        assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }

@@ -1,18 +1,16 @@
 //! `ubio cp` as a user runs it: GNU cp's flags, holes, clones, errors, and
 //! the page cache after a copy (checked with cachestat(), never timing).
 
-use std::io::Write;
+mod common;
+use common::*;
+
 use std::os::fd::AsFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use ubio_bench::scratchfs::{FsKind, ScratchFs};
 
 const MIB: usize = 1 << 20;
-
-fn ubio() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_ubio"))
-}
 
 fn cp(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
     let mut c = ubio();
@@ -23,50 +21,8 @@ fn cp(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
     c.output().unwrap()
 }
 
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 fn assert_ok(out: &Output) {
     assert!(out.status.success(), "ubio cp failed: {}", stderr(out));
-}
-
-/// A scratch directory on the working filesystem (ext4 here; not tmpfs).
-fn workdir() -> tempfile::TempDir {
-    tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap()
-}
-
-fn data(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 12) as u8)
-        .collect()
-}
-
-fn cachestat(path: &Path) -> ubio::sys::CacheStat {
-    let f = std::fs::File::open(path).unwrap();
-    ubio::sys::cachestat(f.as_fd(), 0, 0).unwrap()
-}
-
-/// Write, make durable and drop from the cache.
-fn write_cold(path: &Path, bytes: &[u8]) {
-    let mut f = std::fs::File::create(path).unwrap();
-    f.write_all(bytes).unwrap();
-    f.sync_all().unwrap();
-    ubio::sys::fadvise(f.as_fd(), 0, 0, ubio::sys::Advice::DontNeed).unwrap();
-}
-
-/// Root is needed for loop filesystems and ownership: skip (or fail with
-/// UBIO_NO_SKIP=1) otherwise.
-fn root_or_skip(name: &str) -> bool {
-    if ubio_bench::is_root() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("UBIO_NO_SKIP").is_none_or(|v| v != "1"),
-        "{name} needs root (UBIO_NO_SKIP=1)"
-    );
-    eprintln!("SKIP {name}: needs root");
-    false
 }
 
 fn json(out: &Output) -> serde_json::Value {

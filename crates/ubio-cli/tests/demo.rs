@@ -2,7 +2,7 @@
 //! leaves nothing behind (no cgroup, no file), also when interrupted.
 //!
 //! Needs root and a memory cgroup; prints `SKIP <name>: <reason>` without
-//! them (UBIO_NO_SKIP=1 or UBIO_TEST_STRICT=1 turns that into a failure).
+//! them (UBIO_NO_SKIP=1 turns that into a failure).
 
 mod common;
 

@@ -4,7 +4,7 @@
 //!
 //! Needs root and a memory cgroup; the `nocache-cp` mode needs the nocache
 //! program. What cannot run prints `SKIP <name>: <reason>`; UBIO_NO_SKIP=1
-//! (or UBIO_TEST_STRICT=1) turns that into a failure.
+//! turns that into a failure.
 
 mod common;
 

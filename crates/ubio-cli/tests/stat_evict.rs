@@ -1,7 +1,9 @@
 //! `ubio stat` and `ubio evict` against cachestat() on the same files.
 
-use std::io::{Read, Write};
-use std::os::fd::AsFd;
+mod common;
+use common::*;
+
+use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -9,38 +11,17 @@ use std::process::{Command, Output};
 const MIB: usize = 1 << 20;
 const PAGE: u64 = 4096;
 
-fn ubio(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_ubio"));
+fn run(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
+    let mut c = ubio();
     for a in args {
         c.arg(a);
     }
     c.output().unwrap()
 }
 
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 fn json(out: &Output) -> serde_json::Value {
     assert!(out.status.success(), "{}", stderr(out));
     serde_json::from_slice(&out.stdout).unwrap()
-}
-
-/// A scratch directory on the working filesystem (ext4 here; not tmpfs).
-fn workdir() -> tempfile::TempDir {
-    tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap()
-}
-
-fn cachestat(path: &Path) -> ubio::sys::CacheStat {
-    let f = std::fs::File::open(path).unwrap();
-    ubio::sys::cachestat(f.as_fd(), 0, 0).unwrap()
-}
-
-fn write_cold(path: &Path, len: usize) {
-    let mut f = std::fs::File::create(path).unwrap();
-    f.write_all(&vec![0x5a; len]).unwrap();
-    f.sync_all().unwrap();
-    ubio::sys::fadvise(f.as_fd(), 0, 0, ubio::sys::Advice::DontNeed).unwrap();
 }
 
 fn read_prefix(path: &Path, len: usize) {
@@ -67,13 +48,13 @@ fn retry(name: &str, mut attempt: impl FnMut() -> Result<(), String>) {
 fn stat_reports_what_cachestat_reports() {
     let dir = workdir();
     let (a, b) = (dir.path().join("a"), dir.path().join("b"));
-    write_cold(&a, 16 * MIB);
-    write_cold(&b, 3 * MIB + 1);
+    write_cold(&a, &vec![0x5a; 16 * MIB]);
+    write_cold(&b, &vec![0x5a; 3 * MIB + 1]);
     retry("stat_reports_what_cachestat_reports", || {
         read_prefix(&a, 4 * MIB);
         read_prefix(&b, 3 * MIB + 1);
         let (ca, cb) = (cachestat(&a), cachestat(&b));
-        let v = json(&ubio(&[&"stat", &"--json", &a, &b]));
+        let v = json(&run(&[&"stat", &"--json", &a, &b]));
         let (fa, fb) = (&v["files"][0], &v["files"][1]);
         let got = (fa["cached"].as_u64(), fb["cached"].as_u64());
         if got != (Some(ca.nr_cache), Some(cb.nr_cache)) {
@@ -97,7 +78,7 @@ fn stat_counts_dirty_pages() {
     let dir = workdir();
     let path = dir.path().join("dirty");
     std::fs::write(&path, vec![1u8; 2 * MIB]).unwrap();
-    let v = json(&ubio(&[&"stat", &"--json", &path]));
+    let v = json(&run(&[&"stat", &"--json", &path]));
     let cs = cachestat(&path);
     // Writeback may start between the two looks; dirty + writeback cannot grow.
     let seen =
@@ -110,9 +91,9 @@ fn stat_counts_dirty_pages() {
 fn stat_table_shows_human_sizes_percent_and_the_source() {
     let dir = workdir();
     let (a, b) = (dir.path().join("a"), dir.path().join("b"));
-    write_cold(&a, 8 * MIB);
-    write_cold(&b, MIB);
-    let out = ubio(&[&"stat", &a, &b]);
+    write_cold(&a, &vec![0x5a; 8 * MIB]);
+    write_cold(&b, &vec![0x5a; MIB]);
+    let out = run(&[&"stat", &a, &b]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     for want in [
@@ -134,16 +115,16 @@ fn stat_r_walks_a_tree_without_following_symlinks() {
     let dir = workdir();
     let tree = dir.path().join("tree");
     std::fs::create_dir_all(tree.join("x/y")).unwrap();
-    write_cold(&tree.join("one"), MIB);
-    write_cold(&tree.join("x/y/two"), 2 * MIB);
+    write_cold(&tree.join("one"), &vec![0x5a; MIB]);
+    write_cold(&tree.join("x/y/two"), &vec![0x5a; 2 * MIB]);
     let outside = dir.path().join("outside");
-    write_cold(&outside, 4 * MIB);
+    write_cold(&outside, &vec![0x5a; 4 * MIB]);
     std::os::unix::fs::symlink(&outside, tree.join("link")).unwrap();
     ubio::sys::mkfifo(&tree.join("fifo"), 0o600).unwrap();
-    let v = json(&ubio(&[&"stat", &"-r", &"--json", &tree]));
+    let v = json(&run(&[&"stat", &"-r", &"--json", &tree]));
     assert_eq!(v["total"]["files"], 2, "{v}");
     assert_eq!(v["total"]["size_bytes"], 3 * MIB as u64);
-    let out = ubio(&[&"stat", &tree]);
+    let out = run(&[&"stat", &tree]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("is a directory (use -r)"));
 }
@@ -165,7 +146,7 @@ fn stat_of_an_unwritable_file_says_mincore_and_why() {
     let dir = workdir();
     std::fs::set_permissions(dir.path(), PermissionsExt::from_mode(0o755)).unwrap();
     let path = dir.path().join("ro");
-    write_cold(&path, MIB);
+    write_cold(&path, &vec![0x5a; MIB]);
     std::fs::set_permissions(&path, PermissionsExt::from_mode(0o644)).unwrap();
     use std::os::unix::process::CommandExt;
     let out = Command::new(env!("CARGO_BIN_EXE_ubio"))
@@ -189,11 +170,11 @@ fn stat_of_an_unwritable_file_says_mincore_and_why() {
 fn evict_drops_clean_pages_and_prints_before_and_after() {
     let dir = workdir();
     let path = dir.path().join("f");
-    write_cold(&path, 8 * MIB);
+    write_cold(&path, &vec![0x5a; 8 * MIB]);
     read_prefix(&path, 8 * MIB);
     let before = cachestat(&path).nr_cache;
     assert!(before > 0);
-    let v = json(&ubio(&[&"evict", &"--json", &path]));
+    let v = json(&run(&[&"evict", &"--json", &path]));
     let f = &v["files"][0];
     assert!(f["before"]["cached"].as_u64().unwrap() <= before, "{v}");
     assert!(f["before"]["cached"].as_u64().unwrap() > 0, "{v}");
@@ -201,7 +182,7 @@ fn evict_drops_clean_pages_and_prints_before_and_after() {
     assert_eq!(cachestat(&path).nr_cache, 0);
     assert_eq!(v["total_after"]["cached"], 0);
     read_prefix(&path, MIB);
-    let out = ubio(&[&"evict", &path]);
+    let out = run(&[&"evict", &path]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("BEFORE") && text.contains("AFTER"), "{text}");
@@ -214,7 +195,7 @@ fn evict_sync_drops_a_freshly_written_file() {
     let dir = workdir();
     let path = dir.path().join("fresh");
     std::fs::write(&path, vec![7u8; 16 * MIB]).unwrap();
-    let v = json(&ubio(&[&"evict", &"--sync", &"--json", &path]));
+    let v = json(&run(&[&"evict", &"--sync", &"--json", &path]));
     let f = &v["files"][0];
     assert!(f["before"]["cached"].as_u64().unwrap() > 0, "{v}");
     assert_eq!(f["after"]["cached"], 0, "{v}");
@@ -228,10 +209,10 @@ fn evict_r_empties_a_tree() {
     let tree = dir.path().join("tree");
     std::fs::create_dir_all(tree.join("sub")).unwrap();
     for (name, len) in [("a", MIB), ("sub/b", 2 * MIB)] {
-        write_cold(&tree.join(name), len);
+        write_cold(&tree.join(name), &vec![0x5a; len]);
         read_prefix(&tree.join(name), len);
     }
-    let v = json(&ubio(&[&"evict", &"-r", &"--json", &tree]));
+    let v = json(&run(&[&"evict", &"-r", &"--json", &tree]));
     assert_eq!(v["total_before"]["files"], 2);
     assert_eq!(v["total_after"]["cached"], 0, "{v}");
 }
@@ -242,7 +223,7 @@ fn evict_on_tmpfs_says_the_pages_are_storage() {
     let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     let path = dir.path().join("f");
     std::fs::write(&path, b"in memory").unwrap();
-    let out = ubio(&[&"evict", &path]);
+    let out = run(&[&"evict", &path]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr(&out).contains("on tmpfs the cached pages are the file's storage"),
@@ -256,10 +237,10 @@ fn evict_on_tmpfs_says_the_pages_are_storage() {
 fn a_missing_path_is_named_and_the_others_go_on() {
     let dir = workdir();
     let path = dir.path().join("here");
-    write_cold(&path, MIB);
+    write_cold(&path, &vec![0x5a; MIB]);
     let missing = dir.path().join("missing");
     for cmd in ["stat", "evict"] {
-        let out = ubio(&[&cmd, &"--json", &missing, &path]);
+        let out = run(&[&cmd, &"--json", &missing, &path]);
         assert_eq!(out.status.code(), Some(1), "{cmd}");
         assert!(
             stderr(&out).contains(&format!("stat {}: No such file", missing.display())),

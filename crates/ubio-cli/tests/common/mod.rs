@@ -1,23 +1,67 @@
-//! Helpers that the `ubio demo` tests (demo.rs, demo_copy.rs) share: skips,
-//! a scratch directory, one demo run with its JSON report, and the check
-//! that a demo left nothing behind.
+//! Helpers that the command tests share: running `ubio`, scratch data and
+//! cache checks, skips; and for the `ubio demo` tests one demo run with its
+//! JSON report and the check that a demo left nothing behind.
+// Each test file compiles this module on its own and uses part of it.
+#![allow(dead_code)]
 
+use std::io::Write;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 
 pub const UBIO: &str = env!("CARGO_BIN_EXE_ubio");
 
-/// Prints `SKIP <name>: <reason>`, or fails under UBIO_NO_SKIP=1 or
-/// UBIO_TEST_STRICT=1.
+/// Prints `SKIP <name>: <reason>`, or fails under UBIO_NO_SKIP=1.
 pub fn skip(name: &str, reason: &str) {
     let line = format!("SKIP {name}: {reason}");
-    let strict = ["UBIO_NO_SKIP", "UBIO_TEST_STRICT"]
-        .iter()
-        .any(|v| std::env::var_os(v).is_some_and(|v| v == "1"));
-    if strict {
+    if std::env::var_os("UBIO_NO_SKIP").is_some_and(|v| v == "1") {
         panic!("{line} (UBIO_NO_SKIP=1 turns skips into failures)");
     }
     eprintln!("{line}");
+}
+
+/// Root is needed for loop filesystems, ownership and other users: true if
+/// we have it, else a skip.
+pub fn root_or_skip(name: &str) -> bool {
+    let root = ubio_bench::is_root();
+    if !root {
+        skip(name, "needs root");
+    }
+    root
+}
+
+pub fn ubio() -> Command {
+    Command::new(UBIO)
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A scratch directory on the working filesystem (ext4 here; not tmpfs,
+/// where pages are the storage).
+pub fn workdir() -> tempfile::TempDir {
+    tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap()
+}
+
+/// `len` bytes that differ with `seed` and along the file.
+pub fn data(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 12) as u8)
+        .collect()
+}
+
+pub fn cachestat(path: &Path) -> ubio::sys::CacheStat {
+    let f = std::fs::File::open(path).unwrap();
+    ubio::sys::cachestat(f.as_fd(), 0, 0).unwrap()
+}
+
+/// Write, make durable and drop from the cache.
+pub fn write_cold(path: &Path, bytes: &[u8]) {
+    let mut f = std::fs::File::create(path).unwrap();
+    f.write_all(bytes).unwrap();
+    f.sync_all().unwrap();
+    ubio::sys::fadvise(f.as_fd(), 0, 0, ubio::sys::Advice::DontNeed).unwrap();
 }
 
 /// Our memory cgroup, or why the demo cannot run here.
