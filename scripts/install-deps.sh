@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
 # Install what ubio's tests and benchmarks need, and nothing that is already there.
 #
+#   scripts/install-deps.sh            # everything the test suite and benchmarks use
+#   scripts/install-deps.sh PKG...     # only these Debian packages (scripts/demo.sh), plus Rust
+#
 # Idempotent: a second run installs nothing and does not touch the network. Debian
 # packages: xfsprogs (mkfs.xfs), btrfs-progs (mkfs.btrfs), e2fsprogs (mkfs.ext4),
 # util-linux (losetup, mount), fio (reference numbers for the benchmarks), rsync,
 # gcc, libc6-dev (programs the LD_PRELOAD shim tests run or build), nocache (the
 # copy benchmark of `ubio demo --copy` compares with it). Runs
-# `apt-get update` only when something is missing. Also makes sure cargo exists.
+# `apt-get update` only when something is missing. Also makes sure cargo exists
+# (rustup's stable toolchain; Debian's own cargo is too old for this project).
 set -euo pipefail
 
 export DEBIAN_FRONTEND=noninteractive
 
 PACKAGES=(xfsprogs btrfs-progs e2fsprogs util-linux fio rsync gcc libc6-dev nocache)
+if [ "$#" -gt 0 ]; then
+    PACKAGES=("$@")
+fi
 
 as_root() {
     if [ "$(id -u)" -eq 0 ]; then
@@ -56,9 +63,15 @@ if ! command -v cargo >/dev/null 2>&1; then
         rustup toolchain install stable --profile minimal
         rustup default stable
     else
-        echo "install-deps: cargo and rustup missing, installing Debian's cargo"
-        as_root apt-get update -q
-        as_root apt-get install -y -q --no-install-recommends cargo rustc
+        echo "install-deps: cargo missing, installing Rust with rustup (minimal profile)"
+        if ! command -v curl >/dev/null 2>&1; then
+            as_root apt-get update -q
+            as_root apt-get install -y -q --no-install-recommends curl ca-certificates
+        fi
+        curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs |
+            sh -s -- -y --profile minimal --default-toolchain stable --no-modify-path
+        # shellcheck disable=SC1091
+        . "$HOME/.cargo/env"
     fi
 fi
 echo "install-deps: $(cargo --version)"

@@ -63,19 +63,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'echo "guest: interrupted" >&2; exit 130' INT TERM HUP
 
-# 1. Host tools.
-need=()
-command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
-command -v cpio >/dev/null || need+=(cpio)
-command -v xz >/dev/null || need+=(xz-utils)
-command -v mkfs.f2fs >/dev/null || [ -x /usr/sbin/mkfs.f2fs ] || need+=(f2fs-tools)
-command -v mkfs.xfs >/dev/null || [ -x /usr/sbin/mkfs.xfs ] || need+=(xfsprogs)
-command -v mkfs.btrfs >/dev/null || [ -x /usr/sbin/mkfs.btrfs ] || need+=(btrfs-progs)
-command -v mke2fs >/dev/null || [ -x /usr/sbin/mke2fs ] || need+=(e2fsprogs)
-if [ ${#need[@]} -gt 0 ]; then
-    echo "== guest: installing ${need[*]}"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null
-fi
+# 1. Host tools (what is missing), and Rust.
+"$root/scripts/install-deps.sh" qemu-system-x86 cpio xz-utils f2fs-tools xfsprogs btrfs-progs e2fsprogs |
+    sed 's/^/== guest: /'
 export PATH="$PATH:/usr/sbin:/sbin"
 if ! command -v cargo >/dev/null 2>&1 && [ -f "$HOME/.cargo/env" ]; then
     # shellcheck disable=SC1091
