@@ -9,6 +9,7 @@ use common::*;
 use std::io::{Read, Write};
 use std::time::Duration;
 use ubio::BackendKind;
+use ubio_bench::kept_pages::{check_kept, with_damon_retries};
 use ubio_bench::residency_sampler::ResidencySampler;
 
 const IO: u64 = MIB;

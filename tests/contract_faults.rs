@@ -10,6 +10,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use ubio::BackendKind;
+use ubio_bench::kept_pages::{check_kept, with_damon_retries};
 use ubio_bench::scratchfs::ScratchFs;
 
 const NOBODY: u32 = 65534;

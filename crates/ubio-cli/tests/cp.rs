@@ -3,6 +3,7 @@
 
 mod common;
 use common::*;
+use ubio_bench::kept_pages::with_damon_retries;
 
 use std::os::fd::AsFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
@@ -338,33 +339,35 @@ fn destination_uncached_and_source_pages_cached_before_stay() {
     let (src, dst) = (dir.path().join("src"), dir.path().join("dst"));
     write_cold(&src, &data(48 * MIB, 7));
     let hot = 8 * MIB as u64;
-    for attempt in 1..=3 {
-        let f = std::fs::File::open(&src).unwrap();
-        ubio::sys::fadvise(f.as_fd(), 0, 0, ubio::sys::Advice::DontNeed).unwrap();
-        // Cache the first 8 MiB as another user of the file would.
-        let mut buf = vec![0u8; hot as usize];
-        use std::os::unix::fs::FileExt;
-        f.read_exact_at(&mut buf, 0).unwrap();
-        let before = ubio::sys::cachestat(f.as_fd(), 0, hot).unwrap().nr_cache;
-        assert_eq!(before, hot / 4096, "setup: the hot range is not cached");
-        // Readahead cached some pages past the hot range too: those count
-        // as cached before the copy.
-        let before_all = ubio::sys::cachestat(f.as_fd(), 0, 0).unwrap().nr_cache;
-        let out = cp(&[&src, &dst]);
-        assert_ok(&out);
-        let kept = ubio::sys::cachestat(f.as_fd(), 0, hot).unwrap().nr_cache;
-        let after_all = ubio::sys::cachestat(f.as_fd(), 0, 0).unwrap().nr_cache;
-        assert_eq!(cachestat(&dst).nr_cache, 0, "destination left cached");
-        assert!(
-            after_all <= before_all,
-            "source pages the copy brought in stayed: {after_all} cached, {before_all} before"
-        );
-        if kept == before {
-            return;
-        }
-        eprintln!("RETRY attempt {attempt}: {kept} of {before} hot pages stayed");
-    }
-    panic!("source pages cached before the copy were dropped in every attempt");
+    with_damon_retries(
+        "destination_uncached_and_source_pages_cached_before_stay",
+        || {
+            let f = std::fs::File::open(&src).unwrap();
+            ubio::sys::fadvise(f.as_fd(), 0, 0, ubio::sys::Advice::DontNeed).unwrap();
+            // Cache the first 8 MiB as another user of the file would.
+            let mut buf = vec![0u8; hot as usize];
+            use std::os::unix::fs::FileExt;
+            f.read_exact_at(&mut buf, 0).unwrap();
+            let before = ubio::sys::cachestat(f.as_fd(), 0, hot).unwrap().nr_cache;
+            assert_eq!(before, hot / 4096, "setup: the hot range is not cached");
+            // Readahead cached some pages past the hot range too: those count
+            // as cached before the copy.
+            let before_all = ubio::sys::cachestat(f.as_fd(), 0, 0).unwrap().nr_cache;
+            let out = cp(&[&src, &dst]);
+            assert_ok(&out);
+            let kept = ubio::sys::cachestat(f.as_fd(), 0, hot).unwrap().nr_cache;
+            let after_all = ubio::sys::cachestat(f.as_fd(), 0, 0).unwrap().nr_cache;
+            assert_eq!(cachestat(&dst).nr_cache, 0, "destination left cached");
+            assert!(
+                after_all <= before_all,
+                "source pages the copy brought in stayed: {after_all} cached, {before_all} before"
+            );
+            if kept == before {
+                return Ok(());
+            }
+            Err(format!("{kept} of {before} hot pages stayed"))
+        },
+    );
 }
 
 /// A copy onto a full filesystem names the destination as incomplete with

@@ -2,6 +2,7 @@
 
 mod common;
 use common::*;
+use ubio_bench::kept_pages::with_damon_retries;
 
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
@@ -32,25 +33,13 @@ fn read_prefix(path: &Path, len: usize) {
         .unwrap();
 }
 
-/// DAMON may reclaim a few cold pages between two looks: retry a
-/// comparison that must hold exactly (see README, Tests).
-fn retry(name: &str, mut attempt: impl FnMut() -> Result<(), String>) {
-    for n in 1..=3 {
-        match attempt() {
-            Ok(()) => return,
-            Err(e) => eprintln!("RETRY {name} attempt {n}: {e}"),
-        }
-    }
-    panic!("{name}: failed in every attempt");
-}
-
 #[test]
 fn stat_reports_what_cachestat_reports() {
     let dir = workdir();
     let (a, b) = (dir.path().join("a"), dir.path().join("b"));
     write_cold(&a, &vec![0x5a; 16 * MIB]);
     write_cold(&b, &vec![0x5a; 3 * MIB + 1]);
-    retry("stat_reports_what_cachestat_reports", || {
+    with_damon_retries("stat_reports_what_cachestat_reports", || {
         read_prefix(&a, 4 * MIB);
         read_prefix(&b, 3 * MIB + 1);
         let (ca, cb) = (cachestat(&a), cachestat(&b));

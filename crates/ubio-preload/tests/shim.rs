@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 use ubio::sys::{self, Advice};
+use ubio_bench::kept_pages::with_damon_retries;
 use ubio_bench::residency_sampler::ResidencySampler;
 
 const MIB: u64 = 1 << 20;
@@ -402,8 +403,7 @@ fn shim_cp_residency() {
     }
     // Another user's pages: 8 MiB in the middle.
     let (hot_off, hot_len) = (512 * MIB, 8 * MIB);
-    let mut lost = Vec::new();
-    for attempt in 1..=3 {
+    with_damon_retries("shim_cp_residency", || {
         {
             let f = fs::File::open(&src).unwrap();
             sys::fadvise(f.as_fd(), 0, 0, Advice::DontNeed).unwrap();
@@ -453,16 +453,10 @@ fn shim_cp_residency() {
         );
         assert_eq!(fs::metadata(&dst).unwrap().len(), 1 << 30);
         if kept == hot {
-            return;
+            return Ok(());
         }
-        // This VM's DAMON may reclaim idle pages on its own: retry; a real
-        // bug loses them every time.
-        println!(
-            "RETRY shim_cp_residency: {kept} of {hot} precached pages kept (attempt {attempt})"
-        );
-        lost.push((kept, hot));
-    }
-    panic!("precached source pages lost in every attempt: {lost:?}");
+        Err(format!("{kept} of {hot} precached pages kept"))
+    });
 }
 
 /// A C program whose SIGALRM handler writes to a file (every 200 us) while
