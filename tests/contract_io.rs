@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use std::io::{IoSlice, IoSliceMut, Read, Seek, SeekFrom, Write};
+use std::io::{self, IoSlice, IoSliceMut, Read, Seek, SeekFrom, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
 use ubio::BackendKind;
 
@@ -372,5 +372,54 @@ fn proc_and_sys_files_pass_through() {
         f.read_to_end(&mut got).unwrap();
         assert_eq!(got, std::fs::read(p).unwrap(), "{p}");
         assert!(!got.is_empty(), "{p} read empty");
+    }
+}
+
+/// `Stream::write_at(fd, .., None)` is write(2) on a descriptor someone else
+/// owns (the LD_PRELOAD shim): the data goes at the file position, which then
+/// moves past it, on every backend; O_APPEND descriptors append.
+#[test]
+fn stream_writes_at_the_file_position() {
+    use std::os::fd::AsFd;
+    for t in targets("stream_position", GIB) {
+        for backend in all_backends() {
+            for append in [false, true] {
+                let path = t.path(&format!("position-{backend}-{append}"));
+                std::fs::write(&path, b"0123456789").unwrap();
+                std::fs::File::open(&path).unwrap().sync_all().unwrap();
+                evict(&path); // cold, so `direct` really writes with O_DIRECT
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .append(append)
+                    .open(&path)
+                    .unwrap();
+                let opts = ubio::StreamOptions {
+                    backend,
+                    ..Default::default()
+                };
+                let stream = match ubio::Stream::new(file.as_fd(), &opts) {
+                    Ok(s) => s,
+                    Err(e) if e.kind() == io::ErrorKind::Unsupported => continue,
+                    Err(e) => panic!("{e}"),
+                };
+                (&file).seek(SeekFrom::Start(2)).unwrap();
+                let (at, n) = stream
+                    .write_at(file.as_fd(), &[IoSlice::new(b"ab")], None)
+                    .unwrap();
+                let pos = (&file).stream_position().unwrap();
+                stream.finish(file.as_fd()).unwrap();
+                let got = std::fs::read(&path).unwrap();
+                let what = format!("{} {backend} append={append}", t.name);
+                if append {
+                    assert_eq!((at, n, pos), (10, 2, 12), "{what}");
+                    assert_eq!(got, b"0123456789ab", "{what}");
+                } else {
+                    assert_eq!((at, n, pos), (2, 2, 4), "{what}");
+                    assert_eq!(got, b"01ab456789", "{what}");
+                }
+                std::fs::remove_file(&path).unwrap();
+            }
+        }
     }
 }

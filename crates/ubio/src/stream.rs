@@ -4,7 +4,7 @@
 //! of the program it runs in. Errors are returned as the kernel gave them
 //! (the shim must hand errno back unchanged); `File` adds context.
 
-use crate::backend::{Backend, BackendKind, Buffered, Direct, Emulated, Kernel};
+use crate::backend::{Backend, BackendKind, Buffered, Direct, Emulated, Kernel, WriteAt};
 use crate::probe::{self, Choice};
 use crate::sys;
 use crate::tracker::{Tracker, TrackerConfig};
@@ -181,21 +181,26 @@ impl Stream {
         off: Option<u64>,
     ) -> io::Result<(u64, usize)> {
         let len: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+        let at = match off {
+            Some(o) => WriteAt::Offset(o),
+            None if self.append => WriteAt::End,
+            None => WriteAt::Position(sys::lseek_cur(fd)?),
+        };
         let keep_cached = match self.tracker() {
             Some(mut t) => {
                 if let Some(e) = t.take_deferred() {
                     return Err(e);
                 }
-                let at = match off {
-                    Some(o) => o,
-                    None if self.append => sys::fstat(fd)?.st_size as u64,
-                    None => sys::lseek_cur(fd)?,
+                let start = match at {
+                    WriteAt::Offset(o) | WriteAt::Position(o) => o,
+                    // Where the end is now; the backend reports where it was.
+                    WriteAt::End => sys::fstat(fd)?.st_size as u64,
                 };
-                t.before_write(fd, at, len)
+                t.before_write(fd, start, len)
             }
             None => false,
         };
-        let (at, n) = self.backend.write(fd, bufs, off, keep_cached)?;
+        let (at, n) = self.backend.write(fd, bufs, at, keep_cached)?;
         if let Some(mut t) = self.tracker() {
             t.after_write(fd, at, n as u64);
         }

@@ -9,7 +9,7 @@
 //! another process writing the same block at the same time can lose an
 //! update, as with any O_DIRECT user of unaligned data.
 
-use super::{pwrite_with_flags, Backend, BackendKind, Caps};
+use super::{pwrite_with_flags, Backend, BackendKind, Caps, WriteAt};
 use crate::buffer::AlignedBuf;
 use crate::sys::{self, DioAlign, RwFlags};
 use std::fs::File;
@@ -230,29 +230,52 @@ impl Backend for Direct {
         &self,
         fd: BorrowedFd<'_>,
         bufs: &[IoSlice<'_>],
-        off: Option<u64>,
+        at: WriteAt,
         keep_cached: bool,
     ) -> io::Result<(u64, usize)> {
         if keep_cached {
-            return pwrite_with_flags(fd, bufs, off, RwFlags::NONE);
+            return pwrite_with_flags(fd, bufs, at, RwFlags::NONE);
         }
-        let len: usize = bufs.iter().map(|b| b.len()).sum();
         let _guard = self.write_lock.lock().unwrap();
-        let old_size = sys::fstat(fd)?.st_size as u64;
-        let off = off.unwrap_or(old_size);
+        let off = match at {
+            WriteAt::Offset(off) | WriteAt::Position(off) => off,
+            WriteAt::End => sys::fstat(fd)?.st_size as u64,
+        };
+        let n = self.write_direct(fd, bufs, off)?;
+        if !matches!(at, WriteAt::Offset(_)) {
+            // The data went through the O_DIRECT descriptor: move this
+            // one's position past it, as write(2) would have.
+            sys::lseek_set(fd, off + n as u64)?;
+        }
+        Ok((off, n))
+    }
+}
+
+impl Direct {
+    /// Write `bufs` at `off` through the O_DIRECT descriptor (under the
+    /// write lock); short only on an error after some data went out.
+    fn write_direct(
+        &self,
+        fd: BorrowedFd<'_>,
+        bufs: &[IoSlice<'_>],
+        off: u64,
+    ) -> io::Result<usize> {
+        let len: usize = bufs.iter().map(|b| b.len()).sum();
         if len == 0 {
-            return Ok((off, 0));
+            return Ok(0);
         }
         if bufs.len() == 1 && self.aligned(bufs[0].as_ptr(), off, len) {
-            let n = sys::pwritev2(self.dfd.as_fd(), bufs, Some(off), RwFlags::NONE)?;
-            return Ok((off, n));
+            return sys::pwritev2(self.dfd.as_fd(), bufs, Some(off), RwFlags::NONE);
         }
         if !self.dfd_readable
             && (!off.is_multiple_of(self.align) || !(len as u64).is_multiple_of(self.align))
         {
             // Edges cannot be read back for read-modify-write.
-            return pwrite_with_flags(fd, bufs, Some(off), RwFlags::NONE);
+            return pwrite_with_flags(fd, bufs, WriteAt::Offset(off), RwFlags::NONE)
+                .map(|(_, n)| n);
         }
+        // The last block is written whole and trimmed back to this size.
+        let old_size = sys::fstat(fd)?.st_size as u64;
         let end = off + len as u64;
         let (first, last) = (self.down(off), self.up(end));
         let mut buf = self.take_buf();
@@ -288,12 +311,12 @@ impl Backend for Direct {
             if now > wanted && now <= last {
                 sys::ftruncate(fd, wanted)?;
             }
-            Ok((off, len))
+            Ok(len)
         })();
         self.put_buf(buf);
         match result {
             // As write(2): a partial write reports its count; the error recurs next call.
-            Err(_) if written > 0 => Ok((off, written)),
+            Err(_) if written > 0 => Ok(written),
             r => r,
         }
     }

@@ -89,6 +89,19 @@ pub struct Caps {
     pub kernel_starts_writeback: bool,
 }
 
+/// Where a write goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteAt {
+    /// At this offset; the file position does not move (pwrite(2)).
+    Offset(u64),
+    /// At the file position, which the caller has just read as this offset;
+    /// the position moves past the data (write(2)).
+    Position(u64),
+    /// At the end of file, wherever it is when the write lands (O_APPEND);
+    /// the position moves past the data.
+    End,
+}
+
 /// A backend bound to one open file. The page-cache backends differ only in
 /// their per-call flags and capabilities; `direct` overrides `read`/`write`.
 pub trait Backend: Send + Sync + fmt::Debug {
@@ -102,32 +115,32 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn read(&self, fd: BorrowedFd<'_>, bufs: &mut [IoSliceMut<'_>], off: u64) -> io::Result<usize> {
         crate::sys::preadv2(fd, bufs, Some(off), self.flags())
     }
-    /// Write `bufs` at `off`, or at the end of file when `off` is `None`
-    /// (O_APPEND). `keep_cached`: the range holds pages cached by others.
-    /// Returns the offset written at and the count.
+    /// Write `bufs` where `at` says. `keep_cached`: the range holds pages
+    /// cached by others. Returns the offset written at and the count.
     fn write(
         &self,
         fd: BorrowedFd<'_>,
         bufs: &[IoSlice<'_>],
-        off: Option<u64>,
+        at: WriteAt,
         _keep_cached: bool,
     ) -> io::Result<(u64, usize)> {
-        pwrite_with_flags(fd, bufs, off, self.flags())
+        pwrite_with_flags(fd, bufs, at, self.flags())
     }
 }
 
-/// A pwritev2 at `off`, or an append whose offset is learnt from the file
-/// position afterwards.
+/// A write through the page cache with per-call flags: pwritev2 at an
+/// offset, or at the file position (-1), which the kernel moves.
 pub(crate) fn pwrite_with_flags(
     fd: BorrowedFd<'_>,
     bufs: &[IoSlice<'_>],
-    off: Option<u64>,
+    at: WriteAt,
     flags: crate::sys::RwFlags,
 ) -> io::Result<(u64, usize)> {
-    match off {
-        Some(off) => Ok((off, crate::sys::pwritev2(fd, bufs, Some(off), flags)?)),
-        None => {
-            // O_APPEND: the kernel picks the offset and leaves the position after it.
+    match at {
+        WriteAt::Offset(off) => Ok((off, crate::sys::pwritev2(fd, bufs, Some(off), flags)?)),
+        WriteAt::Position(pos) => Ok((pos, crate::sys::pwritev2(fd, bufs, None, flags)?)),
+        WriteAt::End => {
+            // The kernel picks the offset and leaves the position after it.
             let n = crate::sys::pwritev2(fd, bufs, None, flags)?;
             let end = crate::sys::lseek_cur(fd)?;
             Ok((end - n as u64, n))

@@ -196,6 +196,15 @@ pub fn lseek_cur(fd: BorrowedFd<'_>) -> io::Result<u64> {
     cvt(unsafe { libc::lseek(fd.as_raw_fd(), 0, libc::SEEK_CUR) } as libc::c_long).map(|p| p as u64)
 }
 
+/// `lseek(fd, pos, SEEK_SET)`: move the file position.
+///
+/// See lseek(2).
+pub fn lseek_set(fd: BorrowedFd<'_>, pos: u64) -> io::Result<u64> {
+    // SAFETY: no pointers are passed.
+    cvt(unsafe { libc::lseek(fd.as_raw_fd(), pos as libc::off_t, libc::SEEK_SET) } as libc::c_long)
+        .map(|p| p as u64)
+}
+
 /// `ftruncate(fd, len)`.
 ///
 /// See ftruncate(2).
