@@ -89,13 +89,13 @@ fn cache() -> &'static Mutex<HashMap<u64, FsCaps>> {
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// The capabilities of the filesystem holding the open file `fd`.
-pub fn fs_caps(fd: BorrowedFd<'_>) -> io::Result<FsCaps> {
-    let st = sys::fstat(fd)?;
+/// The capabilities of the filesystem holding the open file `fd`, whose
+/// fstat() the caller has in `st`.
+pub fn fs_caps(fd: BorrowedFd<'_>, st: &libc::stat) -> io::Result<FsCaps> {
     if let Some(c) = cache().lock().unwrap().get(&st.st_dev) {
         return Ok(c.clone());
     }
-    let caps = probe_fs(fd, &st)?;
+    let caps = probe_fs(fd, st)?;
     // Only regular files can prove what the filesystem supports.
     if st.st_mode & libc::S_IFMT == libc::S_IFREG {
         cache().lock().unwrap().insert(st.st_dev, caps.clone());
@@ -199,7 +199,7 @@ fn readable_fd(fd: BorrowedFd<'_>) -> io::Result<Readable<'_>> {
 /// Probe an open file.
 pub fn probe_fd(fd: BorrowedFd<'_>, path: Option<&Path>) -> io::Result<Probe> {
     let st = sys::fstat(fd)?;
-    let fs = fs_caps(fd)?;
+    let fs = fs_caps(fd, &st)?;
     let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
     let cachestat = match sys::cachestat(fd, 0, 0) {
         Ok(_) => Support::yes("cachestat() works on this file"),

@@ -66,12 +66,13 @@ fn align_up(x: u64, a: u64) -> u64 {
 }
 
 impl Residency {
-    /// Start tracking the file behind `fd`. Finds out at once whether
-    /// residency can be known at all, so the handle can say why not.
-    pub fn new(fd: BorrowedFd<'_>, preserve: bool) -> Residency {
+    /// Start tracking a file. `blind` is what [`blindness`] found for it
+    /// (the stream asks once, to choose its backend too); with `preserve`
+    /// false it does not matter.
+    pub fn new(preserve: bool, blind: Option<Blindness>) -> Residency {
         Residency {
             preserve,
-            blind: if preserve { blindness(fd) } else { None },
+            blind: blind.filter(|_| preserve),
             ..Residency::default()
         }
     }
@@ -306,7 +307,7 @@ mod tests {
         let mut buf = vec![0u8; 3 * page as usize];
         f.read_exact_at(&mut buf, CHUNK + 5 * page).unwrap();
         sys::fadvise(f.as_fd(), CHUNK + 8 * page, 0, sys::Advice::DontNeed).unwrap(); // no readahead tail
-        let mut r = Residency::new(f.as_fd(), true);
+        let mut r = Residency::new(true, blindness(f.as_fd()));
         r.ensure_known(f.as_fd(), 0, 8 * MIB);
         assert_eq!(r.precached_pages(), 3);
         let drop = r.droppable(0..8 * MIB);
@@ -317,15 +318,14 @@ mod tests {
     #[test]
     fn unknown_regions_are_not_droppable() {
         let (_dir, f) = cold_file();
-        let mut r = Residency::new(f.as_fd(), true);
+        let mut r = Residency::new(true, blindness(f.as_fd()));
         r.ensure_known(f.as_fd(), 0, 1);
         assert_eq!(r.droppable(0..8 * MIB), vec![0..CHUNK]);
     }
 
     #[test]
     fn without_preserve_everything_is_droppable() {
-        let (_dir, f) = cold_file();
-        let r = Residency::new(f.as_fd(), false);
+        let r = Residency::new(false, None);
         assert_eq!(r.droppable(3..7), vec![3..7]);
     }
 }

@@ -6,6 +6,7 @@
 
 use crate::backend::{Backend, BackendKind, Buffered, Direct, Emulated, Kernel, WriteAt};
 use crate::probe::{self, Choice};
+use crate::residency;
 use crate::sys;
 use crate::tracker::{Tracker, TrackerConfig};
 use serde::Serialize;
@@ -90,9 +91,12 @@ impl Stream {
         let st = sys::fstat(fd)?;
         let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
         let flags = sys::getfl(fd)?;
-        let fs = probe::fs_caps(fd)?;
-        let residency_known = !opts.preserve_cached || crate::residency::blindness(fd).is_none();
-        let choice = probe::choose(opts.backend, &fs, regular, flags, residency_known)?;
+        let fs = probe::fs_caps(fd, &st)?;
+        let blind = opts
+            .preserve_cached
+            .then(|| residency::blindness(fd))
+            .flatten();
+        let choice = probe::choose(opts.backend, &fs, regular, flags, blind.is_none())?;
         let backend: Box<dyn Backend> = match choice.backend {
             BackendKind::Kernel => Box::new(Kernel),
             BackendKind::Emulated => Box::new(Emulated),
@@ -111,7 +115,7 @@ impl Stream {
                 lookahead: fs.lookahead(),
                 preserve_cached: opts.preserve_cached,
             };
-            Mutex::new(Tracker::new(fd, backend.caps(), cfg))
+            Mutex::new(Tracker::new(backend.caps(), cfg, blind))
         });
         Ok(Stream {
             backend,

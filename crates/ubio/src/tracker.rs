@@ -5,7 +5,7 @@
 
 use crate::backend::Caps;
 use crate::readbehind::ReadBehind;
-use crate::residency::{Residency, CHUNK};
+use crate::residency::{Blindness, Residency, CHUNK};
 use crate::sys::{self, Advice, SyncFlags};
 use crate::writebehind::{Actions, WriteBehind};
 use std::io;
@@ -55,8 +55,9 @@ pub struct Tracker {
 }
 
 impl Tracker {
-    pub fn new(fd: BorrowedFd<'_>, caps: Caps, cfg: TrackerConfig) -> Tracker {
-        let residency = Residency::new(fd, cfg.preserve_cached);
+    /// `blind`: why the file's residency cannot be known, if it cannot.
+    pub fn new(caps: Caps, cfg: TrackerConfig, blind: Option<Blindness>) -> Tracker {
+        let residency = Residency::new(cfg.preserve_cached, blind);
         Tracker {
             caps,
             cfg,
