@@ -2,7 +2,7 @@
 //! baseline every other backend is compared with, and the pass-through for
 //! files whose cache there is nothing to manage (pipes, /proc, tmpfs).
 
-use super::{Backend, BackendKind, Caps};
+use super::{Backend, BackendKind};
 
 #[derive(Debug, Default)]
 pub struct Buffered;
@@ -10,8 +10,5 @@ pub struct Buffered;
 impl Backend for Buffered {
     fn kind(&self) -> BackendKind {
         BackendKind::Buffered
-    }
-    fn caps(&self) -> Caps {
-        Caps::default()
     }
 }

@@ -9,7 +9,7 @@
 //! another process writing the same block at the same time can lose an
 //! update, as with any O_DIRECT user of unaligned data.
 
-use super::{pwrite_with_flags, Backend, BackendKind, Caps, WriteAt};
+use super::{pwrite_with_flags, Backend, BackendKind, WriteAt};
 use crate::buffer::AlignedBuf;
 use crate::sys::{self, DioAlign, RwFlags};
 use std::fs::File;
@@ -171,15 +171,9 @@ impl Backend for Direct {
         BackendKind::Direct
     }
 
-    fn caps(&self) -> Caps {
-        // O_DIRECT leaves no pages, but filesystems may fall back to
-        // buffered I/O (btrfs does for some writes): the tracker still
-        // writes behind and cleans up, which costs a cachestat when empty.
-        Caps {
-            manages_cache: true,
-            ..Caps::default()
-        }
-    }
+    // No `caps`: O_DIRECT leaves no pages, but filesystems may fall back to
+    // buffered I/O (btrfs does for some writes), so the tracker still
+    // writes behind and cleans up; that costs a cachestat when empty.
 
     fn read(
         &self,

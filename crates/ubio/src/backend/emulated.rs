@@ -3,7 +3,7 @@
 //! (sync_file_range, then DONTNEED once written back). Works on every kernel
 //! and filesystem with a page cache that can be dropped.
 
-use super::{Backend, BackendKind, Caps};
+use super::{Backend, BackendKind};
 
 #[derive(Debug, Default)]
 pub struct Emulated;
@@ -11,11 +11,5 @@ pub struct Emulated;
 impl Backend for Emulated {
     fn kind(&self) -> BackendKind {
         BackendKind::Emulated
-    }
-    fn caps(&self) -> Caps {
-        Caps {
-            manages_cache: true,
-            ..Caps::default()
-        }
     }
 }

@@ -16,7 +16,6 @@ impl Backend for Kernel {
     }
     fn caps(&self) -> Caps {
         Caps {
-            manages_cache: true,
             kernel_drops_reads: true,
             kernel_starts_writeback: true,
         }

@@ -81,8 +81,6 @@ impl FromStr for BackendKind {
 /// What a backend does by itself; the tracker does the rest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Caps {
-    /// The stream's page cache is managed at all (false for the baseline).
-    pub manages_cache: bool,
     /// The kernel drops pages read during the stream (only leftovers remain).
     pub kernel_drops_reads: bool,
     /// The kernel starts writeback right after each write.
@@ -106,7 +104,10 @@ pub enum WriteAt {
 /// their per-call flags and capabilities; `direct` overrides `read`/`write`.
 pub trait Backend: Send + Sync + fmt::Debug {
     fn kind(&self) -> BackendKind;
-    fn caps(&self) -> Caps;
+    /// What the kernel does for this backend (by default: nothing).
+    fn caps(&self) -> Caps {
+        Caps::default()
+    }
     /// The `RWF_*` flags of every read and write.
     fn flags(&self) -> RwFlags {
         RwFlags::NONE
