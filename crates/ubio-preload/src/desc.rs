@@ -7,7 +7,7 @@ use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use ubio::Stream;
+use ubio::{sys, Stream};
 
 /// Bumped in the child of every fork: state of an older generation belongs
 /// to the parent and is neither used nor finished here.
@@ -98,29 +98,20 @@ impl Desc {
     ) -> io::Result<usize> {
         let s = self.stream().expect("managed");
         let _pos = self.pos.lock().unwrap_or_else(|p| p.into_inner());
-        let off = lseek(fd, 0, libc::SEEK_CUR)?;
+        let off = sys::lseek_cur(fd)?;
         let n = s.read_at(fd, bufs, off)?;
-        lseek(fd, (off + n as u64) as i64, libc::SEEK_SET)?;
+        sys::lseek_set(fd, off + n as u64)?;
         Ok(n)
-    }
-}
-
-fn lseek(fd: BorrowedFd<'_>, off: i64, whence: i32) -> io::Result<u64> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: no pointers are passed.
-    let r = unsafe { libc::lseek(fd.as_raw_fd(), off, whence) };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r as u64)
     }
 }
 
 /// The file position of `fd`, for the tracker of a copy the kernel makes.
 pub fn position(fd: BorrowedFd<'_>) -> Option<u64> {
-    lseek(fd, 0, libc::SEEK_CUR).ok()
+    sys::lseek_cur(fd).ok()
 }
 
+/// fstat of a raw descriptor that may not be open (ubio::sys::fstat takes a
+/// BorrowedFd, which promises it is).
 fn fstat(fd: i32) -> Option<libc::stat> {
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
     // SAFETY: `st` is a valid out-pointer for struct stat.
