@@ -106,12 +106,16 @@ mod tests {
                 x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
             }
             let d = process_times().unwrap().since(a);
-            if d.user_secs + d.sys_secs >= 0.02 || t.elapsed() > std::time::Duration::from_secs(60) {
+            if d.user_secs + d.sys_secs >= 0.02 || t.elapsed() > std::time::Duration::from_secs(60)
+            {
                 break d;
             }
         };
         std::hint::black_box(x);
-        assert!(d.user_secs + d.sys_secs >= 0.02, "CPU time did not grow: {d:?}");
+        assert!(
+            d.user_secs + d.sys_secs >= 0.02,
+            "CPU time did not grow: {d:?}"
+        );
         assert!(d.user_secs >= 0.0 && d.sys_secs >= 0.0, "{d:?}");
     }
 

@@ -9,13 +9,12 @@
 //! only meaningful on an otherwise idle machine (the test guest of
 //! scripts/guest/run.sh).
 
+use crate::sampler_thread::SamplerThread;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsFd;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use ubio::sys::{cachestat, mincore_range, CacheStat};
 
@@ -40,8 +39,7 @@ impl Peaks {
 }
 
 pub struct ResidencySampler {
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<io::Result<Peaks>>>,
+    thread: SamplerThread<Peaks>,
 }
 
 impl ResidencySampler {
@@ -59,16 +57,37 @@ impl ResidencySampler {
                 ))
             }
         };
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let handle = std::thread::spawn(move || {
+        Ok(Self::spawn(every, move || {
+            if fallback {
+                mincore_and_meminfo(&file).map(Some)
+            } else {
+                cachestat(file.as_fd(), 0, 0).map(Some)
+            }
+        }))
+    }
+
+    /// Sample whatever file is at `path` every `every`, opening it afresh
+    /// each time: for a file that a command is about to create (samples
+    /// while it does not exist are not counted). Needs cachestat().
+    pub fn follow(path: &Path, every: Duration) -> ResidencySampler {
+        let path = path.to_path_buf();
+        Self::spawn(every, move || match File::open(&path) {
+            Ok(f) => cachestat(f.as_fd(), 0, 0).map(Some),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        })
+    }
+
+    fn spawn(
+        every: Duration,
+        mut sample: impl FnMut() -> io::Result<Option<CacheStat>> + Send + 'static,
+    ) -> ResidencySampler {
+        let thread = SamplerThread::spawn(move |stop| {
             let mut peaks = Peaks::default();
             loop {
-                let done = flag.load(Ordering::Acquire);
-                if fallback {
-                    peaks.add(&mincore_and_meminfo(&file)?);
-                } else {
-                    peaks.add(&cachestat(file.as_fd(), 0, 0)?);
+                let done = stop.load(Ordering::Acquire);
+                if let Some(c) = sample()? {
+                    peaks.add(&c);
                 }
                 if done {
                     return Ok(peaks);
@@ -76,29 +95,12 @@ impl ResidencySampler {
                 std::thread::sleep(every);
             }
         });
-        Ok(ResidencySampler {
-            stop,
-            handle: Some(handle),
-        })
+        ResidencySampler { thread }
     }
 
     /// Stop (after one last sample) and return the peaks.
-    pub fn finish(mut self) -> io::Result<Peaks> {
-        self.stop.store(true, Ordering::Release);
-        self.handle
-            .take()
-            .unwrap()
-            .join()
-            .expect("sampler thread panicked")
-    }
-}
-
-impl Drop for ResidencySampler {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
+    pub fn finish(self) -> io::Result<Peaks> {
+        self.thread.finish()
     }
 }
 

@@ -1,6 +1,6 @@
 //! A sampling thread that runs until asked to stop: the shape that
-//! [`crate::victim::CachedFloor`] and `ubio demo --copy`'s destination
-//! sampler share.
+//! [`crate::residency_sampler::ResidencySampler`] and
+//! [`crate::victim::CachedFloor`] share.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -26,12 +26,11 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use ubio::sys;
 use ubio_bench::cgroup::MemCgroup;
 use ubio_bench::clock::monotonic_secs;
 use ubio_bench::residency_sampler::ResidencySampler;
-use ubio_bench::sampler_thread::SamplerThread;
 use ubio_bench::stats::Summary;
 use ubio_bench::victim::CachedFloor;
 use ubio_bench::worker::VictimClient;
@@ -305,7 +304,8 @@ pub(super) fn demo(args: Args, started: Instant, dataset: u64, hot: u64) -> Resu
         for &mode in &modes {
             settle(&src, &dst, reader.as_mut(), &mut warnings)?;
             let src_sampler = ResidencySampler::start(&src, SAMPLE_EVERY)?;
-            let dst_sampler = PathSampler::start(&dst, SAMPLE_EVERY);
+            // The destination may not exist yet: follow its path.
+            let dst_sampler = ResidencySampler::follow(&dst, SAMPLE_EVERY);
             let floor = match victim_on {
                 true => Some(CachedFloor::start(&hot_path, SAMPLE_EVERY)?),
                 false => None,
@@ -318,7 +318,9 @@ pub(super) fn demo(args: Args, started: Instant, dataset: u64, hot: u64) -> Resu
             let src_final = cached_pages(&src);
             let dst_final = cached_pages(&dst);
             let src_peaks = src_sampler.finish()?;
-            let dst_peaks = dst_sampler.finish()?;
+            let dst_peaks = dst_sampler
+                .finish()
+                .context("sample the destination's page cache")?;
             let hot_floor = floor.map(CachedFloor::finish).transpose()?;
             let seconds = result?;
             let (src_final, dst_final) = (src_final?, dst_final?);
@@ -345,9 +347,9 @@ pub(super) fn demo(args: Args, started: Instant, dataset: u64, hot: u64) -> Resu
                 mb_per_s: dataset as f64 / 1e6 / seconds,
                 src_peak_cached_bytes: src_peaks.max_cached * page,
                 src_final_cached_bytes: src_final * page,
-                dst_peak_cached_bytes: dst_peaks.cached * page,
+                dst_peak_cached_bytes: dst_peaks.max_cached * page,
                 dst_final_cached_bytes: dst_final * page,
-                dst_peak_dirty_writeback_bytes: dst_peaks.dirty_writeback * page,
+                dst_peak_dirty_writeback_bytes: dst_peaks.max_dirty_writeback * page,
                 src_samples: src_peaks.samples,
                 dst_samples: dst_peaks.samples,
                 reader: ReaderSummary::of(&rates),
@@ -499,52 +501,6 @@ fn read_full(f: &mut fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
         }
     }
     Ok(n)
-}
-
-/// Peaks of a file that may not exist yet (the destination): each sample
-/// opens the path afresh, so a file made or renamed into place is followed.
-struct PathSampler {
-    sampler: SamplerThread<DstPeaks>,
-}
-
-#[derive(Default, Clone, Copy)]
-struct DstPeaks {
-    samples: u64,
-    cached: u64,
-    dirty_writeback: u64,
-}
-
-impl PathSampler {
-    fn start(path: &Path, every: Duration) -> PathSampler {
-        let path = path.to_path_buf();
-        let sampler = SamplerThread::spawn(move |stop| {
-            let mut p = DstPeaks::default();
-            loop {
-                let done = stop.load(Ordering::Acquire);
-                match fs::File::open(&path) {
-                    Ok(f) => {
-                        let c = sys::cachestat(f.as_fd(), 0, 0)?;
-                        p.samples += 1;
-                        p.cached = p.cached.max(c.nr_cache);
-                        p.dirty_writeback = p.dirty_writeback.max(c.nr_dirty + c.nr_writeback);
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(e),
-                }
-                if done {
-                    return Ok(p);
-                }
-                std::thread::sleep(every);
-            }
-        });
-        PathSampler { sampler }
-    }
-
-    fn finish(self) -> Result<DstPeaks> {
-        self.sampler
-            .finish()
-            .context("sample the destination's page cache")
-    }
 }
 
 fn summarize(modes: &[CopyMode], runs: &[Run], solo: Option<&ReaderSummary>) -> Vec<ModeSummary> {
