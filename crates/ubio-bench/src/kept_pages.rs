@@ -20,8 +20,7 @@ pub fn kept_or_reclaimed(path: &Path, off: u64, len: u64) -> io::Result<(u64, u6
     let f = File::open(path)?;
     match sys::cachestat(f.as_fd(), off, len) {
         Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
-            let map = sys::mincore_range(f.as_fd(), off, len)?;
-            Ok((map.iter().filter(|b| **b & 1 == 1).count() as u64, 0))
+            Ok((sys::mincore_resident(f.as_fd(), off, len)?, 0))
         }
         r => r.map(|cs| (cs.nr_cache, cs.nr_evicted)),
     }

@@ -16,7 +16,7 @@ use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use ubio::sys::{cachestat, mincore_range, CacheStat};
+use ubio::sys::{cachestat, mincore_resident, CacheStat};
 
 /// Peak values seen while sampling, in pages.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -108,10 +108,7 @@ impl ResidencySampler {
 /// mincore(), dirty and writeback pages system-wide from /proc/meminfo.
 fn mincore_and_meminfo(file: &File) -> io::Result<CacheStat> {
     let size = file.metadata()?.len();
-    let nr_cache = mincore_range(file.as_fd(), 0, size)?
-        .iter()
-        .filter(|b| **b & 1 == 1)
-        .count() as u64;
+    let nr_cache = mincore_resident(file.as_fd(), 0, size)?;
     let meminfo = std::fs::read_to_string("/proc/meminfo")?;
     let pages = |key: &str| {
         meminfo

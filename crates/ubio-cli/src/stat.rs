@@ -113,7 +113,7 @@ pub fn cache_info(file: &std::fs::File) -> io::Result<CacheInfo> {
     Ok(CacheInfo {
         size_bytes,
         pages,
-        cached: mincore_cached(file, size_bytes)?,
+        cached: ubio::sys::mincore_resident(file.as_fd(), 0, size_bytes)?,
         dirty: None,
         writeback: None,
         evicted: None,
@@ -121,20 +121,6 @@ pub fn cache_info(file: &std::fs::File) -> io::Result<CacheInfo> {
         source: Source::Mincore,
         note: Some(fallback_note.to_string()),
     })
-}
-
-/// Resident pages by mincore(), a GiB at a time so the vector stays small.
-fn mincore_cached(file: &std::fs::File, len: u64) -> io::Result<u64> {
-    const STEP: u64 = 1 << 30;
-    let mut cached = 0;
-    let mut off = 0;
-    while off < len {
-        let n = STEP.min(len - off);
-        let vec = ubio::sys::mincore_range(file.as_fd(), off, n)?;
-        cached += vec.iter().filter(|&&b| b & 1 != 0).count() as u64;
-        off += n;
-    }
-    Ok(cached)
 }
 
 /// The regular files named by `paths`: a symlink named on the command line

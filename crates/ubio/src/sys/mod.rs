@@ -10,7 +10,10 @@ mod copy;
 mod fs;
 mod rw;
 
-pub use cache::{cachestat, fadvise, mincore_range, sync_file_range, Advice, CacheStat, SyncFlags};
+pub use cache::{
+    cachestat, fadvise, mincore_range, mincore_resident, sync_file_range, Advice, CacheStat,
+    SyncFlags,
+};
 pub use copy::{copy_file_range, ficlone, mkfifo, seek_data, seek_hole, set_times_nofollow};
 pub use fs::{
     fs_magic, fstat, ftruncate, getfl, kernel_release, lseek_cur, lseek_set, reopen,
