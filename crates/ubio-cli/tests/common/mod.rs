@@ -38,6 +38,12 @@ pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Exit status 0 and nothing on stderr (a command whose reader went away).
+pub fn assert_quiet_success(out: &Output) {
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(out));
+    assert!(out.stderr.is_empty(), "{}", stderr(out));
+}
+
 /// A scratch directory on the working filesystem (ext4 here; not tmpfs,
 /// where pages are the storage).
 pub fn workdir() -> tempfile::TempDir {
