@@ -102,10 +102,11 @@ fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     out
 }
 
-fn run_sh(script: &str, input: &Path, cwd: &Path, shim: bool) -> Output {
+/// `backend`: the shim's backend (`ubio run --backend`), when `shim`.
+fn run_sh(script: &str, input: &Path, cwd: &Path, shim: bool, backend: &str) -> Output {
     let mut c = if shim {
         let mut c = Command::new(ubio_bin());
-        c.args(["run", "--", "sh", "-c", script]);
+        c.args(["run", "--backend", backend, "--", "sh", "-c", script]);
         c
     } else {
         let mut c = Command::new("sh");
@@ -114,15 +115,21 @@ fn run_sh(script: &str, input: &Path, cwd: &Path, shim: bool) -> Output {
     };
     c.current_dir(cwd)
         .env("IN", input)
+        .env("UBIO", ubio_bin())
         .env_remove("UBIO_LOG")
         .output()
         .unwrap()
 }
 
-/// Run `script` (sh, with $IN the input directory and a fresh working
-/// directory) without and with the shim: same stdout, stderr, exit status
-/// and files written. Returns the exit status.
+/// Run `script` (sh, with $IN the input directory, $UBIO the ubio binary and
+/// a fresh working directory) without and with the shim: same stdout,
+/// stderr, exit status and files written. Returns the exit status.
 fn same(name: &str, tools: &[&str], script: &str) -> Option<i32> {
+    same_with(name, tools, script, "auto")
+}
+
+/// As [`same`], with the shim on `backend`.
+fn same_with(name: &str, tools: &[&str], script: &str, backend: &str) -> Option<i32> {
     for t in tools {
         if !have(t) {
             skip(name, &format!("{t} is not installed"));
@@ -137,7 +144,7 @@ fn same(name: &str, tools: &[&str], script: &str) -> Option<i32> {
     for shim in [false, true] {
         let out = tmp.path().join(if shim { "shim" } else { "plain" });
         fs::create_dir(&out).unwrap();
-        let o = run_sh(script, &input, &out, shim);
+        let o = run_sh(script, &input, &out, shim, backend);
         results.push((o, tree(&out)));
     }
     let (plain, shim) = (&results[0], &results[1]);
@@ -202,6 +209,21 @@ fn shim_dd() {
            dd if="$IN/a" bs=65537 skip=2 count=100 status=none | sha256sum &&
            dd if="$IN/small" of=sync bs=1M conv=fsync status=none && echo done"#,
     );
+}
+
+/// write() at a file position inside a cold file, on every backend: the
+/// bytes land at the position (the direct backend once appended them).
+#[test]
+fn shim_dd_writes_at_the_position_on_every_backend() {
+    for backend in ["auto", "kernel", "emulated", "direct", "buffered"] {
+        same_with(
+            &format!("shim_dd_{backend}"),
+            &["dd", "sync"],
+            r#"printf 0123456789 > f && sync f && "$UBIO" evict f > /dev/null &&
+               printf ab | dd of=f bs=1 seek=2 conv=notrunc status=none && cat f"#,
+            backend,
+        );
+    }
 }
 
 #[test]
