@@ -15,6 +15,7 @@ pub mod cgroup;
 pub mod cleanup;
 pub mod clock;
 pub mod cpu;
+pub mod harness;
 pub mod kept_pages;
 pub mod residency_sampler;
 pub mod sampler_thread;

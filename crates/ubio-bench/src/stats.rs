@@ -41,12 +41,30 @@ pub fn max(samples: &[f64]) -> Option<f64> {
         .reduce(f64::max)
 }
 
-/// Median, min and max of a set of samples, and how many there were.
+/// The sample standard deviation (n - 1 in the denominator); 0 for a
+/// single sample, `None` for none.
+pub fn stddev(samples: &[f64]) -> Option<f64> {
+    let v: Vec<f64> = samples.iter().copied().filter(|x| !x.is_nan()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    if v.len() == 1 {
+        return Some(0.0);
+    }
+    let mean = v.iter().sum::<f64>() / v.len() as f64;
+    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (v.len() - 1) as f64;
+    Some(var.sqrt())
+}
+
+/// Median, min, max and standard deviation of a set of samples, and how
+/// many there were.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub median: f64,
     pub min: f64,
     pub max: f64,
+    #[serde(default)]
+    pub stddev: f64,
     pub n: usize,
 }
 
@@ -57,6 +75,7 @@ impl Summary {
             median: median(samples)?,
             min: min(samples)?,
             max: max(samples)?,
+            stddev: stddev(samples)?,
             n: samples.iter().filter(|x| !x.is_nan()).count(),
         })
     }
@@ -98,5 +117,14 @@ mod tests {
         let s = Summary::of(&[3.0, 9.0, 1.0, 4.0]).unwrap();
         assert_eq!((s.median, s.min, s.max, s.n), (3.5, 1.0, 9.0, 4));
         assert!(Summary::of(&[]).is_none());
+    }
+
+    #[test]
+    fn stddev_is_the_sample_deviation() {
+        // mean 5, squared deviations 9+1+1+9 = 20, / (4-1)
+        let s = stddev(&[2.0, 4.0, 6.0, 8.0]).unwrap();
+        assert!((s - (20.0f64 / 3.0).sqrt()).abs() < 1e-12, "{s}");
+        assert_eq!(stddev(&[7.0]), Some(0.0));
+        assert_eq!(stddev(&[]), None);
     }
 }
