@@ -9,3 +9,4 @@
 
 pub mod mode;
 pub mod schema;
+pub mod summary;
