@@ -10,3 +10,4 @@
 pub mod mode;
 pub mod schema;
 pub mod summary;
+pub mod mock;

@@ -380,3 +380,58 @@ mod tests {
         assert!(serde_json::to_string(&s).is_ok());
     }
 }
+
+#[cfg(test)]
+mod mode_tests {
+    use super::*;
+    use crate::harness::mock;
+
+    #[test]
+    fn failed_runs_stay_out_of_the_distributions() {
+        let report = mock::report(1);
+        let odirect = report
+            .modes
+            .iter()
+            .find(|m| m.mode == BenchMode::Odirect)
+            .unwrap();
+        assert_eq!((odirect.runs_ok, odirect.runs_failed), (2, 1));
+        assert_eq!(odirect.mb_per_s.unwrap().n, 2);
+        assert_eq!(odirect.backend, "O_DIRECT");
+    }
+
+    #[test]
+    fn speed_is_against_buffered() {
+        let report = mock::report(2);
+        assert_eq!(baseline_mode(&report), Some(BenchMode::Buffered));
+        let buffered = &report.modes[0];
+        assert_eq!(buffered.speed_vs_baseline, Some(1.0));
+        for m in &report.modes[1..] {
+            let want = m.mb_per_s.unwrap().median / buffered.mb_per_s.unwrap().median;
+            assert_eq!(m.speed_vs_baseline, Some(want), "{}", m.mode);
+        }
+    }
+
+    #[test]
+    fn mode_victim_pools_every_sample_of_its_ok_runs() {
+        let report = mock::report(3);
+        let mode = BenchMode::Dontcache;
+        let all: Vec<f64> = ok_runs(&report, mode)
+            .flat_map(|r| r.samples.iter().filter_map(|s| s.victim_ops_per_s))
+            .collect();
+        let v = report.modes[1].victim.unwrap();
+        assert_eq!(v.median_ops_per_s, stats::median(&all).unwrap());
+        assert_eq!(v.worst_ops_per_s, stats::min(&all).unwrap());
+        let solo = report.victim_solo.as_ref().unwrap().ops_per_s.median;
+        assert_eq!(v.median_pct_of_solo, Some(100.0 * v.median_ops_per_s / solo));
+    }
+
+    #[test]
+    fn without_a_baseline_there_is_no_ratio() {
+        let mut report = mock::report(4);
+        report.config.modes.retain(|m| *m != BenchMode::Buffered);
+        report.runs.retain(|r| r.mode != BenchMode::Buffered);
+        assert!(summarize_modes(&report)
+            .iter()
+            .all(|m| m.speed_vs_baseline.is_none()));
+    }
+}

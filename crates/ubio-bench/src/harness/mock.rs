@@ -1,0 +1,219 @@
+//! A made-up but realistic [`Report`] for testing the results side (summaries,
+//! exporters, compare, the CLI) without a disk: a 64 KiB sequential write of
+//! 1 GB under a 256 MiB cgroup, four modes, three rounds, a victim, one
+//! failed run, a fio check and a warning, with per-second samples from a
+//! seeded generator (the same seed gives the same report).
+
+use super::mode::{BenchMode, WorkloadKind};
+use super::schema::{
+    Backing, Config, Environment, FioCheck, Report, Run, Sample, Target, VictimSolo, Workload,
+};
+use super::summary::{summarize_modes, summarize_run, RunInput};
+use crate::stats::Summary;
+use ubio::BackendKind;
+
+/// How each mock mode behaves: throughput, page-cache footprint, CPU per
+/// second, and how much of its solo rate the victim keeps.
+struct Profile {
+    mode: BenchMode,
+    backend: &'static str,
+    mb_per_s: f64,
+    cache_fraction: f64,
+    cpu_per_s: f64,
+    victim_fraction: f64,
+}
+
+const PROFILES: [Profile; 4] = [
+    Profile {
+        mode: BenchMode::Buffered,
+        backend: "std",
+        mb_per_s: 400.0,
+        cache_fraction: 0.9,
+        cpu_per_s: 0.6,
+        victim_fraction: 0.4,
+    },
+    Profile {
+        mode: BenchMode::Dontcache,
+        backend: "RWF_DONTCACHE",
+        mb_per_s: 350.0,
+        cache_fraction: 0.05,
+        cpu_per_s: 0.5,
+        victim_fraction: 0.95,
+    },
+    Profile {
+        mode: BenchMode::Odirect,
+        backend: "O_DIRECT",
+        mb_per_s: 300.0,
+        cache_fraction: 0.0,
+        cpu_per_s: 0.2,
+        victim_fraction: 0.97,
+    },
+    Profile {
+        mode: BenchMode::Ubio(BackendKind::Auto),
+        backend: "kernel",
+        mb_per_s: 380.0,
+        cache_fraction: 0.05,
+        cpu_per_s: 0.5,
+        victim_fraction: 0.93,
+    },
+];
+
+const DATASET: u64 = 1_000_000_000;
+const LIMIT: u64 = 256 << 20;
+const ROUNDS: u32 = 3;
+const VICTIM_SOLO: f64 = 2000.0;
+
+/// splitmix64: small, seeded, good enough for jitter.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A factor in 1 ± `spread`.
+    fn jitter(&mut self, spread: f64) -> f64 {
+        let unit = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
+        1.0 + spread * (2.0 * unit - 1.0)
+    }
+}
+
+/// The mock report for `seed`, complete, with its mode summaries.
+pub fn report(seed: u64) -> Report {
+    let mut rng = Rng(seed);
+    let environment = Environment {
+        tool_version: "ubio 0.1.0".into(),
+        git_commit: Some("mock".into()),
+        kernel: "6.18.0-mock".into(),
+        hostname: "mockhost".into(),
+        cpu_model: "Mock CPU <2 cores> & co".into(),
+        cpus: 2,
+        mem_total_bytes: 24 << 30,
+        cgroup_version: "v1".into(),
+        filesystem: "ext4".into(),
+        device: "loop on /dev/shm".into(),
+        probe: serde_json::json!({ "backend": "kernel" }),
+        tools: [("fio".to_owned(), "fio-3.33".to_owned())].into(),
+    };
+    let config = Config {
+        workload: Workload {
+            kind: WorkloadKind::SeqWrite,
+            block_bytes: 64 << 10,
+            threads: 2,
+            files_per_thread: 1,
+            dataset_bytes: DATASET,
+            duration_secs: None,
+            queue_depth: 1,
+            seed: 42,
+        },
+        modes: PROFILES.iter().map(|p| p.mode).collect(),
+        rounds: ROUNDS,
+        target: Target::Loop {
+            filesystem: "ext4".into(),
+            backing: Backing::Shm,
+            size_bytes: 4 << 30,
+            throttle_mb_per_s: None,
+        },
+        memory_limit_bytes: Some(LIMIT),
+        victim_hot_bytes: Some(64 << 20),
+    };
+    let mut report = Report::new(environment, config, 1_700_000_000);
+    let solo: Vec<f64> = (0..5).map(|_| VICTIM_SOLO * rng.jitter(0.02)).collect();
+    let solo = Summary::of(&solo).expect("samples");
+    report.victim_solo = Some(VictimSolo { ops_per_s: solo });
+
+    for round in 1..=ROUNDS {
+        for profile in &PROFILES {
+            let mut run = mock_run(&mut rng, profile, round, solo.median);
+            // One failure, to show that failed runs stay out of the summaries.
+            if profile.mode == BenchMode::Odirect && round == 2 {
+                run.error = Some("pwrite: Input/output error (mock)".into());
+            }
+            report.runs.push(run);
+        }
+    }
+    report.modes = summarize_modes(&report);
+    let buffered = report.modes[0].mb_per_s.expect("buffered ran").median;
+    report.fio.push(FioCheck {
+        mode: BenchMode::Buffered,
+        command: "fio --name=seq-write --rw=write --bs=64k --size=500M".into(),
+        fio_version: "fio-3.33".into(),
+        fio_mb_per_s: buffered * 1.04,
+        harness_mb_per_s: buffered,
+        difference_pct: (1.0 / 1.04 - 1.0) * 100.0,
+        agrees: true,
+    });
+    report.warnings.push(
+        "the dataset is <4x the memory limit & may partly fit: raise --dataset".into(),
+    );
+    report.wall_secs = report.runs.iter().map(|r| r.secs + 2.0).sum();
+    report.complete = true;
+    report
+}
+
+/// One run of `profile`: whole seconds at a jittered rate, then a short tail.
+fn mock_run(rng: &mut Rng, profile: &Profile, round: u32, solo: f64) -> Run {
+    let rate = profile.mb_per_s * 1e6 * rng.jitter(0.03);
+    let mut samples = Vec::new();
+    let (mut moved, mut t, mut cached) = (0u64, 0.0f64, 0u64);
+    while moved < DATASET {
+        let full = (rate * rng.jitter(0.08)) as u64;
+        let bytes = full.min(DATASET - moved);
+        let interval = if bytes < full { bytes as f64 / full as f64 } else { 1.0 };
+        moved += bytes;
+        t += interval;
+        let cap = (LIMIT as f64 * profile.cache_fraction) as u64;
+        cached = (cached + (bytes as f64 * profile.cache_fraction) as u64).min(cap);
+        let dirty = (cached / 4).min(16 << 20);
+        let cpu = profile.cpu_per_s * interval * rng.jitter(0.1);
+        let reclaim = (bytes as f64 / 4096.0 * profile.cache_fraction * rng.jitter(0.2)) as u64;
+        samples.push(Sample {
+            t_secs: t,
+            interval_secs: interval,
+            bytes,
+            mb_per_s: bytes as f64 / 1e6 / interval,
+            cpu_user_secs: cpu * 0.1,
+            cpu_sys_secs: cpu * 0.9,
+            pgscan_kswapd: reclaim + reclaim / 5,
+            pgscan_direct: reclaim / 20,
+            pgsteal_kswapd: reclaim,
+            pgsteal_direct: reclaim / 25,
+            cgroup_pgscan: None,
+            cgroup_pgsteal: None,
+            kswapd_cpu_secs: 0.3 * profile.cache_fraction * interval,
+            cached_bytes: (4 << 30) + cached,
+            dirty_bytes: dirty + (1 << 20),
+            writeback_bytes: dirty / 2,
+            cgroup_cached_bytes: Some(cached + (64 << 20)),
+            dataset_cached_bytes: cached,
+            dataset_dirty_bytes: dirty,
+            dataset_writeback_bytes: dirty / 2,
+            victim_ops_per_s: Some(VICTIM_SOLO * profile.victim_fraction * rng.jitter(0.1)),
+        });
+    }
+    let durable = t + 0.2 * profile.cache_fraction;
+    let summary = summarize_run(&RunInput {
+        samples: &samples,
+        bytes: moved,
+        secs: durable,
+        time_to_durable_secs: Some(durable),
+        final_dataset_cached_bytes: Some(cached / 2),
+        victim_solo_ops_per_s: Some(solo),
+    });
+    Run {
+        mode: profile.mode,
+        round,
+        backend: profile.backend.into(),
+        reason: "mock".into(),
+        error: None,
+        bytes: moved,
+        secs: durable,
+        samples,
+        summary,
+        ubio_stats: None,
+    }
+}
