@@ -9,5 +9,6 @@
 
 pub mod mode;
 pub mod schema;
+pub mod suite;
 pub mod summary;
 pub mod mock;

@@ -1,0 +1,915 @@
+//! `ubio bench suite seeds`: one experiment per seed, at this machine's
+//! scale, each judged against what its seed claims.
+//!
+//! The seeds (../shared/seeds/ in the project's workspace) make claims on
+//! machines we do not have: a phone with f2fs (000), a 32-drive box (001),
+//! LWN's summary of the same (002), 1 TiB of RAM and pmem (003), a 2019
+//! laptop (004). The experiments keep each claim's *shape* (block size,
+//! threads, files per thread, dataset against memory, device speed) and
+//! scale the sizes to a memory cgroup of `Scale::memory_limit`, so "a
+//! dataset 10x RAM" becomes "10x the cgroup's limit". A verdict compares
+//! ratios (uncached against buffered, direct against buffered), never
+//! absolute figures, and says so where a claim cannot show here.
+//!
+//! One consequence of the scaling is named in every verdict that involves
+//! kswapd: reclaim forced by a memory cgroup's limit runs in the allocating
+//! task (direct reclaim), not in kswapd, so on this machine the seeds'
+//! kswapd CPU shows up as `pgscan_direct`/`pgsteal_direct` and the
+//! workload's system time. The verdicts judge reclaim by pages reclaimed per
+//! GB (kswapd + direct), and report kswapd's CPU as measured.
+
+use super::mode::{BenchMode, CopyTool, WorkloadKind};
+use super::schema::{Backing, Config, ModeSummary, Report, Target, Workload};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+use ubio::BackendKind;
+
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+/// The sizes the experiments are scaled to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scale {
+    /// Limit of the memory cgroup ("RAM" of the seeds).
+    pub memory_limit: u64,
+    /// Measured rounds per experiment (interleaved).
+    pub rounds: u32,
+    /// Seconds a random-read run lasts.
+    pub random_secs: f64,
+    /// Speed of the "slow device" (seed 000's phone, seed 004's disk).
+    pub slow_device_mb_per_s: f64,
+    /// CPUs to use as "threads = nproc" (seed 003).
+    pub cpus: u32,
+}
+
+impl Scale {
+    /// The scale of a full run on this kind of machine (2 cores, 24 GiB):
+    /// about 15 minutes for the five seeds.
+    pub fn standard(cpus: u32) -> Scale {
+        Scale {
+            memory_limit: 512 * MIB,
+            rounds: 2,
+            random_secs: 15.0,
+            slow_device_mb_per_s: 150.0,
+            cpus: cpus.max(1),
+        }
+    }
+
+    /// A tiny scale that exercises every experiment in seconds (for tests):
+    /// the figures mean little.
+    pub fn smoke() -> Scale {
+        Scale {
+            memory_limit: 64 * MIB,
+            rounds: 1,
+            random_secs: 2.0,
+            slow_device_mb_per_s: 200.0,
+            cpus: 2,
+        }
+    }
+
+    /// Rounds `bytes` down to whole MiB (O_DIRECT modes need whole blocks),
+    /// at least 1 MiB.
+    fn mib(bytes: u64) -> u64 {
+        (bytes / MIB).max(1) * MIB
+    }
+}
+
+/// One seed's experiment: what runs, and how its report is judged.
+pub struct Experiment {
+    /// "000" .. "004".
+    pub seed: &'static str,
+    pub title: &'static str,
+    /// The seed's claim, in short, with its figures.
+    pub claim: &'static str,
+    pub config: Config,
+    /// Whether the harness should also run fio's version of the jobs.
+    pub fio: bool,
+    judge: fn(&Report, &Scale) -> Verdict,
+}
+
+impl Experiment {
+    /// Judges a finished report of this experiment's config.
+    pub fn judge(&self, report: &Report, scale: &Scale) -> Verdict {
+        (self.judge)(report, scale)
+    }
+}
+
+/// Whether this machine shows what the seed claims.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// Every judged part of the claim shows here.
+    Reproduced,
+    /// Some parts show, others do not (the verdict says which).
+    Partly,
+    /// The claim does not show here.
+    Not,
+    /// A mode the verdict needs did not run (the report's warnings say why).
+    Unmeasured,
+}
+
+/// One figure next to the seed's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Figure {
+    pub what: String,
+    /// What the seed reports ("" where it gives no number).
+    pub seed: String,
+    pub here: String,
+    /// Whether this figure supports the claim.
+    pub holds: bool,
+}
+
+/// The judgement of one experiment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub outcome: Outcome,
+    pub figures: Vec<Figure>,
+    /// Why, in a sentence or two, including what cannot show at this scale.
+    pub notes: Vec<String>,
+}
+
+impl Verdict {
+    /// Reproduced when every figure holds, not when none does, partly between.
+    fn from_figures(figures: Vec<Figure>, notes: Vec<String>) -> Verdict {
+        let held = figures.iter().filter(|f| f.holds).count();
+        let outcome = match held {
+            _ if figures.is_empty() => Outcome::Unmeasured,
+            n if n == figures.len() => Outcome::Reproduced,
+            0 => Outcome::Not,
+            _ => Outcome::Partly,
+        };
+        Verdict { outcome, figures, notes }
+    }
+
+    fn unmeasured(missing: &[BenchMode]) -> Verdict {
+        let names: Vec<String> = missing.iter().map(BenchMode::to_string).collect();
+        Verdict {
+            outcome: Outcome::Unmeasured,
+            figures: Vec::new(),
+            notes: vec![format!(
+                "no successful run of {}: see the report's warnings",
+                names.join(", ")
+            )],
+        }
+    }
+}
+
+/// The experiments, in seed order; `only` keeps those whose seed is listed.
+pub fn experiments(scale: &Scale, only: &[String]) -> Vec<Experiment> {
+    let all = vec![
+        seed_000_reads(scale),
+        seed_000_writes(scale),
+        seed_001(scale),
+        seed_002(scale),
+        seed_003(scale),
+        seed_004(scale),
+    ];
+    all.into_iter()
+        .filter(|e| only.is_empty() || only.iter().any(|s| s == e.seed))
+        .collect()
+}
+
+fn workload(kind: WorkloadKind, block: u64, threads: u32, files: u32, bytes: u64) -> Workload {
+    Workload {
+        kind,
+        block_bytes: block,
+        threads,
+        files_per_thread: files,
+        dataset_bytes: Scale::mib(bytes),
+        duration_secs: None,
+        queue_depth: 1,
+        seed: 1,
+    }
+}
+
+fn loop_target(fs: &str, backing: Backing, size: u64, throttle: Option<f64>) -> Target {
+    Target::Loop {
+        filesystem: fs.to_owned(),
+        backing,
+        size_bytes: Scale::mib(size),
+        throttle_mb_per_s: throttle,
+    }
+}
+
+const UBIO: BenchMode = BenchMode::Ubio(BackendKind::Auto);
+
+fn seed_000_reads(s: &Scale) -> Experiment {
+    let dataset = 4 * s.memory_limit;
+    Experiment {
+        seed: "000",
+        title: "two-thread 32 KiB reads of a file larger than memory (vivo, f2fs on a phone)",
+        claim: "buffered reads keep kswapd at 50-85% of a core (pgscan ~470k pages/s) and the \
+                read speed swings by ~150 MB/s; uncached reads bring kswapd to 0 and the swing \
+                to ~50 MB/s",
+        config: Config {
+            workload: workload(WorkloadKind::SeqRead, 32 << 10, 2, 1, dataset),
+            modes: vec![BenchMode::Buffered, BenchMode::Dontcache, UBIO],
+            rounds: s.rounds,
+            target: loop_target("ext4", Backing::Disk, dataset + dataset / 4 + 256 * MIB, None),
+            memory_limit_bytes: Some(s.memory_limit),
+            victim_hot_bytes: None,
+        },
+        fio: false,
+        judge: |r, _| {
+            let Some([buf, dc, ub]) = modes(r, [BenchMode::Buffered, BenchMode::Dontcache, UBIO])
+            else {
+                return missing(r, &[BenchMode::Buffered, BenchMode::Dontcache, UBIO]);
+            };
+            let mut figures = vec![
+                reclaim_figure(buf, dc, "470k pages/s scanned buffered, 0 uncached"),
+                reclaim_figure(buf, ub, "470k pages/s scanned buffered, 0 uncached"),
+                swing_figure(r, buf, ub, "150 MB/s buffered, 50 MB/s uncached"),
+            ];
+            figures.push(kswapd_figure(buf, ub));
+            Verdict::from_figures(figures, vec![cgroup_kswapd_note()])
+        },
+    }
+}
+
+fn seed_000_writes(s: &Scale) -> Experiment {
+    let dataset = 2 * s.memory_limit;
+    Experiment {
+        seed: "000",
+        title: "64 KiB writes on a slow device, with and without uncached (vivo: is there a better way?)",
+        claim: "uncached writes keep the page cache empty and kswapd at 0, but start writeback \
+                inline, so on a device slower than memory they write slower than buffered \
+                (the seed asks for a better way)",
+        config: Config {
+            workload: workload(WorkloadKind::SeqWrite, 64 << 10, 1, 1, dataset),
+            modes: vec![BenchMode::Buffered, BenchMode::Dontcache, UBIO],
+            rounds: s.rounds,
+            target: loop_target(
+                "ext4",
+                Backing::Disk,
+                dataset + dataset / 4 + 256 * MIB,
+                Some(s.slow_device_mb_per_s),
+            ),
+            memory_limit_bytes: None,
+            victim_hot_bytes: None,
+        },
+        fio: false,
+        judge: |r, _| {
+            let Some([buf, dc, ub]) = modes(r, [BenchMode::Buffered, BenchMode::Dontcache, UBIO])
+            else {
+                return missing(r, &[BenchMode::Buffered, BenchMode::Dontcache, UBIO]);
+            };
+            let mut figures = Vec::new();
+            // The claim: RWF_DONTCACHE's writes are slower than buffered as
+            // the application sees them (before fsync).
+            let (b_app, d_app) = (app_speed(r, buf.mode), app_speed(r, dc.mode));
+            figures.push(Figure {
+                what: "dontcache write speed the program sees, vs buffered".into(),
+                seed: "slower than buffered on a phone's flash".into(),
+                here: format!("{} vs {} MB/s", num(d_app), num(b_app)),
+                holds: d_app < b_app,
+            });
+            // The better way: ubio as fast to durability as buffered, with
+            // the cache of dontcache.
+            let (b_dur, u_dur) = (durable(buf), durable(ub));
+            figures.push(Figure {
+                what: "ubio time to durability vs buffered".into(),
+                seed: "(the better way asked for)".into(),
+                here: format!("{} vs {} s", num(u_dur), num(b_dur)),
+                holds: u_dur <= b_dur * 1.1,
+            });
+            figures.push(cache_figure(buf, ub, "page cache filled buffered, empty uncached"));
+            Verdict::from_figures(
+                figures,
+                vec![format!(
+                    "slow device: ext4 on a loop device over a disk file, blkio-throttled to {} MB/s",
+                    num(r_throttle(r))
+                )],
+            )
+        },
+    }
+}
+
+fn seed_001(s: &Scale) -> Experiment {
+    let dataset = 10 * s.memory_limit;
+    Experiment {
+        seed: "001",
+        title: "64 KiB reads of a dataset 10x memory, several threads (Axboe, RWF_UNCACHED)",
+        claim: "buffered reads slow down and turn erratic once the page cache is full \
+                (158 -> ~95 GB/s) with 28 cores of kswapd; uncached reads stay flat, 65% faster, \
+                with half the CPU and no kswapd",
+        config: Config {
+            workload: workload(WorkloadKind::SeqRead, 64 << 10, s.cpus, 1, dataset),
+            modes: vec![BenchMode::Buffered, BenchMode::Dontcache, BenchMode::DontcacheUring, UBIO],
+            rounds: s.rounds,
+            target: loop_target("xfs", Backing::Shm, dataset + dataset / 4 + 256 * MIB, None),
+            memory_limit_bytes: Some(s.memory_limit),
+            victim_hot_bytes: None,
+        },
+        fio: false,
+        judge: |r, _| {
+            let Some([buf, dc, ub]) = modes(r, [BenchMode::Buffered, BenchMode::Dontcache, UBIO])
+            else {
+                return missing(r, &[BenchMode::Buffered, BenchMode::Dontcache, UBIO]);
+            };
+            let figures = vec![
+                speed_figure(buf, dc, "+65% (uncached vs buffered)"),
+                speed_figure(buf, ub, "+65% (uncached vs buffered)"),
+                cpu_figure(buf, dc, "about half the CPU"),
+                cpu_figure(buf, ub, "about half the CPU"),
+                reclaim_figure(buf, ub, "28 cores of kswapd buffered, none uncached"),
+                swing_figure(r, buf, ub, "erratic buffered, flat uncached"),
+            ];
+            Verdict::from_figures(figures, vec![cgroup_kswapd_note()])
+        },
+    }
+}
+
+fn seed_002(s: &Scale) -> Experiment {
+    let dataset = 10 * s.memory_limit;
+    let mut w = workload(WorkloadKind::RandRead, 4 << 10, s.cpus, 10, dataset);
+    w.duration_secs = Some(s.random_secs);
+    Experiment {
+        seed: "002",
+        title: "random 4 KiB reads over a dataset 10x memory, 10 files (LWN on RWF_UNCACHED)",
+        claim: "buffered random reads hit a throughput cliff once the cache fills, kswapd at \
+                100% of a core, and everyone else doing I/O suffers; uncached reads leave \
+                others hardly disturbed",
+        config: Config {
+            workload: w,
+            modes: vec![BenchMode::Buffered, BenchMode::Dontcache, BenchMode::Odirect, UBIO],
+            rounds: s.rounds,
+            target: loop_target("xfs", Backing::Shm, dataset + dataset / 4 + 256 * MIB, None),
+            memory_limit_bytes: Some(s.memory_limit),
+            victim_hot_bytes: Some(s.memory_limit / 4),
+        },
+        fio: false,
+        judge: |r, _| {
+            let Some([buf, dc, ub]) = modes(r, [BenchMode::Buffered, BenchMode::Dontcache, UBIO])
+            else {
+                return missing(r, &[BenchMode::Buffered, BenchMode::Dontcache, UBIO]);
+            };
+            let figures = vec![
+                reclaim_figure(buf, dc, "kswapd at 100% buffered"),
+                reclaim_figure(buf, ub, "kswapd at 100% buffered"),
+                victim_figure(buf, dc, "others hardly disturbed uncached"),
+                victim_figure(buf, ub, "others hardly disturbed uncached"),
+            ];
+            Verdict::from_figures(figures, vec![cgroup_kswapd_note()])
+        },
+    }
+}
+
+fn seed_003(s: &Scale) -> Experiment {
+    let dataset = 2 * s.memory_limit;
+    let mut w = workload(WorkloadKind::SeqWrite, 2 * MIB, s.cpus, 10, dataset);
+    w.queue_depth = 8;
+    Experiment {
+        seed: "003",
+        title: "filling writes, 10 files per thread, 2 MiB blocks, buffered against direct (LSFMM, pmem)",
+        claim: "on a RAM-fast device, direct writes (~86 GiB/s) leave buffered (~7 GiB/s) far \
+                behind, and buffered hits a wall once the data written exceeds memory",
+        config: Config {
+            workload: w,
+            modes: vec![
+                BenchMode::Buffered,
+                BenchMode::Odirect,
+                BenchMode::OdirectUring,
+                BenchMode::Dontcache,
+                UBIO,
+            ],
+            rounds: s.rounds,
+            target: loop_target("xfs", Backing::Shm, dataset + dataset / 2 + 256 * MIB, None),
+            memory_limit_bytes: Some(s.memory_limit),
+            victim_hot_bytes: None,
+        },
+        fio: true,
+        judge: |r, _| {
+            let Some([buf, od]) = modes(r, [BenchMode::Buffered, BenchMode::Odirect]) else {
+                return missing(r, &[BenchMode::Buffered, BenchMode::Odirect]);
+            };
+            let mut figures = vec![Figure {
+                what: "direct vs buffered write throughput (to durability)".into(),
+                seed: "86 GiB/s vs 7 GiB/s (12x)".into(),
+                here: format!("{} vs {} MB/s ({}x)", num(med(od)), num(med(buf)), ratio(med(od), med(buf))),
+                holds: med(od) > med(buf) * 1.2,
+            }];
+            if let Some([uring]) = modes(r, [BenchMode::OdirectUring]) {
+                figures.push(Figure {
+                    what: format!("direct io_uring QD{} vs buffered", r.config.workload.queue_depth),
+                    seed: "(fio io_uring in the seed)".into(),
+                    here: format!("{} vs {} MB/s ({}x)", num(med(uring)), num(med(buf)), ratio(med(uring), med(buf))),
+                    holds: med(uring) > med(buf) * 1.2,
+                });
+            }
+            let mut notes = vec![
+                "pmem is stood in for by a loop device over a file in /dev/shm; the dataset is 2x the \
+                 cgroup's limit, as the seed's writes were about 1x-2x RAM"
+                    .to_owned(),
+            ];
+            for f in &r.fio {
+                notes.push(format!(
+                    "fio {}: {} MB/s against the harness's {} MB/s ({:+.1}%{})",
+                    f.mode,
+                    num(f.fio_mb_per_s),
+                    num(f.harness_mb_per_s),
+                    f.difference_pct,
+                    if f.agrees { "" } else { ", beyond 10%" }
+                ));
+            }
+            Verdict::from_figures(figures, notes)
+        },
+    }
+}
+
+fn seed_004(s: &Scale) -> Experiment {
+    // The seed copies 3.2 GB to a disk that writes about 100 MB/s: the copy
+    // is about 30 s of device time. Keep that shape, scaled to the device.
+    let dataset = ((s.slow_device_mb_per_s * 1e6 * 8.0) as u64).min(4 * s.memory_limit.max(256 * MIB));
+    Experiment {
+        seed: "004",
+        title: "a large copy with and without write-behind (Khlebnikov's write-behind patch)",
+        claim: "plain cp returns in 3.6 s leaving 3.2 GB dirty and sync then takes 32 s; with \
+                write-behind the copy takes 32.7 s with ~16 MiB dirty and sync 0.4 s: the same \
+                time to durability, without the dirty memory",
+        config: Config {
+            workload: workload(WorkloadKind::Copy, MIB, 1, 1, dataset),
+            modes: vec![
+                BenchMode::Tool(CopyTool::Cp),
+                BenchMode::Tool(CopyTool::UbioCp),
+                BenchMode::Buffered,
+                UBIO,
+            ],
+            rounds: s.rounds,
+            target: loop_target(
+                "ext4",
+                Backing::Disk,
+                2 * dataset + dataset / 2 + 256 * MIB,
+                Some(s.slow_device_mb_per_s),
+            ),
+            memory_limit_bytes: None,
+            victim_hot_bytes: None,
+        },
+        fio: false,
+        judge: |r, _| {
+            let cp = BenchMode::Tool(CopyTool::Cp);
+            let ubio_cp = BenchMode::Tool(CopyTool::UbioCp);
+            let Some([plain, wb]) = modes(r, [cp, ubio_cp]) else {
+                return missing(r, &[cp, ubio_cp]);
+            };
+            let figures = vec![
+                Figure {
+                    what: "dirty + writeback peak: cp vs ubio cp".into(),
+                    seed: "3.2 GB vs ~16 MiB".into(),
+                    here: format!(
+                        "{} vs {}",
+                        bytes(plain.peak_dataset_dirty_writeback_bytes),
+                        bytes(wb.peak_dataset_dirty_writeback_bytes)
+                    ),
+                    holds: wb.peak_dataset_dirty_writeback_bytes <= 64 * MIB
+                        && plain.peak_dataset_dirty_writeback_bytes > 4 * wb.peak_dataset_dirty_writeback_bytes,
+                },
+                Figure {
+                    what: "time to durability: ubio cp vs cp + fsync".into(),
+                    seed: "32.7 s vs 3.6 + 32 s (about equal)".into(),
+                    here: format!("{} vs {} s", num(durable(wb)), num(durable(plain))),
+                    holds: durable(wb) <= durable(plain) * 1.1,
+                },
+            ];
+            Verdict::from_figures(
+                figures,
+                vec![format!(
+                    "disk: ext4 on a loop device over a disk file, blkio-throttled to {} MB/s; \
+                     no memory cgroup (the seed's dirty memory is bounded only by the dirty ratio)",
+                    num(r_throttle(r))
+                )],
+            )
+        },
+    }
+}
+
+// ---- judging helpers ----
+
+/// The summaries of `wanted`, if every one has a successful run.
+fn modes<const N: usize>(r: &Report, wanted: [BenchMode; N]) -> Option<[&ModeSummary; N]> {
+    let find = |m: BenchMode| {
+        r.modes
+            .iter()
+            .find(|s| s.mode == m && s.runs_ok > 0 && s.mb_per_s.is_some())
+    };
+    let found: Vec<&ModeSummary> = wanted.iter().filter_map(|&m| find(m)).collect();
+    found.try_into().ok()
+}
+
+fn missing(r: &Report, wanted: &[BenchMode]) -> Verdict {
+    let absent: Vec<BenchMode> = wanted
+        .iter()
+        .copied()
+        .filter(|&m| modes(r, [m]).is_none())
+        .collect();
+    Verdict::unmeasured(&absent)
+}
+
+fn med(m: &ModeSummary) -> f64 {
+    m.mb_per_s.map_or(0.0, |s| s.median)
+}
+
+fn durable(m: &ModeSummary) -> f64 {
+    m.time_to_durable_secs.map_or(f64::NAN, |s| s.median)
+}
+
+/// Median over a mode's runs of the per-second median throughput: the speed
+/// the program sees while it writes (before fsync).
+fn app_speed(r: &Report, mode: BenchMode) -> f64 {
+    let per_run: Vec<f64> = runs_ok(r, mode)
+        .filter_map(|run| run.summary.per_second_mb_per_s.map(|s| s.median))
+        .collect();
+    crate::stats::median(&per_run).unwrap_or(f64::NAN)
+}
+
+fn runs_ok(r: &Report, mode: BenchMode) -> impl Iterator<Item = &super::schema::Run> {
+    r.runs
+        .iter()
+        .filter(move |run| run.mode == mode && run.error.is_none())
+}
+
+/// Median over a mode's runs of the per-second throughput's standard
+/// deviation: how much the speed swings within a run.
+fn swing(r: &Report, mode: BenchMode) -> f64 {
+    let per_run: Vec<f64> = runs_ok(r, mode)
+        .filter_map(|run| run.summary.per_second_mb_per_s.map(|s| s.stddev))
+        .collect();
+    crate::stats::median(&per_run).unwrap_or(f64::NAN)
+}
+
+fn swing_figure(r: &Report, buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
+    let (b, o) = (swing(r, buf.mode), swing(r, other.mode));
+    Figure {
+        what: format!("per-second speed swing (sd): buffered vs {}", other.mode),
+        seed: seed.into(),
+        here: format!("{} vs {} MB/s", num(b), num(o)),
+        holds: o <= b,
+    }
+}
+
+fn reclaimed(m: &ModeSummary) -> f64 {
+    m.reclaimed_pages_per_gb.map_or(0.0, |s| s.median)
+}
+
+fn reclaim_figure(buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
+    let (b, o) = (reclaimed(buf), reclaimed(other));
+    Figure {
+        what: format!("pages reclaimed per GB: buffered vs {}", other.mode),
+        seed: seed.into(),
+        here: format!("{} vs {}", num(b), num(o)),
+        // Buffered must reclaim, the other hardly at all.
+        holds: b > 1000.0 && o <= b * 0.05,
+    }
+}
+
+fn kswapd_figure(buf: &ModeSummary, other: &ModeSummary) -> Figure {
+    let k = |m: &ModeSummary| m.kswapd_cpu_secs.map_or(0.0, |s| s.median);
+    Figure {
+        what: format!("kswapd CPU seconds per run: buffered vs {}", other.mode),
+        seed: "50-85% of a core vs 0".into(),
+        here: format!("{} vs {} s", num(k(buf)), num(k(other))),
+        holds: k(other) <= k(buf),
+    }
+}
+
+fn cpu_figure(buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
+    let c = |m: &ModeSummary| m.cpu_secs_per_gb.map_or(f64::NAN, |s| s.median);
+    Figure {
+        what: format!("CPU seconds per GB: buffered vs {}", other.mode),
+        seed: seed.into(),
+        here: format!("{} vs {} ({}x)", num(c(buf)), num(c(other)), ratio(c(other), c(buf))),
+        holds: c(other) < c(buf),
+    }
+}
+
+fn speed_figure(buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
+    Figure {
+        what: format!("throughput: {} vs buffered", other.mode),
+        seed: seed.into(),
+        here: format!(
+            "{} vs {} MB/s ({:+.0}%)",
+            num(med(other)),
+            num(med(buf)),
+            (med(other) / med(buf) - 1.0) * 100.0
+        ),
+        holds: med(other) > med(buf),
+    }
+}
+
+fn cache_figure(buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
+    Figure {
+        what: format!("peak page cache of the dataset: buffered vs {}", other.mode),
+        seed: seed.into(),
+        here: format!(
+            "{} vs {}",
+            bytes(buf.peak_dataset_cached_bytes),
+            bytes(other.peak_dataset_cached_bytes)
+        ),
+        holds: other.peak_dataset_cached_bytes <= 64 * MIB
+            && buf.peak_dataset_cached_bytes > 4 * other.peak_dataset_cached_bytes,
+    }
+}
+
+fn victim_figure(buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
+    let worst = |m: &ModeSummary| m.victim.and_then(|v| v.worst_pct_of_solo).unwrap_or(f64::NAN);
+    Figure {
+        what: format!("victim's worst second, % of alone: buffered vs {}", other.mode),
+        seed: seed.into(),
+        here: format!("{:.0}% vs {:.0}%", worst(buf), worst(other)),
+        holds: worst(other) > worst(buf),
+    }
+}
+
+fn r_throttle(r: &Report) -> f64 {
+    match &r.config.target {
+        Target::Loop { throttle_mb_per_s: Some(t), .. } => *t,
+        _ => f64::NAN,
+    }
+}
+
+fn cgroup_kswapd_note() -> String {
+    "in a memory cgroup the limit's reclaim runs in the reading task (direct reclaim), not in \
+     kswapd: the seed's kswapd load shows here as pages reclaimed and the reader's system time"
+        .to_owned()
+}
+
+fn num(v: f64) -> String {
+    if v.is_nan() {
+        "-".into()
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn ratio(a: f64, b: f64) -> String {
+    if b > 0.0 {
+        format!("{:.2}", a / b)
+    } else {
+        "-".into()
+    }
+}
+
+fn bytes(b: u64) -> String {
+    if b >= GIB {
+        format!("{:.2} GiB", b as f64 / GIB as f64)
+    } else {
+        format!("{:.1} MiB", b as f64 / MIB as f64)
+    }
+}
+
+// ---- the suite's own results ----
+
+/// One experiment's outcome, as written to suite.json.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExperimentResult {
+    pub seed: String,
+    pub title: String,
+    pub claim: String,
+    /// The experiment's report, relative to suite.json.
+    pub report: String,
+    pub verdict: Verdict,
+}
+
+/// Markdown: per experiment, the claim, the figures beside the seed's, and
+/// the verdict.
+pub fn render_markdown(results: &[ExperimentResult]) -> String {
+    let mut s = String::from("# Seeds, reproduced at this machine's scale\n\n");
+    s.push_str("| seed | experiment | outcome |\n|---|---|---|\n");
+    for r in results {
+        let _ = writeln!(s, "| {} | {} | {} |", r.seed, r.title, outcome_word(r.verdict.outcome));
+    }
+    for r in results {
+        let _ = writeln!(s, "\n## {}: {}\n\nClaim: {}\n", r.seed, r.title, r.claim);
+        if !r.verdict.figures.is_empty() {
+            s.push_str("| figure | seed | here | holds |\n|---|---|---|---|\n");
+            for f in &r.verdict.figures {
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {} | {} |",
+                    f.what,
+                    f.seed,
+                    f.here,
+                    if f.holds { "yes" } else { "no" }
+                );
+            }
+        }
+        let _ = writeln!(s, "\nOutcome: **{}**. Report: `{}`.", outcome_word(r.verdict.outcome), r.report);
+        for n in &r.verdict.notes {
+            let _ = writeln!(s, "- {n}");
+        }
+    }
+    s
+}
+
+fn outcome_word(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Reproduced => "reproduced",
+        Outcome::Partly => "partly reproduced",
+        Outcome::Not => "not reproduced",
+        Outcome::Unmeasured => "not measured",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::schema::{Environment, RunSummary, Run, VictimEffect};
+    use crate::stats::Summary;
+
+    fn summary(v: f64) -> Option<Summary> {
+        Summary::of(&[v])
+    }
+
+    fn mode(m: BenchMode, mb: f64, reclaim: f64) -> ModeSummary {
+        ModeSummary {
+            mode: m,
+            backend: "x".into(),
+            runs_ok: 1,
+            runs_failed: 0,
+            mb_per_s: summary(mb),
+            speed_vs_baseline: None,
+            cpu_secs_per_gb: summary(1.0),
+            reclaimed_pages_per_gb: summary(reclaim),
+            kswapd_cpu_secs: summary(0.0),
+            peak_dataset_cached_bytes: 0,
+            final_dataset_cached_bytes: 0,
+            peak_dataset_dirty_writeback_bytes: 0,
+            time_to_durable_secs: None,
+            victim: None,
+        }
+    }
+
+    fn run(m: BenchMode, swing: f64) -> Run {
+        let per_second = Summary { median: 100.0, min: 50.0, max: 150.0, stddev: swing, n: 10 };
+        Run {
+            mode: m,
+            round: 1,
+            backend: "x".into(),
+            reason: String::new(),
+            error: None,
+            bytes: 1,
+            secs: 1.0,
+            samples: Vec::new(),
+            summary: RunSummary {
+                mb_per_s: 100.0,
+                per_second_mb_per_s: Some(per_second),
+                cpu_user_secs: 0.0,
+                cpu_sys_secs: 0.0,
+                cpu_secs_per_gb: 0.0,
+                reclaimed_pages_per_gb: 0.0,
+                scanned_pages_per_gb: 0.0,
+                direct_reclaimed_pages_per_gb: 0.0,
+                kswapd_cpu_secs: 0.0,
+                peak_dataset_cached_bytes: 0,
+                final_dataset_cached_bytes: 0,
+                peak_dataset_dirty_writeback_bytes: 0,
+                time_to_durable_secs: None,
+                victim: None,
+            },
+            ubio_stats: None,
+        }
+    }
+
+    fn report(exp: &Experiment, modes: Vec<ModeSummary>, runs: Vec<Run>) -> Report {
+        let env = Environment {
+            tool_version: "test".into(),
+            git_commit: None,
+            kernel: "6.18".into(),
+            hostname: "h".into(),
+            cpu_model: "c".into(),
+            cpus: 2,
+            mem_total_bytes: 1 << 34,
+            cgroup_version: "v1".into(),
+            filesystem: "ext4".into(),
+            device: "loop".into(),
+            probe: serde_json::Value::Null,
+            tools: Default::default(),
+        };
+        let mut r = Report::new(env, exp.config.clone(), 0);
+        r.modes = modes;
+        r.runs = runs;
+        r
+    }
+
+    fn experiment(seed: &str, index: usize) -> (Experiment, Scale) {
+        let scale = Scale::smoke();
+        let mut e = experiments(&scale, &[seed.to_owned()]);
+        (e.remove(index), scale)
+    }
+
+    #[test]
+    fn every_seed_has_an_experiment_with_a_valid_config() {
+        let scale = Scale::standard(2);
+        let all = experiments(&scale, &[]);
+        let seeds: Vec<&str> = all.iter().map(|e| e.seed).collect();
+        assert_eq!(seeds, ["000", "000", "001", "002", "003", "004"]);
+        for e in &all {
+            let w = &e.config.workload;
+            assert_eq!(w.dataset_bytes % MIB, 0, "{}: whole MiB for O_DIRECT", e.title);
+            assert!(e.config.modes.iter().all(|m| m.supports(w.kind)), "{}", e.title);
+            if let Target::Loop { size_bytes, .. } = &e.config.target {
+                let copies = if w.kind == WorkloadKind::Copy { 2 } else { 1 };
+                assert!(*size_bytes > copies * w.dataset_bytes, "{}: the target holds the data", e.title);
+            }
+        }
+        assert_eq!(experiments(&scale, &["003".into()]).len(), 1);
+    }
+
+    #[test]
+    fn seed_001_reproduced_when_uncached_is_faster_leaner_and_steadier() {
+        let (e, scale) = experiment("001", 0);
+        let mut buf = mode(BenchMode::Buffered, 1000.0, 250_000.0);
+        buf.cpu_secs_per_gb = summary(2.0);
+        let r = report(
+            &e,
+            vec![buf, mode(BenchMode::Dontcache, 1400.0, 100.0), mode(UBIO, 1500.0, 50.0)],
+            vec![run(BenchMode::Buffered, 150.0), run(UBIO, 20.0)],
+        );
+        let v = e.judge(&r, &scale);
+        assert_eq!(v.outcome, Outcome::Reproduced, "{v:#?}");
+    }
+
+    #[test]
+    fn seed_001_partly_when_uncached_is_slower() {
+        let (e, scale) = experiment("001", 0);
+        let mut buf = mode(BenchMode::Buffered, 1000.0, 250_000.0);
+        buf.cpu_secs_per_gb = summary(2.0);
+        let r = report(
+            &e,
+            vec![buf, mode(BenchMode::Dontcache, 800.0, 100.0), mode(UBIO, 900.0, 50.0)],
+            vec![run(BenchMode::Buffered, 150.0), run(UBIO, 20.0)],
+        );
+        let v = e.judge(&r, &scale);
+        assert_eq!(v.outcome, Outcome::Partly, "{v:#?}");
+        assert!(v.figures.iter().any(|f| !f.holds && f.what.contains("throughput")));
+    }
+
+    #[test]
+    fn a_missing_mode_is_unmeasured_and_named() {
+        let (e, scale) = experiment("001", 0);
+        let r = report(&e, vec![mode(BenchMode::Buffered, 1000.0, 1.0)], Vec::new());
+        let v = e.judge(&r, &scale);
+        assert_eq!(v.outcome, Outcome::Unmeasured);
+        assert!(v.notes[0].contains("dontcache") && v.notes[0].contains("ubio"), "{:?}", v.notes);
+    }
+
+    #[test]
+    fn seed_004_judges_dirty_memory_and_durability() {
+        let (e, scale) = experiment("004", 0);
+        let mut cp = mode(BenchMode::Tool(CopyTool::Cp), 100.0, 0.0);
+        cp.peak_dataset_dirty_writeback_bytes = 2 * GIB;
+        cp.time_to_durable_secs = summary(30.0);
+        let mut ucp = mode(BenchMode::Tool(CopyTool::UbioCp), 100.0, 0.0);
+        ucp.peak_dataset_dirty_writeback_bytes = 20 * MIB;
+        ucp.time_to_durable_secs = summary(31.0);
+        let v = e.judge(&report(&e, vec![cp.clone(), ucp.clone()], Vec::new()), &scale);
+        assert_eq!(v.outcome, Outcome::Reproduced, "{v:#?}");
+        ucp.time_to_durable_secs = summary(45.0);
+        let v = e.judge(&report(&e, vec![cp, ucp], Vec::new()), &scale);
+        assert_eq!(v.outcome, Outcome::Partly, "{v:#?}");
+    }
+
+    #[test]
+    fn seed_002_uses_the_victim() {
+        let (e, scale) = experiment("002", 0);
+        let with_victim = |m, worst| {
+            let mut s = mode(m, 100.0, 0.0);
+            s.victim = Some(VictimEffect {
+                median_ops_per_s: 1.0,
+                worst_ops_per_s: 1.0,
+                median_pct_of_solo: Some(worst),
+                worst_pct_of_solo: Some(worst),
+            });
+            s
+        };
+        let mut buf = with_victim(BenchMode::Buffered, 20.0);
+        buf.reclaimed_pages_per_gb = summary(200_000.0);
+        let r = report(
+            &e,
+            vec![buf, with_victim(BenchMode::Dontcache, 90.0), with_victim(UBIO, 80.0)],
+            Vec::new(),
+        );
+        assert_eq!(e.judge(&r, &scale).outcome, Outcome::Reproduced);
+    }
+
+    #[test]
+    fn markdown_lists_every_experiment_and_figure() {
+        let results = vec![ExperimentResult {
+            seed: "003".into(),
+            title: "t".into(),
+            claim: "c".into(),
+            report: "003/report.json".into(),
+            verdict: Verdict::from_figures(
+                vec![Figure { what: "w".into(), seed: "s".into(), here: "h".into(), holds: false }],
+                vec!["n".into()],
+            ),
+        }];
+        let md = render_markdown(&results);
+        assert!(md.contains("| 003 | t | not reproduced |"), "{md}");
+        assert!(md.contains("| w | s | h | no |"), "{md}");
+        assert!(md.contains("- n"), "{md}");
+    }
+}
