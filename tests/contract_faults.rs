@@ -1,19 +1,86 @@
 //! Cases 7 and 8 of the library issue: files the caller cannot write, and
 //! errors (ENOSPC, EIO from writeback) that must reach the caller while data
-//! flushed before the fault stays intact.
+//! flushed before the fault stays intact. Issue 5's faults: the file
+//! truncated or unlinked by another process mid-stream, signals (EINTR)
+//! during long calls, a memory cgroup far smaller than the file.
+//!
+//! Every fault test runs its body in a child process under a watchdog
+//! ([`supervised`]): a hang fails the test instead of stalling CI, and
+//! signal handlers stay out of the other tests. Each prints
+//! `FAULTS <kind>=<count>` lines for the integrity report.
 
 mod common;
 
 use common::*;
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
 use ubio::BackendKind;
 use ubio_bench::kept_pages::{check_kept, with_damon_retries};
 use ubio_bench::scratchfs::ScratchFs;
 
 const NOBODY: u32 = 65534;
+/// Set in the child that [`supervised`] starts.
+const SUPERVISED_ENV: &str = "UBIO_TEST_SUPERVISED";
+
+/// The watchdog: in the test process, run test `name` again in a child
+/// (this binary, `--exact name`) and fail if it fails or does not finish
+/// within `limit`; then return true (the caller returns). In that child,
+/// return false: the caller runs the test body. A child past its time gets
+/// SIGTERM (ubio_bench's cleanup unmounts and detaches its fixtures), then
+/// SIGKILL.
+fn supervised(name: &str, limit: Duration) -> bool {
+    if std::env::var_os(SUPERVISED_ENV).is_some() {
+        return false;
+    }
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(SUPERVISED_ENV, "1")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Pass the child's output on, but not its own test summary: scripts/test.sh
+    // adds up `test result:` lines, and the parent reports this test.
+    let out = child.stdout.take().unwrap();
+    let echo = std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in io::BufReader::new(out).lines().map_while(Result::ok) {
+            if !line.starts_with("test result:") && !line.starts_with("running 1 test") {
+                println!("{line}");
+            }
+        }
+    });
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            // SAFETY: kill has no memory-safety preconditions; the pid is our
+            // own child, not yet waited for.
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+            let grace = Instant::now() + Duration::from_secs(30);
+            while child.try_wait().unwrap().is_none() && Instant::now() < grace {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("HANG: {name} did not finish within {limit:?} (killed by the watchdog)");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    echo.join().unwrap();
+    assert!(status.success(), "{name}: child failed: {status}");
+    true
+}
+
+/// One line of the fault tally: `FAULTS <kind>=<n>`.
+fn report_faults(kind: &str, n: u64) {
+    println!("FAULTS {kind}={n}");
+}
 const CHILD_ENV: &str = "UBIO_TEST_READ_AS_NOBODY";
 
 /// The child half of `unwritable_file_keeps_others_pages`: runs as nobody,
@@ -48,6 +115,12 @@ fn unwritable_file_keeps_others_pages() {
     if let Ok(spec) = std::env::var(CHILD_ENV) {
         let (backend, path) = spec.split_once(':').unwrap();
         return child_read(Path::new(path), backend.parse().unwrap());
+    }
+    if supervised(
+        "unwritable_file_keeps_others_pages",
+        Duration::from_secs(300),
+    ) {
+        return;
     }
     if !ubio_bench::is_root() {
         return skip(
@@ -127,9 +200,16 @@ fn unwritable_file_keeps_others_pages() {
     }
 }
 
-/// Write until an error comes back from write, flush or close; returns it
-/// and how much was written before it.
-fn write_until_error(f: ubio::File, limit: u64, seed: u64, from: u64) -> (io::Error, u64) {
+/// Write until an error comes back from write, flush or close (and, for
+/// the unmanaged `buffered` baseline, whose writeback errors only fsync
+/// sees, fsync before close); returns it, the call that returned it and
+/// how much was written before it.
+fn write_until_error(
+    f: ubio::File,
+    limit: u64,
+    seed: u64,
+    from: u64,
+) -> (io::Error, &'static str, u64) {
     let mut f = f;
     let mut buf = vec![0u8; MIB as usize];
     let mut off = from;
@@ -137,16 +217,22 @@ fn write_until_error(f: ubio::File, limit: u64, seed: u64, from: u64) -> (io::Er
         fill_pattern(seed, off, &mut buf);
         if let Err(e) = f.write_all(&buf) {
             drop(f);
-            return (e, off);
+            return (e, "write", off);
         }
         off += MIB;
     }
     if let Err(e) = f.flush() {
         drop(f);
-        return (e, off);
+        return (e, "flush", off);
+    }
+    if !f.stats().managed {
+        if let Err(e) = f.sync_all() {
+            drop(f);
+            return (e, "fsync", off);
+        }
     }
     match f.close() {
-        Err(e) => (e, off),
+        Err(e) => (e, "close", off),
         Ok(stats) => panic!("no error after writing {off} bytes: {stats:?}"),
     }
 }
@@ -166,13 +252,9 @@ fn verify_prefix(path: &Path, seed: u64, len: u64) {
     );
 }
 
-fn fault_backends() -> [BackendKind; 4] {
-    [
-        BackendKind::Auto,
-        BackendKind::Kernel,
-        BackendKind::Emulated,
-        BackendKind::Direct,
-    ]
+/// Every backend: `buffered` too (its writeback errors reach fsync only).
+fn fault_backends() -> [BackendKind; 5] {
+    BackendKind::ALL
 }
 
 /// Create `path` with `backend` (None if refused there), write and flush
@@ -198,10 +280,36 @@ fn open_with_flushed_prefix(path: &Path, backend: BackendKind, seed: u64) -> Opt
     Some(f)
 }
 
+/// The checks every injected write fault shares: the errno is one of
+/// `expected`, the error names the file, and the flushed prefix is intact.
+fn check_write_fault(
+    what: &str,
+    path: &Path,
+    expected: &[i32],
+    (err, call, at): (io::Error, &str, u64),
+    seed: u64,
+) {
+    eprintln!("{what}: {call} failed after {} MiB: {err}", at / MIB);
+    let errno = ubio::error::raw_os_error(&err);
+    assert!(
+        errno.is_some_and(|e| expected.contains(&e)),
+        "{what}: {call}: {err} (expected errno {expected:?})"
+    );
+    assert!(
+        err.to_string().contains(&path.display().to_string()),
+        "{what}: error must name the file: {err}"
+    );
+    verify_prefix(path, seed, 16 * MIB);
+}
+
 /// Case 8: ENOSPC on a small filesystem comes back from the failing write,
 /// flush or close, and the data flushed before it reads back intact.
 #[test]
 fn enospc_reaches_the_caller() {
+    if supervised("enospc_reaches_the_caller", Duration::from_secs(300)) {
+        return;
+    }
+    let mut faults = 0;
     for kind in fault_kinds("enospc") {
         let size = kind.min_size_bytes().max(64 * MIB);
         let fs = match ScratchFs::create(kind, size, &Default::default()) {
@@ -216,27 +324,74 @@ fn enospc_reaches_the_caller() {
             let Some(f) = open_with_flushed_prefix(&path, backend, 8) else {
                 continue;
             };
-            let (err, at) = write_until_error(f, 4 * size, 8, 16 * MIB);
-            eprintln!("{kind} {backend}: error after {} MiB: {err}", at / MIB);
-            assert_eq!(
-                ubio::error::raw_os_error(&err),
-                Some(libc::ENOSPC),
-                "{kind} {backend}: {err}"
+            let outcome = write_until_error(f, 4 * size, 8, 16 * MIB);
+            check_write_fault(
+                &format!("{kind} {backend} full"),
+                &path,
+                &[libc::ENOSPC],
+                outcome,
+                8,
             );
-            assert!(
-                err.to_string().contains(&path.display().to_string()),
-                "error must name the file: {err}"
-            );
-            verify_prefix(&path, 8, 16 * MIB);
+            faults += 1;
             std::fs::remove_file(&path).unwrap();
         }
     }
+    report_faults("enospc_full_fs", faults);
+}
+
+/// ENOSPC from the device, not the filesystem: writes land in the page
+/// cache, their writeback fails (the loop device's backing store is full),
+/// and the error still comes back from a write, flush or close.
+#[test]
+fn device_enospc_from_writeback_reaches_the_caller() {
+    if supervised(
+        "device_enospc_from_writeback_reaches_the_caller",
+        Duration::from_secs(300),
+    ) {
+        return;
+    }
+    let mut faults = 0;
+    for kind in fault_kinds("device-enospc") {
+        for backend in fault_backends() {
+            // mkfs.xfs writes 65 MiB of log into the room; the others ~5 MiB.
+            let (fs_size, room) = match kind {
+                ubio_bench::scratchfs::FsKind::Xfs => (320 * MIB, 128 * MIB),
+                _ => (kind.min_size_bytes().max(256 * MIB), 64 * MIB),
+            };
+            let fs = match ScratchFs::create_enospc(kind, fs_size, room) {
+                Ok(fs) => fs,
+                Err(e) => {
+                    skip(&format!("device-enospc/{kind}"), &e.to_string());
+                    break;
+                }
+            };
+            let path = fs.mount_point().join(format!("nospc-{backend}"));
+            let Some(f) = open_with_flushed_prefix(&path, backend, 10) else {
+                continue;
+            };
+            let outcome = write_until_error(f, fs_size, 10, 16 * MIB);
+            check_write_fault(
+                &format!("{kind} {backend} device full"),
+                &path,
+                // btrfs aborts its transaction (EIO), ext4 may go read-only.
+                &[libc::ENOSPC, libc::EIO, libc::EROFS],
+                outcome,
+                10,
+            );
+            faults += 1;
+        }
+    }
+    report_faults("enospc_device_writeback", faults);
 }
 
 /// Case 8: EIO from writeback (the device starts failing writes) comes back
 /// from the next write, flush or close; data flushed before reads back.
 #[test]
 fn writeback_eio_reaches_the_caller() {
+    if supervised("writeback_eio_reaches_the_caller", Duration::from_secs(300)) {
+        return;
+    }
+    let mut faults = 0;
     for kind in fault_kinds("eio") {
         for backend in fault_backends() {
             // A fresh filesystem per backend: one that saw EIO may shut down.
@@ -252,14 +407,461 @@ fn writeback_eio_reaches_the_caller() {
                 continue;
             };
             fs.fail_writes().unwrap();
-            let (err, at) = write_until_error(f, 128 * MIB, 9, 16 * MIB);
-            eprintln!("{kind} {backend}: error after {} MiB: {err}", at / MIB);
-            let errno = ubio::error::raw_os_error(&err);
-            assert!(
-                matches!(errno, Some(libc::EIO) | Some(libc::EROFS)),
-                "{kind} {backend}: {err}"
+            let outcome = write_until_error(f, 128 * MIB, 9, 16 * MIB);
+            check_write_fault(
+                &format!("{kind} {backend} eio"),
+                &path,
+                &[libc::EIO, libc::EROFS],
+                outcome,
+                9,
             );
-            verify_prefix(&path, 9, 16 * MIB);
+            faults += 1;
         }
     }
+    report_faults("eio_writeback", faults);
+}
+
+/// Read `path` through `f` from its position to the end, checking every
+/// byte against the pattern; returns the offset reached.
+fn read_rest(f: &mut ubio::File, mut off: u64, seed: u64, what: &str) -> u64 {
+    let mut buf = vec![0u8; MIB as usize];
+    let mut want = vec![0u8; MIB as usize];
+    loop {
+        let n = f
+            .read(&mut buf)
+            .unwrap_or_else(|e| panic!("{what}: read at {off}: {e}"));
+        if n == 0 {
+            return off;
+        }
+        fill_pattern(seed, off, &mut want[..n]);
+        assert!(
+            buf[..n] == want[..n],
+            "{what}: data differs in {off}..{}",
+            off + n as u64
+        );
+        off += n as u64;
+    }
+}
+
+/// Another process shrinks the file (coreutils truncate).
+fn truncate_elsewhere(path: &Path, size: u64) {
+    let st = Command::new("truncate")
+        .args(["-s", &size.to_string()])
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(st.success(), "truncate {}", path.display());
+}
+
+/// The file truncated by another process while a stream reads it: reads
+/// end at the new size without an error, and no byte from past it (stale
+/// bounce-buffer or page-cache data) comes back.
+#[test]
+fn truncated_while_reading() {
+    if supervised("truncated_while_reading", Duration::from_secs(300)) {
+        return;
+    }
+    let mut faults = 0;
+    for t in targets("truncated-reading", 512 * MIB) {
+        for backend in all_backends() {
+            let path = t.path(&format!("shrinks-{backend}"));
+            make_cold_file(&path, 11, 64 * MIB);
+            let mut opts = ubio::OpenOptions::new();
+            opts.read(true);
+            let Some(mut f) = open_or_refused(&mut opts, backend, &path, &t) else {
+                continue;
+            };
+            let what = format!("{} {backend} truncated while reading", t.name);
+            let mut buf = vec![0u8; 16 * MIB as usize];
+            f.read_exact(&mut buf).unwrap();
+            // Unaligned, so the last block read is partly past the end.
+            let new_size = 24 * MIB + 777;
+            truncate_elsewhere(&path, new_size);
+            faults += 1;
+            let end = read_rest(&mut f, 16 * MIB, 11, &what);
+            assert_eq!(end, new_size, "{what}: reads must end at the new size");
+            assert_eq!(f.read_at(&mut buf[..4096], new_size).unwrap(), 0, "{what}");
+            assert_eq!(f.read_at(&mut buf[..4096], 40 * MIB).unwrap(), 0, "{what}");
+            f.close().unwrap_or_else(|e| panic!("{what}: close: {e}"));
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+    report_faults("truncate_while_reading", faults);
+}
+
+/// The file truncated by another process while a stream writes it: what
+/// was written below the new size stays, what was cut is gone (zeros when
+/// the writer goes on past it), and flush and close report no error.
+#[test]
+fn truncated_while_writing() {
+    if supervised("truncated_while_writing", Duration::from_secs(300)) {
+        return;
+    }
+    let mut faults = 0;
+    for t in targets("truncated-writing", 512 * MIB) {
+        for backend in all_backends() {
+            let path = t.path(&format!("cut-{backend}"));
+            let mut opts = ubio::OpenOptions::new();
+            opts.write(true).create(true).truncate(true);
+            let Some(mut f) = open_or_refused(&mut opts, backend, &path, &t) else {
+                continue;
+            };
+            let what = format!("{} {backend} truncated while writing", t.name);
+            let mut buf = vec![0u8; MIB as usize];
+            let mut off = 0;
+            let mut write_to = |f: &mut ubio::File, off: &mut u64, end: u64| {
+                while *off < end {
+                    fill_pattern(12, *off, &mut buf);
+                    f.write_all(&buf)
+                        .unwrap_or_else(|e| panic!("{what}: write: {e}"));
+                    *off += MIB;
+                }
+            };
+            write_to(&mut f, &mut off, 32 * MIB);
+            let cut = 8 * MIB + 777;
+            truncate_elsewhere(&path, cut);
+            faults += 1;
+            write_to(&mut f, &mut off, 48 * MIB);
+            f.flush().unwrap_or_else(|e| panic!("{what}: flush: {e}"));
+            f.close().unwrap_or_else(|e| panic!("{what}: close: {e}"));
+            evict(&path);
+            let got = std::fs::read(&path).unwrap();
+            assert_eq!(got.len() as u64, 48 * MIB, "{what}: size");
+            let mut want = vec![0u8; 48 * MIB as usize];
+            fill_pattern(12, 0, &mut want[..cut as usize]);
+            fill_pattern(12, 32 * MIB, &mut want[32 * MIB as usize..]);
+            if let Some(i) = got.iter().zip(&want).position(|(a, b)| a != b) {
+                panic!("{what}: byte {i} is {:#x}, expected {:#x}", got[i], want[i]);
+            }
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+    report_faults("truncate_while_writing", faults);
+}
+
+/// Another process unlinks the file while a stream reads and another
+/// writes it: both go on with the open inode, without an error, and the
+/// data is what was written.
+#[test]
+fn unlinked_while_streaming() {
+    if supervised("unlinked_while_streaming", Duration::from_secs(300)) {
+        return;
+    }
+    let mut faults = 0;
+    for t in targets("unlinked", 512 * MIB) {
+        for backend in all_backends() {
+            let what = format!("{} {backend} unlinked", t.name);
+            // Reading.
+            let path = t.path(&format!("gone-r-{backend}"));
+            make_cold_file(&path, 13, 32 * MIB);
+            let mut opts = ubio::OpenOptions::new();
+            opts.read(true);
+            let Some(mut f) = open_or_refused(&mut opts, backend, &path, &t) else {
+                std::fs::remove_file(&path).unwrap();
+                continue;
+            };
+            let mut buf = vec![0u8; 8 * MIB as usize];
+            f.read_exact(&mut buf).unwrap();
+            assert!(Command::new("rm").arg(&path).status().unwrap().success());
+            faults += 1;
+            assert_eq!(
+                read_rest(&mut f, 8 * MIB, 13, &what),
+                32 * MIB,
+                "{what}: read"
+            );
+            f.close()
+                .unwrap_or_else(|e| panic!("{what}: close after reading: {e}"));
+
+            // Writing; read back through the same open file.
+            let path = t.path(&format!("gone-w-{backend}"));
+            let mut opts = ubio::OpenOptions::new();
+            opts.read(true).write(true).create(true).truncate(true);
+            let mut f = open_or_refused(&mut opts, backend, &path, &t).unwrap();
+            let mut buf = vec![0u8; MIB as usize];
+            for i in 0..32 {
+                if i == 16 {
+                    assert!(Command::new("rm").arg(&path).status().unwrap().success());
+                    faults += 1;
+                }
+                fill_pattern(14, i * MIB, &mut buf);
+                f.write_all(&buf)
+                    .unwrap_or_else(|e| panic!("{what}: write: {e}"));
+            }
+            f.sync_all()
+                .unwrap_or_else(|e| panic!("{what}: fsync: {e}"));
+            f.seek(io::SeekFrom::Start(0)).unwrap();
+            assert_eq!(
+                read_rest(&mut f, 0, 14, &what),
+                32 * MIB,
+                "{what}: read back"
+            );
+            f.close()
+                .unwrap_or_else(|e| panic!("{what}: close after writing: {e}"));
+            assert!(!path.exists());
+        }
+    }
+    report_faults("unlink_while_streaming", faults);
+}
+
+static SIGNALS_CAUGHT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+extern "C" fn count_signal(_: libc::c_int) {
+    SIGNALS_CAUGHT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Catch `sig` with a handler installed without SA_RESTART: a system call
+/// it interrupts fails with EINTR instead of restarting.
+fn catch_without_restart(sig: libc::c_int) {
+    // SAFETY: a zeroed sigaction is valid; the handler is async-signal-safe
+    // (one atomic add) and lives for the whole program.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = count_signal as extern "C" fn(libc::c_int) as usize;
+        sa.sa_flags = 0;
+        libc::sigemptyset(&mut sa.sa_mask);
+        assert_eq!(libc::sigaction(sig, &sa, std::ptr::null_mut()), 0);
+    }
+}
+
+/// Signals arriving at a high rate (SIGALRM from setitimer every 200 us,
+/// and SIGUSR1 sent to the I/O thread itself every 50 us), with handlers
+/// installed without SA_RESTART, during long writes, flushes, fsyncs and
+/// reads: no call returns EINTR or a short count, and the file is right.
+#[test]
+fn signals_during_long_calls() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    if supervised("signals_during_long_calls", Duration::from_secs(300)) {
+        return;
+    }
+    catch_without_restart(libc::SIGALRM);
+    catch_without_restart(libc::SIGUSR1);
+    // SAFETY: pthread_self has no preconditions.
+    let io_thread = unsafe { libc::pthread_self() };
+    let stop = Arc::new(AtomicBool::new(false));
+    let sender = {
+        let stop = Arc::clone(&stop);
+        let io_thread = io_thread as usize;
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                // SAFETY: the I/O thread outlives this one (joined below).
+                unsafe { libc::pthread_kill(io_thread as libc::pthread_t, libc::SIGUSR1) };
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        })
+    };
+    let tick = libc::timeval {
+        tv_sec: 0,
+        tv_usec: 200,
+    };
+    let timer = libc::itimerval {
+        it_interval: tick,
+        it_value: tick,
+    };
+    // SAFETY: valid pointers to an itimerval; no old value wanted.
+    assert_eq!(
+        unsafe { libc::setitimer(libc::ITIMER_REAL, &timer, std::ptr::null_mut()) },
+        0
+    );
+
+    let (mut streams, mut interrupted) = (0u64, Vec::new());
+    for t in targets("signals", 512 * MIB) {
+        for backend in all_backends() {
+            let path = t.path(&format!("signals-{backend}"));
+            let what = format!("{} {backend} under signals", t.name);
+            let mut opts = ubio::OpenOptions::new();
+            opts.read(true).write(true).create(true).truncate(true);
+            let Some(f) = open_or_refused(&mut opts, backend, &path, &t) else {
+                continue;
+            };
+            streams += 1;
+            let size = 96 * MIB;
+            let mut buf = vec![0u8; 4 * MIB as usize + 3];
+            let mut off = 0;
+            while off < size {
+                let n = (buf.len() as u64).min(size - off) as usize;
+                fill_pattern(15, off, &mut buf[..n]);
+                // One call, not write_all: EINTR or a short count must not happen.
+                match f.write_at(&buf[..n], off) {
+                    Ok(w) if w == n => {}
+                    Ok(w) => interrupted.push(format!("{what}: short write {w} of {n} at {off}")),
+                    Err(e) => panic!("{what}: write at {off}: {e}"),
+                }
+                off += n as u64;
+                if off % (16 * MIB) < n as u64 {
+                    f.flush_writeback()
+                        .unwrap_or_else(|e| panic!("{what}: flush: {e}"));
+                }
+            }
+            f.sync_all()
+                .unwrap_or_else(|e| panic!("{what}: fsync: {e}"));
+            f.sync_data()
+                .unwrap_or_else(|e| panic!("{what}: fdatasync: {e}"));
+            evict(&path);
+            let mut want = vec![0u8; buf.len()];
+            let mut off = 0;
+            while off < size {
+                let n = (buf.len() as u64).min(size - off) as usize;
+                match f.read_at(&mut buf[..n], off) {
+                    Ok(r) if r == n => {}
+                    Ok(r) => interrupted.push(format!("{what}: short read {r} of {n} at {off}")),
+                    Err(e) => panic!("{what}: read at {off}: {e}"),
+                }
+                fill_pattern(15, off, &mut want[..n]);
+                assert!(buf[..n] == want[..n], "{what}: data differs in {off}..+{n}");
+                off += n as u64;
+            }
+            let stats = f.close().unwrap_or_else(|e| panic!("{what}: close: {e}"));
+            assert!(!stats.failed, "{what}: {stats:?}");
+            verify_pattern(&path, 15, size);
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+    let off = libc::itimerval {
+        it_interval: libc::timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        },
+        it_value: libc::timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        },
+    };
+    // SAFETY: as above; a zero value disarms the timer.
+    unsafe { libc::setitimer(libc::ITIMER_REAL, &off, std::ptr::null_mut()) };
+    stop.store(true, Ordering::Relaxed);
+    sender.join().unwrap();
+    let caught = SIGNALS_CAUGHT.load(Ordering::Relaxed);
+    eprintln!("{caught} signals caught over {streams} streams");
+    assert!(interrupted.is_empty(), "{interrupted:#?}");
+    assert!(caught > 1000, "too few signals to mean anything: {caught}");
+    report_faults("signals", caught);
+}
+
+const CGROUP_CHILD_ENV: &str = "UBIO_TEST_CGROUP_CHILD";
+
+/// The child half of `memory_cgroup_smaller_than_the_file`: write the file
+/// through ubio, then read it back and check it; prints its statistics.
+fn cgroup_child(spec: &str) {
+    let (backend, rest) = spec.split_once(':').unwrap();
+    let (size, path) = rest.split_once(':').unwrap();
+    let (backend, size): (BackendKind, u64) = (backend.parse().unwrap(), size.parse().unwrap());
+    let path = Path::new(path);
+    let mut f = ubio::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .backend(backend)
+        .open(path)
+        .unwrap();
+    let mut buf = vec![0u8; MIB as usize];
+    let mut off = 0;
+    while off < size {
+        fill_pattern(16, off, &mut buf);
+        f.write_all(&buf).unwrap();
+        off += MIB;
+    }
+    let written = f.close().unwrap();
+    let mut f = ubio::OpenOptions::new()
+        .read(true)
+        .backend(backend)
+        .open(path)
+        .unwrap();
+    let end = read_rest(&mut f, 0, 16, &format!("{backend} in a small cgroup"));
+    assert_eq!(end, size);
+    let read = f.close().unwrap();
+    println!(
+        "CGROUP-CHILD {backend}: wrote with {} (dropped {} pages), read with {} (dropped {} pages)",
+        written.backend, written.pages_dropped, read.backend, read.pages_dropped
+    );
+}
+
+/// A 64 MiB memory cgroup and a 512 MiB file: ubio writes and reads it
+/// back through every managed backend without being OOM-killed, the data
+/// checked. (`buffered`, the unmanaged baseline, is run too and its fate
+/// reported: under cgroup v1 a buffered writer's dirty pages are not
+/// throttled per cgroup, so it can be OOM-killed at this limit.)
+#[test]
+fn memory_cgroup_smaller_than_the_file() {
+    if let Ok(spec) = std::env::var(CGROUP_CHILD_ENV) {
+        return cgroup_child(&spec);
+    }
+    if supervised(
+        "memory_cgroup_smaller_than_the_file",
+        Duration::from_secs(400),
+    ) {
+        return;
+    }
+    if !ubio_bench::is_root() {
+        return skip(
+            "memory_cgroup_smaller_than_the_file",
+            "needs root for a memory cgroup",
+        );
+    }
+    let limit = 64 * MIB;
+    let size = 512 * MIB;
+    let mut runs = 0;
+    // Not tmpfs: there the file's pages are its storage, charged to the cgroup.
+    for t in targets("memcg", 2 * GIB)
+        .into_iter()
+        .filter(|t| !t.pages_are_storage())
+    {
+        for backend in all_backends() {
+            let path = t.path(&format!("memcg-{backend}"));
+            let what = format!("{} {backend} in a {} MiB cgroup", t.name, limit / MIB);
+            if backend != BackendKind::Buffered {
+                let mut opts = ubio::OpenOptions::new();
+                opts.write(true).create(true);
+                if open_or_refused(&mut opts, backend, &path, &t).is_none() {
+                    continue;
+                }
+            }
+            let cg = ubio_bench::cgroup::MemCgroup::create("ubio-faults", limit).unwrap();
+            let out = cg
+                .spawn(
+                    Command::new(std::env::current_exe().unwrap())
+                        .args([
+                            "--exact",
+                            "memory_cgroup_smaller_than_the_file",
+                            "--nocapture",
+                            "--test-threads=1",
+                        ])
+                        .env(
+                            CGROUP_CHILD_ENV,
+                            format!("{backend}:{size}:{}", path.display()),
+                        )
+                        .stdout(std::process::Stdio::piped())
+                        .stderr(std::process::Stdio::piped()),
+                )
+                .unwrap()
+                .wait_with_output()
+                .unwrap();
+            let peak = cg.peak_bytes().unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            use std::os::unix::process::ExitStatusExt;
+            let line = stdout
+                .lines()
+                .find_map(|l| l.split_once("CGROUP-CHILD ").map(|(_, s)| s))
+                .unwrap_or("");
+            eprintln!("{what}: {} peak {} MiB; {line}", out.status, peak / MIB);
+            if backend == BackendKind::Buffered {
+                if out.status.signal() == Some(libc::SIGKILL) {
+                    eprintln!("{what}: OOM-killed (the unmanaged baseline; not a ubio failure)");
+                } else {
+                    verify_pattern(&path, 16, size);
+                }
+            } else {
+                assert!(
+                    out.status.success(),
+                    "{what}: child failed ({}):\n{stdout}\n{stderr}",
+                    out.status
+                );
+                verify_pattern(&path, 16, size);
+                runs += 1;
+            }
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+    report_faults("memcg_64mib_512mib_streams", runs);
 }
