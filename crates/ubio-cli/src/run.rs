@@ -19,7 +19,7 @@ use std::process::ExitCode;
 #[derive(clap::Args)]
 pub struct Args {
     /// Dirty + writeback bytes per file (e.g. 16M).
-    #[arg(long, value_parser = crate::size::parse)]
+    #[arg(long, value_parser = crate::size::parse_nonzero)]
     window: Option<u64>,
     /// Backend: auto, kernel, emulated, direct or buffered.
     #[arg(long)]

@@ -25,6 +25,15 @@ pub fn parse(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("invalid size '{s}': too large"))
 }
 
+/// Parse a size that must be more than 0 (a window or a block: 0 would
+/// mean nothing can be in flight, or nothing moves).
+pub fn parse_nonzero(s: &str) -> Result<u64, String> {
+    match parse(s)? {
+        0 => Err(format!("invalid size '{s}': must be more than 0")),
+        n => Ok(n),
+    }
+}
+
 /// "1.5 GiB" style.
 pub fn human(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -54,6 +63,8 @@ mod tests {
         assert!(parse("12Q").is_err());
         assert!(parse("").is_err());
         assert!(parse("99999999999T").is_err());
+        assert!(parse_nonzero("0").unwrap_err().contains("more than 0"));
+        assert_eq!(parse_nonzero("1k"), Ok(1024));
     }
 
     #[test]

@@ -280,11 +280,23 @@ fn stream_regular(
     }
     holes += len.saturating_sub(*copied);
     progress.add(len.saturating_sub(*copied));
+    *copied = len.max(*copied);
+    // Read on past the size stat() gave, to the real end, as GNU cp does:
+    // /proc and /sys files report size 0 whatever they hold, and a file
+    // may grow while it is copied.
+    loop {
+        let n = read_some(src, &mut buf, *copied)?;
+        if n == 0 {
+            break;
+        }
+        dst.write_all_at(&buf[..n], *copied)?;
+        *copied += n as u64;
+        progress.add(n as u64);
+    }
     // A trailing hole (or skipped zeros at the end) still counts in the size.
     dst.get_ref()
-        .set_len(len.max(*copied))
+        .set_len(*copied)
         .map_err(|e| ubio::error::context(e, "truncate", dst.path()))?;
-    *copied = len.max(*copied);
     Ok(holes)
 }
 

@@ -61,7 +61,7 @@ pub struct Args {
     #[arg(long, default_value = "auto")]
     backend: ubio::BackendKind,
     /// Write-behind window (dirty + writeback bytes in flight), e.g. 16M.
-    #[arg(long, value_parser = size::parse, default_value = "16M")]
+    #[arg(long, value_parser = size::parse_nonzero, default_value = "16M")]
     window: u64,
     /// Request size, e.g. 1M.
     #[arg(long, value_parser = size::parse, default_value = "1M")]
