@@ -12,3 +12,5 @@ pub mod schema;
 pub mod suite;
 pub mod summary;
 pub mod mock;
+pub mod export;
+pub mod compare;

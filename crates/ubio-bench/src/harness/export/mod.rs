@@ -1,0 +1,70 @@
+//! The report in every format, one module per format (hyperfine-style):
+//! JSON (the source of truth: everything else can be re-rendered from it),
+//! CSV (samples and runs), Markdown (the headline table) and a
+//! self-contained HTML page with SVG plots.
+//!
+//! [`write_all`] writes them all into one directory; each file is written to
+//! a temporary name and renamed into place, so a reader (or a benchmark
+//! interrupted mid-write) never sees half a file.
+
+pub mod csv;
+pub mod html;
+pub mod json;
+pub mod markdown;
+mod svg;
+pub mod table;
+
+use super::schema::Report;
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// The files [`write_all`] writes, in order.
+pub const FILES: [&str; 5] = [
+    "report.json",
+    "samples.csv",
+    "runs.csv",
+    "report.md",
+    "report.html",
+];
+
+/// Writes report.json, samples.csv, runs.csv, report.md and report.html
+/// into `out_dir` (made if missing), each atomically; returns their paths.
+pub fn write_all(report: &Report, out_dir: &Path) -> io::Result<Vec<PathBuf>> {
+    fs::create_dir_all(out_dir)
+        .map_err(|e| io::Error::new(e.kind(), format!("mkdir {}: {e}", out_dir.display())))?;
+    let contents = [
+        json::render(report)?,
+        csv::samples(report),
+        csv::runs(report),
+        markdown::render(report),
+        html::render(report),
+    ];
+    FILES
+        .iter()
+        .zip(contents)
+        .map(|(name, text)| {
+            let path = out_dir.join(name);
+            write_atomically(&path, text.as_bytes())?;
+            Ok(path)
+        })
+        .collect()
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory
+/// and a rename: the old file or the new one, never a torn one.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let context = |what: &str, p: &Path, e: io::Error| {
+        io::Error::new(e.kind(), format!("{what} {}: {e}", p.display()))
+    };
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = path.with_file_name(format!(".{name}.tmp.{}", std::process::id()));
+    let written = fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_data()))
+        .map_err(|e| context("write", &tmp, e));
+    let renamed = written.and_then(|()| fs::rename(&tmp, path).map_err(|e| context("rename", path, e)));
+    if renamed.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    renamed
+}

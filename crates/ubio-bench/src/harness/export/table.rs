@@ -1,0 +1,200 @@
+//! The report as tables of text cells, shared by the Markdown and HTML
+//! exporters (each escapes the cells for its own format).
+
+use crate::harness::schema::{ModeSummary, Report, Target};
+use crate::harness::summary::baseline_mode;
+use crate::stats::Summary;
+
+/// A table: a header and rows of cells, all plain text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Table {
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+fn strings<const N: usize>(cells: [&str; N]) -> Vec<String> {
+    cells.map(str::to_owned).to_vec()
+}
+
+/// The headline: one row per mode.
+pub fn headline(report: &Report) -> Table {
+    let baseline = baseline_mode(report).map_or("baseline".to_owned(), |m| m.to_string());
+    Table {
+        header: strings([
+            "mode",
+            "backend",
+            "runs",
+            "MB/s median [min–max] ± sd",
+            &format!("vs {baseline}"),
+            "CPU s/GB",
+            "reclaimed pages/GB",
+            "kswapd CPU s",
+            "dataset cache peak / final",
+            "dirty+writeback peak",
+            "time to durable s",
+            "victim median / worst % of solo",
+        ]),
+        rows: report.modes.iter().map(mode_row).collect(),
+    }
+}
+
+fn mode_row(m: &ModeSummary) -> Vec<String> {
+    let runs = match m.runs_failed {
+        0 => m.runs_ok.to_string(),
+        f => format!("{} ({f} failed)", m.runs_ok),
+    };
+    let ran = m.runs_ok > 0;
+    let bytes = |b: u64| if ran { human_bytes(b) } else { "–".into() };
+    vec![
+        m.mode.to_string(),
+        m.backend.clone(),
+        runs,
+        m.mb_per_s.map_or("–".into(), |s| spread(s, 0)),
+        m.speed_vs_baseline.map_or("–".into(), |r| format!("{r:.2}×")),
+        median(m.cpu_secs_per_gb, 2),
+        median(m.reclaimed_pages_per_gb, 0),
+        median(m.kswapd_cpu_secs, 2),
+        if ran {
+            format!(
+                "{} / {}",
+                human_bytes(m.peak_dataset_cached_bytes),
+                human_bytes(m.final_dataset_cached_bytes)
+            )
+        } else {
+            "–".into()
+        },
+        bytes(m.peak_dataset_dirty_writeback_bytes),
+        median(m.time_to_durable_secs, 2),
+        m.victim.map_or("–".into(), |v| {
+            match (v.median_pct_of_solo, v.worst_pct_of_solo) {
+                (Some(a), Some(b)) => format!("{a:.0}% / {b:.0}%"),
+                _ => format!("{:.0} / {:.0} ops/s", v.median_ops_per_s, v.worst_ops_per_s),
+            }
+        }),
+    ]
+}
+
+/// fio's figures next to the harness's.
+pub fn fio(report: &Report) -> Table {
+    Table {
+        header: strings(["mode", "fio MB/s", "harness MB/s", "difference", "agrees", "fio command"]),
+        rows: report
+            .fio
+            .iter()
+            .map(|f| {
+                vec![
+                    f.mode.to_string(),
+                    format!("{:.0}", f.fio_mb_per_s),
+                    format!("{:.0}", f.harness_mb_per_s),
+                    format!("{:+.1}%", f.difference_pct),
+                    if f.agrees { "yes" } else { "NO (>10%)" }.into(),
+                    f.command.clone(),
+                ]
+            })
+            .collect(),
+    }
+}
+
+/// "label: value" lines about the machine.
+pub fn environment(report: &Report) -> Vec<(String, String)> {
+    let e = &report.environment;
+    let mut lines = vec![
+        ("tool".to_owned(), match &e.git_commit {
+            Some(c) => format!("{} ({c})", e.tool_version),
+            None => e.tool_version.clone(),
+        }),
+        ("kernel".into(), e.kernel.clone()),
+        ("host".into(), e.hostname.clone()),
+        ("CPU".into(), format!("{} × {}", e.cpus, e.cpu_model)),
+        ("memory".into(), human_bytes(e.mem_total_bytes)),
+        ("cgroup".into(), e.cgroup_version.clone()),
+        ("filesystem".into(), format!("{} on {}", e.filesystem, e.device)),
+    ];
+    if !e.tools.is_empty() {
+        let tools: Vec<String> = e.tools.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        lines.push(("tools".into(), tools.join(", ")));
+    }
+    lines
+}
+
+/// "label: value" lines about what was asked for.
+pub fn config(report: &Report) -> Vec<(String, String)> {
+    let c = &report.config;
+    let w = &c.workload;
+    let mut workload = format!(
+        "{}, {} blocks, {} thread(s) × {} file(s), dataset {}, queue depth {}",
+        w.kind,
+        human_bytes(w.block_bytes),
+        w.threads,
+        w.files_per_thread,
+        human_bytes(w.dataset_bytes),
+        w.queue_depth,
+    );
+    if let Some(d) = w.duration_secs {
+        workload += &format!(", at most {d} s");
+    }
+    let target = match &c.target {
+        Target::Dir { path } => format!("directory {}", path.display()),
+        Target::Loop { filesystem, backing, size_bytes, throttle_mb_per_s } => {
+            let mut t = format!("{filesystem} on a {} loop device ({backing:?} backing)", human_bytes(*size_bytes));
+            if let Some(mbps) = throttle_mb_per_s {
+                t += &format!(", throttled to {mbps} MB/s");
+            }
+            t
+        }
+    };
+    let modes: Vec<String> = c.modes.iter().map(|m| m.to_string()).collect();
+    vec![
+        ("workload".into(), workload),
+        ("modes".into(), format!("{} (× {} rounds, interleaved)", modes.join(", "), c.rounds)),
+        ("target".into(), target),
+        ("memory limit".into(), c.memory_limit_bytes.map_or("none".into(), human_bytes)),
+        ("victim".into(), match (c.victim_hot_bytes, &report.victim_solo) {
+            (None, _) => "none".into(),
+            (Some(hot), Some(solo)) => format!(
+                "re-reads a {} hot file; alone {:.0} ops/s median",
+                human_bytes(hot),
+                solo.ops_per_s.median
+            ),
+            (Some(hot), None) => format!("re-reads a {} hot file", human_bytes(hot)),
+        }),
+        ("status".into(), format!(
+            "{} runs in {:.0} s{}",
+            report.runs.len(),
+            report.wall_secs,
+            if report.complete { "" } else { " (incomplete: runs still to come)" }
+        )),
+    ]
+}
+
+/// "412 [398–420] ± 8.1".
+pub fn spread(s: Summary, decimals: usize) -> String {
+    format!(
+        "{:.d$} [{:.d$}–{:.d$}] ± {:.1}",
+        s.median,
+        s.min,
+        s.max,
+        s.stddev,
+        d = decimals
+    )
+}
+
+fn median(s: Option<Summary>, decimals: usize) -> String {
+    s.map_or("–".into(), |s| format!("{:.d$}", s.median, d = decimals))
+}
+
+/// "1.5 GiB" style (powers of 1024).
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
