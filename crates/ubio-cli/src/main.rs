@@ -1,5 +1,6 @@
 //! The `ubio` command.
 
+mod bench;
 mod cat;
 mod cp;
 mod demo;
@@ -31,6 +32,7 @@ enum Command {
     Evict(evict::Args),
     Demo(demo::Args),
     Run(run::Args),
+    Bench(bench::Args),
     #[command(name = "__worker", hide = true)]
     Worker(worker::Args),
 }
@@ -48,6 +50,7 @@ fn main() -> ExitCode {
         Command::Evict(a) => evict::run(a),
         Command::Demo(a) => demo::run(a),
         Command::Run(a) => run::run(a),
+        Command::Bench(a) => bench::run(a),
         Command::Worker(a) => worker::run(a),
     };
     match result {

@@ -1,0 +1,27 @@
+//! `ubio bench`: the limits of buffered I/O, measured (`run`), and the
+//! results rendered (`report`) and tracked (`compare`).
+
+pub mod compare;
+pub mod report;
+
+use std::process::ExitCode;
+
+/// Benchmark buffered I/O against its alternatives, and work with the results.
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: BenchCommand,
+}
+
+#[derive(clap::Subcommand)]
+pub enum BenchCommand {
+    Compare(compare::Args),
+    Report(report::Args),
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match args.command {
+        BenchCommand::Compare(a) => compare::run(a),
+        BenchCommand::Report(a) => report::run(a),
+    }
+}

@@ -1,0 +1,55 @@
+//! `ubio bench report RESULT.json [--out DIR]`: the CSV, Markdown and HTML
+//! exports again, from the JSON alone (after a change to the exporters, or
+//! on another machine).
+
+use crate::out;
+use anyhow::Result;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use ubio_bench::harness::export;
+use ubio_bench::harness::schema::Report;
+
+/// Render a `ubio bench` result (report.json) again: report.json, samples.csv,
+/// runs.csv, report.md and report.html.
+///
+/// Exit status: 0 written, 1 could not write, 2 the input is unreadable or
+/// not a ubio bench report of a version this ubio reads.
+#[derive(clap::Args)]
+pub struct Args {
+    /// A report.json written by `ubio bench run`.
+    result: PathBuf,
+    /// Where to write the files [default: the directory of RESULT].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+}
+
+/// Exit status for input that is missing or not a report.
+pub const BAD_INPUT: u8 = 2;
+
+/// Reads and checks a report; the error names the file.
+pub fn load(path: &Path) -> Result<Report, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    Report::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    let report = match load(&args.result) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("ubio bench report: {e}");
+            return Ok(ExitCode::from(BAD_INPUT));
+        }
+    };
+    let dir = match args.out {
+        Some(dir) => dir,
+        None => match args.result.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+            _ => PathBuf::from("."),
+        },
+    };
+    let written = export::write_all(&report, &dir)?;
+    let list: String = written.iter().map(|p| format!("{}\n", p.display())).collect();
+    out::print(&list)?;
+    Ok(ExitCode::SUCCESS)
+}
