@@ -47,6 +47,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
         eprintln!("ubio run: {}: command not found", Path::new(cmd).display());
         return Ok(ExitCode::from(127));
     };
+    if exe.is_dir() {
+        eprintln!("ubio run: {}: Is a directory", exe.display());
+        return Ok(ExitCode::from(126));
+    }
     if let Some(why) = not_dynamic(&exe) {
         eprintln!(
             "ubio run: warning: {} {why}: the shim cannot be loaded into it; running it with ordinary (cached) I/O",
@@ -105,7 +109,9 @@ fn find_shim() -> Result<PathBuf> {
 fn which(cmd: &OsStr) -> Option<PathBuf> {
     let p = Path::new(cmd);
     if p.components().count() > 1 || cmd.to_string_lossy().contains('/') {
-        return p.is_file().then(|| p.to_path_buf());
+        // Anything that exists: exec's own error (EACCES, ELOOP) says why
+        // it cannot run, better than "command not found".
+        return p.symlink_metadata().is_ok().then(|| p.to_path_buf());
     }
     std::env::split_paths(&std::env::var_os("PATH")?)
         .map(|d| d.join(p))
