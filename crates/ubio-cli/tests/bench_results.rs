@@ -1,0 +1,156 @@
+//! `ubio bench compare` and `ubio bench report` on mock results (no disk
+//! work, no root): exit codes 0/1/2 and a re-render from the JSON alone.
+
+mod common;
+
+use common::{stderr, ubio, workdir};
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use ubio_bench::harness::export;
+use ubio_bench::harness::mock;
+use ubio_bench::harness::mode::BenchMode;
+use ubio_bench::harness::schema::Report;
+use ubio_bench::harness::summary::summarize_modes;
+
+fn write_report(dir: &Path, name: &str, report: &Report) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, export::json::render(report).unwrap()).unwrap();
+    path
+}
+
+fn compare(old: &Path, new: &Path, extra: &[&str]) -> Output {
+    ubio()
+        .args(["bench", "compare"])
+        .arg(old)
+        .arg(new)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The mock report with one mode's throughput scaled.
+fn slower(mode: BenchMode, factor: f64) -> Report {
+    let mut report = mock::report(1);
+    for run in report.runs.iter_mut().filter(|r| r.mode == mode) {
+        run.summary.mb_per_s *= factor;
+    }
+    report.modes = summarize_modes(&report);
+    report
+}
+
+#[test]
+fn compare_identical_exits_0() {
+    let dir = workdir();
+    let path = write_report(dir.path(), "a.json", &mock::report(1));
+    let out = compare(&path, &path, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("no regression"), "{}", stdout(&out));
+}
+
+#[test]
+fn compare_slower_mode_exits_1_naming_it() {
+    let dir = workdir();
+    let old = write_report(dir.path(), "old.json", &mock::report(1));
+    let new = write_report(dir.path(), "new.json", &slower(BenchMode::Buffered, 0.8));
+    let out = compare(&old, &new, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("- buffered: throughput MB/s -20.0%"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn compare_threshold_above_the_change_exits_0() {
+    let dir = workdir();
+    let old = write_report(dir.path(), "old.json", &mock::report(1));
+    let new = write_report(dir.path(), "new.json", &slower(BenchMode::Buffered, 0.8));
+    let out = compare(&old, &new, &["--threshold", "25"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
+#[test]
+fn compare_json_says_regressed() {
+    let dir = workdir();
+    let old = write_report(dir.path(), "old.json", &mock::report(1));
+    let new = write_report(dir.path(), "new.json", &slower(BenchMode::Odirect, 0.5));
+    let out = compare(&old, &new, &["--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(value["regressed"], true);
+}
+
+#[test]
+fn compare_missing_file_exits_2_naming_it() {
+    let dir = workdir();
+    let old = write_report(dir.path(), "old.json", &mock::report(1));
+    let missing = dir.path().join("nope.json");
+    let out = compare(&old, &missing, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("cannot read") && stderr(&out).contains("nope.json"));
+}
+
+#[test]
+fn compare_not_a_report_exits_2() {
+    let dir = workdir();
+    let old = write_report(dir.path(), "old.json", &mock::report(1));
+    let other = dir.path().join("fio.json");
+    std::fs::write(&other, r#"{"fio version": "fio-3.33", "jobs": []}"#).unwrap();
+    let out = compare(&old, &other, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("fio.json: not a ubio bench report"), "{}", stderr(&out));
+}
+
+#[test]
+fn compare_newer_schema_exits_2() {
+    let dir = workdir();
+    let old = write_report(dir.path(), "old.json", &mock::report(1));
+    let mut future = mock::report(1);
+    future.schema_version += 1;
+    let new = write_report(dir.path(), "future.json", &future);
+    let out = compare(&old, &new, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("future.json: schema_version"), "{}", stderr(&out));
+}
+
+#[test]
+fn report_rerenders_every_export_from_the_json() {
+    let dir = workdir();
+    let report = mock::report(3);
+    let json = write_report(dir.path(), "result.json", &report);
+    let out_dir = dir.path().join("out");
+    let out = ubio()
+        .args(["bench", "report"])
+        .arg(&json)
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for name in export::FILES {
+        let path = out_dir.join(name);
+        assert!(stdout(&out).contains(&path.display().to_string()), "{name} listed");
+        assert!(path.metadata().unwrap().len() > 0, "{name} written");
+    }
+    let back = std::fs::read_to_string(out_dir.join("report.json")).unwrap();
+    assert!(Report::from_json(&back).unwrap() == report);
+    let html = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
+    assert_eq!(html, export::html::render(&report));
+}
+
+#[test]
+fn report_of_a_bad_file_exits_2() {
+    let dir = workdir();
+    let out = ubio()
+        .args(["bench", "report"])
+        .arg(dir.path().join("missing.json"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("missing.json"));
+}
