@@ -47,6 +47,41 @@ pub fn process_times() -> io::Result<CpuTimes> {
     })
 }
 
+/// `getrusage(RUSAGE_CHILDREN)`: the CPU time of this process's children
+/// (and theirs) that have been waited for.
+pub fn children_times() -> io::Result<CpuTimes> {
+    // SAFETY: rusage is plain old data; all-zero is a valid value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid, writable rusage; RUSAGE_CHILDREN always exists.
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    Ok(CpuTimes {
+        user_secs: secs(ru.ru_utime),
+        sys_secs: secs(ru.ru_stime),
+    })
+}
+
+/// The CPU time of another process or kernel thread so far (utime and
+/// stime of /proc/PID/stat); `None` once it is gone.
+pub fn pid_times(pid: u32) -> Option<CpuTimes> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_pid_stat(&stat, clock_ticks())
+}
+
+/// `pid (comm) state ppid ...`: utime and stime are fields 14 and 15; the
+/// command name may hold spaces and parentheses, so count after the last `)`.
+fn parse_pid_stat(stat: &str, hz: f64) -> Option<CpuTimes> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| f.get(i)?.parse::<u64>().ok().map(|v| v as f64 / hz);
+    Some(CpuTimes {
+        user_secs: tick(11)?,
+        sys_secs: tick(12)?,
+    })
+}
+
 /// Busy CPU seconds of the whole machine since boot, summed over CPUs, from
 /// the first line of /proc/stat: user + nice as user; system + irq + softirq
 /// as system (idle, iowait, steal and guest time are left out).
@@ -117,6 +152,15 @@ mod tests {
             "CPU time did not grow: {d:?}"
         );
         assert!(d.user_secs >= 0.0 && d.sys_secs >= 0.0, "{d:?}");
+    }
+
+    #[test]
+    fn parses_a_pid_stat_line() {
+        let s = "42 (a) b) c) S 1 42 42 0 -1 4194560 0 0 0 0 250 75 0 0 20 0 1 0 5 0\n";
+        let t = parse_pid_stat(s, 100.0).unwrap();
+        assert_eq!((t.user_secs, t.sys_secs), (2.5, 0.75));
+        assert!(pid_times(std::process::id()).is_some());
+        assert!(children_times().is_ok());
     }
 
     #[test]

@@ -14,6 +14,9 @@
 //! {"event":"done","op":"write","mode":"ubio","backend":"kernel",...,
 //!  "cpu_user_secs":0.12,"cpu_sys_secs":1.9}                       streamer: a StreamResult
 //! {"event":"error","message":"read /x/hot: Input/output error"}   either: why it failed
+//! {"event":"bench_started","start_mono_secs":812.2}               bench: the clock starts
+//! {"event":"bench_progress","t_mono_secs":812.3,"bytes":..,...}   bench: every 100 ms
+//! {"event":"bench_done","bytes":..,"end_mono_secs":..,...}        bench: an EngineResult
 //! ```
 //!
 //! On stdin the victim takes lines: `warm` (read the hot file through again,
@@ -21,8 +24,10 @@
 //! by itself.
 //!
 //! Arguments: `victim [--tick-ms N] FILE` and
-//! `stream --op write|read --mode buffered|ubio[:BACKEND]|dontcache|odirect [--bytes N] [--block N] FILE`.
+//! `stream --op write|read --mode buffered|ubio[:BACKEND]|dontcache|odirect [--bytes N] [--block N] FILE`
+//! and `bench JOB` (an [`EngineJob`] as JSON, for `ubio bench`).
 
+use crate::harness::engine::{self, EngineJob, EngineProgress, EngineResult, EngineStart};
 use crate::victim::{self, Command, Ready, Tick};
 use crate::workload::{self, Mode, Op, StreamResult, StreamSpec, DEFAULT_BLOCK};
 use serde::{Deserialize, Serialize};
@@ -43,6 +48,9 @@ pub enum Event {
     Tick(Tick),
     Done(StreamResult),
     Error { message: String },
+    BenchStarted(EngineStart),
+    BenchProgress(EngineProgress),
+    BenchDone(EngineResult),
 }
 
 impl Event {
@@ -67,6 +75,8 @@ pub fn parse_line(line: &str) -> Result<Event, String> {
 pub enum Job {
     Victim { path: PathBuf, tick: Duration },
     Stream(StreamSpec),
+    /// One run of `ubio bench` (see [`crate::harness::engine`]).
+    Bench(Box<EngineJob>),
 }
 
 impl Job {
@@ -93,6 +103,10 @@ impl Job {
                 }
                 a.push(s.path.as_os_str().into());
             }
+            Job::Bench(job) => {
+                a.push("bench".into());
+                a.push(serde_json::to_string(job).expect("jobs always serialize").into());
+            }
         }
         a
     }
@@ -101,7 +115,15 @@ impl Job {
     pub fn from_args(args: &[OsString]) -> Result<Job, String> {
         let (kind, rest) = args
             .split_first()
-            .ok_or("missing worker kind (victim or stream)")?;
+            .ok_or("missing worker kind (victim, stream or bench)")?;
+        if kind == "bench" {
+            let [job] = rest else {
+                return Err("bench takes one argument: the job as JSON".into());
+            };
+            let job = serde_json::from_str(&job.to_string_lossy())
+                .map_err(|e| format!("bench: bad job: {e}"))?;
+            return Ok(Job::Bench(Box::new(job)));
+        }
         let mut opts: Vec<(String, String)> = Vec::new();
         let mut path: Option<PathBuf> = None;
         let mut it = rest.iter();
@@ -150,7 +172,7 @@ impl Job {
                 }))
             }
             _ => Err(format!(
-                "unknown worker kind {kind:?} (expected victim or stream)"
+                "unknown worker kind {kind:?} (expected victim, stream or bench)"
             )),
         }
     }
@@ -175,6 +197,11 @@ pub fn main(args: &[OsString]) -> i32 {
     };
     let result = match job {
         Job::Stream(spec) => workload::run_stream(&spec).and_then(|r| emit(&Event::Done(r))),
+        Job::Bench(job) => engine::run(&job, |r| match r {
+            engine::Report::Started(s) => emit(&Event::BenchStarted(s)),
+            engine::Report::Progress(p) => emit(&Event::BenchProgress(p)),
+        })
+        .and_then(|r| emit(&Event::BenchDone(r))),
         Job::Victim { path, tick } => {
             let (tx, rx) = mpsc::channel();
             // Detached: it blocks in read(stdin) until the parent writes or
@@ -255,7 +282,7 @@ impl VictimClient {
                         Ok(Event::Error { message }) => {
                             let _ = tx.send(Err(format!("victim failed: {message}")));
                         }
-                        Ok(Event::Done(_)) => {}
+                        Ok(_) => {}
                         Err(e) => {
                             let _ = tx.send(Err(e));
                         }
@@ -335,6 +362,74 @@ impl VictimClient {
             Ok(Some(s)) => format!("{msg} ({s})"),
             _ => msg,
         }
+    }
+}
+
+/// The parent's side of a running bench worker (spawned with piped
+/// stdout): a thread forwards its events; the last one is `Err` (its
+/// `error` event, a bad line, or the end of its output).
+pub struct BenchClient {
+    child: Child,
+    events: Receiver<Result<Event, String>>,
+    reader: Option<JoinHandle<()>>,
+}
+
+impl BenchClient {
+    /// Takes over `child`'s stdout.
+    pub fn new(mut child: Child) -> io::Result<BenchClient> {
+        let stdout = child.stdout.take().ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidInput, "bench worker spawned without piped stdout")
+        })?;
+        let (tx, events) = mpsc::channel();
+        let reader = std::thread::Builder::new()
+            .name("bench-reader".into())
+            .spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    let ev = match line {
+                        Ok(l) => parse_line(&l),
+                        Err(e) => Err(format!("reading bench worker output: {e}")),
+                    };
+                    let ev = match ev {
+                        Ok(Event::Error { message }) => Err(message),
+                        other => other,
+                    };
+                    let last = ev.is_err();
+                    if tx.send(ev).is_err() || last {
+                        return;
+                    }
+                }
+                let _ = tx.send(Err("the bench worker exited".into()));
+            })?;
+        Ok(BenchClient {
+            child,
+            events,
+            reader: Some(reader),
+        })
+    }
+
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The next event, or `None` if none came within `timeout`.
+    pub fn next(&self, timeout: Duration) -> Option<Result<Event, String>> {
+        match self.events.recv_timeout(timeout) {
+            Ok(ev) => Some(ev),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => Some(Err("the bench worker exited".into())),
+        }
+    }
+
+    /// Waits for the worker to exit (kills it first if `kill`).
+    pub fn wait(mut self, kill: bool) -> io::Result<ExitStatus> {
+        if kill {
+            let _ = self.child.kill();
+        }
+        let status = self.child.wait()?;
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        Ok(status)
     }
 }
 

@@ -479,14 +479,14 @@ fn direct_read(f: &File, buf: &mut [u8]) -> io::Result<u64> {
 /// A zeroed heap buffer of exactly `len` bytes whose address is aligned to
 /// `align`, as O_DIRECT wants (every mode uses one, so they all copy from
 /// and to the same kind of memory).
-struct AlignedBuf {
+pub struct AlignedBuf {
     ptr: std::ptr::NonNull<u8>,
     len: usize,
     layout: std::alloc::Layout,
 }
 
 impl AlignedBuf {
-    fn new(len: usize, align: usize) -> AlignedBuf {
+    pub fn new(len: usize, align: usize) -> AlignedBuf {
         let layout = std::alloc::Layout::from_size_align(len.max(1), align)
             .expect("alignment is a power of two and the size fits");
         // SAFETY: the layout has a non-zero size.

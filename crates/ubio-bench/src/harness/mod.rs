@@ -13,4 +13,8 @@ pub mod suite;
 pub mod summary;
 pub mod mock;
 pub mod export;
+pub mod engine;
+pub mod sampler;
+pub mod runner;
+pub mod fio;
 pub mod compare;

@@ -3,6 +3,7 @@
 
 pub mod compare;
 pub mod report;
+pub mod run;
 
 use std::process::ExitCode;
 
@@ -15,12 +16,14 @@ pub struct Args {
 
 #[derive(clap::Subcommand)]
 pub enum BenchCommand {
+    Run(run::Args),
     Compare(compare::Args),
     Report(report::Args),
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
+        BenchCommand::Run(a) => run::run(a),
         BenchCommand::Compare(a) => compare::run(a),
         BenchCommand::Report(a) => report::run(a),
     }

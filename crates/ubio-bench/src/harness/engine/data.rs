@@ -1,0 +1,238 @@
+//! Where a benchmark's files are and what is in them.
+//!
+//! Every thread owns `files_per_thread` files of the same size (the dataset
+//! split evenly, rounded down to whole blocks, so every request is a whole
+//! block and O_DIRECT needs no tail handling). Every block starts with a
+//! stamp (file id, block index) over an incompressible pattern, so a block
+//! written or copied to the wrong place is caught by [`check_file`], at the
+//! cost of 16 bytes per block in the workload.
+
+use crate::harness::mode::WorkloadKind;
+use crate::harness::schema::Workload;
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+/// Bytes of the stamp at the start of every block.
+pub const STAMP_BYTES: usize = 16;
+
+/// The files of one benchmark.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Layout {
+    /// The benchmark's own directory (files go in `data/` and `copy/`).
+    pub dir: PathBuf,
+    pub threads: u32,
+    pub files_per_thread: u32,
+    /// Size of every file: a whole number of blocks.
+    pub file_bytes: u64,
+    pub block_bytes: u64,
+}
+
+impl Layout {
+    /// The layout of `w` under `dir`: `dataset_bytes` split evenly over
+    /// the files, rounded down to whole blocks (at least one per file).
+    pub fn new(dir: &Path, w: &Workload) -> Layout {
+        let files = u64::from(w.threads.max(1)) * u64::from(w.files_per_thread.max(1));
+        let block = w.block_bytes.max(1);
+        let blocks = (w.dataset_bytes / files / block).max(1);
+        Layout {
+            dir: dir.to_path_buf(),
+            threads: w.threads.max(1),
+            files_per_thread: w.files_per_thread.max(1),
+            file_bytes: blocks * block,
+            block_bytes: block,
+        }
+    }
+
+    /// Bytes over all files.
+    pub fn total_bytes(&self) -> u64 {
+        self.file_bytes * u64::from(self.threads) * u64::from(self.files_per_thread)
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    pub fn copy_dir(&self) -> PathBuf {
+        self.dir.join("copy")
+    }
+
+    /// Source file `file` of thread `thread`.
+    pub fn source(&self, thread: u32, file: u32) -> PathBuf {
+        self.data_dir().join(format!("t{thread}-f{file}"))
+    }
+
+    /// Where a copy of [`Layout::source`] goes.
+    pub fn copy(&self, thread: u32, file: u32) -> PathBuf {
+        self.copy_dir().join(format!("t{thread}-f{file}"))
+    }
+
+    /// A number unique to each file of the dataset (its stamp).
+    pub fn file_id(&self, thread: u32, file: u32) -> u64 {
+        u64::from(thread) * u64::from(self.files_per_thread) + u64::from(file)
+    }
+
+    /// Every source file, thread by thread.
+    pub fn sources(&self) -> Vec<PathBuf> {
+        self.each(|t, f| self.source(t, f))
+    }
+
+    /// Every copy, in the order of [`Layout::sources`].
+    pub fn copies(&self) -> Vec<PathBuf> {
+        self.each(|t, f| self.copy(t, f))
+    }
+
+    /// The files whose page cache a run of `kind` is about: the sources,
+    /// and for copies the copies too.
+    pub fn watched(&self, kind: WorkloadKind) -> Vec<PathBuf> {
+        let mut v = self.sources();
+        if kind == WorkloadKind::Copy {
+            v.extend(self.copies());
+        }
+        v
+    }
+
+    fn each(&self, f: impl Fn(u32, u32) -> PathBuf) -> Vec<PathBuf> {
+        (0..self.threads)
+            .flat_map(|t| (0..self.files_per_thread).map(move |i| (t, i)))
+            .map(|(t, i)| f(t, i))
+            .collect()
+    }
+
+    pub fn blocks_per_file(&self) -> u64 {
+        self.file_bytes / self.block_bytes
+    }
+}
+
+/// Writes the stamp of block `block` of file `file_id` into `buf`.
+pub fn stamp(buf: &mut [u8], file_id: u64, block: u64) {
+    if buf.len() >= STAMP_BYTES {
+        buf[..8].copy_from_slice(&file_id.to_le_bytes());
+        buf[8..16].copy_from_slice(&block.to_le_bytes());
+    }
+}
+
+/// The block offsets a thread visits in one file: in order for sequential
+/// workloads and copies; for random ones a permutation (each block once,
+/// as fio's random map does), seeded by `seed` and the file.
+pub fn offsets(kind: WorkloadKind, layout: &Layout, file_id: u64, seed: u64) -> Vec<u64> {
+    let blocks = layout.blocks_per_file();
+    let mut v: Vec<u64> = (0..blocks).collect();
+    if matches!(kind, WorkloadKind::RandRead | WorkloadKind::RandWrite) {
+        let mut rng = SplitMix(seed ^ file_id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        for i in (1..v.len()).rev() {
+            let j = (rng.next() % (i as u64 + 1)) as usize;
+            v.swap(i, j);
+        }
+    }
+    v.iter_mut().for_each(|b| *b *= layout.block_bytes);
+    v
+}
+
+/// splitmix64: seeded, fast, good enough to shuffle offsets.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+/// Checks that `path` holds what the dataset writer (and every write mode)
+/// puts in file `file_id`: `layout.file_bytes` bytes, each block stamped
+/// with its place over the pattern of [`crate::workload::fill`]. The error
+/// says which block differs.
+pub fn check_file(path: &Path, layout: &Layout, file_id: u64) -> io::Result<()> {
+    let bad = |msg: String| Err(io::Error::new(io::ErrorKind::InvalidData, msg));
+    let mut f = File::open(path)?;
+    let len = f.metadata()?.len();
+    if len != layout.file_bytes {
+        return bad(format!(
+            "{}: {len} bytes, expected {}",
+            path.display(),
+            layout.file_bytes
+        ));
+    }
+    let block = layout.block_bytes as usize;
+    let mut expect = vec![0u8; block];
+    crate::workload::fill(&mut expect);
+    let mut got = vec![0u8; block];
+    for b in 0..layout.blocks_per_file() {
+        f.read_exact(&mut got)?;
+        stamp(&mut expect, file_id, b);
+        if got != expect {
+            return bad(format!(
+                "{}: block {b} (offset {}) is not what was written",
+                path.display(),
+                b * layout.block_bytes
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workload(kind: WorkloadKind) -> Workload {
+        Workload {
+            kind,
+            block_bytes: 4096,
+            threads: 2,
+            files_per_thread: 3,
+            dataset_bytes: 6 * 10 * 4096 + 100,
+            duration_secs: None,
+            queue_depth: 1,
+            seed: 7,
+        }
+    }
+
+    #[test]
+    fn splits_the_dataset_into_whole_blocks() {
+        let l = Layout::new(Path::new("/x"), &workload(WorkloadKind::SeqRead));
+        assert_eq!((l.file_bytes, l.total_bytes()), (10 * 4096, 60 * 4096));
+        assert_eq!(l.sources().len(), 6);
+        assert_eq!(l.source(1, 2), Path::new("/x/data/t1-f2"));
+        assert_eq!(l.copy(0, 1), Path::new("/x/copy/t0-f1"));
+        assert_eq!(l.file_id(1, 2), 5);
+        assert_eq!(l.watched(WorkloadKind::Copy).len(), 12);
+    }
+
+    #[test]
+    fn random_offsets_visit_every_block_once() {
+        let l = Layout::new(Path::new("/x"), &workload(WorkloadKind::RandRead));
+        let mut r = offsets(WorkloadKind::RandRead, &l, 3, 7);
+        assert_ne!(r, offsets(WorkloadKind::SeqRead, &l, 3, 7), "shuffled");
+        assert_eq!(r, offsets(WorkloadKind::RandRead, &l, 3, 7), "seeded");
+        assert_ne!(r, offsets(WorkloadKind::RandRead, &l, 4, 7), "per file");
+        r.sort();
+        assert_eq!(r, offsets(WorkloadKind::SeqRead, &l, 3, 7));
+    }
+
+    #[test]
+    fn check_file_finds_a_misplaced_block() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = Layout::new(dir.path(), &workload(WorkloadKind::SeqWrite));
+        let mut data = Vec::new();
+        let mut buf = vec![0u8; 4096];
+        crate::workload::fill(&mut buf);
+        for b in 0..10 {
+            stamp(&mut buf, 5, b);
+            data.extend_from_slice(&buf);
+        }
+        let p = dir.path().join("f");
+        std::fs::write(&p, &data).unwrap();
+        check_file(&p, &l, 5).unwrap();
+        assert!(check_file(&p, &l, 4).is_err());
+        data[3 * 4096 + 8] ^= 1;
+        std::fs::write(&p, &data).unwrap();
+        let e = check_file(&p, &l, 5).unwrap_err().to_string();
+        assert!(e.contains("block 3"), "{e}");
+    }
+}

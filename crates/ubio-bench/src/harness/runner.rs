@@ -1,0 +1,603 @@
+//! The whole benchmark, hyperfine-style phases:
+//!
+//! 1. prepare: make the target (a subdirectory, or a loop filesystem),
+//!    check free space, leave out the modes that cannot run here (with a
+//!    warning each), make the memory cgroup, write the dataset (untimed, in
+//!    the cgroup);
+//! 2. the victim (optional): start it on a hot file that fits in the
+//!    cgroup, and measure it alone;
+//! 3. warm up: one untimed buffered pass of the workload, which touches the
+//!    memory the runs will use (fresh VM memory is slow on first touch);
+//! 4. measure: rounds x modes, interleaved (A B A B); before each run the
+//!    dataset's own pages are dropped (fsync + POSIX_FADV_DONTNEED on our
+//!    files only: the machine is shared, so never drop_caches) and the
+//!    victim re-reads its hot file; each run is sampled every second and
+//!    the report is rewritten after it;
+//! 5. conclude: fio's cross-check (optional), the mode summaries, and the
+//!    report marked complete.
+//!
+//! Everything made (loop device, mount, cgroup, files) is removed at the
+//! end, on failure and on Ctrl-C (through [`crate::cleanup`]).
+
+pub mod environment;
+pub mod target;
+
+use super::engine::data::Layout;
+use super::engine::{self, EngineJob, EngineProgress, EngineResult};
+use super::mode::{BenchMode, WorkloadKind};
+use super::sampler::{self, SystemSampler};
+use super::schema::{Config, Report, Run, Sample, VictimSolo, Workload};
+use super::summary::{self, RunInput};
+use crate::cgroup::{CgroupVersion, MemCgroup};
+use crate::clock::monotonic_secs;
+use crate::cpu::CpuTimes;
+use crate::stats::Summary;
+use crate::victim::{self, per_second_rates};
+use crate::worker::{BenchClient, Event, Job, VictimClient};
+use std::io;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use ubio::sys::{self, Advice};
+
+/// How long a victim may take to read its hot file through.
+const WARM_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a worker may take to start.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How to run a benchmark (what is measured is the [`Config`]).
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// The `ubio` binary: workers run as `ubio __worker bench JOB`, and the
+    /// ubio-cp / ubio-run-cp tools call it.
+    pub ubio_exe: PathBuf,
+    /// Where the report files go (rewritten after every run); None: nowhere.
+    pub out_dir: Option<PathBuf>,
+    /// Run fio's version of the buffered and O_DIRECT jobs afterwards.
+    pub fio: bool,
+    /// One untimed buffered pass of the workload before measuring.
+    pub warmup: bool,
+    /// How long the victim is measured alone.
+    pub victim_solo_secs: f64,
+    /// For the report's environment.
+    pub git_commit: Option<String>,
+}
+
+impl RunOptions {
+    /// Defaults around the given binary.
+    pub fn new(ubio_exe: PathBuf) -> RunOptions {
+        RunOptions {
+            ubio_exe,
+            out_dir: None,
+            fio: false,
+            warmup: true,
+            victim_solo_secs: 3.0,
+            git_commit: None,
+        }
+    }
+}
+
+/// What the runner tells its caller while it works. Every method has a
+/// default that does nothing.
+pub trait Progress {
+    /// A phase starts or something happened ("writing the dataset").
+    fn message(&self, _line: &str) {}
+    /// A measured run starts: its label ("round 1/3: buffered") and the
+    /// bytes it will move (unless capped by the duration).
+    fn run_started(&self, _label: &str, _bytes: u64) {}
+    /// A sample of the running run and its live line.
+    fn sample(&self, _sample: &Sample, _line: &str) {}
+    /// The run is over: its one-line result.
+    fn run_finished(&self, _run: &Run, _line: &str) {}
+    /// A warning (also in the report).
+    fn warning(&self, _line: &str) {}
+}
+
+/// Progress that goes nowhere.
+pub struct Quiet;
+impl Progress for Quiet {}
+
+/// Runs the benchmark of `config` and returns its report (also written to
+/// `options.out_dir` after every run).
+pub fn run(config: &Config, options: &RunOptions, progress: &dyn Progress) -> io::Result<Report> {
+    let started = Instant::now();
+    let started_unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    validate(config)?;
+    if !crate::is_root() {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "ubio bench needs root: it makes a memory cgroup beneath its own (and loop filesystems)",
+        ));
+    }
+    crate::cleanup::install_signal_handler()?;
+    let w = &config.workload;
+    let hot = config.victim_hot_bytes.unwrap_or(0);
+    let copies = if w.kind == WorkloadKind::Copy { 2 } else { 1 };
+    let need = copies * w.dataset_bytes + hot + target::SPACE_MARGIN;
+    progress.message("making the target");
+    let target = target::make(&config.target, need)?;
+    let layout = Layout::new(&target.dir, w);
+    for d in [layout.data_dir(), layout.copy_dir()] {
+        std::fs::create_dir(&d).map_err(|e| ctx(e, "mkdir", &d))?;
+    }
+
+    let mut warnings = Vec::new();
+    let mut modes = Vec::new();
+    for &mode in &config.modes {
+        match engine::check_mode(mode, w, &target.dir, &options.ubio_exe) {
+            Ok(()) => modes.push(mode),
+            Err(e) => {
+                let msg = format!("{mode} left out: {e}");
+                progress.warning(&msg);
+                warnings.push(msg);
+            }
+        }
+    }
+    if modes.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("no mode can run here: {}", warnings.join("; ")),
+        ));
+    }
+    if let Some(limit) = config.memory_limit_bytes {
+        if layout.total_bytes() <= limit {
+            warnings.push(format!(
+                "the dataset ({} MiB) fits in the memory limit ({} MiB): buffered I/O is not pushed into \
+                 reclaim; use a --dataset several times --limit to see what a dataset larger than memory does",
+                layout.total_bytes() >> 20,
+                limit >> 20
+            ));
+        }
+    }
+
+    let cg = MemCgroup::create("ubio-bench", config.memory_limit_bytes.unwrap_or(u64::MAX))?;
+    let cg_version = match cg.version() {
+        CgroupVersion::V1 => "v1",
+        CgroupVersion::V2 => "v2",
+    };
+    let env = environment::gather(
+        &target.dir,
+        &target.filesystem,
+        &target.device,
+        cg_version,
+        options.git_commit.clone(),
+    );
+    let mut report = Report::new(env, config.clone(), started_unix);
+    report.warnings = warnings;
+    let bench = Bench {
+        config,
+        options,
+        layout: &layout,
+        cg: &cg,
+        progress,
+    };
+
+    if w.kind != WorkloadKind::SeqWrite {
+        progress.message(&format!("writing the dataset ({} MiB, untimed)", layout.total_bytes() >> 20));
+        bench.untimed(WorkloadKind::SeqWrite)?;
+    }
+    let mut victim = match config.victim_hot_bytes {
+        Some(hot) => Some(bench.start_victim(&target.dir.join("hot"), hot, &mut report)?),
+        None => None,
+    };
+    if let Some(v) = &victim {
+        report.victim_solo = Some(bench.victim_alone(v)?);
+    }
+    if options.warmup {
+        bench.settle(victim.as_mut(), &mut report.warnings)?;
+        progress.message("warm-up: one buffered pass of the workload (untimed)");
+        bench.untimed(w.kind)?;
+    }
+    bench.write(&report)?;
+
+    for round in 1..=config.rounds {
+        for &mode in &modes {
+            bench.settle(victim.as_mut(), &mut report.warnings)?;
+            let label = format!("round {round}/{}: {mode}", config.rounds);
+            let run = bench.measure(mode, round, &label, victim.as_ref(), report.victim_solo.as_ref())?;
+            if let Some(e) = &run.error {
+                let msg = format!("{label} failed: {e}");
+                progress.warning(&msg);
+                report.warnings.push(msg);
+            }
+            report.runs.push(run);
+            report.wall_secs = started.elapsed().as_secs_f64();
+            bench.write(&report)?;
+        }
+    }
+
+    if options.fio {
+        bench.settle(victim.as_mut(), &mut report.warnings)?;
+        progress.message("fio cross-check");
+        super::fio::check_all(&mut report, &modes, &layout, &cg, progress)?;
+    }
+    if let Some(v) = victim {
+        let status = v.stop(Duration::from_secs(5))?;
+        if !status.success() {
+            report.warnings.push(format!("the victim exited with {status}"));
+        }
+    }
+    report.modes = summary::summarize_modes(&report);
+    report.wall_secs = started.elapsed().as_secs_f64();
+    report.complete = true;
+    bench.write(&report)?;
+    drop(cg);
+    drop(target);
+    Ok(report)
+}
+
+fn validate(c: &Config) -> io::Result<()> {
+    let bad = |m: String| Err(io::Error::new(io::ErrorKind::InvalidInput, m));
+    let w = &c.workload;
+    if w.threads == 0 || w.files_per_thread == 0 || c.rounds == 0 || w.queue_depth == 0 {
+        return bad("threads, files per thread, rounds and queue depth must be at least 1".into());
+    }
+    if c.modes.is_empty() {
+        return bad("no modes to run".into());
+    }
+    if w.block_bytes < 512 || w.block_bytes > 1 << 30 {
+        return bad(format!("block size {} out of range (512 B to 1 GiB)", w.block_bytes));
+    }
+    let files = u64::from(w.threads) * u64::from(w.files_per_thread);
+    if w.dataset_bytes < files * w.block_bytes {
+        return bad(format!(
+            "the dataset ({} bytes) is smaller than one block per file ({files} files of {} bytes)",
+            w.dataset_bytes, w.block_bytes
+        ));
+    }
+    if let (Some(hot), Some(limit)) = (c.victim_hot_bytes, c.memory_limit_bytes) {
+        if hot > limit / 4 * 3 {
+            return bad(format!(
+                "the victim's hot file ({} MiB) does not fit in the memory limit ({} MiB) with room to spare: keep it under three quarters",
+                hot >> 20,
+                limit >> 20
+            ));
+        }
+    }
+    if w.duration_secs.is_some_and(|d| d.is_nan() || d <= 0.0) {
+        return bad("the duration must be positive".into());
+    }
+    Ok(())
+}
+
+fn ctx(e: io::Error, what: &str, path: &Path) -> io::Error {
+    io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
+}
+
+/// What every phase needs.
+struct Bench<'a> {
+    config: &'a Config,
+    options: &'a RunOptions,
+    layout: &'a Layout,
+    cg: &'a MemCgroup,
+    progress: &'a dyn Progress,
+}
+
+impl Bench<'_> {
+    fn job(&self, kind: WorkloadKind, mode: BenchMode) -> EngineJob {
+        EngineJob {
+            workload: Workload {
+                kind,
+                ..self.config.workload.clone()
+            },
+            mode,
+            layout: self.layout.clone(),
+            ubio_exe: self.options.ubio_exe.clone(),
+        }
+    }
+
+    fn spawn(&self, job: EngineJob) -> io::Result<BenchClient> {
+        let mut cmd = Command::new(&self.options.ubio_exe);
+        cmd.arg("__worker")
+            .args(Job::Bench(Box::new(job)).to_args())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped());
+        BenchClient::new(self.cg.spawn(&mut cmd)?)
+    }
+
+    /// An untimed buffered pass of `kind` (the dataset writer, the
+    /// warm-up), without duration cap; then the files are settled.
+    fn untimed(&self, kind: WorkloadKind) -> io::Result<()> {
+        let mut job = self.job(kind, BenchMode::Buffered);
+        job.workload.duration_secs = None;
+        if kind == WorkloadKind::Copy {
+            self.remove_copies()?;
+        }
+        let client = self.spawn(job)?;
+        let result = loop {
+            match client.next(Duration::from_secs(3600)) {
+                Some(Ok(Event::BenchDone(r))) => break Ok(r),
+                Some(Ok(_)) | None => {}
+                Some(Err(e)) => break Err(io::Error::other(format!("{kind} (untimed, buffered): {e}"))),
+            }
+        };
+        let status = client.wait(result.is_err())?;
+        result?;
+        if !status.success() {
+            return Err(io::Error::other(format!("{kind} (untimed) worker exited with {status}")));
+        }
+        Ok(())
+    }
+
+    fn remove_copies(&self) -> io::Result<()> {
+        for p in self.layout.copies() {
+            match std::fs::remove_file(&p) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(ctx(e, "remove", &p)),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Before a run: the dataset cold (fsync + DONTNEED on our files), no
+    /// copies, fresh files for sequential writes; the victim's hot file
+    /// read through again.
+    fn settle(&self, victim: Option<&mut VictimClient>, warnings: &mut Vec<String>) -> io::Result<()> {
+        let kind = self.config.workload.kind;
+        if kind == WorkloadKind::Copy {
+            self.remove_copies()?;
+        }
+        let mut left = 0;
+        for p in self.layout.sources() {
+            if kind == WorkloadKind::SeqWrite {
+                match std::fs::remove_file(&p) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(ctx(e, "remove", &p)),
+                    _ => {}
+                }
+            } else {
+                left += drop_cached(&p)?;
+            }
+        }
+        if left > 256 && !warnings.iter().any(|w| w.contains("stayed cached")) {
+            warnings.push(format!(
+                "{} KiB of the dataset stayed cached after fsync + fadvise(DONTNEED): runs may not start cold",
+                left * sys::page_size() / 1024
+            ));
+        }
+        if let Some(v) = victim {
+            v.warm(WARM_TIMEOUT)
+                .map_err(|e| io::Error::new(e.kind(), format!("the victim: {e}")))?;
+        }
+        Ok(())
+    }
+
+    fn start_victim(&self, hot: &Path, bytes: u64, report: &mut Report) -> io::Result<VictimClient> {
+        self.progress.message(&format!("starting the victim on a {} MiB hot file", bytes >> 20));
+        write_plain(hot, bytes)?;
+        drop_cached(hot)?;
+        let mut cmd = Command::new(&self.options.ubio_exe);
+        cmd.arg("__worker")
+            .args(
+                Job::Victim {
+                    path: hot.to_path_buf(),
+                    tick: victim::DEFAULT_TICK,
+                }
+                .to_args(),
+            )
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        let mut client = VictimClient::new(self.cg.spawn(&mut cmd)?)?;
+        client.wait_ready(WARM_TIMEOUT)?;
+        let f = std::fs::File::open(hot)?;
+        let cached = sys::cachestat(f.as_fd(), 0, 0)?.nr_cache * sys::page_size();
+        if cached < bytes / 10 * 9 {
+            report.warnings.push(format!(
+                "only {} of the victim's {} MiB hot file stayed cached after it read it: the memory limit may be too small for it",
+                cached >> 20,
+                bytes >> 20
+            ));
+        }
+        Ok(client)
+    }
+
+    fn victim_alone(&self, v: &VictimClient) -> io::Result<VictimSolo> {
+        let secs = self.options.victim_solo_secs.max(1.0);
+        self.progress.message(&format!("the victim alone for {secs:.0} s"));
+        let from = monotonic_secs();
+        std::thread::sleep(Duration::from_secs_f64(secs));
+        let to = monotonic_secs();
+        wait_for_ticks(v, to);
+        let rates = per_second_rates(&v.ticks(), from, to);
+        let ops_per_s = Summary::of(&rates)
+            .ok_or_else(|| io::Error::other("the victim reported nothing while running alone"))?;
+        self.progress
+            .message(&format!("the victim alone: {:.0} reads/s (worst second {:.0})", ops_per_s.median, ops_per_s.min));
+        Ok(VictimSolo { ops_per_s })
+    }
+
+    /// One measured run.
+    fn measure(
+        &self,
+        mode: BenchMode,
+        round: u32,
+        label: &str,
+        victim: Option<&VictimClient>,
+        solo: Option<&VictimSolo>,
+    ) -> io::Result<Run> {
+        let kind = self.config.workload.kind;
+        self.progress.run_started(label, self.layout.total_bytes());
+        let client = self.spawn(self.job(kind, mode))?;
+        let start = loop {
+            match client.next(START_TIMEOUT) {
+                Some(Ok(Event::BenchStarted(s))) => break Ok(s.start_mono_secs),
+                Some(Ok(_)) => {}
+                Some(Err(e)) => break Err(e),
+                None => break Err(format!("no start within {START_TIMEOUT:?}")),
+            }
+        };
+        let start = match start {
+            Ok(s) => s,
+            Err(e) => {
+                client.wait(true)?;
+                return Ok(self.failed_run(mode, round, e));
+            }
+        };
+        let mut sampler = SystemSampler::start(Some(self.cg), self.layout.watched(kind), start)?;
+        let mut samples: Vec<Sample> = Vec::new();
+        let mut last = EngineProgress {
+            t_mono_secs: start,
+            bytes: 0,
+            cpu_user_secs: 0.0,
+            cpu_sys_secs: 0.0,
+        };
+        let mut next = start + 1.0;
+        let outcome: Result<EngineResult, String> = loop {
+            let wait = (next - monotonic_secs()).max(0.0);
+            match client.next(Duration::from_secs_f64(wait)) {
+                Some(Ok(Event::BenchProgress(p))) => last = p,
+                Some(Ok(Event::BenchDone(r))) => break Ok(r),
+                Some(Ok(_)) => {}
+                Some(Err(e)) => break Err(e),
+                None => {}
+            }
+            if monotonic_secs() >= next {
+                let mut s = sampler.sample(next, last.bytes, sampler::cpu(last.cpu_user_secs, last.cpu_sys_secs))?;
+                if let Some(v) = victim {
+                    sampler::fill_victim(std::slice::from_mut(&mut s), &v.ticks(), start);
+                }
+                self.progress.sample(&s, &sampler::live_line(&s));
+                samples.push(s);
+                next += 1.0;
+            }
+        };
+        let status = client.wait(outcome.is_err())?;
+        let (end, bytes, cpu) = match &outcome {
+            Ok(r) => (r.end_mono_secs, r.bytes, CpuTimes { user_secs: r.cpu_user_secs, sys_secs: r.cpu_sys_secs }),
+            Err(_) => (monotonic_secs(), last.bytes, sampler::cpu(last.cpu_user_secs, last.cpu_sys_secs)),
+        };
+        // The tail since the last whole second (or the only sample of a short run).
+        let covered = start + samples.len() as f64;
+        if end - covered > 0.005 || samples.is_empty() {
+            samples.push(sampler.sample(end.max(covered + 1e-3), bytes, cpu)?);
+        }
+        let final_cached = sampler::dataset_cache(&self.layout.watched(kind)).0;
+        if let Some(v) = victim {
+            wait_for_ticks(v, end);
+            sampler::fill_victim(&mut samples, &v.ticks(), start);
+        }
+        let (result, error) = match outcome {
+            Ok(r) if status.success() => (Some(r), None),
+            Ok(r) => (Some(r), Some(format!("the worker exited with {status}"))),
+            Err(e) => (None, Some(e)),
+        };
+        let secs = end - start;
+        let summary = summary::summarize_run(&RunInput {
+            samples: &samples,
+            bytes,
+            secs,
+            time_to_durable_secs: kind.writes().then_some(secs),
+            final_dataset_cached_bytes: Some(final_cached),
+            victim_solo_ops_per_s: solo.map(|s| s.ops_per_s.median),
+        });
+        let (backend, reason, ubio_stats) = match result {
+            Some(r) => (r.backend, r.reason, r.ubio_stats),
+            None => (String::new(), String::new(), None),
+        };
+        let run = Run {
+            mode,
+            round,
+            backend,
+            reason,
+            error,
+            bytes,
+            secs,
+            samples,
+            summary,
+            ubio_stats,
+        };
+        self.progress.run_finished(&run, &run_line(label, &run));
+        Ok(run)
+    }
+
+    fn failed_run(&self, mode: BenchMode, round: u32, error: String) -> Run {
+        let summary = summary::summarize_run(&RunInput {
+            samples: &[],
+            bytes: 0,
+            secs: 0.0,
+            time_to_durable_secs: None,
+            final_dataset_cached_bytes: None,
+            victim_solo_ops_per_s: None,
+        });
+        Run {
+            mode,
+            round,
+            backend: String::new(),
+            reason: String::new(),
+            error: Some(error),
+            bytes: 0,
+            secs: 0.0,
+            samples: Vec::new(),
+            summary,
+            ubio_stats: None,
+        }
+    }
+
+    /// The report files (JSON, CSV, Markdown, HTML), after every run.
+    fn write(&self, report: &Report) -> io::Result<()> {
+        match &self.options.out_dir {
+            Some(dir) => super::export::write_all(report, dir).map(drop),
+            None => Ok(()),
+        }
+    }
+}
+
+/// One line per finished run.
+pub fn run_line(label: &str, run: &Run) -> String {
+    if let Some(e) = &run.error {
+        return format!("{label}: FAILED: {e}");
+    }
+    let s = &run.summary;
+    let mut line = format!(
+        "{label}: {:.0} MB/s in {:.1} s, cpu {:.2} s/GB, dataset cache peak {} final {}",
+        s.mb_per_s,
+        run.secs,
+        s.cpu_secs_per_gb,
+        sampler::short_bytes(s.peak_dataset_cached_bytes),
+        sampler::short_bytes(s.final_dataset_cached_bytes)
+    );
+    if let Some(v) = &s.victim {
+        line.push_str(&format!(", victim {:.0}/s (worst {:.0})", v.median_ops_per_s, v.worst_ops_per_s));
+    }
+    line
+}
+
+/// fsync, then POSIX_FADV_DONTNEED of the whole file; the pages still cached.
+fn drop_cached(path: &Path) -> io::Result<u64> {
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| ctx(e, "open", path))?;
+    f.sync_all().map_err(|e| ctx(e, "fsync", path))?;
+    sys::fadvise(f.as_fd(), 0, 0, Advice::DontNeed).map_err(|e| ctx(e, "fadvise", path))?;
+    Ok(sys::cachestat(f.as_fd(), 0, 0).map_err(|e| ctx(e, "cachestat", path))?.nr_cache)
+}
+
+/// A file of `bytes` (the fill pattern), durable.
+fn write_plain(path: &Path, bytes: u64) -> io::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::File::create(path).map_err(|e| ctx(e, "create", path))?;
+    let mut buf = vec![0u8; 1 << 20];
+    crate::workload::fill(&mut buf);
+    let mut done = 0;
+    while done < bytes {
+        let n = (bytes - done).min(buf.len() as u64) as usize;
+        f.write_all(&buf[..n]).map_err(|e| ctx(e, "write", path))?;
+        done += n as u64;
+    }
+    f.sync_all().map_err(|e| ctx(e, "fsync", path))
+}
+
+/// The victim reports every 100 ms through a pipe: wait (briefly) until a
+/// tick ending after `t` has arrived.
+fn wait_for_ticks(v: &VictimClient, t: f64) {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < deadline {
+        if v.ticks().last().is_some_and(|k| k.t1 >= t) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

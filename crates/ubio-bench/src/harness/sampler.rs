@@ -1,0 +1,305 @@
+//! The per-second system sampler of a run, in the parent process.
+//!
+//! Every interval it reads what the machine, the memory cgroup and the
+//! dataset files show, and combines it with what the workload last reported
+//! (bytes moved, CPU used) into one [`Sample`]: reclaim from /proc/vmstat
+//! (pgscan/pgsteal, kswapd and direct), the cgroup's memory.stat (v2 has
+//! pgscan/pgsteal; v1 does not: null), kswapd's CPU (utime + stime of every
+//! kswapd thread), /proc/meminfo's Cached, Dirty and Writeback, and
+//! cachestat() summed over the dataset's files (and copies).
+//!
+//! The victim's reads per second are filled in after the run
+//! ([`fill_victim`]), once its ticks for the whole run have arrived; the live
+//! line shows the ticks that were in by then.
+
+use super::schema::Sample;
+use crate::cgroup::{CgroupVersion, MemCgroup};
+use crate::cpu::{self, CpuTimes};
+use crate::victim::Tick;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io;
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+
+const MB: f64 = 1e6;
+
+/// Counters that samples report as differences.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counters {
+    pgscan_kswapd: u64,
+    pgscan_direct: u64,
+    pgsteal_kswapd: u64,
+    pgsteal_direct: u64,
+    cgroup_pgscan: Option<u64>,
+    cgroup_pgsteal: Option<u64>,
+    kswapd_cpu_secs: f64,
+}
+
+/// Samples one run; [`SystemSampler::sample`] at the end of each interval.
+pub struct SystemSampler<'a> {
+    cgroup: Option<&'a MemCgroup>,
+    files: Vec<PathBuf>,
+    kswapd: Vec<u32>,
+    start_mono_secs: f64,
+    prev_t: f64,
+    prev: Counters,
+    prev_bytes: u64,
+    prev_cpu: CpuTimes,
+}
+
+impl<'a> SystemSampler<'a> {
+    /// Starts the counters at `start_mono_secs` (the run's start): `files`
+    /// are the dataset files whose page cache is summed.
+    pub fn start(
+        cgroup: Option<&'a MemCgroup>,
+        files: Vec<PathBuf>,
+        start_mono_secs: f64,
+    ) -> io::Result<SystemSampler<'a>> {
+        let kswapd = kswapd_pids();
+        let prev = counters(cgroup, &kswapd)?;
+        Ok(SystemSampler {
+            cgroup,
+            files,
+            kswapd,
+            start_mono_secs,
+            prev_t: start_mono_secs,
+            prev,
+            prev_bytes: 0,
+            prev_cpu: CpuTimes::default(),
+        })
+    }
+
+    /// The interval from the previous sample to `t_mono_secs`, given the
+    /// workload's bytes and CPU since the run's start.
+    pub fn sample(&mut self, t_mono_secs: f64, bytes: u64, cpu: CpuTimes) -> io::Result<Sample> {
+        let now = counters(self.cgroup, &self.kswapd)?;
+        let (p, interval) = (self.prev, (t_mono_secs - self.prev_t).max(1e-6));
+        let mem = meminfo()?;
+        let (cached, dirty, writeback) = dataset_cache(&self.files);
+        let cg_stat = self.cgroup.map(|c| c.memory_stat()).transpose()?;
+        let cgroup_cached_bytes = match (self.cgroup, &cg_stat) {
+            (Some(c), Some(st)) => match c.version() {
+                CgroupVersion::V1 => st.get("total_cache").or(st.get("cache")).copied(),
+                CgroupVersion::V2 => st.get("file").copied(),
+            },
+            _ => None,
+        };
+        let moved = bytes.saturating_sub(self.prev_bytes);
+        let s = Sample {
+            t_secs: t_mono_secs - self.start_mono_secs,
+            interval_secs: interval,
+            bytes: moved,
+            mb_per_s: moved as f64 / MB / interval,
+            cpu_user_secs: (cpu.user_secs - self.prev_cpu.user_secs).max(0.0),
+            cpu_sys_secs: (cpu.sys_secs - self.prev_cpu.sys_secs).max(0.0),
+            pgscan_kswapd: now.pgscan_kswapd.saturating_sub(p.pgscan_kswapd),
+            pgscan_direct: now.pgscan_direct.saturating_sub(p.pgscan_direct),
+            pgsteal_kswapd: now.pgsteal_kswapd.saturating_sub(p.pgsteal_kswapd),
+            pgsteal_direct: now.pgsteal_direct.saturating_sub(p.pgsteal_direct),
+            cgroup_pgscan: now.cgroup_pgscan.zip(p.cgroup_pgscan).map(|(a, b)| a.saturating_sub(b)),
+            cgroup_pgsteal: now.cgroup_pgsteal.zip(p.cgroup_pgsteal).map(|(a, b)| a.saturating_sub(b)),
+            kswapd_cpu_secs: (now.kswapd_cpu_secs - p.kswapd_cpu_secs).max(0.0),
+            cached_bytes: mem.get("Cached").copied().unwrap_or(0),
+            dirty_bytes: mem.get("Dirty").copied().unwrap_or(0),
+            writeback_bytes: mem.get("Writeback").copied().unwrap_or(0),
+            cgroup_cached_bytes,
+            dataset_cached_bytes: cached,
+            dataset_dirty_bytes: dirty,
+            dataset_writeback_bytes: writeback,
+            victim_ops_per_s: None,
+        };
+        self.prev = now;
+        self.prev_t = t_mono_secs;
+        self.prev_bytes = bytes;
+        self.prev_cpu = cpu;
+        Ok(s)
+    }
+}
+
+fn counters(cgroup: Option<&MemCgroup>, kswapd: &[u32]) -> io::Result<Counters> {
+    let vm = vmstat()?;
+    let v = |k: &str| vm.get(k).copied().unwrap_or(0);
+    let (cgroup_pgscan, cgroup_pgsteal) = match cgroup {
+        Some(c) if c.version() == CgroupVersion::V2 => {
+            let st = c.memory_stat()?;
+            (st.get("pgscan").copied(), st.get("pgsteal").copied())
+        }
+        _ => (None, None),
+    };
+    Ok(Counters {
+        pgscan_kswapd: v("pgscan_kswapd"),
+        pgscan_direct: v("pgscan_direct"),
+        pgsteal_kswapd: v("pgsteal_kswapd"),
+        pgsteal_direct: v("pgsteal_direct"),
+        cgroup_pgscan,
+        cgroup_pgsteal,
+        kswapd_cpu_secs: kswapd
+            .iter()
+            .filter_map(|&p| cpu::pid_times(p))
+            .map(CpuTimes::total_secs)
+            .sum(),
+    })
+}
+
+fn vmstat() -> io::Result<HashMap<String, u64>> {
+    let text = std::fs::read_to_string("/proc/vmstat")
+        .map_err(|e| io::Error::new(e.kind(), format!("read /proc/vmstat: {e}")))?;
+    Ok(parse_pairs(&text, 1))
+}
+
+/// /proc/meminfo in bytes.
+fn meminfo() -> io::Result<HashMap<String, u64>> {
+    let text = std::fs::read_to_string("/proc/meminfo")
+        .map_err(|e| io::Error::new(e.kind(), format!("read /proc/meminfo: {e}")))?;
+    Ok(parse_pairs(&text.replace(':', " ").replace(" kB", ""), 1024))
+}
+
+/// `name value` lines, values times `unit`.
+fn parse_pairs(text: &str, unit: u64) -> HashMap<String, u64> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let k = f.next()?;
+            let v: u64 = f.next()?.parse().ok()?;
+            Some((k.to_owned(), v * unit))
+        })
+        .collect()
+}
+
+/// The pids of the kswapd kernel threads (one per NUMA node).
+pub fn kswapd_pids() -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.starts_with("kswapd"))
+        })
+        .collect()
+}
+
+/// Cached, dirty and writeback bytes of `files` (cachestat, summed; a file
+/// that does not exist yet counts 0).
+pub fn dataset_cache(files: &[PathBuf]) -> (u64, u64, u64) {
+    let page = ubio::sys::page_size();
+    let mut sum = (0, 0, 0);
+    for p in files {
+        let Ok(f) = File::open(p) else { continue };
+        if let Ok(c) = ubio::sys::cachestat(f.as_fd(), 0, 0) {
+            sum.0 += c.nr_cache * page;
+            sum.1 += c.nr_dirty * page;
+            sum.2 += c.nr_writeback * page;
+        }
+    }
+    sum
+}
+
+/// The victim's reads per second in each sample: over its ticks whose
+/// midpoint falls in the sample's interval (`run_start_mono` is the run's
+/// start, which the samples' times count from).
+pub fn fill_victim(samples: &mut [Sample], ticks: &[Tick], run_start_mono: f64) {
+    for s in samples {
+        let (from, to) = (run_start_mono + s.t_secs - s.interval_secs, run_start_mono + s.t_secs);
+        let inside = ticks.iter().filter(|t| {
+            let mid = (t.t0 + t.t1) / 2.0;
+            t.t1 > t.t0 && mid >= from && mid < to
+        });
+        let (reads, secs) = inside.fold((0u64, 0f64), |(r, d), t| (r + t.reads, d + t.t1 - t.t0));
+        s.victim_ops_per_s = (secs > 0.0).then(|| reads as f64 / secs);
+    }
+}
+
+/// The live line of a sample, like seed 000's uncached_io_test:
+/// `  3s  1234 MB/s  cpu 12%usr 80%sys  cache 1.2G dirty 16M  kswapd 40%  victim 5123/s`.
+pub fn live_line(s: &Sample) -> String {
+    let pct = |secs: f64| secs / s.interval_secs * 100.0;
+    let mut line = format!(
+        "{:>4.0}s {:>6.0} MB/s  cpu {:>3.0}%usr {:>3.0}%sys  cache {} dirty {}  dataset {}  kswapd {:>3.0}%",
+        s.t_secs,
+        s.mb_per_s,
+        pct(s.cpu_user_secs),
+        pct(s.cpu_sys_secs),
+        short_bytes(s.cached_bytes),
+        short_bytes(s.dirty_bytes + s.writeback_bytes),
+        short_bytes(s.dataset_cached_bytes),
+        pct(s.kswapd_cpu_secs),
+    );
+    let reclaim = s.pgsteal_kswapd + s.pgsteal_direct;
+    if reclaim > 0 {
+        line.push_str(&format!("  reclaim {reclaim}p"));
+    }
+    if let Some(v) = s.victim_ops_per_s {
+        line.push_str(&format!("  victim {v:.0}/s"));
+    }
+    line
+}
+
+/// 1.2G, 16M, 512K.
+pub fn short_bytes(b: u64) -> String {
+    let b = b as f64;
+    match b {
+        _ if b >= 1e9 => format!("{:.1}G", b / (1u64 << 30) as f64),
+        _ if b >= 1e6 => format!("{:.0}M", b / (1u64 << 20) as f64),
+        _ => format!("{:.0}K", b / 1024.0),
+    }
+}
+
+/// Adds the CPU times of two readings.
+pub fn cpu(user_secs: f64, sys_secs: f64) -> CpuTimes {
+    CpuTimes { user_secs, sys_secs }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_machine() {
+        let vm = vmstat().unwrap();
+        assert!(vm.contains_key("pgsteal_kswapd") && vm.contains_key("pgscan_direct"), "{vm:?}");
+        let mem = meminfo().unwrap();
+        assert!(mem["MemTotal"] > 1 << 20 && mem.contains_key("Dirty"), "{mem:?}");
+    }
+
+    #[test]
+    fn samples_are_differences() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("f");
+        std::fs::write(&f, vec![1u8; 1 << 20]).unwrap();
+        let mut s = SystemSampler::start(None, vec![f, dir.path().join("absent")], 100.0).unwrap();
+        let a = s.sample(101.0, 5_000_000, cpu(0.5, 0.25)).unwrap();
+        assert_eq!((a.t_secs, a.interval_secs, a.bytes, a.mb_per_s), (1.0, 1.0, 5_000_000, 5.0));
+        assert_eq!((a.cpu_user_secs, a.cpu_sys_secs), (0.5, 0.25));
+        assert!(a.dataset_cached_bytes >= 1 << 20, "{a:?}");
+        assert_eq!((a.cgroup_pgscan, a.cgroup_cached_bytes), (None, None));
+        let b = s.sample(101.5, 6_000_000, cpu(0.75, 0.25)).unwrap();
+        assert_eq!((b.t_secs, b.interval_secs, b.bytes), (1.5, 0.5, 1_000_000));
+        assert_eq!((b.mb_per_s, b.cpu_user_secs, b.cpu_sys_secs), (2.0, 0.25, 0.0));
+        assert!(live_line(&b).contains("2 MB/s"), "{}", live_line(&b));
+    }
+
+    #[test]
+    fn victim_rates_come_from_the_ticks_inside() {
+        let mut s = SystemSampler::start(None, Vec::new(), 10.0).unwrap();
+        let mut v = vec![s.sample(11.0, 0, cpu(0.0, 0.0)).unwrap(), s.sample(12.0, 0, cpu(0.0, 0.0)).unwrap()];
+        let ticks: Vec<Tick> = (0..20)
+            .map(|i| Tick {
+                t0: 10.0 + i as f64 * 0.1,
+                t1: 10.1 + i as f64 * 0.1,
+                reads: if i < 10 { 100 } else { 10 },
+            })
+            .collect();
+        fill_victim(&mut v, &ticks, 10.0);
+        assert!((v[0].victim_ops_per_s.unwrap() - 1000.0).abs() < 1e-6, "{v:?}");
+        assert!((v[1].victim_ops_per_s.unwrap() - 100.0).abs() < 1e-6);
+        fill_victim(&mut v, &[], 10.0);
+        assert_eq!(v[0].victim_ops_per_s, None);
+    }
+
+    #[test]
+    fn finds_kswapd() {
+        assert!(!kswapd_pids().is_empty(), "no kswapd thread in /proc");
+    }
+}

@@ -1,0 +1,367 @@
+//! `ubio bench run`: one benchmark (a workload, several modes, rounds
+//! interleaved) through `ubio_bench::harness::runner`, with progress on
+//! stderr and the report files in --out.
+
+use crate::size;
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use ubio_bench::harness::export;
+use ubio_bench::harness::mode::{BenchMode, CopyTool, WorkloadKind};
+use ubio_bench::harness::runner::{self, environment, Progress, RunOptions};
+use ubio_bench::harness::schema::{Backing, Config, Report, Run, Sample, Target, Workload};
+use ubio_bench::scratchfs::FsKind;
+
+/// Measure one workload in several modes, interleaved, inside a memory
+/// cgroup (optionally next to a victim re-reading a hot file); write
+/// report.json, samples.csv, runs.csv, report.md and report.html to --out
+/// after every run.
+///
+/// Needs root (memory cgroup, loop filesystems) and free space for the
+/// dataset (twice for copies) under --dir.
+#[derive(clap::Args)]
+pub struct Args {
+    /// seq-read, seq-write, rand-read, rand-write or copy.
+    #[arg(long, default_value = "seq-read")]
+    workload: WorkloadKind,
+    /// Request size.
+    #[arg(long, value_parser = size::parse_nonzero, default_value = "1M")]
+    block: u64,
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+    threads: u32,
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100000))]
+    files_per_thread: u32,
+    /// Total size of the files [default: 4 x --limit, or 2G without a limit].
+    #[arg(long, value_parser = size::parse_nonzero)]
+    dataset: Option<u64>,
+    /// Stop each run after this many seconds.
+    #[arg(long, value_name = "SECS")]
+    duration: Option<f64>,
+    /// Requests in flight per thread for dontcache-uring and odirect-uring.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    qd: u32,
+    /// Seed of the random offsets.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Modes, comma-separated, in the order they run in a round: buffered,
+    /// dontcache, dontcache-uring, odirect, odirect-uring, fadvise, ubio,
+    /// ubio:<backend>; for copies also cp, nocache-cp, dd-nocache, rsync,
+    /// ubio-cp, ubio-run-cp. A mode that cannot run here is left out with
+    /// a warning. [default: every in-process mode but the ubio:<backend>
+    /// ones; for copies, buffered, ubio and every tool]
+    #[arg(long)]
+    modes: Option<String>,
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    rounds: u32,
+    /// Put the dataset in a new subdirectory of this directory.
+    #[arg(long, conflicts_with = "fs", default_value = ".")]
+    dir: PathBuf,
+    /// Put the dataset on a new filesystem of this kind (ext4, xfs, btrfs)
+    /// on a loop device.
+    #[arg(long)]
+    fs: Option<FsKind>,
+    /// With --fs: the loop device's backing file in /dev/shm (shm) or on the
+    /// disk with loop direct I/O (disk).
+    #[arg(long, requires = "fs", default_value = "shm", value_parser = ["shm", "disk"])]
+    backing: String,
+    /// With --fs: its size [default: what the benchmark needs, plus a quarter].
+    #[arg(long, requires = "fs", value_parser = size::parse_nonzero)]
+    fs_size: Option<u64>,
+    /// With --fs: throttle the loop device's reads and writes to this many MB/s (blkio).
+    #[arg(long, requires = "fs", value_name = "MB/S")]
+    throttle: Option<f64>,
+    /// Memory limit of the cgroup the workload and victim run in.
+    #[arg(long, value_parser = size::parse_nonzero, default_value = "512M", conflicts_with = "no_limit")]
+    limit: u64,
+    /// Run the workload in a cgroup without a memory limit.
+    #[arg(long)]
+    no_limit: bool,
+    /// Size of the victim's hot file [default: a quarter of --limit].
+    #[arg(long, value_parser = size::parse_nonzero, conflicts_with = "no_victim")]
+    victim: Option<u64>,
+    /// No victim.
+    #[arg(long)]
+    no_victim: bool,
+    /// Also run fio's version of the buffered, odirect and odirect-uring jobs.
+    #[arg(long)]
+    fio: bool,
+    /// Skip the untimed warm-up pass.
+    #[arg(long)]
+    no_warmup: bool,
+    /// Where the report files go [default: bench/out/<date>-<time>].
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Print every per-second sample.
+    #[arg(long, short)]
+    verbose: bool,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    // On SIGINT/SIGTERM/SIGHUP, ubio_bench::cleanup's thread removes the
+    // cgroup (killing the workers), the files and the loop filesystem, then
+    // exits with 128 + the signal. Meanwhile this thread sees its worker die
+    // and fails: a consequence of the signal, not news, so let the cleanup
+    // thread finish and exit instead of reporting it.
+    let caught = Arc::new(AtomicUsize::new(0));
+    for sig in [SIGINT, SIGTERM, SIGHUP] {
+        signal_hook::flag::register_usize(sig, Arc::clone(&caught), sig as usize)?;
+    }
+    let result = bench(args);
+    let sig = caught.load(Ordering::SeqCst);
+    if result.is_err() && sig != 0 {
+        std::thread::sleep(std::time::Duration::from_secs(30));
+        return Ok(ExitCode::from(128 + sig as u8));
+    }
+    result
+}
+
+fn bench(args: Args) -> Result<ExitCode> {
+    let config = config(&args)?;
+    let exe = std::env::current_exe().context("find the ubio binary for the worker processes")?;
+    let out = args.out.clone().unwrap_or_else(default_out);
+    let mut options = RunOptions::new(exe.clone());
+    options.out_dir = Some(out.clone());
+    options.fio = args.fio;
+    options.warmup = !args.no_warmup;
+    options.git_commit = option_env!("UBIO_GIT_DESCRIBE")
+        .map(str::to_owned)
+        .or_else(|| exe.parent().and_then(environment::git_describe));
+    let progress = TermProgress::new(args.verbose);
+    let report = runner::run(&config, &options, &progress).context("ubio bench run")?;
+    progress.line(&format!("report in {}", out.display()));
+    print_report(&report, args.json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_report(report: &Report, json: bool) -> Result<()> {
+    let table = export::markdown::render_table(&export::table::headline(report));
+    let mut text = table;
+    for w in &report.warnings {
+        text.push_str(&format!("\nwarning: {w}"));
+    }
+    text.push('\n');
+    if json {
+        let _ = write!(std::io::stderr(), "{text}");
+        crate::out::print_json(report)?;
+    } else {
+        crate::out::print(&text)?;
+    }
+    Ok(())
+}
+
+fn config(a: &Args) -> Result<Config> {
+    let limit = (!a.no_limit).then_some(a.limit);
+    let dataset = a.dataset.unwrap_or(limit.map_or(2 << 30, |l| l.saturating_mul(4)));
+    let victim = match (a.no_victim, a.victim) {
+        (true, _) => None,
+        (false, Some(v)) => Some(v),
+        (false, None) => Some(limit.map_or(128 << 20, |l| l / 4)),
+    };
+    let modes = match &a.modes {
+        Some(list) => parse_modes(list)?,
+        None => default_modes(a.workload),
+    };
+    let copies = if a.workload == WorkloadKind::Copy { 2 } else { 1 };
+    let target = match a.fs {
+        None => Target::Dir { path: a.dir.clone() },
+        Some(kind) => {
+            let need = copies * dataset + victim.unwrap_or(0) + runner::target::SPACE_MARGIN;
+            let size = a.fs_size.unwrap_or((need + need / 4).max(kind.min_size_bytes()));
+            Target::Loop {
+                filesystem: kind.name().to_owned(),
+                backing: if a.backing == "disk" { Backing::Disk } else { Backing::Shm },
+                size_bytes: size,
+                throttle_mb_per_s: a.throttle,
+            }
+        }
+    };
+    if a.duration.is_some_and(|d| d.is_nan() || d <= 0.0) {
+        bail!("--duration must be more than 0 seconds");
+    }
+    Ok(Config {
+        workload: Workload {
+            kind: a.workload,
+            block_bytes: a.block,
+            threads: a.threads,
+            files_per_thread: a.files_per_thread,
+            dataset_bytes: dataset,
+            duration_secs: a.duration,
+            queue_depth: a.qd,
+            seed: a.seed,
+        },
+        modes,
+        rounds: a.rounds,
+        target,
+        memory_limit_bytes: limit,
+        victim_hot_bytes: victim,
+    })
+}
+
+/// Comma-separated modes, each once.
+fn parse_modes(list: &str) -> Result<Vec<BenchMode>> {
+    let mut modes = Vec::new();
+    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let m: BenchMode = item.parse().map_err(anyhow::Error::msg)?;
+        if modes.contains(&m) {
+            bail!("--modes names {m} twice");
+        }
+        modes.push(m);
+    }
+    if modes.is_empty() {
+        bail!("--modes is empty");
+    }
+    Ok(modes)
+}
+
+fn default_modes(kind: WorkloadKind) -> Vec<BenchMode> {
+    let core = [
+        BenchMode::Buffered,
+        BenchMode::Dontcache,
+        BenchMode::DontcacheUring,
+        BenchMode::Odirect,
+        BenchMode::OdirectUring,
+        BenchMode::Fadvise,
+        BenchMode::Ubio(ubio::BackendKind::Auto),
+    ];
+    match kind {
+        WorkloadKind::Copy => [BenchMode::Buffered, BenchMode::Ubio(ubio::BackendKind::Auto)]
+            .into_iter()
+            .chain(CopyTool::ALL.map(BenchMode::Tool))
+            .collect(),
+        _ => core.to_vec(),
+    }
+}
+
+/// bench/out/<UTC date>-<time>.
+fn default_out() -> PathBuf {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    PathBuf::from("bench/out").join(utc_stamp(secs))
+}
+
+/// "2026-11-22-061502" for a time in seconds since the epoch (UTC).
+fn utc_stamp(secs: u64) -> String {
+    let (days, rem) = (secs / 86400, secs % 86400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}-{:02}{:02}{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Progress on stderr: a bar per run on a terminal (its message the live
+/// line), every sample's line with --verbose, a line per run always.
+struct TermProgress {
+    started: Instant,
+    tty: bool,
+    verbose: bool,
+    bar: Mutex<Option<(ProgressBar, u64)>>,
+}
+
+impl TermProgress {
+    fn new(verbose: bool) -> TermProgress {
+        TermProgress {
+            started: Instant::now(),
+            tty: std::io::stderr().is_terminal(),
+            verbose,
+            bar: Mutex::new(None),
+        }
+    }
+
+    /// Best effort: a closed stderr must not stop the benchmark before it
+    /// cleans up.
+    fn line(&self, msg: &str) {
+        let text = format!("[{:>6.1}s] {msg}", self.started.elapsed().as_secs_f64());
+        match self.bar.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            Some((bar, _)) => bar.println(text),
+            None => {
+                let _ = writeln!(std::io::stderr(), "{text}");
+            }
+        }
+    }
+}
+
+impl Progress for TermProgress {
+    fn message(&self, line: &str) {
+        self.line(line);
+    }
+
+    fn warning(&self, line: &str) {
+        self.line(&format!("warning: {line}"));
+    }
+
+    fn run_started(&self, label: &str, bytes: u64) {
+        if self.verbose || !self.tty {
+            self.line(label);
+        }
+        if self.tty && !self.verbose {
+            let bar = ProgressBar::new(bytes);
+            bar.set_style(
+                ProgressStyle::with_template("{prefix} [{bar:24}] {percent:>3}% {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            bar.set_prefix(label.to_owned());
+            *self.bar.lock().unwrap_or_else(|e| e.into_inner()) = Some((bar, 0));
+        }
+    }
+
+    fn sample(&self, sample: &Sample, line: &str) {
+        if self.verbose {
+            self.line(line);
+        }
+        if let Some((bar, done)) = self.bar.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            *done += sample.bytes;
+            bar.set_position(*done);
+            bar.set_message(line.trim().to_owned());
+        }
+    }
+
+    fn run_finished(&self, _run: &Run, line: &str) {
+        if let Some((bar, _)) = self.bar.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            bar.finish_and_clear();
+        }
+        self.line(line);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamps_utc() {
+        assert_eq!(utc_stamp(0), "1970-01-01-000000");
+        assert_eq!(utc_stamp(951_782_400 + 3661), "2000-02-29-010101");
+        assert_eq!(utc_stamp(1_795_330_502), "2026-11-22-060502");
+    }
+
+    #[test]
+    fn modes_parse_once_each() {
+        assert_eq!(parse_modes("buffered, ubio:kernel").unwrap().len(), 2);
+        assert!(parse_modes("buffered,buffered").is_err());
+        assert!(parse_modes("fast").is_err());
+        assert!(default_modes(WorkloadKind::Copy).contains(&BenchMode::Tool(CopyTool::Rsync)));
+        assert!(!default_modes(WorkloadKind::SeqRead).iter().any(|m| matches!(m, BenchMode::Tool(_))));
+    }
+}
