@@ -203,7 +203,7 @@ mod tests {
         assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
         // The mock's own CPU model and warning carry '<' and '&'.
         assert!(html.contains("Mock CPU &lt;2 cores&gt; &amp; co"));
-        assert!(html.contains("&lt;4x the memory limit &amp; may"));
+        assert!(html.contains("(&lt;the dataset) &amp; may"));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The report as tables of text cells, shared by the Markdown and HTML
 //! exporters (each escapes the cells for its own format).
 
-use crate::harness::schema::{ModeSummary, Report, Target};
+use crate::harness::schema::{Backing, ModeSummary, Report, Target};
 use crate::harness::summary::baseline_mode;
 use crate::stats::Summary;
 
@@ -136,7 +136,10 @@ pub fn config(report: &Report) -> Vec<(String, String)> {
     let target = match &c.target {
         Target::Dir { path } => format!("directory {}", path.display()),
         Target::Loop { filesystem, backing, size_bytes, throttle_mb_per_s } => {
-            let mut t = format!("{filesystem} on a {} loop device ({backing:?} backing)", human_bytes(*size_bytes));
+            let mut t = format!("{filesystem} on a {} loop device backed by {}", human_bytes(*size_bytes), match backing {
+                Backing::Shm => "a file in /dev/shm",
+                Backing::Disk => "a file on the disk (loop direct I/O)",
+            });
             if let Some(mbps) = throttle_mb_per_s {
                 t += &format!(", throttled to {mbps} MB/s");
             }
