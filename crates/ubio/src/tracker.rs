@@ -51,6 +51,8 @@ pub struct Tracker {
     /// A writeback error happened (reported once, by the call after it;
     /// the statistics keep saying so).
     pub(crate) failed: bool,
+    /// In `finish`: dirty pages in the ranges dropped are written back first.
+    closing: bool,
     counts: TrackerCounts,
 }
 
@@ -66,6 +68,7 @@ impl Tracker {
             write_behind: WriteBehind::new(cfg.window),
             deferred: None,
             failed: false,
+            closing: false,
             counts: TrackerCounts::default(),
         }
     }
@@ -132,8 +135,13 @@ impl Tracker {
         let consumed = self.read_behind.take_all();
         self.drop_ranges(fd, consumed);
         let rest = self.residency.all_droppable();
+        self.closing = true;
         self.drop_exact(fd, rest);
-        flushed
+        flushed?;
+        match self.deferred.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     fn apply(&mut self, fd: BorrowedFd<'_>, actions: Actions) {
@@ -179,11 +187,19 @@ impl Tracker {
     fn drop_exact(&mut self, fd: BorrowedFd<'_>, ranges: Vec<Range<u64>>) {
         for r in ranges {
             let len = r.end - r.start;
-            let before = sys::cachestat(fd, r.start, len)
-                .map(|c| c.nr_cache)
-                .unwrap_or(u64::MAX);
+            let stat = sys::cachestat(fd, r.start, len);
+            let before = stat.as_ref().map(|c| c.nr_cache).unwrap_or(u64::MAX);
             if before == 0 {
                 continue;
+            }
+            // At close, pages dirtied behind the stream (the zeroed edges of
+            // a hole punched or a truncation through its descriptor) would
+            // only be queued for writeback by fadvise(DONTNEED), and stay
+            // cached: write them back and wait first.
+            if self.closing && stat.is_ok_and(|c| c.nr_dirty + c.nr_writeback > 0) {
+                if let Err(e) = sys::sync_file_range(fd, r.start, len, SyncFlags::WRITE_AND_WAIT) {
+                    self.record_error(e);
+                }
             }
             self.counts.drop_calls += 1;
             if let Err(e) = sys::fadvise(fd, r.start, len, Advice::DontNeed) {
