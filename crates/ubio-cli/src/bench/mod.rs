@@ -4,6 +4,7 @@
 pub mod compare;
 pub mod report;
 pub mod run;
+pub mod suite;
 
 use std::process::ExitCode;
 
@@ -19,6 +20,7 @@ pub enum BenchCommand {
     Run(run::Args),
     Compare(compare::Args),
     Report(report::Args),
+    Suite(suite::Args),
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -26,5 +28,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         BenchCommand::Run(a) => run::run(a),
         BenchCommand::Compare(a) => compare::run(a),
         BenchCommand::Report(a) => report::run(a),
+        BenchCommand::Suite(a) => suite::run(a),
     }
 }

@@ -127,14 +127,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
 fn bench(args: Args) -> Result<ExitCode> {
     let config = config(&args)?;
     let exe = std::env::current_exe().context("find the ubio binary for the worker processes")?;
-    let out = args.out.clone().unwrap_or_else(default_out);
+    let out = args.out.clone().unwrap_or_else(|| default_out(""));
     let mut options = RunOptions::new(exe.clone());
     options.out_dir = Some(out.clone());
     options.fio = args.fio;
     options.warmup = !args.no_warmup;
-    options.git_commit = option_env!("UBIO_GIT_DESCRIBE")
-        .map(str::to_owned)
-        .or_else(|| exe.parent().and_then(environment::git_describe));
+    options.git_commit = git_commit(&exe);
     let progress = TermProgress::new(args.verbose);
     let report = runner::run(&config, &options, &progress).context("ubio bench run")?;
     progress.line(&format!("report in {}", out.display()));
@@ -241,12 +239,20 @@ fn default_modes(kind: WorkloadKind) -> Vec<BenchMode> {
     }
 }
 
-/// bench/out/<UTC date>-<time>.
-fn default_out() -> PathBuf {
+/// The source tree's `git describe`, from the build or from the tree the
+/// binary sits in.
+pub(crate) fn git_commit(exe: &std::path::Path) -> Option<String> {
+    option_env!("UBIO_GIT_DESCRIBE")
+        .map(str::to_owned)
+        .or_else(|| exe.parent().and_then(environment::git_describe))
+}
+
+/// bench/out/<prefix><UTC date>-<time>.
+pub(crate) fn default_out(prefix: &str) -> PathBuf {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    PathBuf::from("bench/out").join(utc_stamp(secs))
+    PathBuf::from("bench/out").join(format!("{prefix}{}", utc_stamp(secs)))
 }
 
 /// "2026-11-22-061502" for a time in seconds since the epoch (UTC).
@@ -272,7 +278,7 @@ fn utc_stamp(secs: u64) -> String {
 
 /// Progress on stderr: a bar per run on a terminal (its message the live
 /// line), every sample's line with --verbose, a line per run always.
-struct TermProgress {
+pub(crate) struct TermProgress {
     started: Instant,
     tty: bool,
     verbose: bool,
@@ -280,7 +286,7 @@ struct TermProgress {
 }
 
 impl TermProgress {
-    fn new(verbose: bool) -> TermProgress {
+    pub(crate) fn new(verbose: bool) -> TermProgress {
         TermProgress {
             started: Instant::now(),
             tty: std::io::stderr().is_terminal(),
@@ -291,7 +297,7 @@ impl TermProgress {
 
     /// Best effort: a closed stderr must not stop the benchmark before it
     /// cleans up.
-    fn line(&self, msg: &str) {
+    pub(crate) fn line(&self, msg: &str) {
         let text = format!("[{:>6.1}s] {msg}", self.started.elapsed().as_secs_f64());
         match self.bar.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
             Some((bar, _)) => bar.println(text),

@@ -1,0 +1,182 @@
+//! `ubio bench suite seeds`: the seeds' experiments
+//! (`ubio_bench::harness::suite`), one benchmark each, every figure printed
+//! next to the seed's claim with a verdict.
+//!
+//! Writes, under --out: one directory per experiment with the harness's
+//! report files, and suite.json / suite.md with the verdicts, rewritten
+//! after every experiment.
+
+use super::run::TermProgress;
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use ubio_bench::harness::export::write_atomically;
+use ubio_bench::harness::runner::{self, RunOptions};
+use ubio_bench::harness::schema::SCHEMA_VERSION;
+use ubio_bench::harness::suite::{self, ExperimentResult, Outcome, Scale, Verdict};
+
+/// Reproduce the seeds' experiments at this machine's scale: 000 (reads and
+/// slow-device writes, vivo), 001 (64 KiB reads of 10x memory), 002 (random
+/// reads of 10x memory, with a victim), 003 (filling writes, buffered
+/// against direct, with fio), 004 (a large copy with and without
+/// write-behind). About 15 minutes at the default scale.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The suite to run (only `seeds` exists).
+    #[arg(value_parser = ["seeds"])]
+    suite: String,
+    /// Only these seeds, comma-separated (000, 001, 002, 003, 004).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// The memory cgroup limit that stands for the seeds' RAM; datasets
+    /// scale with it.
+    #[arg(long, value_parser = crate::size::parse_nonzero, default_value = "512M")]
+    limit: u64,
+    /// Measured rounds per experiment.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=100))]
+    rounds: u32,
+    /// Speed of the slow device of seeds 000 (writes) and 004, in MB/s.
+    #[arg(long, default_value_t = 150.0, value_name = "MB/S")]
+    slow_device: f64,
+    /// A tiny scale (64 MiB "RAM", one round) that runs every experiment in
+    /// a minute or two: checks the suite works, its figures mean little.
+    #[arg(long, conflicts_with_all = ["limit", "rounds", "slow_device"])]
+    smoke: bool,
+    /// Where the reports go [default: bench/out/seeds-<date>-<time>].
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print every per-second sample.
+    #[arg(long, short)]
+    verbose: bool,
+}
+
+/// suite.json.
+#[derive(Serialize)]
+struct SuiteReport<'a> {
+    schema: &'static str,
+    schema_version: u32,
+    scale: ScaleJson,
+    experiments: &'a [ExperimentResult],
+    complete: bool,
+}
+
+#[derive(Serialize)]
+struct ScaleJson {
+    memory_limit_bytes: u64,
+    rounds: u32,
+    random_secs: f64,
+    slow_device_mb_per_s: f64,
+    cpus: u32,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    let known = ["000", "001", "002", "003", "004"];
+    if let Some(bad) = args.only.iter().find(|s| !known.contains(&s.as_str())) {
+        bail!("--only {bad}: no such seed (expected some of {})", known.join(", "));
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    let scale = if args.smoke {
+        Scale::smoke()
+    } else {
+        Scale {
+            memory_limit: args.limit,
+            rounds: args.rounds,
+            slow_device_mb_per_s: args.slow_device,
+            ..Scale::standard(cpus)
+        }
+    };
+    if !(scale.slow_device_mb_per_s > 0.0) {
+        bail!("--slow-device must be more than 0 MB/s");
+    }
+    let exe = std::env::current_exe().context("find the ubio binary for the worker processes")?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| super::run::default_out("seeds-"));
+    let progress = TermProgress::new(args.verbose);
+    let mut results: Vec<ExperimentResult> = Vec::new();
+    let mut failed = 0;
+    let experiments = suite::experiments(&scale, &args.only);
+    for (i, exp) in experiments.iter().enumerate() {
+        let dir_name = format!("{}-{}", exp.seed, i + 1);
+        progress.line(&format!(
+            "== seed {} ({}/{}): {}",
+            exp.seed,
+            i + 1,
+            experiments.len(),
+            exp.title
+        ));
+        let mut options = RunOptions::new(exe.clone());
+        options.out_dir = Some(out.join(&dir_name));
+        options.fio = exp.fio;
+        options.git_commit = super::run::git_commit(&exe);
+        let verdict = match runner::run(&exp.config, &options, &progress) {
+            Ok(report) => exp.judge(&report, &scale),
+            Err(e) => {
+                failed += 1;
+                progress.line(&format!("seed {}: the experiment failed: {e}", exp.seed));
+                Verdict {
+                    outcome: Outcome::Unmeasured,
+                    figures: Vec::new(),
+                    notes: vec![format!("the experiment failed: {e}")],
+                }
+            }
+        };
+        progress.line(&verdict_lines(exp.seed, exp.claim, &verdict));
+        results.push(ExperimentResult {
+            seed: exp.seed.to_owned(),
+            title: exp.title.to_owned(),
+            claim: exp.claim.to_owned(),
+            report: format!("{dir_name}/report.json"),
+            verdict,
+        });
+        write_suite(&out, &scale, &results, i + 1 == experiments.len())?;
+    }
+    crate::out::print(&suite::render_markdown(&results))?;
+    progress.line(&format!("suite reports in {}", out.display()));
+    Ok(if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+fn write_suite(out: &Path, scale: &Scale, results: &[ExperimentResult], complete: bool) -> Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;
+    let report = SuiteReport {
+        schema: "ubio-bench-suite",
+        schema_version: SCHEMA_VERSION,
+        scale: ScaleJson {
+            memory_limit_bytes: scale.memory_limit,
+            rounds: scale.rounds,
+            random_secs: scale.random_secs,
+            slow_device_mb_per_s: scale.slow_device_mb_per_s,
+            cpus: scale.cpus,
+        },
+        experiments: results,
+        complete,
+    };
+    let json = serde_json::to_vec_pretty(&report)?;
+    let path = out.join("suite.json");
+    write_atomically(&path, &json).with_context(|| format!("write {}", path.display()))?;
+    let path = out.join("suite.md");
+    write_atomically(&path, suite::render_markdown(results).as_bytes())
+        .with_context(|| format!("write {}", path.display()))?;
+    Ok(())
+}
+
+/// The verdict as a few lines for the progress log.
+fn verdict_lines(seed: &str, claim: &str, v: &Verdict) -> String {
+    let mut s = format!("seed {seed} claims: {claim}\n");
+    for f in &v.figures {
+        s.push_str(&format!(
+            "  {:<58} seed: {:<34} here: {} [{}]\n",
+            f.what,
+            f.seed,
+            f.here,
+            if f.holds { "holds" } else { "does not hold" }
+        ));
+    }
+    for n in &v.notes {
+        s.push_str(&format!("  note: {n}\n"));
+    }
+    s.push_str(&format!("  => {:?}", v.outcome).to_lowercase());
+    s
+}
