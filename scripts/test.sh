@@ -11,7 +11,9 @@
 #    Serial, because tests use loop devices and the page cache and measure
 #    residency; --nocapture so that `SKIP <name>: <reason>` lines reach the log
 #    and the summary can count them.
-# 4. scripts/guest/run.sh: the contract tests again on Linux 6.1 (no
+# 4. scripts/memcheck.sh: Miri on the bounce buffers, valgrind on ubio cp/cat
+#    with every backend and on a C program under the shim (about a minute).
+# 5. scripts/guest/run.sh: the contract tests again on Linux 6.1 (no
 #    RWF_DONTCACHE, no cachestat) in a QEMU guest, on f2fs, ext4, xfs, btrfs.
 #
 # As root, UBIO_NO_SKIP=1 is exported (unless already set): every fixture exists
@@ -52,6 +54,15 @@ if [ "$build_rc" -eq 0 ]; then
     test_secs=$((SECONDS - started))
 fi
 
+memcheck_rc=0
+memcheck_secs=0
+if [ "$build_rc" -eq 0 ]; then
+    echo "== scripts/memcheck.sh (Miri on the bounce buffers, valgrind on cp, cat and the shim)"
+    started=$SECONDS
+    scripts/memcheck.sh || memcheck_rc=$?
+    memcheck_secs=$((SECONDS - started))
+fi
+
 guest_rc=0
 guest_secs=0
 if [ "$build_rc" -eq 0 ]; then
@@ -90,6 +101,7 @@ if [ "$build_rc" -ne 0 ]; then
 else
     echo "build: ok (${build_secs}s)"
     echo "tests: exit $test_rc after ${test_secs}s; $ignored ignored"
+    echo "memcheck (scripts/memcheck.sh): exit $memcheck_rc after ${memcheck_secs}s"
     echo "guest (scripts/guest/run.sh): exit $guest_rc after ${guest_secs}s"
     grep -E '^(guest kernel:|GUEST-RESULT )' "$log.guest" | sed 's/^/  /' || true
 fi
@@ -106,4 +118,5 @@ if [ "$build_rc" -ne 0 ]; then
 fi
 echo "summary: $passed passed, $failed failed, $skipped skipped; guest: $([ "$guest_rc" -eq 0 ] && echo ok || echo FAILED)"
 [ "$test_rc" -ne 0 ] && exit "$test_rc"
+[ "$memcheck_rc" -ne 0 ] && exit "$memcheck_rc"
 exit "$guest_rc"
