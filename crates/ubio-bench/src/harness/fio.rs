@@ -53,6 +53,8 @@ pub fn args(mode: BenchMode, w: &Workload, layout: &Layout, dir: &Path) -> Optio
         format!("--iodepth={depth}"),
         format!("--direct={direct}"),
         format!("--randseed={}", w.seed),
+        // The harness's sequential writes extend fresh files.
+        "--fallocate=none".to_owned(),
         "--group_reporting".to_owned(),
         "--output-format=json".to_owned(),
     ];
@@ -110,7 +112,9 @@ pub fn check_all(
         let Some(args) = args(mode, &w, layout, &dir) else { continue };
         std::fs::create_dir_all(&dir)?;
         progress.message(&format!("fio: {mode}"));
-        let result = run_fio(&fio, &args, cg).and_then(|out| parse_mb_per_s(&out, w.kind.writes()));
+        let result = lay_out(&fio, &args, &dir, w.kind, cg)
+            .and_then(|()| run_fio(&fio, &args, cg))
+            .and_then(|out| parse_mb_per_s(&out, w.kind.writes()));
         let _ = std::fs::remove_dir_all(&dir);
         let command = format!("fio {}", args.join(" "));
         let fio_mb_per_s = match result {
@@ -145,6 +149,31 @@ pub fn check_all(
             difference_pct,
             agrees,
         });
+    }
+    Ok(())
+}
+
+/// As the harness does before a run of anything but a sequential write:
+/// the files exist, are durable and not cached. fio lays them out first
+/// (`--create_only=1`), then their pages are dropped (fsync + DONTNEED).
+fn lay_out(fio: &Path, args: &[String], dir: &Path, kind: WorkloadKind, cg: &MemCgroup) -> Result<(), String> {
+    if kind == WorkloadKind::SeqWrite {
+        return Ok(());
+    }
+    let mut a = args.to_vec();
+    a.push("--create_only=1".to_owned());
+    run_fio(fio, &a, cg)?;
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("read {}: {e}", dir.display()))?;
+    for e in entries.flatten() {
+        let p = e.path();
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&p)
+            .map_err(|e| format!("open {}: {e}", p.display()))?;
+        f.sync_all().map_err(|e| format!("fsync {}: {e}", p.display()))?;
+        use std::os::fd::AsFd;
+        ubio::sys::fadvise(f.as_fd(), 0, 0, ubio::sys::Advice::DontNeed)
+            .map_err(|e| format!("fadvise {}: {e}", p.display()))?;
     }
     Ok(())
 }

@@ -62,6 +62,10 @@ pub struct RunOptions {
     pub victim_solo_secs: f64,
     /// For the report's environment.
     pub git_commit: Option<String>,
+    /// After every run that wrote or copied the whole dataset, check
+    /// (untimed) that every file holds what was written; a mismatch fails
+    /// the run.
+    pub verify: bool,
 }
 
 impl RunOptions {
@@ -74,6 +78,7 @@ impl RunOptions {
             warmup: true,
             victim_solo_secs: 3.0,
             git_commit: None,
+            verify: false,
         }
     }
 }
@@ -479,7 +484,11 @@ impl Bench<'_> {
             sampler::fill_victim(&mut samples, &v.ticks(), start);
         }
         let (result, error) = match outcome {
-            Ok(r) if status.success() => (Some(r), None),
+            Ok(r) if status.success() => {
+                let bad = (self.options.verify && !r.capped).then(|| self.verify(kind)).and_then(Result::err);
+                let error = bad.map(|e| format!("verify: {e}"));
+                (Some(r), error)
+            }
             Ok(r) => (Some(r), Some(format!("the worker exited with {status}"))),
             Err(e) => (None, Some(e)),
         };
@@ -510,6 +519,24 @@ impl Bench<'_> {
         };
         self.progress.run_finished(&run, &run_line(label, &run));
         Ok(run)
+    }
+
+    /// The files the run wrote (or copied) hold the dataset.
+    fn verify(&self, kind: WorkloadKind) -> io::Result<()> {
+        let l = self.layout;
+        for t in 0..l.threads {
+            for f in 0..l.files_per_thread {
+                let id = l.file_id(t, f);
+                match kind {
+                    WorkloadKind::SeqWrite | WorkloadKind::RandWrite => {
+                        engine::data::check_file(&l.source(t, f), l, id)?
+                    }
+                    WorkloadKind::Copy => engine::data::check_file(&l.copy(t, f), l, id)?,
+                    WorkloadKind::SeqRead | WorkloadKind::RandRead => {}
+                }
+            }
+        }
+        Ok(())
     }
 
     fn failed_run(&self, mode: BenchMode, round: u32, error: String) -> Run {

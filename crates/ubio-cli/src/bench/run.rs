@@ -91,6 +91,10 @@ pub struct Args {
     /// Also run fio's version of the buffered, odirect and odirect-uring jobs.
     #[arg(long)]
     fio: bool,
+    /// After every run that wrote or copied the dataset, check (untimed)
+    /// that every file holds what was written.
+    #[arg(long)]
+    verify: bool,
     /// Skip the untimed warm-up pass.
     #[arg(long)]
     no_warmup: bool,
@@ -132,6 +136,7 @@ fn bench(args: Args) -> Result<ExitCode> {
     options.out_dir = Some(out.clone());
     options.fio = args.fio;
     options.warmup = !args.no_warmup;
+    options.verify = args.verify;
     options.git_commit = git_commit(&exe);
     let progress = TermProgress::new(args.verbose);
     let report = runner::run(&config, &options, &progress).context("ubio bench run")?;

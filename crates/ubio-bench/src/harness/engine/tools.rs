@@ -106,5 +106,6 @@ pub(super) fn lane(job: &EngineJob, tool: CopyTool, thread: u32, shared: &Shared
         reason: format!("`{}` per file, then fsync of the copy", template.join(" ")),
         ubio_stats: Vec::new(),
         io_end_mono_secs: io_end,
+        end_mono_secs: 0.0,
     })
 }

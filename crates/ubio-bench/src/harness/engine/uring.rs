@@ -194,6 +194,7 @@ pub(super) fn lane(job: &EngineJob, thread: u32, shared: &Shared) -> io::Result<
         reason,
         ubio_stats: Vec::new(),
         io_end_mono_secs: io_end,
+        end_mono_secs: 0.0,
     })
 }
 
