@@ -103,7 +103,11 @@ fn compare_not_a_report_exits_2() {
     std::fs::write(&other, r#"{"fio version": "fio-3.33", "jobs": []}"#).unwrap();
     let out = compare(&old, &other, &[]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("fio.json: not a ubio bench report"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("fio.json: not a ubio bench report"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -115,7 +119,11 @@ fn compare_newer_schema_exits_2() {
     let new = write_report(dir.path(), "future.json", &future);
     let out = compare(&old, &new, &[]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("future.json: schema_version"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("future.json: schema_version"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -134,7 +142,10 @@ fn report_rerenders_every_export_from_the_json() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     for name in export::FILES {
         let path = out_dir.join(name);
-        assert!(stdout(&out).contains(&path.display().to_string()), "{name} listed");
+        assert!(
+            stdout(&out).contains(&path.display().to_string()),
+            "{name} listed"
+        );
         assert!(path.metadata().unwrap().len() > 0, "{name} written");
     }
     let back = std::fs::read_to_string(out_dir.join("report.json")).unwrap();

@@ -108,7 +108,9 @@ impl Metric {
         match self {
             Metric::Throughput => Some(s.mb_per_s),
             Metric::CpuSecsPerGb => Some(s.cpu_secs_per_gb),
-            Metric::PeakDatasetCache => Some(s.peak_dataset_cached_bytes as f64 / (1u64 << 20) as f64),
+            Metric::PeakDatasetCache => {
+                Some(s.peak_dataset_cached_bytes as f64 / (1u64 << 20) as f64)
+            }
             Metric::VictimPctOfSolo => s.victim.and_then(|v| v.median_pct_of_solo),
             Metric::TimeToDurable => s.time_to_durable_secs,
         }
@@ -151,7 +153,11 @@ pub struct ModeComparison {
 
 impl ModeComparison {
     pub fn regressed(&self) -> bool {
-        self.failure.is_some() || self.metrics.iter().any(|m| m.verdict == Verdict::Regression)
+        self.failure.is_some()
+            || self
+                .metrics
+                .iter()
+                .any(|m| m.verdict == Verdict::Regression)
     }
 }
 
@@ -179,7 +185,11 @@ impl Comparison {
             if let Some(f) = &m.failure {
                 out.push(format!("{}: {f}", m.mode));
             }
-            for c in m.metrics.iter().filter(|c| c.verdict == Verdict::Regression) {
+            for c in m
+                .metrics
+                .iter()
+                .filter(|c| c.verdict == Verdict::Regression)
+            {
                 out.push(format!(
                     "{}: {} {} (noise ±{:.1}%)",
                     m.mode,
@@ -200,7 +210,11 @@ impl Comparison {
         );
         for m in &self.modes {
             if let Some(f) = &m.failure {
-                let _ = writeln!(out, "| {} | runs | {} ok | 0 ok | | | REGRESSION: {f} |", m.mode, m.old_runs_ok);
+                let _ = writeln!(
+                    out,
+                    "| {} | runs | {} ok | 0 ok | | | REGRESSION: {f} |",
+                    m.mode, m.old_runs_ok
+                );
             }
             for c in &m.metrics {
                 let _ = writeln!(
@@ -266,23 +280,50 @@ pub fn compare(old: &Report, new: &Report, opts: CompareOptions) -> Comparison {
         .filter(|m| new_modes.contains(m))
         .map(|&mode| compare_mode(old, new, mode, opts))
         .collect();
+    let mut warnings = config_differences(old, new);
+    for (which, r) in [("old", old), ("new", new)] {
+        if !r.complete {
+            warnings.push(format!(
+                "the {which} report is incomplete (the benchmark was interrupted or is still running): \
+                 its modes may have fewer rounds"
+            ));
+        }
+    }
     Comparison {
         options: opts,
         old_label: label(old),
         new_label: label(new),
-        warnings: config_differences(old, new),
+        warnings,
         regressed: modes.iter().any(ModeComparison::regressed),
-        only_in_old: old_modes.iter().filter(|m| !new_modes.contains(m)).copied().collect(),
-        only_in_new: new_modes.iter().filter(|m| !old_modes.contains(m)).copied().collect(),
+        only_in_old: old_modes
+            .iter()
+            .filter(|m| !new_modes.contains(m))
+            .copied()
+            .collect(),
+        only_in_new: new_modes
+            .iter()
+            .filter(|m| !old_modes.contains(m))
+            .copied()
+            .collect(),
         modes,
     }
 }
 
-fn compare_mode(old: &Report, new: &Report, mode: BenchMode, opts: CompareOptions) -> ModeComparison {
+fn compare_mode(
+    old: &Report,
+    new: &Report,
+    mode: BenchMode,
+    opts: CompareOptions,
+) -> ModeComparison {
     let old_runs: Vec<&Run> = ok_runs(old, mode).collect();
     let new_runs: Vec<&Run> = ok_runs(new, mode).collect();
     let values = |runs: &[&Run], metric: Metric| {
-        Summary::of(&runs.iter().filter_map(|r| metric.of_run(r)).collect::<Vec<_>>())
+        Summary::of(
+            &runs
+                .iter()
+                .filter_map(|r| metric.of_run(r))
+                .collect::<Vec<_>>(),
+        )
     };
     let metrics = Metric::ALL
         .into_iter()
@@ -303,12 +344,19 @@ fn compare_mode(old: &Report, new: &Report, mode: BenchMode, opts: CompareOption
 
 /// Applies the rule to one metric.
 pub fn judge(metric: Metric, old: Summary, new: Summary, opts: CompareOptions) -> MetricChange {
-    let relative_sd = |s: Summary| if s.median != 0.0 { s.stddev / s.median.abs() } else { 0.0 };
-    let noise_pct = (opts.noise_k * 100.0 * relative_sd(old).hypot(relative_sd(new))).max(opts.threshold_pct);
+    let relative_sd = |s: Summary| {
+        if s.median != 0.0 {
+            s.stddev / s.median.abs()
+        } else {
+            0.0
+        }
+    };
+    let noise_pct =
+        (opts.noise_k * 100.0 * relative_sd(old).hypot(relative_sd(new))).max(opts.threshold_pct);
     let difference = new.median - old.median;
     let change_pct = (old.median != 0.0).then(|| 100.0 * difference / old.median.abs());
-    let beyond = difference.abs() > metric.floor()
-        && !matches!(change_pct, Some(p) if p.abs() <= noise_pct);
+    let beyond =
+        difference.abs() > metric.floor() && !matches!(change_pct, Some(p) if p.abs() <= noise_pct);
     let better = (difference > 0.0) == metric.higher_is_better();
     MetricChange {
         metric,
@@ -326,7 +374,11 @@ pub fn judge(metric: Metric, old: Summary, new: Summary, opts: CompareOptions) -
 
 fn label(r: &Report) -> String {
     let e = &r.environment;
-    let commit = e.git_commit.as_deref().map(|c| format!(" ({c})")).unwrap_or_default();
+    let commit = e
+        .git_commit
+        .as_deref()
+        .map(|c| format!(" ({c})"))
+        .unwrap_or_default();
     format!(
         "{}{commit}, kernel {}, {} on {}, host {}",
         e.tool_version, e.kernel, e.filesystem, e.device, e.hostname
@@ -351,7 +403,9 @@ fn config_differences(old: &Report, new: &Report) -> Vec<String> {
     keys.sort();
     keys.dedup();
     let get = |v: &[(String, String)], k: &str| {
-        v.iter().find(|(key, _)| key == k).map_or("(none)".to_owned(), |(_, v)| v.clone())
+        v.iter()
+            .find(|(key, _)| key == k)
+            .map_or("(none)".to_owned(), |(_, v)| v.clone())
     };
     keys.into_iter()
         .filter(|k| get(&o, k) != get(&n, k))
@@ -369,7 +423,11 @@ fn flatten(prefix: &str, value: &serde_json::Value, out: &mut Vec<(String, Strin
     match value {
         serde_json::Value::Object(map) => {
             for (k, v) in map {
-                let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
                 flatten(&key, v, out);
             }
         }
@@ -402,7 +460,11 @@ mod tests {
         assert!(!c.regressed);
         assert!(c.warnings.is_empty());
         assert_eq!(c.modes.len(), report.modes.len());
-        assert!(c.modes.iter().flat_map(|m| &m.metrics).all(|m| m.verdict == Verdict::Unchanged));
+        assert!(c
+            .modes
+            .iter()
+            .flat_map(|m| &m.metrics)
+            .all(|m| m.verdict == Verdict::Unchanged));
         assert!(c.to_markdown().contains("no regression"));
     }
 
@@ -415,7 +477,10 @@ mod tests {
         assert!(c.regressed);
         let regressions = c.regressions();
         assert_eq!(regressions.len(), 1, "{regressions:?}");
-        assert!(regressions[0].starts_with("dontcache: throughput MB/s -20.0%"), "{regressions:?}");
+        assert!(
+            regressions[0].starts_with("dontcache: throughput MB/s -20.0%"),
+            "{regressions:?}"
+        );
     }
 
     #[test]
@@ -426,7 +491,10 @@ mod tests {
         let c = compare(&old, &new, CompareOptions::default());
         assert!(!c.regressed);
         let m = &c.modes[0].metrics[0];
-        assert_eq!((m.metric, m.verdict), (Metric::Throughput, Verdict::Improvement));
+        assert_eq!(
+            (m.metric, m.verdict),
+            (Metric::Throughput, Verdict::Improvement)
+        );
     }
 
     #[test]
@@ -435,7 +503,10 @@ mod tests {
         let mut new = old.clone();
         scale(&mut new, BenchMode::Buffered, 0.97);
         assert!(!compare(&old, &new, CompareOptions::default()).regressed);
-        let strict = CompareOptions { threshold_pct: 1.0, noise_k: 0.0 };
+        let strict = CompareOptions {
+            threshold_pct: 1.0,
+            noise_k: 0.0,
+        };
         assert!(compare(&old, &new, strict).regressed);
     }
 
@@ -444,7 +515,10 @@ mod tests {
         // Rounds of buffered that scatter by ±15 % in both reports: a 10 %
         // drop of the median is within k × their spread.
         let spread = |report: &mut Report, median: f64| {
-            let runs = report.runs.iter_mut().filter(|r| r.mode == BenchMode::Buffered);
+            let runs = report
+                .runs
+                .iter_mut()
+                .filter(|r| r.mode == BenchMode::Buffered);
             for (run, f) in runs.zip([0.85, 1.0, 1.15]) {
                 run.summary.mb_per_s = median * f;
             }
@@ -462,16 +536,40 @@ mod tests {
 
     #[test]
     fn directions_per_metric() {
-        let s = |x: f64| Summary { median: x, min: x, max: x, stddev: 0.0, n: 1 };
+        let s = |x: f64| Summary {
+            median: x,
+            min: x,
+            max: x,
+            stddev: 0.0,
+            n: 1,
+        };
         let o = CompareOptions::default();
-        assert_eq!(judge(Metric::CpuSecsPerGb, s(1.0), s(1.5), o).verdict, Verdict::Regression);
-        assert_eq!(judge(Metric::PeakDatasetCache, s(10.0), s(100.0), o).verdict, Verdict::Regression);
-        assert_eq!(judge(Metric::TimeToDurable, s(4.0), s(3.0), o).verdict, Verdict::Improvement);
-        assert_eq!(judge(Metric::VictimPctOfSolo, s(90.0), s(40.0), o).verdict, Verdict::Regression);
+        assert_eq!(
+            judge(Metric::CpuSecsPerGb, s(1.0), s(1.5), o).verdict,
+            Verdict::Regression
+        );
+        assert_eq!(
+            judge(Metric::PeakDatasetCache, s(10.0), s(100.0), o).verdict,
+            Verdict::Regression
+        );
+        assert_eq!(
+            judge(Metric::TimeToDurable, s(4.0), s(3.0), o).verdict,
+            Verdict::Improvement
+        );
+        assert_eq!(
+            judge(Metric::VictimPctOfSolo, s(90.0), s(40.0), o).verdict,
+            Verdict::Regression
+        );
         // From nothing cached: only the absolute floor decides.
-        assert_eq!(judge(Metric::PeakDatasetCache, s(0.0), s(0.5), o).verdict, Verdict::Unchanged);
+        assert_eq!(
+            judge(Metric::PeakDatasetCache, s(0.0), s(0.5), o).verdict,
+            Verdict::Unchanged
+        );
         let grown = judge(Metric::PeakDatasetCache, s(0.0), s(200.0), o);
-        assert_eq!((grown.change_pct, grown.verdict), (None, Verdict::Regression));
+        assert_eq!(
+            (grown.change_pct, grown.verdict),
+            (None, Verdict::Regression)
+        );
     }
 
     #[test]
@@ -498,5 +596,15 @@ mod tests {
         assert!(c.warnings[0].contains("workload.block_bytes 65536 → 131072"));
         assert_eq!(c.only_in_old, [BenchMode::Odirect]);
         assert!(c.to_markdown().contains("only in old: odirect"));
+    }
+
+    #[test]
+    fn an_incomplete_report_is_named() {
+        let old = mock::report(11);
+        let mut new = old.clone();
+        new.complete = false;
+        let c = compare(&old, &new, CompareOptions::default());
+        assert_eq!(c.warnings.len(), 1);
+        assert!(c.warnings[0].starts_with("the new report is incomplete"));
     }
 }

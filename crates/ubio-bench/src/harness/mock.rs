@@ -147,9 +147,9 @@ pub fn report(seed: u64) -> Report {
         difference_pct: (1.0 / 1.04 - 1.0) * 100.0,
         agrees: true,
     });
-    report.warnings.push(
-        "fio ran a 500 MB job (<the dataset) & may read higher: compare with care".into(),
-    );
+    report
+        .warnings
+        .push("fio ran a 500 MB job (<the dataset) & may read higher: compare with care".into());
     report.wall_secs = report.runs.iter().map(|r| r.secs + 2.0).sum();
     report.complete = true;
     report
@@ -163,7 +163,11 @@ fn mock_run(rng: &mut Rng, profile: &Profile, round: u32, solo: f64) -> Run {
     while moved < DATASET {
         let full = (rate * rng.jitter(0.08)) as u64;
         let bytes = full.min(DATASET - moved);
-        let interval = if bytes < full { bytes as f64 / full as f64 } else { 1.0 };
+        let interval = if bytes < full {
+            bytes as f64 / full as f64
+        } else {
+            1.0
+        };
         moved += bytes;
         t += interval;
         let cap = (LIMIT as f64 * profile.cache_fraction) as u64;
@@ -221,6 +225,10 @@ fn mock_run(rng: &mut Rng, profile: &Profile, round: u32, solo: f64) -> Run {
 
 /// The victim's rate: it loses its share as the streamer's cache grows.
 fn victim(profile: &Profile, cached: u64, cap: u64) -> f64 {
-    let filled = if cap > 0 { cached as f64 / cap as f64 } else { 1.0 };
+    let filled = if cap > 0 {
+        cached as f64 / cap as f64
+    } else {
+        1.0
+    };
     VICTIM_SOLO * (1.0 - (1.0 - profile.victim_fraction) * filled)
 }

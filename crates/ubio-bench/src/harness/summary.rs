@@ -202,9 +202,8 @@ pub fn summarize_modes(report: &Report) -> Vec<ModeSummary> {
             let of = |f: fn(&RunSummary) -> f64| {
                 Summary::of(&ok.iter().map(|r| f(&r.summary)).collect::<Vec<_>>())
             };
-            let highest = |f: fn(&RunSummary) -> u64| {
-                ok.iter().map(|r| f(&r.summary)).max().unwrap_or(0)
-            };
+            let highest =
+                |f: fn(&RunSummary) -> u64| ok.iter().map(|r| f(&r.summary)).max().unwrap_or(0);
             let durable: Vec<f64> = ok
                 .iter()
                 .filter_map(|r| r.summary.time_to_durable_secs)
@@ -219,9 +218,7 @@ pub fn summarize_modes(report: &Report) -> Vec<ModeSummary> {
                     .filter(|r| r.mode == mode && r.error.is_some())
                     .count() as u32,
                 mb_per_s: of(|s| s.mb_per_s),
-                speed_vs_baseline: median_speed(mode)
-                    .zip(baseline_speed)
-                    .map(|(m, b)| m / b),
+                speed_vs_baseline: median_speed(mode).zip(baseline_speed).map(|(m, b)| m / b),
                 cpu_secs_per_gb: of(|s| s.cpu_secs_per_gb),
                 reclaimed_pages_per_gb: of(|s| s.reclaimed_pages_per_gb),
                 kswapd_cpu_secs: of(|s| s.kswapd_cpu_secs),
@@ -422,7 +419,10 @@ mod mode_tests {
         assert_eq!(v.median_ops_per_s, stats::median(&all).unwrap());
         assert_eq!(v.worst_ops_per_s, stats::min(&all).unwrap());
         let solo = report.victim_solo.as_ref().unwrap().ops_per_s.median;
-        assert_eq!(v.median_pct_of_solo, Some(100.0 * v.median_ops_per_s / solo));
+        assert_eq!(
+            v.median_pct_of_solo,
+            Some(100.0 * v.median_ops_per_s / solo)
+        );
     }
 
     #[test]

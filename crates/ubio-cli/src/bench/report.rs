@@ -49,7 +49,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
         },
     };
     let written = export::write_all(&report, &dir)?;
-    let list: String = written.iter().map(|p| format!("{}\n", p.display())).collect();
+    let list: String = written
+        .iter()
+        .map(|p| format!("{}\n", p.display()))
+        .collect();
     out::print(&list)?;
     Ok(ExitCode::SUCCESS)
 }

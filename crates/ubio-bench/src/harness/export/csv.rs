@@ -62,7 +62,11 @@ pub fn samples(report: &Report) -> String {
     for run in &report.runs {
         for s in &run.samples {
             let lead = [run.mode.to_string(), run.round.to_string()];
-            out += &line(lead.iter().map(String::as_str).chain(sample_cells(s).iter().map(String::as_str)));
+            out += &line(
+                lead.iter()
+                    .map(String::as_str)
+                    .chain(sample_cells(s).iter().map(String::as_str)),
+            );
         }
     }
     out
@@ -242,7 +246,10 @@ mod tests {
         let rows = parse(&samples(&report));
         let run = &report.runs[1];
         let row = &rows[1 + report.runs[0].samples.len()];
-        assert_eq!((row[0].as_str(), row[1].as_str()), (run.mode.to_string().as_str(), "1"));
+        assert_eq!(
+            (row[0].as_str(), row[1].as_str()),
+            (run.mode.to_string().as_str(), "1")
+        );
         let s = &run.samples[0];
         assert_eq!(row[2].parse::<f64>().unwrap(), s.t_secs);
         assert_eq!(row[4].parse::<u64>().unwrap(), s.bytes);

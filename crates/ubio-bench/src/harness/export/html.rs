@@ -18,7 +18,10 @@ th{background:#f4f4f4}td:first-child,td:nth-child(2),th{text-align:left}\
 /// The whole report as an HTML page.
 pub fn render(report: &Report) -> String {
     let w = &report.config.workload;
-    let title = format!("ubio bench: {} on {}", w.kind, report.environment.filesystem);
+    let title = format!(
+        "ubio bench: {} on {}",
+        w.kind, report.environment.filesystem
+    );
     let mut out = format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <title>{0}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{0}</h1>\n",
@@ -55,8 +58,15 @@ pub fn render(report: &Report) -> String {
             Some((s.dataset_dirty_bytes + s.dataset_writeback_bytes) as f64 / MIB)
         }),
     ];
-    if report.runs.iter().flat_map(|r| &r.samples).any(|s| s.victim_ops_per_s.is_some()) {
-        plots.push(plot(&runs, "Victim reads", "reads/s", |s| s.victim_ops_per_s));
+    if report
+        .runs
+        .iter()
+        .flat_map(|r| &r.samples)
+        .any(|s| s.victim_ops_per_s.is_some())
+    {
+        plots.push(plot(&runs, "Victim reads", "reads/s", |s| {
+            s.victim_ops_per_s
+        }));
     }
     for p in &plots {
         let _ = writeln!(out, "<figure>\n{}</figure>", svg::render(p));
@@ -189,7 +199,9 @@ mod tests {
     #[test]
     fn loads_nothing_from_outside() {
         let html = render(&mock::report(9));
-        for needle in ["<script", "<link", "http:", "https:", "url(", "@import", "src="] {
+        for needle in [
+            "<script", "<link", "http:", "https:", "url(", "@import", "src=",
+        ] {
             assert!(!html.contains(needle), "{needle}");
         }
     }

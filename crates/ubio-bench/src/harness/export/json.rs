@@ -21,7 +21,10 @@ mod tests {
     fn round_trips() {
         let report = mock::report(7);
         let back = Report::from_json(&render(&report).unwrap()).unwrap();
-        assert!(back == report, "the report read back differs from the one written");
+        assert!(
+            back == report,
+            "the report read back differs from the one written"
+        );
     }
 
     #[test]
@@ -42,6 +45,8 @@ mod tests {
 
     #[test]
     fn refuses_what_is_not_json() {
-        assert!(Report::from_json("time,mb\n1,2\n").unwrap_err().contains("not JSON"));
+        assert!(Report::from_json("time,mb\n1,2\n")
+            .unwrap_err()
+            .contains("not JSON"));
     }
 }

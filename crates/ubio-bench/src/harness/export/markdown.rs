@@ -87,7 +87,10 @@ mod tests {
     #[test]
     fn cells_cannot_break_the_table() {
         let mut report = mock::report(8);
-        report.runs.iter_mut().for_each(|r| r.backend = "a|b\n<c>".into());
+        report
+            .runs
+            .iter_mut()
+            .for_each(|r| r.backend = "a|b\n<c>".into());
         report.modes = crate::harness::summary::summarize_modes(&report);
         let md = render(&report);
         assert!(md.contains("a\\|b &lt;c&gt;"), "{md}");

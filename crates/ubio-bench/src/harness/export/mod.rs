@@ -62,7 +62,8 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let written = fs::File::create(&tmp)
         .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_data()))
         .map_err(|e| context("write", &tmp, e));
-    let renamed = written.and_then(|()| fs::rename(&tmp, path).map_err(|e| context("rename", path, e)));
+    let renamed =
+        written.and_then(|()| fs::rename(&tmp, path).map_err(|e| context("rename", path, e)));
     if renamed.is_err() {
         let _ = fs::remove_file(&tmp);
     }

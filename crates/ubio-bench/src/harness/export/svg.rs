@@ -149,7 +149,11 @@ fn axis(max: f64) -> (f64, f64) {
 
 /// A tick value with as many decimals as the step needs.
 fn tick_label(value: f64, step: f64) -> String {
-    let decimals = if step >= 1.0 { 0 } else { (-step.log10().floor()) as usize };
+    let decimals = if step >= 1.0 {
+        0
+    } else {
+        (-step.log10().floor()) as usize
+    };
     format!("{value:.decimals$}")
 }
 
@@ -173,8 +177,14 @@ mod tests {
             x_label: "s".into(),
             y_label: "MB/s".into(),
             series: vec![
-                Series { label: "a".into(), points: vec![(1.0, 2.0), (2.0, 3.0)] },
-                Series { label: "b&c".into(), points: vec![] },
+                Series {
+                    label: "a".into(),
+                    points: vec![(1.0, 2.0), (2.0, 3.0)],
+                },
+                Series {
+                    label: "b&c".into(),
+                    points: vec![],
+                },
             ],
         };
         let svg = render(&plot);

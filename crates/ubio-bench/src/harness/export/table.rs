@@ -50,7 +50,8 @@ fn mode_row(m: &ModeSummary) -> Vec<String> {
         m.backend.clone(),
         runs,
         m.mb_per_s.map_or("–".into(), |s| spread(s, 0)),
-        m.speed_vs_baseline.map_or("–".into(), |r| format!("{r:.2}×")),
+        m.speed_vs_baseline
+            .map_or("–".into(), |r| format!("{r:.2}×")),
         median(m.cpu_secs_per_gb, 2),
         median(m.reclaimed_pages_per_gb, 0),
         median(m.kswapd_cpu_secs, 2),
@@ -77,7 +78,14 @@ fn mode_row(m: &ModeSummary) -> Vec<String> {
 /// fio's figures next to the harness's.
 pub fn fio(report: &Report) -> Table {
     Table {
-        header: strings(["mode", "fio MB/s", "harness MB/s", "difference", "agrees", "fio command"]),
+        header: strings([
+            "mode",
+            "fio MB/s",
+            "harness MB/s",
+            "difference",
+            "agrees",
+            "fio command",
+        ]),
         rows: report
             .fio
             .iter()
@@ -99,16 +107,22 @@ pub fn fio(report: &Report) -> Table {
 pub fn environment(report: &Report) -> Vec<(String, String)> {
     let e = &report.environment;
     let mut lines = vec![
-        ("tool".to_owned(), match &e.git_commit {
-            Some(c) => format!("{} ({c})", e.tool_version),
-            None => e.tool_version.clone(),
-        }),
+        (
+            "tool".to_owned(),
+            match &e.git_commit {
+                Some(c) => format!("{} ({c})", e.tool_version),
+                None => e.tool_version.clone(),
+            },
+        ),
         ("kernel".into(), e.kernel.clone()),
         ("host".into(), e.hostname.clone()),
         ("CPU".into(), format!("{} × {}", e.cpus, e.cpu_model)),
         ("memory".into(), human_bytes(e.mem_total_bytes)),
         ("cgroup".into(), e.cgroup_version.clone()),
-        ("filesystem".into(), format!("{} on {}", e.filesystem, e.device)),
+        (
+            "filesystem".into(),
+            format!("{} on {}", e.filesystem, e.device),
+        ),
     ];
     if !e.tools.is_empty() {
         let tools: Vec<String> = e.tools.iter().map(|(k, v)| format!("{k} {v}")).collect();
@@ -135,11 +149,20 @@ pub fn config(report: &Report) -> Vec<(String, String)> {
     }
     let target = match &c.target {
         Target::Dir { path } => format!("directory {}", path.display()),
-        Target::Loop { filesystem, backing, size_bytes, throttle_mb_per_s } => {
-            let mut t = format!("{filesystem} on a {} loop device backed by {}", human_bytes(*size_bytes), match backing {
-                Backing::Shm => "a file in /dev/shm",
-                Backing::Disk => "a file on the disk (loop direct I/O)",
-            });
+        Target::Loop {
+            filesystem,
+            backing,
+            size_bytes,
+            throttle_mb_per_s,
+        } => {
+            let mut t = format!(
+                "{filesystem} on a {} loop device backed by {}",
+                human_bytes(*size_bytes),
+                match backing {
+                    Backing::Shm => "a file in /dev/shm",
+                    Backing::Disk => "a file on the disk (loop direct I/O)",
+                }
+            );
             if let Some(mbps) = throttle_mb_per_s {
                 t += &format!(", throttled to {mbps} MB/s");
             }
@@ -149,24 +172,40 @@ pub fn config(report: &Report) -> Vec<(String, String)> {
     let modes: Vec<String> = c.modes.iter().map(|m| m.to_string()).collect();
     vec![
         ("workload".into(), workload),
-        ("modes".into(), format!("{} (× {} rounds, interleaved)", modes.join(", "), c.rounds)),
+        (
+            "modes".into(),
+            format!("{} (× {} rounds, interleaved)", modes.join(", "), c.rounds),
+        ),
         ("target".into(), target),
-        ("memory limit".into(), c.memory_limit_bytes.map_or("none".into(), human_bytes)),
-        ("victim".into(), match (c.victim_hot_bytes, &report.victim_solo) {
-            (None, _) => "none".into(),
-            (Some(hot), Some(solo)) => format!(
-                "re-reads a {} hot file; alone {:.0} ops/s median",
-                human_bytes(hot),
-                solo.ops_per_s.median
+        (
+            "memory limit".into(),
+            c.memory_limit_bytes.map_or("none".into(), human_bytes),
+        ),
+        (
+            "victim".into(),
+            match (c.victim_hot_bytes, &report.victim_solo) {
+                (None, _) => "none".into(),
+                (Some(hot), Some(solo)) => format!(
+                    "re-reads a {} hot file; alone {:.0} ops/s median",
+                    human_bytes(hot),
+                    solo.ops_per_s.median
+                ),
+                (Some(hot), None) => format!("re-reads a {} hot file", human_bytes(hot)),
+            },
+        ),
+        (
+            "status".into(),
+            format!(
+                "{} runs in {:.0} s{}",
+                report.runs.len(),
+                report.wall_secs,
+                if report.complete {
+                    ""
+                } else {
+                    " (incomplete: runs still to come)"
+                }
             ),
-            (Some(hot), None) => format!("re-reads a {} hot file", human_bytes(hot)),
-        }),
-        ("status".into(), format!(
-            "{} runs in {:.0} s{}",
-            report.runs.len(),
-            report.wall_secs,
-            if report.complete { "" } else { " (incomplete: runs still to come)" }
-        )),
+        ),
     ]
 }
 
