@@ -68,6 +68,10 @@ struct Args {
     /// Keep the file afterwards.
     #[arg(long)]
     keep: bool,
+    /// Test hook: flip a byte of the file behind the exerciser's back
+    /// before operation N (the run must then fail).
+    #[arg(long, hide = true)]
+    tamper_file_at: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -99,6 +103,7 @@ fn run(a: Args) -> Result<ExitCode> {
     cfg.verify_every = a.verify_every;
     cfg.log_tail = a.tail;
     cfg.max_diffs = a.diffs;
+    cfg.tamper = a.tamper_file_at.map(|at| ubio_fsx::Tamper::File { at });
     let mut w = Weights::default();
     if a.ubio_only {
         w = w.ubio_only();

@@ -1,0 +1,328 @@
+//! The exerciser on every backend and filesystem (ext4, xfs, btrfs on loop
+//! devices made here, and a tmpfs), a bounded number of operations each;
+//! proof that its checker fails when it should; replay of a seed; and the
+//! soak (ignored; see the README).
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use ubio::BackendKind;
+use ubio_bench::scratchfs::{FsKind, ScratchFs, ScratchOpts};
+use ubio_fsx::{Config, Error, Summary, Tamper, Weights};
+
+const MIB: u64 = 1 << 20;
+
+/// target/ of the workspace: loop images go there (not /tmp, maybe tmpfs).
+fn target_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target")
+}
+
+/// A scratch filesystem of `name` (ext4, xfs, btrfs or tmpfs).
+fn scratch(name: &str) -> ScratchFs {
+    let fs = if name == "tmpfs" {
+        ScratchFs::tmpfs(256 * MIB)
+    } else {
+        let kind: FsKind = name.parse().unwrap();
+        ScratchFs::create(
+            kind,
+            (256 * MIB).max(kind.min_size_bytes()),
+            &ScratchOpts::default()
+                .backing_dir(target_dir())
+                .direct_io(true),
+        )
+    };
+    fs.unwrap_or_else(|e| panic!("cannot make a scratch {name}: {e}"))
+}
+
+/// The backend is refused on this filesystem: check that the refusal is the
+/// clear error the contract asks for and that the probe agrees.
+fn assert_refused(e: &io::Error, backend: BackendKind, fs: &str, path: &Path) {
+    let msg = e.to_string();
+    assert_eq!(
+        e.kind(),
+        io::ErrorKind::Unsupported,
+        "{backend} on {fs}: {msg}"
+    );
+    assert!(msg.contains(&format!("backend '{backend}'")), "{msg}");
+    assert!(msg.contains(fs), "refusal must name the filesystem: {msg}");
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+    let probe = ubio::probe_path(path.parent().unwrap()).unwrap();
+    let possible = match backend {
+        BackendKind::Kernel => probe.fs.dontcache.available,
+        BackendKind::Direct => probe.fs.direct_io.available,
+        _ => true,
+    };
+    assert!(
+        !possible,
+        "{backend} refused on {fs} though the probe says it works: {msg}"
+    );
+}
+
+/// Run one configuration: Some(summary), or None where the backend does
+/// not apply to the filesystem (after checking the refusal). Panics with
+/// the exerciser's report on a mismatch.
+fn exercise(cfg: &Config, fs: &str) -> Option<Summary> {
+    let r = ubio_fsx::run(cfg);
+    let _ = std::fs::remove_file(&cfg.path);
+    match r {
+        Ok(s) => Some(s),
+        Err(Error::Open(e)) => {
+            assert_refused(&e, cfg.backend, fs, &cfg.path);
+            None
+        }
+        Err(e) => panic!("{fs}:\n{e}"),
+    }
+}
+
+/// Every backend on one filesystem: two seeds with every operation, one
+/// with ubio's alone (then nothing may stay cached after close).
+fn every_backend_on(fs_name: &str) {
+    let fs = scratch(fs_name);
+    let mut total = 0;
+    for backend in BackendKind::ALL {
+        let mut line = Vec::new();
+        for seed in [1u64, 2, 3] {
+            let mut cfg = Config::new(fs.mount_point().join(format!("fsx-{backend}")), seed);
+            cfg.backend = backend;
+            cfg.ops = 2000;
+            cfg.max_size = 2 * MIB;
+            cfg.max_len = 256 << 10;
+            cfg.verify_every = 500;
+            if seed == 3 {
+                cfg.weights = Weights::default().ubio_only();
+            }
+            let Some(s) = exercise(&cfg, fs_name) else {
+                line.push(format!("seed {seed}: refused (does not apply)"));
+                continue;
+            };
+            assert_eq!(s.ops, cfg.ops);
+            assert_eq!(s.fs_type, fs_name);
+            if seed == 3 && s.cache.checked {
+                assert_eq!(
+                    s.cache.cached_pages_after_close,
+                    Some(0),
+                    "{}",
+                    s.cache.detail
+                );
+            }
+            if backend == BackendKind::Direct || backend == BackendKind::Kernel {
+                assert_eq!(s.backend, backend.name(), "explicit backend honoured");
+            }
+            total += s.ops;
+            line.push(format!(
+                "seed {seed}: {} ops as {} in {:.1} s{}",
+                s.ops,
+                s.backend,
+                s.elapsed_secs,
+                if s.cache.checked {
+                    format!(" ({})", s.cache.detail)
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        eprintln!("fsx {fs_name} {backend}: {}", line.join("; "));
+    }
+    eprintln!("fsx {fs_name}: {total} operations, 0 mismatches");
+}
+
+#[test]
+fn fsx_every_backend_on_ext4() {
+    every_backend_on("ext4");
+}
+
+#[test]
+fn fsx_every_backend_on_xfs() {
+    every_backend_on("xfs");
+}
+
+#[test]
+fn fsx_every_backend_on_btrfs() {
+    every_backend_on("btrfs");
+}
+
+#[test]
+fn fsx_every_backend_on_tmpfs() {
+    every_backend_on("tmpfs");
+}
+
+fn workdir() -> tempfile::TempDir {
+    let base = target_dir().join("fsx-tests");
+    std::fs::create_dir_all(&base).unwrap();
+    tempfile::tempdir_in(base).unwrap()
+}
+
+/// A run that must fail at operation `at`, at the byte it tampered with.
+fn tampered(tamper: Tamper, at: u64) -> ubio_fsx::Failure {
+    let dir = workdir();
+    let mut cfg = Config::new(dir.path().join("f"), 99);
+    cfg.ops = 2000;
+    cfg.tamper = Some(tamper);
+    match ubio_fsx::run(&cfg) {
+        Err(Error::Failed(f)) => {
+            assert_eq!(f.seed, 99);
+            assert_eq!(f.op_number, at, "found by the verify right after");
+            assert_eq!(f.diff_count, 1, "one byte flipped:\n{f}");
+            let d = f.diffs[0];
+            assert_eq!(d.got, !d.expected, "flipped:\n{f}");
+            assert!(f.log_tail.iter().any(|l| l.contains("TAMPER")), "{f}");
+            assert!(f.log_tail.len() <= cfg.log_tail);
+            let report = f.to_string();
+            assert!(report.contains("seed 99"), "{report}");
+            assert!(report.contains(&format!("{:#x}", d.offset)), "{report}");
+            *f
+        }
+        other => panic!("tampering went unnoticed: {other:?}"),
+    }
+}
+
+#[test]
+fn fsx_detects_a_file_changed_behind_its_back() {
+    let f = tampered(Tamper::File { at: 700 }, 700);
+    eprintln!("{f}");
+}
+
+#[test]
+fn fsx_detects_a_corrupted_model() {
+    tampered(Tamper::Model { at: 300 }, 300);
+}
+
+#[test]
+fn fsx_replays_a_seed() {
+    let dir = workdir();
+    let run = |seed: u64| {
+        let mut cfg = Config::new(dir.path().join("f"), seed);
+        cfg.ops = 1500;
+        cfg.keep_log = true;
+        ubio_fsx::run(&cfg).unwrap()
+    };
+    let (a, b, c) = (run(5), run(5), run(6));
+    assert_eq!(a.log, b.log, "same seed, same operations");
+    assert_eq!(a.op_digest, b.op_digest);
+    assert_eq!(
+        a.log.as_ref().unwrap().len(),
+        1501,
+        "1500 and the final verify"
+    );
+    assert_ne!(a.log, c.log, "another seed, other operations");
+    assert_ne!(a.op_digest, c.op_digest);
+}
+
+/// The binary: a tampered run exits 1 and prints the seed, the operation
+/// log and the differing bytes; a clean run exits 0 and prints a summary.
+#[test]
+fn fsx_binary_reports_a_mismatch() {
+    let dir = workdir();
+    let file = dir.path().join("f");
+    let bin = env!("CARGO_BIN_EXE_ubio-fsx");
+    let out = Command::new(bin)
+        .args([
+            "--seed",
+            "42",
+            "--ops",
+            "1000",
+            "--tamper-file-at",
+            "400",
+            "--file",
+        ])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("FAILED at operation 400"), "{err}");
+    assert!(err.contains("seed 42"), "{err}");
+    assert!(err.contains("1 bytes differ"), "{err}");
+    assert!(err.contains("last 30 operations"), "{err}");
+    let out = Command::new(bin)
+        .args(["--seed", "42", "--ops", "1000", "--json", "--file"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["ops"], 1000);
+    assert_eq!(s["mismatches"], 0);
+    assert!(!file.exists(), "removed after a clean run");
+}
+
+/// The soak: `UBIO_FSX_SOAK_OPS` operations (default 60,000) for every
+/// backend on every filesystem, in runs of 20,000 with their own seeds
+/// (half of them with ubio's operations alone). Prints the counts per
+/// backend and filesystem; fails if any run found a mismatch.
+///
+///     cargo test --release -p ubio-fsx --test fsx -- --ignored soak --nocapture
+#[test]
+#[ignore = "soak: minutes; run by hand (README)"]
+fn soak() {
+    let per_combo: u64 = std::env::var("UBIO_FSX_SOAK_OPS")
+        .map(|v| v.parse().expect("UBIO_FSX_SOAK_OPS: a number"))
+        .unwrap_or(60_000);
+    let base: u64 = std::env::var("UBIO_FSX_SOAK_SEED")
+        .map(|v| v.parse().expect("UBIO_FSX_SOAK_SEED: a number"))
+        .unwrap_or(1000);
+    let filesystems: Vec<String> = std::env::var("UBIO_FSX_SOAK_FS")
+        .unwrap_or_else(|_| "ext4,xfs,btrfs,tmpfs".into())
+        .split(',')
+        .map(str::to_owned)
+        .collect();
+    const RUN: u64 = 20_000;
+    let mut table = Vec::new();
+    let mut failures = Vec::new();
+    let mut total = 0;
+    for fs_name in &filesystems {
+        let fs = scratch(fs_name);
+        for backend in BackendKind::ALL {
+            let (mut ops, mut runs, mut refused) = (0, 0, false);
+            let mut i = 0;
+            while ops < per_combo && !refused {
+                let seed = base
+                    + ubio_fsx::mix(i ^ (backend as u64 * 1000) ^ fs_name.len() as u64) % 1_000_000;
+                let mut cfg = Config::new(fs.mount_point().join(format!("soak-{backend}")), seed);
+                cfg.backend = backend;
+                cfg.ops = RUN.min(per_combo - ops);
+                if i % 2 == 1 {
+                    cfg.weights = Weights::default().ubio_only();
+                }
+                i += 1;
+                match ubio_fsx::run(&cfg) {
+                    Ok(s) => {
+                        ops += s.ops;
+                        runs += 1;
+                    }
+                    Err(Error::Open(e)) => {
+                        assert_refused(&e, backend, fs_name, &cfg.path);
+                        refused = true;
+                    }
+                    Err(e) => {
+                        eprintln!("{fs_name} {backend}:\n{e}");
+                        failures.push(format!("{fs_name} {backend} seed {seed}"));
+                        ops += cfg.ops;
+                    }
+                }
+                let _ = std::fs::remove_file(&cfg.path);
+            }
+            total += ops;
+            let row = if refused {
+                format!("{fs_name:6} {backend:9} refused (does not apply)")
+            } else {
+                format!("{fs_name:6} {backend:9} {ops:>9} ops in {runs} runs")
+            };
+            eprintln!("soak {row}");
+            table.push(row);
+        }
+    }
+    eprintln!(
+        "soak total: {total} operations, {} failed runs",
+        failures.len()
+    );
+    for row in &table {
+        eprintln!("  {row}");
+    }
+    assert!(failures.is_empty(), "failed runs: {failures:?}");
+}
