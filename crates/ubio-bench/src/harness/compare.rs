@@ -246,6 +246,12 @@ impl Comparison {
                 let _ = writeln!(out, "warning: {w}");
             }
         }
+        let _ = writeln!(
+            out,
+            "\nnoise: the change a metric must exceed, max({}%, {} × the runs' combined relative sd), \
+             beside a small absolute floor per metric",
+            self.options.threshold_pct, self.options.noise_k
+        );
         let regressions = self.regressions();
         if regressions.is_empty() {
             out += "\nno regression beyond the noise\n";

@@ -3,10 +3,14 @@
 //! commas, fields quoted when they hold a comma, quote or line break;
 //! missing values (JSON null) are empty.
 
-use crate::harness::schema::{Report, Run, Sample};
+use crate::harness::schema::{Report, Run};
+use serde::Serialize;
+use serde_json::{Map, Value};
 
-/// The columns of samples.csv after `mode,round`: every [`Sample`] field.
-pub const SAMPLE_COLUMNS: [&str; 21] = [
+/// The order of the columns of samples.csv after `mode,round`. Every
+/// [`Sample`](crate::harness::schema::Sample) field gets a column: one not
+/// listed here (added later) comes after these, so no field is ever left out.
+pub const SAMPLE_COLUMNS: &[&str] = &[
     "t_secs",
     "interval_secs",
     "bytes",
@@ -19,6 +23,7 @@ pub const SAMPLE_COLUMNS: [&str; 21] = [
     "pgsteal_direct",
     "cgroup_pgscan",
     "cgroup_pgsteal",
+    "memcg_limit_reclaimed_pages",
     "kswapd_cpu_secs",
     "cached_bytes",
     "dirty_bytes",
@@ -30,62 +35,24 @@ pub const SAMPLE_COLUMNS: [&str; 21] = [
     "victim_ops_per_s",
 ];
 
-fn sample_cells(s: &Sample) -> [String; 21] {
-    [
-        num(s.t_secs),
-        num(s.interval_secs),
-        s.bytes.to_string(),
-        num(s.mb_per_s),
-        num(s.cpu_user_secs),
-        num(s.cpu_sys_secs),
-        s.pgscan_kswapd.to_string(),
-        s.pgscan_direct.to_string(),
-        s.pgsteal_kswapd.to_string(),
-        s.pgsteal_direct.to_string(),
-        opt(s.cgroup_pgscan),
-        opt(s.cgroup_pgsteal),
-        num(s.kswapd_cpu_secs),
-        s.cached_bytes.to_string(),
-        s.dirty_bytes.to_string(),
-        s.writeback_bytes.to_string(),
-        opt(s.cgroup_cached_bytes),
-        s.dataset_cached_bytes.to_string(),
-        s.dataset_dirty_bytes.to_string(),
-        s.dataset_writeback_bytes.to_string(),
-        s.victim_ops_per_s.map(num).unwrap_or_default(),
-    ]
-}
-
-/// samples.csv.
-pub fn samples(report: &Report) -> String {
-    let mut out = line(["mode", "round"].into_iter().chain(SAMPLE_COLUMNS));
-    for run in &report.runs {
-        for s in &run.samples {
-            let lead = [run.mode.to_string(), run.round.to_string()];
-            out += &line(
-                lead.iter()
-                    .map(String::as_str)
-                    .chain(sample_cells(s).iter().map(String::as_str)),
-            );
-        }
-    }
-    out
-}
-
-/// The columns of runs.csv.
-pub const RUN_COLUMNS: [&str; 31] = [
+/// The order of the columns of runs.csv: the run's own fields, then its
+/// summary flattened (`per_second_mb_per_s.median` becomes
+/// `per_second_mb_per_s_median`); fields not listed come last.
+pub const RUN_COLUMNS: &[&str] = &[
+    "order",
     "mode",
     "round",
     "backend",
     "error",
     "bytes",
     "secs",
+    "samples",
     "mb_per_s",
     "per_second_mb_per_s_median",
     "per_second_mb_per_s_min",
     "per_second_mb_per_s_max",
     "per_second_mb_per_s_stddev",
-    "per_second_samples",
+    "per_second_mb_per_s_n",
     "cpu_user_secs",
     "cpu_sys_secs",
     "cpu_secs_per_gb",
@@ -102,77 +69,116 @@ pub const RUN_COLUMNS: [&str; 31] = [
     "victim_median_pct_of_solo",
     "victim_worst_pct_of_solo",
     "reason",
-    "samples",
-    "order",
     "ubio_stats",
 ];
 
-fn run_cells(run: &Run, order: usize) -> Vec<String> {
-    let s = &run.summary;
-    let ps = s.per_second_mb_per_s;
-    let v = s.victim;
-    vec![
-        run.mode.to_string(),
-        run.round.to_string(),
-        run.backend.clone(),
-        run.error.clone().unwrap_or_default(),
-        run.bytes.to_string(),
-        num(run.secs),
-        num(s.mb_per_s),
-        opt_num(ps.map(|p| p.median)),
-        opt_num(ps.map(|p| p.min)),
-        opt_num(ps.map(|p| p.max)),
-        opt_num(ps.map(|p| p.stddev)),
-        opt(ps.map(|p| p.n)),
-        num(s.cpu_user_secs),
-        num(s.cpu_sys_secs),
-        num(s.cpu_secs_per_gb),
-        num(s.reclaimed_pages_per_gb),
-        num(s.scanned_pages_per_gb),
-        num(s.direct_reclaimed_pages_per_gb),
-        num(s.kswapd_cpu_secs),
-        s.peak_dataset_cached_bytes.to_string(),
-        s.final_dataset_cached_bytes.to_string(),
-        s.peak_dataset_dirty_writeback_bytes.to_string(),
-        opt_num(s.time_to_durable_secs),
-        opt_num(v.map(|v| v.median_ops_per_s)),
-        opt_num(v.map(|v| v.worst_ops_per_s)),
-        opt_num(v.and_then(|v| v.median_pct_of_solo)),
-        opt_num(v.and_then(|v| v.worst_pct_of_solo)),
-        run.reason.clone(),
-        run.samples.len().to_string(),
-        order.to_string(),
-        run.ubio_stats
-            .as_ref()
-            .map(|v| v.to_string())
-            .unwrap_or_default(),
-    ]
+/// samples.csv.
+pub fn samples(report: &Report) -> String {
+    let rows: Vec<Map<String, Value>> = report
+        .runs
+        .iter()
+        .flat_map(|run| {
+            run.samples.iter().map(move |s| {
+                let mut row = Map::new();
+                row.insert("mode".into(), run.mode.to_string().into());
+                row.insert("round".into(), run.round.into());
+                flatten("", &to_value(s), &mut row);
+                row
+            })
+        })
+        .collect();
+    let preferred: Vec<&str> = ["mode", "round"]
+        .iter()
+        .chain(SAMPLE_COLUMNS)
+        .copied()
+        .collect();
+    table(&rows, &preferred)
 }
 
 /// runs.csv.
 pub fn runs(report: &Report) -> String {
-    let mut out = line(RUN_COLUMNS);
-    for (i, run) in report.runs.iter().enumerate() {
-        out += &line(run_cells(run, i + 1).iter().map(String::as_str));
+    let rows: Vec<Map<String, Value>> = report
+        .runs
+        .iter()
+        .enumerate()
+        .map(|(i, run)| run_row(i + 1, run))
+        .collect();
+    table(&rows, RUN_COLUMNS)
+}
+
+fn run_row(order: usize, run: &Run) -> Map<String, Value> {
+    let mut row = Map::new();
+    row.insert("order".into(), order.into());
+    row.insert("mode".into(), run.mode.to_string().into());
+    row.insert("round".into(), run.round.into());
+    row.insert("backend".into(), run.backend.clone().into());
+    row.insert("reason".into(), run.reason.clone().into());
+    row.insert("error".into(), run.error.clone().into());
+    row.insert("bytes".into(), run.bytes.into());
+    row.insert("secs".into(), run.secs.into());
+    row.insert("samples".into(), run.samples.len().into());
+    // ubio's per-file stats stay one JSON cell.
+    let stats = run.ubio_stats.as_ref().map(Value::to_string);
+    row.insert("ubio_stats".into(), stats.into());
+    flatten("", &to_value(&run.summary), &mut row);
+    row
+}
+
+fn to_value(x: &impl Serialize) -> Value {
+    serde_json::to_value(x).unwrap_or(Value::Null)
+}
+
+/// Nested objects become `outer_inner` keys; a null object (a summary
+/// that is absent) leaves its columns to the other rows.
+fn flatten(prefix: &str, value: &Value, row: &mut Map<String, Value>) {
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}_{k}")
+                };
+                flatten(&key, v, row);
+            }
+        }
+        v => {
+            row.insert(prefix.to_owned(), v.clone());
+        }
+    }
+}
+
+/// The header (preferred columns first, then any other key, sorted) and
+/// one line per row; a key a row lacks is an empty cell.
+fn table(rows: &[Map<String, Value>], preferred: &[&str]) -> String {
+    let mut columns: Vec<String> = preferred.iter().map(|c| c.to_string()).collect();
+    let mut extra: Vec<&String> = rows
+        .iter()
+        .flat_map(|r| r.keys())
+        .filter(|k| !preferred.contains(&k.as_str()))
+        .collect();
+    extra.sort();
+    extra.dedup();
+    columns.extend(extra.into_iter().cloned());
+    // Columns no row has (a field this version of the report lacks) go.
+    columns.retain(|c| rows.iter().any(|r| r.contains_key(c)) || rows.is_empty());
+    let mut out = line(columns.iter().map(String::as_str));
+    for row in rows {
+        let cells: Vec<String> = columns.iter().map(|c| cell(row.get(c))).collect();
+        out += &line(cells.iter().map(String::as_str));
     }
     out
 }
 
-/// Shortest text that reads back as the same f64.
-fn num(x: f64) -> String {
-    if x.is_finite() {
-        x.to_string()
-    } else {
-        String::new()
+/// A value as CSV text: numbers as JSON writes them (shortest text that
+/// reads back as the same number), strings as they are, null or missing
+/// as empty.
+fn cell(value: Option<&Value>) -> String {
+    match value {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
     }
-}
-
-fn opt_num(x: Option<f64>) -> String {
-    x.map(num).unwrap_or_default()
-}
-
-fn opt<T: ToString>(x: Option<T>) -> String {
-    x.map(|v| v.to_string()).unwrap_or_default()
 }
 
 /// One CSV record and its line break.
@@ -230,6 +236,13 @@ mod tests {
     use super::*;
     use crate::harness::mock;
 
+    fn column(rows: &[Vec<String>], name: &str) -> usize {
+        rows[0]
+            .iter()
+            .position(|c| c == name)
+            .unwrap_or_else(|| panic!("no column {name}"))
+    }
+
     #[test]
     fn samples_have_a_header_and_one_row_per_sample() {
         let report = mock::report(5);
@@ -237,7 +250,7 @@ mod tests {
         let total: usize = report.runs.iter().map(|r| r.samples.len()).sum();
         assert_eq!(rows.len(), 1 + total);
         assert_eq!(rows[0][..3], ["mode", "round", "t_secs"]);
-        assert!(rows.iter().all(|r| r.len() == 2 + SAMPLE_COLUMNS.len()));
+        assert!(rows.iter().all(|r| r.len() == rows[0].len()));
     }
 
     #[test]
@@ -246,28 +259,30 @@ mod tests {
         let rows = parse(&samples(&report));
         let run = &report.runs[1];
         let row = &rows[1 + report.runs[0].samples.len()];
-        assert_eq!(
-            (row[0].as_str(), row[1].as_str()),
-            (run.mode.to_string().as_str(), "1")
-        );
+        assert_eq!(row[0], run.mode.to_string());
+        assert_eq!(row[1], "1");
         let s = &run.samples[0];
-        assert_eq!(row[2].parse::<f64>().unwrap(), s.t_secs);
-        assert_eq!(row[4].parse::<u64>().unwrap(), s.bytes);
-        assert_eq!(row[5].parse::<f64>().unwrap(), s.mb_per_s);
-        assert_eq!(row[12], "", "cgroup_pgscan is null on v1");
-        assert_eq!(row[22].parse::<f64>().ok(), s.victim_ops_per_s);
+        let get = |name: &str| row[column(&rows, name)].as_str();
+        assert_eq!(get("t_secs").parse::<f64>().unwrap(), s.t_secs);
+        assert_eq!(get("bytes").parse::<u64>().unwrap(), s.bytes);
+        assert_eq!(get("mb_per_s").parse::<f64>().unwrap(), s.mb_per_s);
+        assert_eq!(get("cgroup_pgscan"), "", "null on cgroup v1");
+        assert_eq!(
+            get("victim_ops_per_s").parse::<f64>().ok(),
+            s.victim_ops_per_s
+        );
     }
 
-    /// A field added to Sample must get a column.
+    /// Every Sample field has a column, also one added after this exporter.
     #[test]
     fn every_sample_field_has_a_column() {
         let report = mock::report(5);
+        let header = &parse(&samples(&report))[0];
         let value = serde_json::to_value(&report.runs[0].samples[0]).unwrap();
-        let fields: Vec<&String> = value.as_object().unwrap().keys().collect();
-        assert_eq!(fields.len(), SAMPLE_COLUMNS.len());
-        for f in fields {
-            assert!(SAMPLE_COLUMNS.contains(&f.as_str()), "{f} has no column");
+        for field in value.as_object().unwrap().keys() {
+            assert!(header.contains(field), "{field} has no column");
         }
+        assert_eq!(header.len(), 2 + value.as_object().unwrap().len());
     }
 
     #[test]
@@ -276,9 +291,27 @@ mod tests {
         report.runs[0].error = Some("failed, \"badly\"\nreally".into());
         let rows = parse(&runs(&report));
         assert_eq!(rows.len(), 1 + report.runs.len());
-        assert!(rows.iter().all(|r| r.len() == RUN_COLUMNS.len()));
-        assert_eq!(rows[1][3], "failed, \"badly\"\nreally");
-        let mb: f64 = rows[2][6].parse().unwrap();
+        assert!(rows.iter().all(|r| r.len() == rows[0].len()));
+        assert_eq!(rows[1][column(&rows, "error")], "failed, \"badly\"\nreally");
+        let mb: f64 = rows[2][column(&rows, "mb_per_s")].parse().unwrap();
         assert_eq!(mb, report.runs[1].summary.mb_per_s);
+        let worst: f64 = rows[2][column(&rows, "victim_worst_pct_of_solo")]
+            .parse()
+            .unwrap();
+        assert_eq!(
+            Some(worst),
+            report.runs[1].summary.victim.unwrap().worst_pct_of_solo
+        );
+    }
+
+    #[test]
+    fn every_summary_field_has_a_column() {
+        let report = mock::report(6);
+        let header = &parse(&runs(&report))[0];
+        let mut flat = Map::new();
+        flatten("", &to_value(&report.runs[0].summary), &mut flat);
+        for field in flat.keys() {
+            assert!(header.contains(field), "{field} has no column");
+        }
     }
 }

@@ -19,6 +19,8 @@ const LEFT: f64 = 70.0;
 const RIGHT: f64 = 180.0;
 const TOP: f64 = 30.0;
 const BOTTOM: f64 = 45.0;
+/// Series with at most this many points get a dot on each.
+const MARKED_POINTS: usize = 20;
 
 /// One line.
 pub struct Series {
@@ -109,6 +111,18 @@ pub fn render(plot: &Plot) -> String {
                 points.join(" "),
                 escape(&series.label)
             );
+            // Dots where a line is too short to see (a run under a second
+            // has one sample).
+            if series.points.len() <= MARKED_POINTS {
+                for &(x, y) in &series.points {
+                    let _ = writeln!(
+                        svg,
+                        "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{colour}\"/>",
+                        px(x),
+                        py(y)
+                    );
+                }
+            }
         }
         let ly = TOP + 8.0 + 18.0 * i as f64;
         let lx = WIDTH - RIGHT + 15.0;
@@ -189,6 +203,7 @@ mod tests {
         };
         let svg = render(&plot);
         assert_eq!(svg.matches("<polyline").count(), 1);
+        assert_eq!(svg.matches("<circle").count(), 2, "short lines get dots");
         assert!(svg.contains("b&amp;c (no data)"));
         assert!(svg.contains("t &lt;1&gt;") && !svg.contains("<1>"));
     }
