@@ -488,6 +488,44 @@ fn memory_limit_caps_a_childs_page_cache() {
     );
 }
 
+/// The cgroup limit's reclaim, invisible in /proc/vmstat, is counted by
+/// the tracepoint, and the trace instance goes away afterwards.
+#[test]
+fn memcg_reclaim_is_traced_and_the_instance_removed() {
+    if !can_run("memcg_reclaim_is_traced_and_the_instance_removed", &["dd"], true) {
+        return;
+    }
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let file = dir.path().join("f");
+    {
+        use std::os::fd::AsFd;
+        let f = File::create(&file).unwrap();
+        f.set_len(0).unwrap();
+        let mut w = std::io::BufWriter::new(&f);
+        for _ in 0..128 {
+            w.write_all(&[3u8; MIB as usize]).unwrap();
+        }
+        drop(w);
+        f.sync_all().unwrap();
+        ubio::sys::fadvise(f.as_fd(), 0, 0, ubio::sys::Advice::DontNeed).unwrap();
+    }
+    let trace = ubio_bench::reclaim_trace::MemcgReclaimTrace::start().unwrap();
+    let instance = trace.instance().to_path_buf();
+    assert!(instance.is_dir(), "{}", instance.display());
+    let cg = MemCgroup::create("ubio-test", 32 * MIB).unwrap();
+    let mut cmd = Command::new("dd");
+    cmd.args(["of=/dev/null", "bs=1M", "status=none"])
+        .arg(format!("if={}", file.display()));
+    let status = cg.spawn(&mut cmd).unwrap().wait().unwrap();
+    assert!(status.success(), "dd in a 32 MiB cgroup: {status}");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    // 128 MiB through a 32 MiB limit: at least 64 MiB must have been reclaimed.
+    let pages = trace.reclaimed_pages();
+    assert!(pages >= 64 * MIB / 4096, "{pages} pages reclaimed, {} passes", trace.events());
+    drop(trace);
+    assert!(!instance.exists(), "{} left behind", instance.display());
+}
+
 #[test]
 fn drop_kills_a_spawned_child_still_inside() {
     if !can_run("drop_kills_a_spawned_child_still_inside", &["sleep"], true) {

@@ -189,6 +189,7 @@ fn mock_run(rng: &mut Rng, profile: &Profile, round: u32, solo: f64) -> Run {
             pgsteal_direct: reclaim / 25,
             cgroup_pgscan: None,
             cgroup_pgsteal: None,
+            memcg_limit_reclaimed_pages: None,
             kswapd_cpu_secs: 0.3 * profile.cache_fraction * interval,
             cached_bytes: (4 << 30) + cached,
             dirty_bytes: dirty + (1 << 20),

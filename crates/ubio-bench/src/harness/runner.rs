@@ -29,6 +29,7 @@ use super::sampler::{self, SystemSampler};
 use super::schema::{Config, Report, Run, Sample, VictimSolo, Workload};
 use super::summary::{self, RunInput};
 use crate::cgroup::{CgroupVersion, MemCgroup};
+use crate::reclaim_trace::MemcgReclaimTrace;
 use crate::clock::monotonic_secs;
 use crate::cpu::CpuTimes;
 use crate::stats::Summary;
@@ -171,12 +172,23 @@ pub fn run(config: &Config, options: &RunOptions, progress: &dyn Progress) -> io
         options.git_commit.clone(),
     );
     let mut report = Report::new(env, config.clone(), started_unix);
+    // Reclaim forced by the cgroup's limit is not in /proc/vmstat.
+    let reclaim_trace = match MemcgReclaimTrace::start() {
+        Ok(t) => Some(t),
+        Err(e) => {
+            warnings.push(format!(
+                "the memory cgroup's reclaim is not counted (reclaimed pages cover kswapd and direct reclaim only): {e}"
+            ));
+            None
+        }
+    };
     report.warnings = warnings;
     let bench = Bench {
         config,
         options,
         layout: &layout,
         cg: &cg,
+        reclaim_trace: reclaim_trace.as_ref(),
         progress,
     };
 
@@ -278,6 +290,7 @@ struct Bench<'a> {
     options: &'a RunOptions,
     layout: &'a Layout,
     cg: &'a MemCgroup,
+    reclaim_trace: Option<&'a MemcgReclaimTrace>,
     progress: &'a dyn Progress,
 }
 
@@ -440,7 +453,7 @@ impl Bench<'_> {
                 return Ok(self.failed_run(mode, round, e));
             }
         };
-        let mut sampler = SystemSampler::start(Some(self.cg), self.layout.watched(kind), start)?;
+        let mut sampler = SystemSampler::start(Some(self.cg), self.reclaim_trace, self.layout.watched(kind), start)?;
         let mut samples: Vec<Sample> = Vec::new();
         let mut last = EngineProgress {
             t_mono_secs: start,

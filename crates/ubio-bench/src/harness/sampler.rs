@@ -4,7 +4,8 @@
 //! dataset files show, and combines it with what the workload last reported
 //! (bytes moved, CPU used) into one [`Sample`]: reclaim from /proc/vmstat
 //! (pgscan/pgsteal, kswapd and direct), the cgroup's memory.stat (v2 has
-//! pgscan/pgsteal; v1 does not: null), kswapd's CPU (utime + stime of every
+//! pgscan/pgsteal; v1 does not: null), the cgroup limit's reclaim (from a
+//! tracepoint, [`crate::reclaim_trace`]: vmstat leaves it out), kswapd's CPU (utime + stime of every
 //! kswapd thread), /proc/meminfo's Cached, Dirty and Writeback, and
 //! cachestat() summed over the dataset's files (and copies).
 //!
@@ -15,6 +16,7 @@
 use super::schema::Sample;
 use crate::cgroup::{CgroupVersion, MemCgroup};
 use crate::cpu::{self, CpuTimes};
+use crate::reclaim_trace::MemcgReclaimTrace;
 use crate::victim::Tick;
 use std::collections::HashMap;
 use std::fs::File;
@@ -33,12 +35,14 @@ struct Counters {
     pgsteal_direct: u64,
     cgroup_pgscan: Option<u64>,
     cgroup_pgsteal: Option<u64>,
+    memcg_limit_reclaimed: Option<u64>,
     kswapd_cpu_secs: f64,
 }
 
 /// Samples one run; [`SystemSampler::sample`] at the end of each interval.
 pub struct SystemSampler<'a> {
     cgroup: Option<&'a MemCgroup>,
+    reclaim_trace: Option<&'a MemcgReclaimTrace>,
     files: Vec<PathBuf>,
     kswapd: Vec<u32>,
     start_mono_secs: f64,
@@ -50,16 +54,19 @@ pub struct SystemSampler<'a> {
 
 impl<'a> SystemSampler<'a> {
     /// Starts the counters at `start_mono_secs` (the run's start): `files`
-    /// are the dataset files whose page cache is summed.
+    /// are the dataset files whose page cache is summed; `reclaim_trace`
+    /// counts the cgroup limit's reclaim.
     pub fn start(
         cgroup: Option<&'a MemCgroup>,
+        reclaim_trace: Option<&'a MemcgReclaimTrace>,
         files: Vec<PathBuf>,
         start_mono_secs: f64,
     ) -> io::Result<SystemSampler<'a>> {
         let kswapd = kswapd_pids();
-        let prev = counters(cgroup, &kswapd)?;
+        let prev = counters(cgroup, reclaim_trace, &kswapd)?;
         Ok(SystemSampler {
             cgroup,
+            reclaim_trace,
             files,
             kswapd,
             start_mono_secs,
@@ -73,7 +80,7 @@ impl<'a> SystemSampler<'a> {
     /// The interval from the previous sample to `t_mono_secs`, given the
     /// workload's bytes and CPU since the run's start.
     pub fn sample(&mut self, t_mono_secs: f64, bytes: u64, cpu: CpuTimes) -> io::Result<Sample> {
-        let now = counters(self.cgroup, &self.kswapd)?;
+        let now = counters(self.cgroup, self.reclaim_trace, &self.kswapd)?;
         let (p, interval) = (self.prev, (t_mono_secs - self.prev_t).max(1e-6));
         let mem = meminfo()?;
         let (cached, dirty, writeback) = dataset_cache(&self.files);
@@ -99,6 +106,10 @@ impl<'a> SystemSampler<'a> {
             pgsteal_direct: now.pgsteal_direct.saturating_sub(p.pgsteal_direct),
             cgroup_pgscan: now.cgroup_pgscan.zip(p.cgroup_pgscan).map(|(a, b)| a.saturating_sub(b)),
             cgroup_pgsteal: now.cgroup_pgsteal.zip(p.cgroup_pgsteal).map(|(a, b)| a.saturating_sub(b)),
+            memcg_limit_reclaimed_pages: now
+                .memcg_limit_reclaimed
+                .zip(p.memcg_limit_reclaimed)
+                .map(|(a, b)| a.saturating_sub(b)),
             kswapd_cpu_secs: (now.kswapd_cpu_secs - p.kswapd_cpu_secs).max(0.0),
             cached_bytes: mem.get("Cached").copied().unwrap_or(0),
             dirty_bytes: mem.get("Dirty").copied().unwrap_or(0),
@@ -117,7 +128,11 @@ impl<'a> SystemSampler<'a> {
     }
 }
 
-fn counters(cgroup: Option<&MemCgroup>, kswapd: &[u32]) -> io::Result<Counters> {
+fn counters(
+    cgroup: Option<&MemCgroup>,
+    reclaim_trace: Option<&MemcgReclaimTrace>,
+    kswapd: &[u32],
+) -> io::Result<Counters> {
     let vm = vmstat()?;
     let v = |k: &str| vm.get(k).copied().unwrap_or(0);
     let (cgroup_pgscan, cgroup_pgsteal) = match cgroup {
@@ -134,6 +149,7 @@ fn counters(cgroup: Option<&MemCgroup>, kswapd: &[u32]) -> io::Result<Counters> 
         pgsteal_direct: v("pgsteal_direct"),
         cgroup_pgscan,
         cgroup_pgsteal,
+        memcg_limit_reclaimed: reclaim_trace.map(MemcgReclaimTrace::reclaimed_pages),
         kswapd_cpu_secs: kswapd
             .iter()
             .filter_map(|&p| cpu::pid_times(p))
@@ -268,7 +284,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("f");
         std::fs::write(&f, vec![1u8; 1 << 20]).unwrap();
-        let mut s = SystemSampler::start(None, vec![f, dir.path().join("absent")], 100.0).unwrap();
+        let mut s = SystemSampler::start(None, None, vec![f, dir.path().join("absent")], 100.0).unwrap();
         let a = s.sample(101.0, 5_000_000, cpu(0.5, 0.25)).unwrap();
         assert_eq!((a.t_secs, a.interval_secs, a.bytes, a.mb_per_s), (1.0, 1.0, 5_000_000, 5.0));
         assert_eq!((a.cpu_user_secs, a.cpu_sys_secs), (0.5, 0.25));
@@ -282,7 +298,7 @@ mod tests {
 
     #[test]
     fn victim_rates_come_from_the_ticks_inside() {
-        let mut s = SystemSampler::start(None, Vec::new(), 10.0).unwrap();
+        let mut s = SystemSampler::start(None, None, Vec::new(), 10.0).unwrap();
         let mut v = vec![s.sample(11.0, 0, cpu(0.0, 0.0)).unwrap(), s.sample(12.0, 0, cpu(0.0, 0.0)).unwrap()];
         let ticks: Vec<Tick> = (0..20)
             .map(|i| Tick {

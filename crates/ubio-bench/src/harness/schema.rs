@@ -201,6 +201,12 @@ pub struct Sample {
     /// memory.stat pgscan/pgsteal; null on v1, which has no such counters).
     pub cgroup_pgscan: Option<u64>,
     pub cgroup_pgsteal: Option<u64>,
+    /// Pages reclaimed in the interval by memory cgroup limit reclaim (any
+    /// cgroup), which /proc/vmstat leaves out: counted from the
+    /// vmscan:mm_vmscan_memcg_reclaim_end tracepoint; null where tracefs is
+    /// unavailable.
+    #[serde(default)]
+    pub memcg_limit_reclaimed_pages: Option<u64>,
     /// CPU seconds all kswapd threads used in the interval.
     pub kswapd_cpu_secs: f64,
     /// Levels, whole machine (/proc/meminfo Cached, Dirty, Writeback).
@@ -229,10 +235,14 @@ pub struct RunSummary {
     pub cpu_sys_secs: f64,
     /// (user + system) per GB moved.
     pub cpu_secs_per_gb: f64,
-    /// pgsteal (kswapd + direct, whole machine) per GB moved, and pgscan.
+    /// Pages reclaimed per GB moved: pgsteal (kswapd + direct, whole
+    /// machine) plus memory cgroup limit reclaim (`memcg_limit_reclaimed_pages`).
     pub reclaimed_pages_per_gb: f64,
+    /// pgscan (kswapd + direct) per GB; the cgroup limit's scanning is not
+    /// counted (its tracepoint gives only pages reclaimed).
     pub scanned_pages_per_gb: f64,
-    /// Of which direct reclaim (the kind that stalls the allocating task).
+    /// Of the reclaimed, what the allocating tasks reclaimed themselves
+    /// (direct reclaim and cgroup limit reclaim): the kind that stalls them.
     pub direct_reclaimed_pages_per_gb: f64,
     pub kswapd_cpu_secs: f64,
     /// The dataset's page-cache footprint: highest sample, and after the

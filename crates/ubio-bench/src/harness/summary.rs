@@ -54,7 +54,8 @@ pub struct RunInput<'a> {
 ///   last sample when it is a short tail (under 90 % of the median
 ///   interval) and there are others: a 0.1 s tail is noise, not a rate.
 /// - CPU, reclaim and kswapd CPU: sums of the samples' interval counters;
-///   reclaim per GB is pgsteal (kswapd + direct), pgscan likewise.
+///   reclaim per GB is pgsteal (kswapd + direct) plus the cgroup limit's
+///   reclaim, pgscan (kswapd + direct).
 /// - Footprints: the highest sample (the final figure counts too).
 /// - Victim: median and worst (lowest) of the per-second reads, and both
 ///   as % of the solo median.
@@ -67,9 +68,10 @@ pub fn summarize_run(input: &RunInput) -> RunSummary {
 
     let cpu_user_secs = sum_f64(|s| s.cpu_user_secs);
     let cpu_sys_secs = sum_f64(|s| s.cpu_sys_secs);
-    let reclaimed = sum_u64(|s| s.pgsteal_kswapd + s.pgsteal_direct);
+    let limit_reclaimed = sum_u64(|s| s.memcg_limit_reclaimed_pages.unwrap_or(0));
+    let reclaimed = sum_u64(|s| s.pgsteal_kswapd + s.pgsteal_direct) + limit_reclaimed;
     let scanned = sum_u64(|s| s.pgscan_kswapd + s.pgscan_direct);
-    let direct_reclaimed = sum_u64(|s| s.pgsteal_direct);
+    let direct_reclaimed = sum_u64(|s| s.pgsteal_direct) + limit_reclaimed;
 
     let last_cached = samples.last().map_or(0, |s| s.dataset_cached_bytes);
     let final_cached = input.final_dataset_cached_bytes.unwrap_or(last_cached);
@@ -279,6 +281,7 @@ mod tests {
             pgsteal_direct: 0,
             cgroup_pgscan: None,
             cgroup_pgsteal: None,
+            memcg_limit_reclaimed_pages: None,
             kswapd_cpu_secs: 0.0,
             cached_bytes: 0,
             dirty_bytes: 0,
