@@ -23,10 +23,10 @@ use super::mode::{BenchMode, CopyTool};
 use super::schema::Workload;
 use crate::clock::monotonic_secs;
 use crate::cpu::{self, CpuTimes};
+use crate::workload::{self, fill, DIRECT_ALIGN};
 use data::Layout;
 use serde::{Deserialize, Serialize};
 use std::io;
-use crate::workload::{self, fill, DIRECT_ALIGN};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -132,7 +132,10 @@ pub(crate) struct LaneOutcome {
 
 /// Runs `job` in this process, calling `report` at the start and every
 /// [`PROGRESS_EVERY`]; an error from `report` stops the run.
-pub fn run(job: &EngineJob, mut report: impl FnMut(Report) -> io::Result<()>) -> io::Result<EngineResult> {
+pub fn run(
+    job: &EngineJob,
+    mut report: impl FnMut(Report) -> io::Result<()>,
+) -> io::Result<EngineResult> {
     check_job(job)?;
     let shared = Shared {
         bytes: AtomicU64::new(0),
@@ -196,7 +199,10 @@ pub fn run(job: &EngineJob, mut report: impl FnMut(Report) -> io::Result<()>) ->
         }
         let outcomes: Vec<io::Result<LaneOutcome>> = lanes
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(io::Error::other("a bench thread panicked"))))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(io::Error::other("a bench thread panicked")))
+            })
             .collect();
         (outcomes, report_error)
     });
@@ -213,13 +219,19 @@ pub fn run(job: &EngineJob, mut report: impl FnMut(Report) -> io::Result<()>) ->
     let cpu = cpu_now(&shared)?.since(cpu_start);
     let first = done.first().map(|o| (o.backend.clone(), o.reason.clone()));
     let (backend, reason) = first.unwrap_or_default();
-    let stats: Vec<serde_json::Value> = done.iter_mut().flat_map(|o| o.ubio_stats.drain(..)).collect();
+    let stats: Vec<serde_json::Value> = done
+        .iter_mut()
+        .flat_map(|o| o.ubio_stats.drain(..))
+        .collect();
     let bytes = shared.bytes.load(Ordering::Relaxed);
     Ok(EngineResult {
         bytes,
         start_mono_secs: start,
         end_mono_secs: end,
-        io_end_mono_secs: done.iter().map(|o| o.io_end_mono_secs).fold(start, f64::max),
+        io_end_mono_secs: done
+            .iter()
+            .map(|o| o.io_end_mono_secs)
+            .fold(start, f64::max),
         cpu_user_secs: cpu.user_secs,
         cpu_sys_secs: cpu.sys_secs,
         backend,
@@ -277,10 +289,16 @@ fn check_job(job: &EngineJob) -> io::Result<()> {
     let bad = |m: String| Err(io::Error::new(io::ErrorKind::InvalidInput, m));
     let w = &job.workload;
     if !job.mode.supports(w.kind) {
-        return bad(format!("mode {} cannot run a {} workload (tools only copy)", job.mode, w.kind));
+        return bad(format!(
+            "mode {} cannot run a {} workload (tools only copy)",
+            job.mode, w.kind
+        ));
     }
     if job.layout.block_bytes < data::STAMP_BYTES as u64 || job.layout.block_bytes > 1 << 30 {
-        return bad(format!("block size {} out of range (16 B to 1 GiB)", job.layout.block_bytes));
+        return bad(format!(
+            "block size {} out of range (16 B to 1 GiB)",
+            job.layout.block_bytes
+        ));
     }
     Ok(())
 }
@@ -293,7 +311,10 @@ fn check_job(job: &EngineJob) -> io::Result<()> {
 pub fn check_mode(mode: BenchMode, w: &Workload, dir: &Path, ubio_exe: &Path) -> io::Result<()> {
     let unsupported = |m: String| io::Error::new(io::ErrorKind::Unsupported, m);
     if !mode.supports(w.kind) {
-        return Err(unsupported(format!("{mode} only copies (the workload is {})", w.kind)));
+        return Err(unsupported(format!(
+            "{mode} only copies (the workload is {})",
+            w.kind
+        )));
     }
     if let BenchMode::Tool(tool) = mode {
         return check_tool(tool, ubio_exe);
@@ -359,7 +380,11 @@ fn check_tool(tool: CopyTool, ubio_exe: &Path) -> io::Result<()> {
         })?;
     }
     if matches!(tool, CopyTool::UbioCp | CopyTool::UbioRunCp) && !ubio_exe.is_file() {
-        return Err(unsupported(format!("{}: no ubio binary at {}", tool.name(), ubio_exe.display())));
+        return Err(unsupported(format!(
+            "{}: no ubio binary at {}",
+            tool.name(),
+            ubio_exe.display()
+        )));
     }
     if tool == CopyTool::UbioRunCp {
         let out = std::process::Command::new(ubio_exe)

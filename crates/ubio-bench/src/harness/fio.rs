@@ -21,7 +21,11 @@ use std::process::{Command, Stdio};
 pub const TOLERANCE_PCT: f64 = 10.0;
 
 /// The modes fio can mirror.
-pub const MIRRORED: [BenchMode; 3] = [BenchMode::Buffered, BenchMode::Odirect, BenchMode::OdirectUring];
+pub const MIRRORED: [BenchMode; 3] = [
+    BenchMode::Buffered,
+    BenchMode::Odirect,
+    BenchMode::OdirectUring,
+];
 
 /// fio's arguments for `mode` running `w` over `layout`'s sizes in `dir`.
 pub fn args(mode: BenchMode, w: &Workload, layout: &Layout, dir: &Path) -> Option<Vec<String>> {
@@ -45,7 +49,10 @@ pub fn args(mode: BenchMode, w: &Workload, layout: &Layout, dir: &Path) -> Optio
         format!("--bs={}", layout.block_bytes),
         format!("--numjobs={}", layout.threads),
         format!("--nrfiles={}", layout.files_per_thread),
-        format!("--size={}", layout.file_bytes * u64::from(layout.files_per_thread)),
+        format!(
+            "--size={}",
+            layout.file_bytes * u64::from(layout.files_per_thread)
+        ),
         "--filename_format=f.$jobnum.$filenum".to_owned(),
         // The harness works through a thread's files one after the other.
         "--file_service_type=sequential".to_owned(),
@@ -71,10 +78,14 @@ pub fn args(mode: BenchMode, w: &Workload, layout: &Layout, dir: &Path) -> Optio
 /// bandwidth of the one group-reported job).
 pub fn parse_mb_per_s(json: &str, writes: bool) -> Result<f64, String> {
     let start = json.find('{').ok_or("no JSON in fio's output")?;
-    let v: serde_json::Value = serde_json::from_str(&json[start..]).map_err(|e| format!("fio's JSON: {e}"))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&json[start..]).map_err(|e| format!("fio's JSON: {e}"))?;
     let dir = if writes { "write" } else { "read" };
     let jobs = v["jobs"].as_array().ok_or("fio's JSON has no jobs")?;
-    let bw: f64 = jobs.iter().filter_map(|j| j[dir]["bw_bytes"].as_f64()).sum();
+    let bw: f64 = jobs
+        .iter()
+        .filter_map(|j| j[dir]["bw_bytes"].as_f64())
+        .sum();
     if bw <= 0.0 {
         return Err(format!("fio reported no {dir} bandwidth"));
     }
@@ -92,7 +103,9 @@ pub fn check_all(
 ) -> io::Result<()> {
     let w = report.config.workload.clone();
     if w.kind == WorkloadKind::Copy {
-        report.warnings.push("fio cannot copy: no fio cross-check for a copy workload".into());
+        report
+            .warnings
+            .push("fio cannot copy: no fio cross-check for a copy workload".into());
         return Ok(());
     }
     let fio = match crate::require_tool("fio") {
@@ -109,7 +122,9 @@ pub fn check_all(
         .unwrap_or_default();
     let dir = layout.dir.join("fio");
     for mode in MIRRORED.into_iter().filter(|m| modes.contains(m)) {
-        let Some(args) = args(mode, &w, layout, &dir) else { continue };
+        let Some(args) = args(mode, &w, layout, &dir) else {
+            continue;
+        };
         std::fs::create_dir_all(&dir)?;
         progress.message(&format!("fio: {mode}"));
         let result = lay_out(&fio, &args, &dir, w.kind, cg)
@@ -120,7 +135,9 @@ pub fn check_all(
         let fio_mb_per_s = match result {
             Ok(v) => v,
             Err(e) => {
-                report.warnings.push(format!("fio for {mode} failed: {e} (`{command}`)"));
+                report
+                    .warnings
+                    .push(format!("fio for {mode} failed: {e} (`{command}`)"));
                 continue;
             }
         };
@@ -130,7 +147,9 @@ pub fn check_all(
             .filter(|r| r.mode == mode && r.error.is_none())
             .map(|r| r.summary.mb_per_s)
             .collect();
-        let Some(harness_mb_per_s) = stats::median(&harness) else { continue };
+        let Some(harness_mb_per_s) = stats::median(&harness) else {
+            continue;
+        };
         let difference_pct = (harness_mb_per_s - fio_mb_per_s) / fio_mb_per_s * 100.0;
         let agrees = difference_pct.abs() <= TOLERANCE_PCT;
         if !agrees {
@@ -156,7 +175,13 @@ pub fn check_all(
 /// As the harness does before a run of anything but a sequential write:
 /// the files exist, are durable and not cached. fio lays them out first
 /// (`--create_only=1`), then their pages are dropped (fsync + DONTNEED).
-fn lay_out(fio: &Path, args: &[String], dir: &Path, kind: WorkloadKind, cg: &MemCgroup) -> Result<(), String> {
+fn lay_out(
+    fio: &Path,
+    args: &[String],
+    dir: &Path,
+    kind: WorkloadKind,
+    cg: &MemCgroup,
+) -> Result<(), String> {
     if kind == WorkloadKind::SeqWrite {
         return Ok(());
     }
@@ -170,7 +195,8 @@ fn lay_out(fio: &Path, args: &[String], dir: &Path, kind: WorkloadKind, cg: &Mem
             .write(true)
             .open(&p)
             .map_err(|e| format!("open {}: {e}", p.display()))?;
-        f.sync_all().map_err(|e| format!("fsync {}: {e}", p.display()))?;
+        f.sync_all()
+            .map_err(|e| format!("fsync {}: {e}", p.display()))?;
         use std::os::fd::AsFd;
         ubio::sys::fadvise(f.as_fd(), 0, 0, ubio::sys::Advice::DontNeed)
             .map_err(|e| format!("fadvise {}: {e}", p.display()))?;
@@ -180,7 +206,10 @@ fn lay_out(fio: &Path, args: &[String], dir: &Path, kind: WorkloadKind, cg: &Mem
 
 fn run_fio(fio: &Path, args: &[String], cg: &MemCgroup) -> Result<String, String> {
     let mut cmd = Command::new(fio);
-    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = cg.spawn(&mut cmd).map_err(|e| e.to_string())?;
     let mut out = String::new();
     let mut err = String::new();
@@ -218,7 +247,9 @@ mod tests {
     fn mirrors_the_workload() {
         let w = workload(WorkloadKind::RandWrite);
         let l = Layout::new(Path::new("/b"), &w);
-        let a = args(BenchMode::OdirectUring, &w, &l, Path::new("/b/fio")).unwrap().join(" ");
+        let a = args(BenchMode::OdirectUring, &w, &l, Path::new("/b/fio"))
+            .unwrap()
+            .join(" ");
         for want in [
             "--rw=randwrite",
             "--bs=65536",
@@ -233,11 +264,23 @@ mod tests {
             assert!(a.contains(want), "{want} in {a}");
         }
         assert!(!a.contains("uncached"), "never fio's uncached option");
-        let b = args(BenchMode::Buffered, &workload(WorkloadKind::SeqRead), &l, Path::new("/f")).unwrap();
+        let b = args(
+            BenchMode::Buffered,
+            &workload(WorkloadKind::SeqRead),
+            &l,
+            Path::new("/f"),
+        )
+        .unwrap();
         assert!(b.contains(&"--direct=0".to_owned()) && b.contains(&"--ioengine=psync".to_owned()));
         assert!(!b.iter().any(|x| x.contains("fsync")));
         assert!(args(BenchMode::Dontcache, &w, &l, Path::new("/f")).is_none());
-        assert!(args(BenchMode::Buffered, &workload(WorkloadKind::Copy), &l, Path::new("/f")).is_none());
+        assert!(args(
+            BenchMode::Buffered,
+            &workload(WorkloadKind::Copy),
+            &l,
+            Path::new("/f")
+        )
+        .is_none());
     }
 
     #[test]

@@ -29,9 +29,9 @@ use super::sampler::{self, SystemSampler};
 use super::schema::{Config, Report, Run, Sample, VictimSolo, Workload};
 use super::summary::{self, RunInput};
 use crate::cgroup::{CgroupVersion, MemCgroup};
-use crate::reclaim_trace::MemcgReclaimTrace;
 use crate::clock::monotonic_secs;
 use crate::cpu::CpuTimes;
+use crate::reclaim_trace::MemcgReclaimTrace;
 use crate::stats::Summary;
 use crate::victim::{self, per_second_rates};
 use crate::worker::{BenchClient, Event, Job, VictimClient};
@@ -193,7 +193,10 @@ pub fn run(config: &Config, options: &RunOptions, progress: &dyn Progress) -> io
     };
 
     if w.kind != WorkloadKind::SeqWrite {
-        progress.message(&format!("writing the dataset ({} MiB, untimed)", layout.total_bytes() >> 20));
+        progress.message(&format!(
+            "writing the dataset ({} MiB, untimed)",
+            layout.total_bytes() >> 20
+        ));
         bench.untimed(WorkloadKind::SeqWrite)?;
     }
     let mut victim = match config.victim_hot_bytes {
@@ -214,7 +217,13 @@ pub fn run(config: &Config, options: &RunOptions, progress: &dyn Progress) -> io
         for &mode in &modes {
             bench.settle(victim.as_mut(), &mut report.warnings)?;
             let label = format!("round {round}/{}: {mode}", config.rounds);
-            let run = bench.measure(mode, round, &label, victim.as_ref(), report.victim_solo.as_ref())?;
+            let run = bench.measure(
+                mode,
+                round,
+                &label,
+                victim.as_ref(),
+                report.victim_solo.as_ref(),
+            )?;
             if let Some(e) = &run.error {
                 let msg = format!("{label} failed: {e}");
                 progress.warning(&msg);
@@ -234,7 +243,9 @@ pub fn run(config: &Config, options: &RunOptions, progress: &dyn Progress) -> io
     if let Some(v) = victim {
         let status = v.stop(Duration::from_secs(5))?;
         if !status.success() {
-            report.warnings.push(format!("the victim exited with {status}"));
+            report
+                .warnings
+                .push(format!("the victim exited with {status}"));
         }
     }
     report.modes = summary::summarize_modes(&report);
@@ -256,7 +267,10 @@ fn validate(c: &Config) -> io::Result<()> {
         return bad("no modes to run".into());
     }
     if w.block_bytes < 512 || w.block_bytes > 1 << 30 {
-        return bad(format!("block size {} out of range (512 B to 1 GiB)", w.block_bytes));
+        return bad(format!(
+            "block size {} out of range (512 B to 1 GiB)",
+            w.block_bytes
+        ));
     }
     let files = u64::from(w.threads) * u64::from(w.files_per_thread);
     if w.dataset_bytes < files * w.block_bytes {
@@ -329,13 +343,17 @@ impl Bench<'_> {
             match client.next(Duration::from_secs(3600)) {
                 Some(Ok(Event::BenchDone(r))) => break Ok(r),
                 Some(Ok(_)) | None => {}
-                Some(Err(e)) => break Err(io::Error::other(format!("{kind} (untimed, buffered): {e}"))),
+                Some(Err(e)) => {
+                    break Err(io::Error::other(format!("{kind} (untimed, buffered): {e}")))
+                }
             }
         };
         let status = client.wait(result.is_err())?;
         result?;
         if !status.success() {
-            return Err(io::Error::other(format!("{kind} (untimed) worker exited with {status}")));
+            return Err(io::Error::other(format!(
+                "{kind} (untimed) worker exited with {status}"
+            )));
         }
         Ok(())
     }
@@ -353,7 +371,11 @@ impl Bench<'_> {
     /// Before a run: the dataset cold (fsync + DONTNEED on our files), no
     /// copies, fresh files for sequential writes; the victim's hot file
     /// read through again.
-    fn settle(&self, victim: Option<&mut VictimClient>, warnings: &mut Vec<String>) -> io::Result<()> {
+    fn settle(
+        &self,
+        victim: Option<&mut VictimClient>,
+        warnings: &mut Vec<String>,
+    ) -> io::Result<()> {
         let kind = self.config.workload.kind;
         if kind == WorkloadKind::Copy {
             self.remove_copies()?;
@@ -362,7 +384,9 @@ impl Bench<'_> {
         for p in self.layout.sources() {
             if kind == WorkloadKind::SeqWrite {
                 match std::fs::remove_file(&p) {
-                    Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(ctx(e, "remove", &p)),
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                        return Err(ctx(e, "remove", &p))
+                    }
                     _ => {}
                 }
             } else {
@@ -382,8 +406,16 @@ impl Bench<'_> {
         Ok(())
     }
 
-    fn start_victim(&self, hot: &Path, bytes: u64, report: &mut Report) -> io::Result<VictimClient> {
-        self.progress.message(&format!("starting the victim on a {} MiB hot file", bytes >> 20));
+    fn start_victim(
+        &self,
+        hot: &Path,
+        bytes: u64,
+        report: &mut Report,
+    ) -> io::Result<VictimClient> {
+        self.progress.message(&format!(
+            "starting the victim on a {} MiB hot file",
+            bytes >> 20
+        ));
         write_plain(hot, bytes)?;
         drop_cached(hot)?;
         let mut cmd = Command::new(&self.options.ubio_exe);
@@ -413,7 +445,8 @@ impl Bench<'_> {
 
     fn victim_alone(&self, v: &VictimClient) -> io::Result<VictimSolo> {
         let secs = self.options.victim_solo_secs.max(1.0);
-        self.progress.message(&format!("the victim alone for {secs:.0} s"));
+        self.progress
+            .message(&format!("the victim alone for {secs:.0} s"));
         let from = monotonic_secs();
         std::thread::sleep(Duration::from_secs_f64(secs));
         let to = monotonic_secs();
@@ -421,8 +454,10 @@ impl Bench<'_> {
         let rates = per_second_rates(&v.ticks(), from, to);
         let ops_per_s = Summary::of(&rates)
             .ok_or_else(|| io::Error::other("the victim reported nothing while running alone"))?;
-        self.progress
-            .message(&format!("the victim alone: {:.0} reads/s (worst second {:.0})", ops_per_s.median, ops_per_s.min));
+        self.progress.message(&format!(
+            "the victim alone: {:.0} reads/s (worst second {:.0})",
+            ops_per_s.median, ops_per_s.min
+        ));
         Ok(VictimSolo { ops_per_s })
     }
 
@@ -453,7 +488,12 @@ impl Bench<'_> {
                 return Ok(self.failed_run(mode, round, e));
             }
         };
-        let mut sampler = SystemSampler::start(Some(self.cg), self.reclaim_trace, self.layout.watched(kind), start)?;
+        let mut sampler = SystemSampler::start(
+            Some(self.cg),
+            self.reclaim_trace,
+            self.layout.watched(kind),
+            start,
+        )?;
         let mut samples: Vec<Sample> = Vec::new();
         let mut last = EngineProgress {
             t_mono_secs: start,
@@ -472,7 +512,11 @@ impl Bench<'_> {
                 None => {}
             }
             if monotonic_secs() >= next {
-                let mut s = sampler.sample(next, last.bytes, sampler::cpu(last.cpu_user_secs, last.cpu_sys_secs))?;
+                let mut s = sampler.sample(
+                    next,
+                    last.bytes,
+                    sampler::cpu(last.cpu_user_secs, last.cpu_sys_secs),
+                )?;
                 if let Some(v) = victim {
                     sampler::fill_victim(std::slice::from_mut(&mut s), &v.ticks(), start);
                 }
@@ -483,8 +527,19 @@ impl Bench<'_> {
         };
         let status = client.wait(outcome.is_err())?;
         let (end, bytes, cpu) = match &outcome {
-            Ok(r) => (r.end_mono_secs, r.bytes, CpuTimes { user_secs: r.cpu_user_secs, sys_secs: r.cpu_sys_secs }),
-            Err(_) => (monotonic_secs(), last.bytes, sampler::cpu(last.cpu_user_secs, last.cpu_sys_secs)),
+            Ok(r) => (
+                r.end_mono_secs,
+                r.bytes,
+                CpuTimes {
+                    user_secs: r.cpu_user_secs,
+                    sys_secs: r.cpu_sys_secs,
+                },
+            ),
+            Err(_) => (
+                monotonic_secs(),
+                last.bytes,
+                sampler::cpu(last.cpu_user_secs, last.cpu_sys_secs),
+            ),
         };
         // The tail since the last whole second (or the only sample of a short run).
         let covered = start + samples.len() as f64;
@@ -498,7 +553,9 @@ impl Bench<'_> {
         }
         let (result, error) = match outcome {
             Ok(r) if status.success() => {
-                let bad = (self.options.verify && !r.capped).then(|| self.verify(kind)).and_then(Result::err);
+                let bad = (self.options.verify && !r.capped)
+                    .then(|| self.verify(kind))
+                    .and_then(Result::err);
                 let error = bad.map(|e| format!("verify: {e}"));
                 (Some(r), error)
             }
@@ -599,7 +656,10 @@ pub fn run_line(label: &str, run: &Run) -> String {
         sampler::short_bytes(s.final_dataset_cached_bytes)
     );
     if let Some(v) = &s.victim {
-        line.push_str(&format!(", victim {:.0}/s (worst {:.0})", v.median_ops_per_s, v.worst_ops_per_s));
+        line.push_str(&format!(
+            ", victim {:.0}/s (worst {:.0})",
+            v.median_ops_per_s, v.worst_ops_per_s
+        ));
     }
     line
 }
@@ -612,7 +672,9 @@ fn drop_cached(path: &Path) -> io::Result<u64> {
         .map_err(|e| ctx(e, "open", path))?;
     f.sync_all().map_err(|e| ctx(e, "fsync", path))?;
     sys::fadvise(f.as_fd(), 0, 0, Advice::DontNeed).map_err(|e| ctx(e, "fadvise", path))?;
-    Ok(sys::cachestat(f.as_fd(), 0, 0).map_err(|e| ctx(e, "cachestat", path))?.nr_cache)
+    Ok(sys::cachestat(f.as_fd(), 0, 0)
+        .map_err(|e| ctx(e, "cachestat", path))?
+        .nr_cache)
 }
 
 /// A file of `bytes` (the fill pattern), durable.

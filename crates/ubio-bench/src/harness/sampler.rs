@@ -104,8 +104,14 @@ impl<'a> SystemSampler<'a> {
             pgscan_direct: now.pgscan_direct.saturating_sub(p.pgscan_direct),
             pgsteal_kswapd: now.pgsteal_kswapd.saturating_sub(p.pgsteal_kswapd),
             pgsteal_direct: now.pgsteal_direct.saturating_sub(p.pgsteal_direct),
-            cgroup_pgscan: now.cgroup_pgscan.zip(p.cgroup_pgscan).map(|(a, b)| a.saturating_sub(b)),
-            cgroup_pgsteal: now.cgroup_pgsteal.zip(p.cgroup_pgsteal).map(|(a, b)| a.saturating_sub(b)),
+            cgroup_pgscan: now
+                .cgroup_pgscan
+                .zip(p.cgroup_pgscan)
+                .map(|(a, b)| a.saturating_sub(b)),
+            cgroup_pgsteal: now
+                .cgroup_pgsteal
+                .zip(p.cgroup_pgsteal)
+                .map(|(a, b)| a.saturating_sub(b)),
             memcg_limit_reclaimed_pages: now
                 .memcg_limit_reclaimed
                 .zip(p.memcg_limit_reclaimed)
@@ -168,7 +174,10 @@ fn vmstat() -> io::Result<HashMap<String, u64>> {
 fn meminfo() -> io::Result<HashMap<String, u64>> {
     let text = std::fs::read_to_string("/proc/meminfo")
         .map_err(|e| io::Error::new(e.kind(), format!("read /proc/meminfo: {e}")))?;
-    Ok(parse_pairs(&text.replace(':', " ").replace(" kB", ""), 1024))
+    Ok(parse_pairs(
+        &text.replace(':', " ").replace(" kB", ""),
+        1024,
+    ))
 }
 
 /// `name value` lines, values times `unit`.
@@ -217,7 +226,10 @@ pub fn dataset_cache(files: &[PathBuf]) -> (u64, u64, u64) {
 /// start, which the samples' times count from).
 pub fn fill_victim(samples: &mut [Sample], ticks: &[Tick], run_start_mono: f64) {
     for s in samples {
-        let (from, to) = (run_start_mono + s.t_secs - s.interval_secs, run_start_mono + s.t_secs);
+        let (from, to) = (
+            run_start_mono + s.t_secs - s.interval_secs,
+            run_start_mono + s.t_secs,
+        );
         let inside = ticks.iter().filter(|t| {
             let mid = (t.t0 + t.t1) / 2.0;
             t.t1 > t.t0 && mid >= from && mid < to
@@ -264,7 +276,10 @@ pub fn short_bytes(b: u64) -> String {
 
 /// Adds the CPU times of two readings.
 pub fn cpu(user_secs: f64, sys_secs: f64) -> CpuTimes {
-    CpuTimes { user_secs, sys_secs }
+    CpuTimes {
+        user_secs,
+        sys_secs,
+    }
 }
 
 #[cfg(test)]
@@ -274,9 +289,15 @@ mod tests {
     #[test]
     fn reads_the_machine() {
         let vm = vmstat().unwrap();
-        assert!(vm.contains_key("pgsteal_kswapd") && vm.contains_key("pgscan_direct"), "{vm:?}");
+        assert!(
+            vm.contains_key("pgsteal_kswapd") && vm.contains_key("pgscan_direct"),
+            "{vm:?}"
+        );
         let mem = meminfo().unwrap();
-        assert!(mem["MemTotal"] > 1 << 20 && mem.contains_key("Dirty"), "{mem:?}");
+        assert!(
+            mem["MemTotal"] > 1 << 20 && mem.contains_key("Dirty"),
+            "{mem:?}"
+        );
     }
 
     #[test]
@@ -284,22 +305,32 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("f");
         std::fs::write(&f, vec![1u8; 1 << 20]).unwrap();
-        let mut s = SystemSampler::start(None, None, vec![f, dir.path().join("absent")], 100.0).unwrap();
+        let mut s =
+            SystemSampler::start(None, None, vec![f, dir.path().join("absent")], 100.0).unwrap();
         let a = s.sample(101.0, 5_000_000, cpu(0.5, 0.25)).unwrap();
-        assert_eq!((a.t_secs, a.interval_secs, a.bytes, a.mb_per_s), (1.0, 1.0, 5_000_000, 5.0));
+        assert_eq!(
+            (a.t_secs, a.interval_secs, a.bytes, a.mb_per_s),
+            (1.0, 1.0, 5_000_000, 5.0)
+        );
         assert_eq!((a.cpu_user_secs, a.cpu_sys_secs), (0.5, 0.25));
         assert!(a.dataset_cached_bytes >= 1 << 20, "{a:?}");
         assert_eq!((a.cgroup_pgscan, a.cgroup_cached_bytes), (None, None));
         let b = s.sample(101.5, 6_000_000, cpu(0.75, 0.25)).unwrap();
         assert_eq!((b.t_secs, b.interval_secs, b.bytes), (1.5, 0.5, 1_000_000));
-        assert_eq!((b.mb_per_s, b.cpu_user_secs, b.cpu_sys_secs), (2.0, 0.25, 0.0));
+        assert_eq!(
+            (b.mb_per_s, b.cpu_user_secs, b.cpu_sys_secs),
+            (2.0, 0.25, 0.0)
+        );
         assert!(live_line(&b).contains("2 MB/s"), "{}", live_line(&b));
     }
 
     #[test]
     fn victim_rates_come_from_the_ticks_inside() {
         let mut s = SystemSampler::start(None, None, Vec::new(), 10.0).unwrap();
-        let mut v = vec![s.sample(11.0, 0, cpu(0.0, 0.0)).unwrap(), s.sample(12.0, 0, cpu(0.0, 0.0)).unwrap()];
+        let mut v = vec![
+            s.sample(11.0, 0, cpu(0.0, 0.0)).unwrap(),
+            s.sample(12.0, 0, cpu(0.0, 0.0)).unwrap(),
+        ];
         let ticks: Vec<Tick> = (0..20)
             .map(|i| Tick {
                 t0: 10.0 + i as f64 * 0.1,
@@ -308,7 +339,10 @@ mod tests {
             })
             .collect();
         fill_victim(&mut v, &ticks, 10.0);
-        assert!((v[0].victim_ops_per_s.unwrap() - 1000.0).abs() < 1e-6, "{v:?}");
+        assert!(
+            (v[0].victim_ops_per_s.unwrap() - 1000.0).abs() < 1e-6,
+            "{v:?}"
+        );
         assert!((v[1].victim_ops_per_s.unwrap() - 100.0).abs() < 1e-6);
         fill_victim(&mut v, &[], 10.0);
         assert_eq!(v[0].victim_ops_per_s, None);

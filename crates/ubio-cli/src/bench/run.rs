@@ -5,10 +5,10 @@
 use crate::size;
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -163,7 +163,9 @@ fn print_report(report: &Report, json: bool) -> Result<()> {
 
 fn config(a: &Args) -> Result<Config> {
     let limit = (!a.no_limit).then_some(a.limit);
-    let dataset = a.dataset.unwrap_or(limit.map_or(2 << 30, |l| l.saturating_mul(4)));
+    let dataset = a
+        .dataset
+        .unwrap_or(limit.map_or(2 << 30, |l| l.saturating_mul(4)));
     let victim = match (a.no_victim, a.victim) {
         (true, _) => None,
         (false, Some(v)) => Some(v),
@@ -173,15 +175,27 @@ fn config(a: &Args) -> Result<Config> {
         Some(list) => parse_modes(list)?,
         None => default_modes(a.workload),
     };
-    let copies = if a.workload == WorkloadKind::Copy { 2 } else { 1 };
+    let copies = if a.workload == WorkloadKind::Copy {
+        2
+    } else {
+        1
+    };
     let target = match a.fs {
-        None => Target::Dir { path: a.dir.clone() },
+        None => Target::Dir {
+            path: a.dir.clone(),
+        },
         Some(kind) => {
             let need = copies * dataset + victim.unwrap_or(0) + runner::target::SPACE_MARGIN;
-            let size = a.fs_size.unwrap_or((need + need / 4).max(kind.min_size_bytes()));
+            let size = a
+                .fs_size
+                .unwrap_or((need + need / 4).max(kind.min_size_bytes()));
             Target::Loop {
                 filesystem: kind.name().to_owned(),
-                backing: if a.backing == "disk" { Backing::Disk } else { Backing::Shm },
+                backing: if a.backing == "disk" {
+                    Backing::Disk
+                } else {
+                    Backing::Shm
+                },
                 size_bytes: size,
                 throttle_mb_per_s: a.throttle,
             }
@@ -236,10 +250,13 @@ fn default_modes(kind: WorkloadKind) -> Vec<BenchMode> {
         BenchMode::Ubio(ubio::BackendKind::Auto),
     ];
     match kind {
-        WorkloadKind::Copy => [BenchMode::Buffered, BenchMode::Ubio(ubio::BackendKind::Auto)]
-            .into_iter()
-            .chain(CopyTool::ALL.map(BenchMode::Tool))
-            .collect(),
+        WorkloadKind::Copy => [
+            BenchMode::Buffered,
+            BenchMode::Ubio(ubio::BackendKind::Auto),
+        ]
+        .into_iter()
+        .chain(CopyTool::ALL.map(BenchMode::Tool))
+        .collect(),
         _ => core.to_vec(),
     }
 }
@@ -373,6 +390,8 @@ mod tests {
         assert!(parse_modes("buffered,buffered").is_err());
         assert!(parse_modes("fast").is_err());
         assert!(default_modes(WorkloadKind::Copy).contains(&BenchMode::Tool(CopyTool::Rsync)));
-        assert!(!default_modes(WorkloadKind::SeqRead).iter().any(|m| matches!(m, BenchMode::Tool(_))));
+        assert!(!default_modes(WorkloadKind::SeqRead)
+            .iter()
+            .any(|m| matches!(m, BenchMode::Tool(_))));
     }
 }

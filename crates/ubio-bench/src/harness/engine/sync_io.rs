@@ -27,7 +27,10 @@ pub(crate) enum Access {
 /// An open file of one mode.
 enum Handle {
     /// pread/pwrite; with `fadvise`, POSIX_FADV_DONTNEED after every block.
-    Plain { file: File, fadvise: bool },
+    Plain {
+        file: File,
+        fadvise: bool,
+    },
     Dontcache(File),
     Direct(File),
     Ubio(Box<ubio::File>),
@@ -81,11 +84,15 @@ impl Handle {
     fn describe(&self) -> (String, String) {
         let (b, r) = match self {
             Handle::Plain { fadvise: false, .. } => ("std", "pread/pwrite through the page cache"),
-            Handle::Plain { fadvise: true, .. } => {
-                ("fadvise", "pread/pwrite, then posix_fadvise(DONTNEED) of every block (dd nocache)")
-            }
+            Handle::Plain { fadvise: true, .. } => (
+                "fadvise",
+                "pread/pwrite, then posix_fadvise(DONTNEED) of every block (dd nocache)",
+            ),
             Handle::Dontcache(_) => ("RWF_DONTCACHE", "preadv2/pwritev2 with RWF_DONTCACHE"),
-            Handle::Direct(_) => ("O_DIRECT", "pread/pwrite on an O_DIRECT descriptor, aligned buffers"),
+            Handle::Direct(_) => (
+                "O_DIRECT",
+                "pread/pwrite on an O_DIRECT descriptor, aligned buffers",
+            ),
             Handle::Ubio(f) => {
                 let c = f.choice();
                 return (c.backend.to_string(), c.reason.clone());
@@ -102,21 +109,32 @@ impl Handle {
             let part = &mut buf[done..];
             let r = match self {
                 Handle::Plain { file, .. } | Handle::Direct(file) => file.read_at(part, at),
-                Handle::Dontcache(file) => {
-                    sys::preadv2(file.as_fd(), &mut [IoSliceMut::new(part)], Some(at), RwFlags::DONTCACHE)
-                }
+                Handle::Dontcache(file) => sys::preadv2(
+                    file.as_fd(),
+                    &mut [IoSliceMut::new(part)],
+                    Some(at),
+                    RwFlags::DONTCACHE,
+                ),
                 Handle::Ubio(f) => f.read_at(part, at),
             };
             match r {
                 Ok(0) => {
-                    return Err(ctx(io::ErrorKind::UnexpectedEof.into(), &format!("read at {at}"), path))
+                    return Err(ctx(
+                        io::ErrorKind::UnexpectedEof.into(),
+                        &format!("read at {at}"),
+                        path,
+                    ))
                 }
                 Ok(n) => done += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(ctx(e, "read", path)),
             }
         }
-        if let Handle::Plain { file, fadvise: true } = self {
+        if let Handle::Plain {
+            file,
+            fadvise: true,
+        } = self
+        {
             sys::fadvise(file.as_fd(), off, buf.len() as u64, Advice::DontNeed)
                 .map_err(|e| ctx(e, "fadvise", path))?;
         }
@@ -130,9 +148,12 @@ impl Handle {
             let part = &buf[done..];
             let r = match self {
                 Handle::Plain { file, .. } | Handle::Direct(file) => file.write_at(part, at),
-                Handle::Dontcache(file) => {
-                    sys::pwritev2(file.as_fd(), &[IoSlice::new(part)], Some(at), RwFlags::DONTCACHE)
-                }
+                Handle::Dontcache(file) => sys::pwritev2(
+                    file.as_fd(),
+                    &[IoSlice::new(part)],
+                    Some(at),
+                    RwFlags::DONTCACHE,
+                ),
                 Handle::Ubio(f) => f.write_at(part, at),
             };
             match r {
@@ -142,7 +163,11 @@ impl Handle {
                 Err(e) => return Err(ctx(e, "write", path)),
             }
         }
-        if let Handle::Plain { file, fadvise: true } = self {
+        if let Handle::Plain {
+            file,
+            fadvise: true,
+        } = self
+        {
             sys::fadvise(file.as_fd(), off, buf.len() as u64, Advice::DontNeed)
                 .map_err(|e| ctx(e, "fadvise", path))?;
         }
@@ -197,7 +222,11 @@ pub(super) fn lane(job: &EngineJob, thread: u32, shared: &Shared) -> io::Result<
                 out.ubio_stats.extend(h.finish(false, &src)?);
             }
             WorkloadKind::SeqWrite | WorkloadKind::RandWrite => {
-                let access = if kind == WorkloadKind::SeqWrite { Access::Create } else { Access::Overwrite };
+                let access = if kind == WorkloadKind::SeqWrite {
+                    Access::Create
+                } else {
+                    Access::Overwrite
+                };
                 let h = Handle::open(mode, &src, access)?;
                 (out.backend, out.reason) = h.describe();
                 for &off in &offs {

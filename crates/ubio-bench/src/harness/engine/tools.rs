@@ -29,7 +29,13 @@ pub fn argv(tool: CopyTool, ubio: &Path, block: u64, src: &Path, dst: &Path) -> 
             "status=none".into(),
         ],
         // A local whole-file copy: no delta algorithm, written in place.
-        CopyTool::Rsync => vec!["rsync".into(), "--whole-file".into(), "--inplace".into(), s, d],
+        CopyTool::Rsync => vec![
+            "rsync".into(),
+            "--whole-file".into(),
+            "--inplace".into(),
+            s,
+            d,
+        ],
         CopyTool::UbioCp => vec![ubio, "cp".into(), s, d],
         CopyTool::UbioRunCp => vec![ubio, "run".into(), "--".into(), "cp".into(), s, d],
     }
@@ -45,7 +51,12 @@ pub fn programs(tool: CopyTool) -> &'static [&'static str] {
     }
 }
 
-pub(super) fn lane(job: &EngineJob, tool: CopyTool, thread: u32, shared: &Shared) -> io::Result<LaneOutcome> {
+pub(super) fn lane(
+    job: &EngineJob,
+    tool: CopyTool,
+    thread: u32,
+    shared: &Shared,
+) -> io::Result<LaneOutcome> {
     let layout = &job.layout;
     let mut copies = Vec::new();
     for f in 0..layout.files_per_thread {
@@ -72,11 +83,15 @@ pub(super) fn lane(job: &EngineJob, tool: CopyTool, thread: u32, shared: &Shared
                 Ok(())
             })
         };
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: start `{cmdline}`: {e}", tool.name())))?;
+        let mut child = cmd.spawn().map_err(|e| {
+            io::Error::new(e.kind(), format!("{}: start `{cmdline}`: {e}", tool.name()))
+        })?;
         let pid = child.id();
-        shared.children.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
+        shared
+            .children
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(pid);
         let mut err = String::new();
         if let Some(mut e) = child.stderr.take() {
             let _ = e.read_to_string(&mut err);
@@ -89,7 +104,10 @@ pub(super) fn lane(job: &EngineJob, tool: CopyTool, thread: u32, shared: &Shared
             .retain(|&p| p != pid);
         let status = status?;
         if !status.success() {
-            return Err(io::Error::other(format!("`{cmdline}` failed ({status}): {}", err.trim())));
+            return Err(io::Error::other(format!(
+                "`{cmdline}` failed ({status}): {}",
+                err.trim()
+            )));
         }
         shared.add(layout.file_bytes);
         copies.push(dst);
@@ -100,7 +118,13 @@ pub(super) fn lane(job: &EngineJob, tool: CopyTool, thread: u32, shared: &Shared
             .and_then(|f| f.sync_all())
             .map_err(|e| ctx(e, "fsync", dst))?;
     }
-    let template = argv(tool, &job.ubio_exe, layout.block_bytes, Path::new("SRC"), Path::new("DST"));
+    let template = argv(
+        tool,
+        &job.ubio_exe,
+        layout.block_bytes,
+        Path::new("SRC"),
+        Path::new("DST"),
+    );
     Ok(LaneOutcome {
         backend: tool.name().to_owned(),
         reason: format!("`{}` per file, then fsync of the copy", template.join(" ")),

@@ -47,7 +47,11 @@ pub(super) fn lane(job: &EngineJob, thread: u32, shared: &Shared) -> io::Result<
     let mut dsts: Vec<(File, PathBuf)> = Vec::new();
     for f in 0..layout.files_per_thread {
         let p = layout.source(thread, f);
-        srcs.push((open_std(&p, src_access, open_flags)?, p, layout.file_id(thread, f)));
+        srcs.push((
+            open_std(&p, src_access, open_flags)?,
+            p,
+            layout.file_id(thread, f),
+        ));
         if kind == WorkloadKind::Copy {
             let d = layout.copy(thread, f);
             dsts.push((open_std(&d, Access::Create, open_flags)?, d));
@@ -86,22 +90,24 @@ pub(super) fn lane(job: &EngineJob, thread: u32, shared: &Shared) -> io::Result<
             let ptr = buf.as_mut_ptr();
             let ud = slot as u64;
             let entries: Vec<squeue::Entry> = match kind {
-                WorkloadKind::SeqRead | WorkloadKind::RandRead => vec![opcode::Read::new(
-                    types::Fd(src.as_raw_fd()),
-                    ptr,
-                    block as u32,
-                )
-                .offset(op.off)
-                .rw_flags(rw_flags)
-                .build()
-                .user_data(ud)],
+                WorkloadKind::SeqRead | WorkloadKind::RandRead => {
+                    vec![
+                        opcode::Read::new(types::Fd(src.as_raw_fd()), ptr, block as u32)
+                            .offset(op.off)
+                            .rw_flags(rw_flags)
+                            .build()
+                            .user_data(ud),
+                    ]
+                }
                 WorkloadKind::SeqWrite | WorkloadKind::RandWrite => {
                     stamp(buf, *id, op.off / layout.block_bytes);
-                    vec![opcode::Write::new(types::Fd(src.as_raw_fd()), ptr, block as u32)
-                        .offset(op.off)
-                        .rw_flags(rw_flags)
-                        .build()
-                        .user_data(ud)]
+                    vec![
+                        opcode::Write::new(types::Fd(src.as_raw_fd()), ptr, block as u32)
+                            .offset(op.off)
+                            .rw_flags(rw_flags)
+                            .build()
+                            .user_data(ud),
+                    ]
                 }
                 WorkloadKind::Copy => {
                     let dst = &dsts[op.file].0;
@@ -143,7 +149,10 @@ pub(super) fn lane(job: &EngineJob, thread: u32, shared: &Shared) -> io::Result<
                 continue;
             }
         }
-        let done: Vec<(u64, i32)> = ring.completion().map(|c| (c.user_data(), c.result())).collect();
+        let done: Vec<(u64, i32)> = ring
+            .completion()
+            .map(|c| (c.user_data(), c.result()))
+            .collect();
         for (ud, res) in done {
             let slot = ud as usize;
             pending[slot] -= 1;
@@ -158,7 +167,10 @@ pub(super) fn lane(job: &EngineJob, thread: u32, shared: &Shared) -> io::Result<
                 }
             } else if res as usize != block && failure.is_none() {
                 failure = Some(ctx(
-                    io::Error::new(io::ErrorKind::UnexpectedEof, format!("{res} of {block} bytes")),
+                    io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!("{res} of {block} bytes"),
+                    ),
                     "short io_uring request",
                     &path,
                 ));
@@ -177,7 +189,9 @@ pub(super) fn lane(job: &EngineJob, thread: u32, shared: &Shared) -> io::Result<
     }
     let io_end = monotonic_secs();
     let written: Vec<(File, PathBuf)> = match kind {
-        WorkloadKind::SeqWrite | WorkloadKind::RandWrite => srcs.into_iter().map(|(f, p, _)| (f, p)).collect(),
+        WorkloadKind::SeqWrite | WorkloadKind::RandWrite => {
+            srcs.into_iter().map(|(f, p, _)| (f, p)).collect()
+        }
         WorkloadKind::Copy => dsts,
         _ => Vec::new(),
     };
@@ -185,9 +199,15 @@ pub(super) fn lane(job: &EngineJob, thread: u32, shared: &Shared) -> io::Result<
         f.sync_all().map_err(|e| ctx(e, "fsync", p))?;
     }
     let (backend, reason) = if direct {
-        ("O_DIRECT (io_uring)", format!("io_uring READ/WRITE on O_DIRECT descriptors, {qd} in flight"))
+        (
+            "O_DIRECT (io_uring)",
+            format!("io_uring READ/WRITE on O_DIRECT descriptors, {qd} in flight"),
+        )
     } else {
-        ("RWF_DONTCACHE (io_uring)", format!("io_uring READ/WRITE with RWF_DONTCACHE, {qd} in flight"))
+        (
+            "RWF_DONTCACHE (io_uring)",
+            format!("io_uring READ/WRITE with RWF_DONTCACHE, {qd} in flight"),
+        )
     };
     Ok(LaneOutcome {
         backend: backend.to_owned(),
@@ -202,13 +222,22 @@ pub(super) fn lane(job: &EngineJob, thread: u32, shared: &Shared) -> io::Result<
 /// least that much), as the lane would make it: proves io_uring works here
 /// and, for !`direct`, that RWF_DONTCACHE does.
 pub(super) fn probe(path: &std::path::Path, direct: bool, len: usize) -> io::Result<()> {
-    let mode = if direct { "odirect-uring" } else { "dontcache-uring" };
-    let unsupported = |what: String| io::Error::new(io::ErrorKind::Unsupported, format!("{mode}: {what}"));
+    let mode = if direct {
+        "odirect-uring"
+    } else {
+        "dontcache-uring"
+    };
+    let unsupported =
+        |what: String| io::Error::new(io::ErrorKind::Unsupported, format!("{mode}: {what}"));
     let file = open_std(path, Access::Read, if direct { libc::O_DIRECT } else { 0 })
         .map_err(|e| unsupported(e.to_string()))?;
     let mut ring = IoUring::new(2).map_err(|e| unsupported(format!("io_uring_setup: {e}")))?;
     let mut buf = AlignedBuf::new(len, DIRECT_ALIGN as usize);
-    let flags = if direct { 0 } else { RwFlags::DONTCACHE.0 as i32 };
+    let flags = if direct {
+        0
+    } else {
+        RwFlags::DONTCACHE.0 as i32
+    };
     let sqe = opcode::Read::new(types::Fd(file.as_raw_fd()), buf.as_mut_ptr(), len as u32)
         .rw_flags(flags)
         .build()
@@ -224,7 +253,11 @@ pub(super) fn probe(path: &std::path::Path, direct: bool, len: usize) -> io::Res
             Err(e) => return Err(unsupported(format!("io_uring_enter: {e}"))),
         }
     }
-    let res = ring.completion().next().map(|c| c.result()).unwrap_or(-libc::EIO);
+    let res = ring
+        .completion()
+        .next()
+        .map(|c| c.result())
+        .unwrap_or(-libc::EIO);
     match res {
         r if r >= 0 => Ok(()),
         r if -r == libc::EOPNOTSUPP && !direct => Err(unsupported(

@@ -17,7 +17,11 @@ pub fn gather(
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let cpu_model = cpuinfo
         .lines()
-        .find_map(|l| l.strip_prefix("model name")?.split_once(':').map(|(_, v)| v.trim().to_owned()))
+        .find_map(|l| {
+            l.strip_prefix("model name")?
+                .split_once(':')
+                .map(|(_, v)| v.trim().to_owned())
+        })
         .unwrap_or_else(|| "unknown".into());
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     let mem_total_bytes = std::fs::read_to_string("/proc/meminfo")
@@ -70,7 +74,10 @@ fn first_line(program: &str, args: &[&str]) -> Option<String> {
         .output()
         .ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
-    text.lines().next().map(|l| l.trim().to_owned()).filter(|l| !l.is_empty())
+    text.lines()
+        .next()
+        .map(|l| l.trim().to_owned())
+        .filter(|l| !l.is_empty())
 }
 
 /// `git describe --always --dirty` of the tree `path` is in, if it is one.

@@ -66,7 +66,11 @@ pub fn make(target: &Target, need: u64) -> io::Result<BenchTarget> {
                 Backing::Shm => "loop on /dev/shm".to_owned(),
                 Backing::Disk => {
                     let under = describe_mount(&std::env::temp_dir()).1;
-                    let dio = if fs.direct_io() == Some(true) { " (direct I/O)" } else { "" };
+                    let dio = if fs.direct_io() == Some(true) {
+                        " (direct I/O)"
+                    } else {
+                        ""
+                    };
                     format!("loop{dio} on {under}")
                 }
             };
@@ -116,7 +120,9 @@ fn make_work_dir(parent: &Path) -> io::Result<(PathBuf, CleanupGuard)> {
     let dir = (0..1000)
         .map(|n| parent.join(format!("ubio-bench-{pid}-{n}")))
         .find(|p| std::fs::create_dir(p).is_ok())
-        .ok_or_else(|| io::Error::other(format!("cannot make a directory in {}", parent.display())))?;
+        .ok_or_else(|| {
+            io::Error::other(format!("cannot make a directory in {}", parent.display()))
+        })?;
     let d = dir.clone();
     let guard = cleanup::register(format!("remove {}", dir.display()), move || {
         if let Err(e) = std::fs::remove_dir_all(&d) {

@@ -1,0 +1,549 @@
+//! `ubio bench run` end to end, on tiny datasets: one real run of every
+//! mode (the data written or copied checked with --verify), the victim and
+//! the duration cap, fio's cross-check, a throttled xfs on a loop device,
+//! and Ctrl-C removing everything the benchmark made.
+
+mod common;
+
+use common::{skip, stderr, ubio, workdir};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Stdio;
+
+const IN_PROCESS: &str = "buffered,dontcache,dontcache-uring,odirect,odirect-uring,fadvise,\
+                          ubio,ubio:kernel,ubio:emulated,ubio:direct,ubio:buffered";
+const TOOLS: &str = "cp,nocache-cp,dd-nocache,rsync,ubio-cp,ubio-run-cp";
+
+fn possible(name: &str) -> bool {
+    match common::demo_possible() {
+        Ok(_) => true,
+        Err(why) => {
+            skip(name, &why);
+            false
+        }
+    }
+}
+
+/// Runs `ubio bench run ARGS --json` in a fresh directory, one round, no
+/// warm-up; returns the report after the generic checks.
+fn bench(name: &str, args: &[&str]) -> Value {
+    let dir = workdir();
+    let out = dir.path().join("out");
+    let mut cmd = ubio();
+    cmd.args([
+        "bench",
+        "run",
+        "--rounds",
+        "1",
+        "--no-warmup",
+        "--json",
+        "--verify",
+    ]);
+    if !args.contains(&"--fs") {
+        cmd.arg("--dir").arg(dir.path());
+    }
+    let o = cmd.arg("--out").arg(&out).args(args).output().unwrap();
+    assert!(o.status.success(), "{name}: {}", stderr(&o));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["complete"], true);
+    for f in [
+        "report.json",
+        "samples.csv",
+        "runs.csv",
+        "report.md",
+        "report.html",
+    ] {
+        assert!(out.join(f).is_file(), "{name}: {f} written");
+    }
+    assert_eq!(
+        leftovers(dir.path()),
+        Vec::<String>::new(),
+        "{name}: the benchmark's directory is gone"
+    );
+    r
+}
+
+/// Checks every run of every mode asked for: ran without error, moved the
+/// dataset, has samples adding up to what it moved.
+fn check_runs(name: &str, r: &Value, modes: &str, dataset: u64) {
+    let warnings: Vec<&str> = r["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    for mode in modes.split(',') {
+        if let Some(w) = warnings
+            .iter()
+            .find(|w| w.starts_with(&format!("{mode} left out")))
+        {
+            skip(&format!("{name} ({mode})"), w);
+            continue;
+        }
+        let runs: Vec<&Value> = r["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|x| x["mode"] == mode)
+            .collect();
+        assert_eq!(runs.len(), 1, "{name}: one run of {mode}");
+        let run = runs[0];
+        assert!(run["error"].is_null(), "{name} {mode}: {}", run["error"]);
+        assert_eq!(
+            run["bytes"].as_u64(),
+            Some(dataset),
+            "{name} {mode}: bytes moved"
+        );
+        let samples = run["samples"].as_array().unwrap();
+        assert!(!samples.is_empty(), "{name} {mode}: samples");
+        let sum: u64 = samples.iter().map(|s| s["bytes"].as_u64().unwrap()).sum();
+        assert_eq!(sum, dataset, "{name} {mode}: the samples add up to the run");
+        assert!(run["summary"]["mb_per_s"].as_f64().unwrap() > 0.0);
+        assert!(
+            !run["backend"].as_str().unwrap().is_empty(),
+            "{name} {mode}: backend named"
+        );
+        let writes = !name.contains("read");
+        assert_eq!(
+            run["summary"]["time_to_durable_secs"].is_null(),
+            !writes,
+            "{name} {mode}"
+        );
+        if mode.starts_with("ubio:") || mode == "ubio" {
+            assert!(run["ubio_stats"].is_array(), "{name} {mode}: ubio stats");
+        }
+    }
+    let summarized: BTreeSet<&str> = r["modes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["mode"].as_str().unwrap())
+        .collect();
+    assert!(
+        summarized.contains("buffered") || !modes.contains("buffered"),
+        "{name}: {summarized:?}"
+    );
+}
+
+/// What is left in the benchmark's parent directory besides `out`.
+fn leftovers(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "out")
+        .collect()
+}
+
+/// 16 MiB in 2 threads x 2 files, 4 requests in flight, a 64 MiB cgroup.
+const SMALL: [&str; 10] = [
+    "--dataset",
+    "16M",
+    "--threads",
+    "2",
+    "--files-per-thread",
+    "2",
+    "--qd",
+    "4",
+    "--limit",
+    "64M",
+];
+
+#[test]
+fn every_in_process_mode_reads_sequentially() {
+    if !possible("every_in_process_mode_reads_sequentially") {
+        return;
+    }
+    let r = bench(
+        "seq-read",
+        &[
+            &SMALL[..],
+            &[
+                "--no-victim",
+                "--workload",
+                "seq-read",
+                "--block",
+                "64K",
+                "--modes",
+                IN_PROCESS,
+            ],
+        ]
+        .concat(),
+    );
+    check_runs("seq-read", &r, IN_PROCESS, 16 << 20);
+    let probe = &r["environment"]["probe"];
+    assert!(probe["fs"]["fs_type"].is_string(), "{probe}");
+    assert_eq!(r["config"]["workload"]["kind"], "seq-read");
+}
+
+#[test]
+fn every_in_process_mode_writes_sequentially() {
+    if !possible("every_in_process_mode_writes_sequentially") {
+        return;
+    }
+    let r = bench(
+        "seq-write",
+        &[
+            &SMALL[..],
+            &[
+                "--no-victim",
+                "--workload",
+                "seq-write",
+                "--block",
+                "64K",
+                "--modes",
+                IN_PROCESS,
+            ],
+        ]
+        .concat(),
+    );
+    check_runs("seq-write", &r, IN_PROCESS, 16 << 20);
+}
+
+#[test]
+fn every_in_process_mode_reads_at_random() {
+    if !possible("every_in_process_mode_reads_at_random") {
+        return;
+    }
+    let r = bench(
+        "rand-read",
+        &[
+            &SMALL[..],
+            &[
+                "--no-victim",
+                "--workload",
+                "rand-read",
+                "--block",
+                "16K",
+                "--modes",
+                IN_PROCESS,
+            ],
+        ]
+        .concat(),
+    );
+    check_runs("rand-read", &r, IN_PROCESS, 16 << 20);
+}
+
+#[test]
+fn every_in_process_mode_writes_at_random() {
+    if !possible("every_in_process_mode_writes_at_random") {
+        return;
+    }
+    let r = bench(
+        "rand-write",
+        &[
+            &SMALL[..],
+            &[
+                "--no-victim",
+                "--workload",
+                "rand-write",
+                "--block",
+                "64K",
+                "--modes",
+                IN_PROCESS,
+            ],
+        ]
+        .concat(),
+    );
+    check_runs("rand-write", &r, IN_PROCESS, 16 << 20);
+}
+
+#[test]
+fn every_mode_and_tool_copies() {
+    if !possible("every_mode_and_tool_copies") {
+        return;
+    }
+    let modes = format!("{IN_PROCESS},{TOOLS}");
+    let r = bench(
+        "copy",
+        &[
+            &SMALL[..],
+            &[
+                "--no-victim",
+                "--workload",
+                "copy",
+                "--block",
+                "64K",
+                "--modes",
+                &modes,
+            ],
+        ]
+        .concat(),
+    );
+    check_runs("copy", &r, &modes, 16 << 20);
+    let cp = r["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["mode"] == "cp")
+        .unwrap();
+    assert!(
+        cp["reason"].as_str().unwrap().contains("cp SRC DST"),
+        "{}",
+        cp["reason"]
+    );
+}
+
+#[test]
+fn tools_only_copy() {
+    if !possible("tools_only_copy") {
+        return;
+    }
+    let r = bench(
+        "tools",
+        &[
+            &SMALL[..],
+            &[
+                "--no-victim",
+                "--workload",
+                "seq-read",
+                "--block",
+                "64K",
+                "--modes",
+                "buffered,cp",
+            ],
+        ]
+        .concat(),
+    );
+    let w = r["warnings"].to_string();
+    assert!(w.contains("cp left out: cp only copies"), "{w}");
+    assert_eq!(r["runs"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn victim_and_duration_cap() {
+    if !possible("victim_and_duration_cap") {
+        return;
+    }
+    // A random read of 4 KiB blocks over 64 MiB, capped at half a second.
+    let r = bench(
+        "victim",
+        &[
+            "--workload",
+            "rand-read",
+            "--block",
+            "4K",
+            "--dataset",
+            "64M",
+            "--limit",
+            "64M",
+            "--victim",
+            "8M",
+            "--duration",
+            "0.5",
+            "--modes",
+            "buffered,odirect",
+        ],
+    );
+    let solo = &r["victim_solo"]["ops_per_s"];
+    assert!(solo["median"].as_f64().unwrap() > 0.0, "{solo}");
+    for run in r["runs"].as_array().unwrap() {
+        assert!(run["error"].is_null(), "{}", run["error"]);
+        let bytes = run["bytes"].as_u64().unwrap();
+        assert!(bytes > 0 && bytes <= 64 << 20, "{bytes}");
+        assert!(run["secs"].as_f64().unwrap() < 5.0, "capped");
+        let v = &run["summary"]["victim"];
+        assert!(v["median_ops_per_s"].as_f64().unwrap() > 0.0, "{v}");
+        assert!(v["median_pct_of_solo"].is_number(), "{v}");
+        assert!(run["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["victim_ops_per_s"].is_number()));
+    }
+}
+
+#[test]
+fn fio_runs_the_same_jobs() {
+    if !possible("fio_runs_the_same_jobs") {
+        return;
+    }
+    if ubio_bench::require_tool("fio").is_err() {
+        return skip(
+            "fio_runs_the_same_jobs",
+            "fio is not installed (scripts/install-deps.sh installs it)",
+        );
+    }
+    let r = bench(
+        "fio",
+        &[
+            &SMALL[..],
+            &[
+                "--no-victim",
+                "--workload",
+                "seq-read",
+                "--block",
+                "64K",
+                "--modes",
+                "buffered,odirect,odirect-uring,dontcache",
+                "--fio",
+            ],
+        ]
+        .concat(),
+    );
+    let fio = r["fio"].as_array().unwrap();
+    let modes: Vec<&str> = fio.iter().map(|f| f["mode"].as_str().unwrap()).collect();
+    assert_eq!(modes, ["buffered", "odirect", "odirect-uring"]);
+    for f in fio {
+        assert!(f["fio_mb_per_s"].as_f64().unwrap() > 0.0, "{f}");
+        let cmd = f["command"].as_str().unwrap();
+        assert!(
+            cmd.contains("--rw=read") && !cmd.contains("uncached"),
+            "{cmd}"
+        );
+    }
+    assert!(fio[2]["command"]
+        .as_str()
+        .unwrap()
+        .contains("--ioengine=io_uring --iodepth=4"));
+}
+
+/// Mounts and loop devices of ubio's fixtures, and our memory cgroup's
+/// ubio-bench children.
+fn fixtures() -> BTreeSet<String> {
+    let mut v = BTreeSet::new();
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    v.extend(
+        mounts
+            .lines()
+            .filter(|l| l.contains("ubio-"))
+            .map(str::to_owned),
+    );
+    if let Ok(out) = std::process::Command::new("losetup").arg("-a").output() {
+        v.extend(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter(|l| l.contains("ubio"))
+                .map(str::to_owned),
+        );
+    }
+    if let Ok(cg) = ubio_bench::cgroup::own_memory_cgroup() {
+        v.extend(
+            std::fs::read_dir(cg)
+                .unwrap()
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("ubio-bench-")),
+        );
+    }
+    v
+}
+
+/// Fixtures that were not there `before` (others may have gone meanwhile).
+fn new_fixtures(before: &BTreeSet<String>) -> Vec<String> {
+    fixtures().difference(before).cloned().collect()
+}
+
+#[test]
+fn throttled_xfs_on_a_loop_device() {
+    if !possible("throttled_xfs_on_a_loop_device") {
+        return;
+    }
+    if ubio_bench::require_tool("mkfs.xfs").is_err() {
+        return skip(
+            "throttled_xfs_on_a_loop_device",
+            "mkfs.xfs missing (xfsprogs)",
+        );
+    }
+    let before = fixtures();
+    let r = bench(
+        "xfs",
+        &[
+            "--fs",
+            "xfs",
+            "--backing",
+            "shm",
+            "--throttle",
+            "200",
+            "--workload",
+            "seq-write",
+            "--dataset",
+            "16M",
+            "--limit",
+            "64M",
+            "--no-victim",
+            "--modes",
+            "buffered,dontcache",
+        ],
+    );
+    check_runs("xfs-write", &r, "buffered,dontcache", 16 << 20);
+    let env = &r["environment"];
+    assert_eq!(env["filesystem"], "xfs", "{env}");
+    let dev = env["device"].as_str().unwrap();
+    assert!(
+        dev.contains("loop on /dev/shm") && dev.contains("throttled to 200 MB/s"),
+        "{dev}"
+    );
+    assert_eq!(r["config"]["target"]["kind"], "loop");
+    assert_eq!(
+        new_fixtures(&before),
+        Vec::<String>::new(),
+        "loop device, mount and cgroup removed"
+    );
+}
+
+#[test]
+fn ctrl_c_removes_everything() {
+    if !possible("ctrl_c_removes_everything") {
+        return;
+    }
+    let before = fixtures();
+    let dir = workdir();
+    // A slow device (ext4 throttled to 20 MB/s) so the runs last.
+    let mut child = ubio()
+        .args([
+            "bench",
+            "run",
+            "--fs",
+            "ext4",
+            "--throttle",
+            "20",
+            "--workload",
+            "seq-write",
+            "--dataset",
+            "64M",
+            "--limit",
+            "64M",
+            "--victim",
+            "8M",
+            "--rounds",
+            "3",
+            "--modes",
+            "buffered,ubio",
+        ])
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = child.stderr.take().unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(err));
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let started = line.ends_with("round 1/3: buffered");
+        seen.push(line);
+        if started {
+            break;
+        }
+    }
+    assert!(
+        seen.last()
+            .is_some_and(|l| l.ends_with("round 1/3: buffered")),
+        "{seen:#?}"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // SAFETY: kill has no memory-safety preconditions; the pid is our child's.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{seen:#?}\n{rest:#?}");
+    assert_eq!(
+        new_fixtures(&before),
+        Vec::<String>::new(),
+        "nothing left behind: {rest:#?}"
+    );
+    // The report so far was written.
+    assert!(dir.path().join("out/report.json").is_file());
+}
