@@ -63,8 +63,20 @@ impl MemcgReclaimTrace {
             std::process::id(),
             unique()
         ));
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::new(AtomicBool::new(false));
         let cleanup_instance = instance.clone();
+        let (stop_reader, reader_stopped) = (stop.clone(), stopped.clone());
         let cleanup = cleanup::register(format!("remove trace instance {}", instance.display()), move || {
+            // On a signal Drop does not run: stop the reader here (an
+            // instance with an open trace_pipe cannot be removed).
+            stop_reader.store(true, Ordering::Relaxed);
+            for _ in 0..50 {
+                if reader_stopped.load(Ordering::Relaxed) {
+                    break;
+                }
+                std::thread::sleep(POLL / 2);
+            }
             remove_instance(&cleanup_instance);
             if let Some(dir) = mounted {
                 unmount(dir.path());
@@ -82,12 +94,14 @@ impl MemcgReclaimTrace {
 
         let reclaimed = Arc::new(AtomicU64::new(0));
         let events = Arc::new(AtomicU64::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
         let reader = {
             let (reclaimed, events, stop) = (reclaimed.clone(), events.clone(), stop.clone());
             std::thread::Builder::new()
                 .name("memcg-reclaim-trace".into())
-                .spawn(move || read_events(pipe, &reclaimed, &events, &stop))?
+                .spawn(move || {
+                    read_events(pipe, &reclaimed, &events, &stop);
+                    stopped.store(true, Ordering::Relaxed);
+                })?
         };
         Ok(MemcgReclaimTrace {
             reclaimed,
