@@ -1,6 +1,8 @@
-//! `ubio demo --copy` end to end, at a tiny scale: every copy mode runs,
-//! reports a positive speed, makes a byte-identical copy (--verify) and
-//! leaves nothing behind (no cgroup, no file).
+//! `ubio demo --copy` end to end, at a tiny scale: every default copy tool
+//! runs in the harness's copy workload, makes an exact copy (--verify),
+//! shows up in the table, and leaves nothing behind (no cgroup, no file);
+//! cp leaves the files in the page cache, ubio cp and ubio run -- cp do not
+//! (the report's cachestat figures).
 //!
 //! Needs root and a memory cgroup; the `nocache-cp` mode needs the nocache
 //! program. What cannot run prints `SKIP <name>: <reason>`; UBIO_NO_SKIP=1
@@ -9,9 +11,10 @@
 mod common;
 
 use common::{assert_clean, demo_possible, run_demo_json, scratch_dir, skip};
+use serde_json::Value;
 use std::process::{Command, Stdio};
 
-const NAME: &str = "tiny_copy_demo_runs_every_mode_and_cleans_up";
+const NAME: &str = "tiny_copy_demo_verifies_every_tool_and_cleans_up";
 
 fn in_path(program: &str) -> bool {
     Command::new("sh")
@@ -22,63 +25,79 @@ fn in_path(program: &str) -> bool {
 }
 
 #[test]
-fn tiny_copy_demo_runs_every_mode_and_cleans_up() {
+fn tiny_copy_demo_verifies_every_tool_and_cleans_up() {
     let own_cg = match demo_possible() {
         Ok(p) => p,
         Err(reason) => return skip(NAME, &reason),
     };
-    let mut modes = vec!["cp", "nocache-cp", "dd-nocache", "ubio-cp", "ubio-run-cp"];
-    if !in_path("nocache") {
-        skip(
-            &format!("{NAME} (nocache-cp)"),
-            "nocache is not installed (scripts/install-deps.sh installs it)",
-        );
-        modes.retain(|m| *m != "nocache-cp");
+    let mut want = vec![
+        "cp",
+        "nocache-cp",
+        "dd-nocache",
+        "rsync",
+        "ubio-cp",
+        "ubio-run-cp",
+    ];
+    for (mode, program) in [("nocache-cp", "nocache"), ("rsync", "rsync")] {
+        if !in_path(program) {
+            skip(
+                &format!("{NAME} ({mode})"),
+                &format!("{program} is not installed (scripts/install-deps.sh installs it)"),
+            );
+            want.retain(|m| *m != mode);
+        }
     }
     let dir = scratch_dir("demo-copy");
-    let modes_list = modes.join(",");
-    let (pid, report) = run_demo_json(
+    let (pid, stderr, demo) = run_demo_json(
         NAME,
         &[
             "--copy",
             "--verify",
             "--limit",
-            "128M",
+            "64M",
             "--dataset",
-            "256M",
-            "--hot",
-            "16M",
+            "128M",
             "--rounds",
             "1",
-            "--modes",
-            &modes_list,
+            "--solo-secs",
+            "1",
         ],
         &dir,
-        "copy cache",
+        "cache peak",
     );
 
-    let names: Vec<&str> = report["modes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["name"].as_str().unwrap())
+    let rows: Vec<String> = stderr
+        .lines()
+        .filter(|l| l.starts_with("copy "))
+        .filter_map(|l| l.split_whitespace().nth(1).map(str::to_owned))
         .collect();
-    assert_eq!(names, modes);
-    for m in report["modes"].as_array().unwrap() {
-        let v = m["mb_per_s"]["median"].as_f64().unwrap();
-        assert!(v > 0.0, "{}: mb_per_s = {v}", m["name"]);
+    assert_eq!(rows, want, "table rows in\n{stderr}");
+    let reports = demo["reports"].as_array().unwrap();
+    assert_eq!(reports.len(), 1);
+    let r = &reports[0];
+    assert_eq!(r["config"]["workload"]["kind"], "copy");
+    let runs = r["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), want.len());
+    for run in runs {
+        // --verify: a copy that differs from the source fails its run.
+        assert!(run["error"].is_null(), "{}: {}", run["mode"], run["error"]);
+        assert_eq!(run["bytes"], 128u64 << 20, "{}", run["mode"]);
     }
-    let runs = report["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), modes.len());
-    for r in runs {
-        assert_eq!(
-            r["identical"], true,
-            "{}: copy differs from the source",
-            r["mode"]
-        );
+    let peak = |mode: &str| -> u64 {
+        let m: &Value = r["modes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["mode"] == mode)
+            .unwrap();
+        assert!(m["mb_per_s"]["median"].as_f64().unwrap() > 0.0, "{mode}");
+        m["peak_dataset_cached_bytes"].as_u64().unwrap()
+    };
+    // Source and copy: 256 MiB through a 64 MiB cgroup.
+    assert!(peak("cp") >= 16 << 20, "cp peak {}", peak("cp"));
+    for m in ["ubio-cp", "ubio-run-cp"] {
+        assert!(peak(m) <= 24 << 20, "{m} peak {}", peak(m));
     }
-    assert!(!report["conclusion"].as_array().unwrap().is_empty());
-
-    // Nothing left behind: no cgroup of ours, no file.
+    assert!(!demo["conclusion"].as_array().unwrap().is_empty());
     assert_clean(pid, &own_cg, &dir);
 }

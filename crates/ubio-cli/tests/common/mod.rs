@@ -87,14 +87,14 @@ pub fn scratch_dir(name: &str) -> PathBuf {
 }
 
 /// Runs `ubio demo ARGS --json --dir DIR`, asserts that it succeeded and
-/// showed its table (with `table_mark` in it) on stderr, and returns its pid
-/// and its JSON report.
+/// showed its table (with `table_mark` in it) on stderr, and returns its
+/// pid, its stderr and its JSON report.
 pub fn run_demo_json(
     name: &str,
     args: &[&str],
     dir: &Path,
     table_mark: &str,
-) -> (u32, serde_json::Value) {
+) -> (u32, String, serde_json::Value) {
     let child = Command::new(UBIO)
         .arg("demo")
         .args(args)
@@ -107,7 +107,7 @@ pub fn run_demo_json(
         .unwrap();
     let pid = child.id();
     let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
         out.status.success(),
         "{name}: ubio demo failed ({}):\n{stderr}",
@@ -121,13 +121,14 @@ pub fn run_demo_json(
             String::from_utf8_lossy(&out.stdout)
         )
     });
-    (pid, report)
+    (pid, stderr, report)
 }
 
-/// Asserts that the demo run by `pid` left no cgroup in `own_cg` and
-/// nothing in `dir`, then removes `dir`.
+/// Asserts that the demo run by `pid` left no cgroup in `own_cg` (the
+/// harness names them ubio-bench-PID-N) and nothing in `dir`, then removes
+/// `dir`.
 pub fn assert_clean(pid: u32, own_cg: &Path, dir: &Path) {
-    let prefix = format!("ubio-demo-{pid}-");
+    let prefix = format!("ubio-bench-{pid}-");
     let left: Vec<String> = std::fs::read_dir(own_cg)
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
