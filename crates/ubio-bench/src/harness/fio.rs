@@ -1,15 +1,17 @@
 //! fio's cross-check: the same job as the harness's buffered, odirect and
 //! odirect-uring modes (same rw pattern, block size, threads as jobs,
 //! files per thread, file size, fsync at the end of writes), run by fio in
-//! the same memory cgroup. The harness's median throughput for the mode
-//! should be within 10 % of fio's; the report shows both.
+//! the same memory cgroup on the harness's own dataset files, prepared as
+//! the harness prepares them (reads: durable and not cached; writes: fresh
+//! files), once per round right after the harness's run of the mode. The harness's
+//! median throughput for the mode should be within 10 % of fio's median;
+//! the report shows both.
 //!
 //! fio's `uncached` option is never used: Debian's fio 3.33 sends an
 //! obsolete flag value for it.
 
 use super::engine::data::Layout;
 use super::mode::{BenchMode, WorkloadKind};
-use super::runner::Progress;
 use super::schema::{FioCheck, Report, Workload};
 use crate::cgroup::MemCgroup;
 use crate::stats;
@@ -19,6 +21,7 @@ use std::process::{Command, Stdio};
 
 /// Agreement within this many percent.
 pub const TOLERANCE_PCT: f64 = 10.0;
+
 
 /// The modes fio can mirror.
 pub const MIRRORED: [BenchMode; 3] = [
@@ -53,7 +56,8 @@ pub fn args(mode: BenchMode, w: &Workload, layout: &Layout, dir: &Path) -> Optio
             "--size={}",
             layout.file_bytes * u64::from(layout.files_per_thread)
         ),
-        "--filename_format=f.$jobnum.$filenum".to_owned(),
+        // The harness's own files (engine::data::Layout::source).
+        "--filename_format=t$jobnum-f$filenum".to_owned(),
         // The harness works through a thread's files one after the other.
         "--file_service_type=sequential".to_owned(),
         format!("--ioengine={engine}"),
@@ -92,114 +96,138 @@ pub fn parse_mb_per_s(json: &str, writes: bool) -> Result<f64, String> {
     Ok(bw / 1e6)
 }
 
-/// Runs fio for every mirrored mode among `modes` and records the checks
-/// (and a warning for each disagreement or failure) in `report`.
-pub fn check_all(
-    report: &mut Report,
-    modes: &[BenchMode],
-    layout: &Layout,
-    cg: &MemCgroup,
-    progress: &dyn Progress,
-) -> io::Result<()> {
-    let w = report.config.workload.clone();
-    if w.kind == WorkloadKind::Copy {
-        report
-            .warnings
-            .push("fio cannot copy: no fio cross-check for a copy workload".into());
-        return Ok(());
-    }
-    let fio = match crate::require_tool("fio") {
-        Ok(p) => p,
-        Err(e) => {
-            report.warnings.push(format!("no fio cross-check: {e}"));
-            return Ok(());
-        }
-    };
-    let version = Command::new(&fio)
-        .arg("--version")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default();
-    let dir = layout.dir.join("fio");
-    for mode in MIRRORED.into_iter().filter(|m| modes.contains(m)) {
-        let Some(args) = args(mode, &w, layout, &dir) else {
-            continue;
-        };
-        std::fs::create_dir_all(&dir)?;
-        progress.message(&format!("fio: {mode}"));
-        let result = lay_out(&fio, &args, &dir, w.kind, cg)
-            .and_then(|()| run_fio(&fio, &args, cg))
-            .and_then(|out| parse_mb_per_s(&out, w.kind.writes()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let command = format!("fio {}", args.join(" "));
-        let fio_mb_per_s = match result {
-            Ok(v) => v,
-            Err(e) => {
-                report
-                    .warnings
-                    .push(format!("fio for {mode} failed: {e} (`{command}`)"));
-                continue;
-            }
-        };
-        let harness: Vec<f64> = report
-            .runs
-            .iter()
-            .filter(|r| r.mode == mode && r.error.is_none())
-            .map(|r| r.summary.mb_per_s)
-            .collect();
-        let Some(harness_mb_per_s) = stats::median(&harness) else {
-            continue;
-        };
-        let difference_pct = (harness_mb_per_s - fio_mb_per_s) / fio_mb_per_s * 100.0;
-        let agrees = difference_pct.abs() <= TOLERANCE_PCT;
-        if !agrees {
-            report.warnings.push(format!(
-                "{mode}: the harness measured {harness_mb_per_s:.0} MB/s and fio {fio_mb_per_s:.0} MB/s \
-                 ({difference_pct:+.0} %, beyond {TOLERANCE_PCT} %): rerun with more --rounds or a larger --dataset; \
-                 if it persists, the harness's {mode} is not what fio does"
-            ));
-        }
-        report.fio.push(FioCheck {
-            mode,
-            command,
-            fio_version: version.clone(),
-            fio_mb_per_s,
-            harness_mb_per_s,
-            difference_pct,
-            agrees,
-        });
-    }
-    Ok(())
+/// fio, found once per benchmark; [`Fio::run`] runs one mirrored job, in
+/// the round loop right after the harness's run of the same mode (so the
+/// two are interleaved like the modes are), and [`Fio::checks`] compares.
+pub struct Fio {
+    path: std::path::PathBuf,
+    version: String,
+    /// fio's figures per mode, one per round, and the command line.
+    runs: Vec<(BenchMode, f64)>,
+    commands: Vec<(BenchMode, String)>,
+    failures: Vec<String>,
 }
 
-/// As the harness does before a run of anything but a sequential write:
-/// the files exist, are durable and not cached. fio lays them out first
-/// (`--create_only=1`), then their pages are dropped (fsync + DONTNEED).
-fn lay_out(
-    fio: &Path,
-    args: &[String],
-    dir: &Path,
-    kind: WorkloadKind,
-    cg: &MemCgroup,
-) -> Result<(), String> {
-    if kind == WorkloadKind::SeqWrite {
-        return Ok(());
+impl Fio {
+    /// Finds fio for a workload of `kind`, or says why there is no check.
+    pub fn find(kind: WorkloadKind) -> Result<Fio, String> {
+        if kind == WorkloadKind::Copy {
+            return Err("fio cannot copy: no fio cross-check for a copy workload".into());
+        }
+        let path = crate::require_tool("fio").map_err(|e| format!("no fio cross-check: {e}"))?;
+        let version = Command::new(&path)
+            .arg("--version")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_default();
+        Ok(Fio {
+            path,
+            version,
+            runs: Vec::new(),
+            commands: Vec::new(),
+            failures: Vec::new(),
+        })
     }
-    let mut a = args.to_vec();
-    a.push("--create_only=1".to_owned());
-    run_fio(fio, &a, cg)?;
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("read {}: {e}", dir.display()))?;
-    for e in entries.flatten() {
-        let p = e.path();
+
+    /// Whether fio has a job for `mode`.
+    pub fn mirrors(mode: BenchMode) -> bool {
+        MIRRORED.contains(&mode)
+    }
+
+    /// Runs fio's job for `mode` once on the dataset, prepared as the
+    /// harness prepares it, in the cgroup. A failure is kept for
+    /// [`Fio::checks`] and not retried.
+    pub fn run(&mut self, mode: BenchMode, w: &Workload, layout: &Layout, cg: &MemCgroup) {
+        let Some(args) = args(mode, w, layout, &layout.data_dir()) else {
+            return;
+        };
+        let command = format!("fio {}", args.join(" "));
+        if self.failures.iter().any(|f| f.contains(&command)) {
+            return;
+        }
+        let result = prepare(layout, w.kind)
+            .and_then(|()| run_fio(&self.path, &args, cg))
+            .and_then(|out| parse_mb_per_s(&out, w.kind.writes()));
+        match result {
+            Ok(v) => self.runs.push((mode, v)),
+            Err(e) => self
+                .failures
+                .push(format!("fio for {mode} failed: {e} (`{command}`)")),
+        }
+        if !self.commands.iter().any(|(m, _)| *m == mode) {
+            self.commands.push((mode, command));
+        }
+    }
+
+    /// The checks (harness median against fio's median, per mode) and a
+    /// warning for each disagreement or failure.
+    pub fn checks(self, report: &Report) -> (Vec<FioCheck>, Vec<String>) {
+        let mut warnings = self.failures;
+        let mut checks = Vec::new();
+        for (mode, command) in self.commands {
+            let fio_runs: Vec<f64> = self
+                .runs
+                .iter()
+                .filter(|(m, _)| *m == mode)
+                .map(|&(_, v)| v)
+                .collect();
+            let harness: Vec<f64> = report
+                .runs
+                .iter()
+                .filter(|r| r.mode == mode && r.error.is_none())
+                .map(|r| r.summary.mb_per_s)
+                .collect();
+            let (Some(fio_mb_per_s), Some(harness_mb_per_s)) =
+                (stats::median(&fio_runs), stats::median(&harness))
+            else {
+                continue;
+            };
+            let difference_pct = (harness_mb_per_s - fio_mb_per_s) / fio_mb_per_s * 100.0;
+            let agrees = difference_pct.abs() <= TOLERANCE_PCT;
+            if !agrees {
+                warnings.push(format!(
+                    "{mode}: the harness measured {harness_mb_per_s:.0} MB/s and fio {fio_mb_per_s:.0} MB/s \
+                     ({difference_pct:+.0} %, beyond {TOLERANCE_PCT} %): rerun with more --rounds or a larger --dataset; \
+                     if it persists, the harness's {mode} is not what fio does"
+                ));
+            }
+            checks.push(FioCheck {
+                mode,
+                command,
+                fio_version: self.version.clone(),
+                fio_mb_per_s,
+                fio_runs_mb_per_s: fio_runs,
+                harness_mb_per_s,
+                difference_pct,
+                agrees,
+            });
+        }
+        (checks, warnings)
+    }
+}
+
+/// Prepares the dataset as the harness does before a run: a sequential
+/// write starts from fresh files (removed here, so fio creates them); every
+/// other workload finds its files durable and not cached.
+fn prepare(layout: &Layout, kind: WorkloadKind) -> Result<(), String> {
+    for path in layout.sources() {
+        if kind == WorkloadKind::SeqWrite {
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    return Err(format!("remove {}: {e}", path.display()))
+                }
+                _ => continue,
+            }
+        }
         let f = std::fs::OpenOptions::new()
             .write(true)
-            .open(&p)
-            .map_err(|e| format!("open {}: {e}", p.display()))?;
+            .open(&path)
+            .map_err(|e| format!("open {}: {e}", path.display()))?;
         f.sync_all()
-            .map_err(|e| format!("fsync {}: {e}", p.display()))?;
+            .map_err(|e| format!("fsync {}: {e}", path.display()))?;
         use std::os::fd::AsFd;
         ubio::sys::fadvise(f.as_fd(), 0, 0, ubio::sys::Advice::DontNeed)
-            .map_err(|e| format!("fadvise {}: {e}", p.display()))?;
+            .map_err(|e| format!("fadvise {}: {e}", path.display()))?;
     }
     Ok(())
 }

@@ -25,6 +25,7 @@ pub mod target;
 use super::engine::data::Layout;
 use super::engine::{self, EngineJob, EngineProgress, EngineResult};
 use super::mode::{BenchMode, WorkloadKind};
+use super::fio::Fio;
 use super::sampler::{self, SystemSampler};
 use super::schema::{Config, Report, Run, Sample, VictimSolo, Workload};
 use super::summary::{self, RunInput};
@@ -213,6 +214,13 @@ pub fn run(config: &Config, options: &RunOptions, progress: &dyn Progress) -> io
     }
     bench.write(&report)?;
 
+    let mut fio = None;
+    if options.fio {
+        match Fio::find(w.kind) {
+            Ok(f) => fio = Some(f),
+            Err(e) => report.warnings.push(e),
+        }
+    }
     for round in 1..=config.rounds {
         for &mode in &modes {
             bench.settle(victim.as_mut(), &mut report.warnings)?;
@@ -232,13 +240,20 @@ pub fn run(config: &Config, options: &RunOptions, progress: &dyn Progress) -> io
             report.runs.push(run);
             report.wall_secs = started.elapsed().as_secs_f64();
             bench.write(&report)?;
+            if let Some(fio) = fio.as_mut().filter(|_| Fio::mirrors(mode)) {
+                bench.settle(victim.as_mut(), &mut report.warnings)?;
+                progress.message(&format!("round {round}/{}: fio's {mode}", config.rounds));
+                fio.run(mode, w, &layout, &cg);
+            }
         }
     }
-
-    if options.fio {
-        bench.settle(victim.as_mut(), &mut report.warnings)?;
-        progress.message("fio cross-check");
-        super::fio::check_all(&mut report, &modes, &layout, &cg, progress)?;
+    if let Some(fio) = fio {
+        let (checks, warnings) = fio.checks(&report);
+        for line in &warnings {
+            progress.warning(line);
+        }
+        report.fio = checks;
+        report.warnings.extend(warnings);
     }
     if let Some(v) = victim {
         let status = v.stop(Duration::from_secs(5))?;

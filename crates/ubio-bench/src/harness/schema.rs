@@ -302,7 +302,10 @@ pub struct FioCheck {
     pub command: String,
     /// fio's version string.
     pub fio_version: String,
+    /// fio's median over its runs (one per round), and the runs.
     pub fio_mb_per_s: f64,
+    #[serde(default)]
+    pub fio_runs_mb_per_s: Vec<f64>,
     /// The harness's median for the same mode.
     pub harness_mb_per_s: f64,
     /// (harness - fio) / fio, in percent.
