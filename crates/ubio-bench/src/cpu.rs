@@ -1,11 +1,6 @@
-//! CPU time: what a process spent (getrusage), and what the whole machine
-//! spent (/proc/stat), so a benchmark can say what a mode costs besides
-//! wall-clock time.
-//!
-//! A process's own time misses work the kernel does for it elsewhere: the
-//! flusher threads write back a buffered writer's dirty pages, and kswapd
-//! reclaims for it. The machine-wide busy time catches that (and everything
-//! else running at the same time).
+//! CPU time: what a process, its children or another process spent
+//! (getrusage, /proc/PID/stat), so a benchmark can say what a mode costs
+//! besides wall-clock time.
 
 use serde::{Deserialize, Serialize};
 use std::io;
@@ -82,19 +77,6 @@ fn parse_pid_stat(stat: &str, hz: f64) -> Option<CpuTimes> {
     })
 }
 
-/// Busy CPU seconds of the whole machine since boot, summed over CPUs, from
-/// the first line of /proc/stat: user + nice as user; system + irq + softirq
-/// as system (idle, iowait, steal and guest time are left out).
-pub fn machine_busy_times() -> io::Result<CpuTimes> {
-    let stat = std::fs::read_to_string("/proc/stat")?;
-    parse_proc_stat(&stat, clock_ticks()).ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            "/proc/stat: no aggregate cpu line",
-        )
-    })
-}
-
 fn clock_ticks() -> f64 {
     // SAFETY: sysconf has no memory-safety preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
@@ -103,26 +85,6 @@ fn clock_ticks() -> f64 {
     } else {
         100.0
     }
-}
-
-fn parse_proc_stat(stat: &str, hz: f64) -> Option<CpuTimes> {
-    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .map(|f| f.parse().ok())
-        .collect::<Option<_>>()?;
-    let f = |i: &[usize]| {
-        i.iter()
-            .map(|&i| v.get(i).copied().unwrap_or(0))
-            .sum::<u64>() as f64
-            / hz
-    };
-    // user nice system idle iowait irq softirq steal guest guest_nice
-    Some(CpuTimes {
-        user_secs: f(&[0, 1]),
-        sys_secs: f(&[2, 5, 6]),
-    })
 }
 
 #[cfg(test)]
@@ -161,14 +123,5 @@ mod tests {
         assert_eq!((t.user_secs, t.sys_secs), (2.5, 0.75));
         assert!(pid_times(std::process::id()).is_some());
         assert!(children_times().is_ok());
-    }
-
-    #[test]
-    fn parses_the_cpu_line() {
-        let s = "cpu  100 20 50 9000 40 5 5 0 0 0\ncpu0 50 10 25 4500 20 2 3 0 0 0\n";
-        let t = parse_proc_stat(s, 100.0).unwrap();
-        assert_eq!((t.user_secs, t.sys_secs), (1.2, 0.6));
-        assert!(parse_proc_stat("intr 1 2 3\n", 100.0).is_none());
-        assert!(machine_busy_times().unwrap().total_secs() > 0.0);
     }
 }

@@ -124,9 +124,3 @@ fn mincore_and_meminfo(file: &File) -> io::Result<CacheStat> {
         ..Default::default()
     })
 }
-
-/// The file's page-cache counts now.
-pub fn file_cachestat(path: &Path) -> io::Result<CacheStat> {
-    let f = File::open(path)?;
-    cachestat(f.as_fd(), 0, 0)
-}

@@ -1,6 +1,5 @@
-//! A sampling thread that runs until asked to stop: the shape that
-//! [`crate::residency_sampler::ResidencySampler`] and
-//! [`crate::victim::CachedFloor`] share.
+//! A sampling thread that runs until asked to stop (the shape of
+//! [`crate::residency_sampler::ResidencySampler`]).
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};

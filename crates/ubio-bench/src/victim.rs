@@ -13,13 +13,11 @@
 //! per-second rates.
 
 use crate::clock::monotonic_secs;
-use crate::sampler_thread::SamplerThread;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::Duration;
 
@@ -179,41 +177,6 @@ pub fn per_second_rates(ticks: &[Tick], from: f64, to: f64) -> Vec<f64> {
     rates
 }
 
-/// Watches how much of the victim's file stays cached while a stream runs:
-/// cachestat() every `every` from a thread, keeping the lowest count. (The
-/// peaks of a streamed file are [`crate::residency_sampler`]'s business.)
-pub struct CachedFloor {
-    sampler: SamplerThread<u64>,
-}
-
-impl CachedFloor {
-    /// Starts sampling `path`, which must exist.
-    pub fn start(path: &Path, every: Duration) -> io::Result<CachedFloor> {
-        use std::os::fd::AsFd;
-        let ctx =
-            |e: io::Error| io::Error::new(e.kind(), format!("cachestat {}: {e}", path.display()));
-        let file = File::open(path).map_err(ctx)?;
-        ubio::sys::cachestat(file.as_fd(), 0, 0).map_err(ctx)?;
-        let sampler = SamplerThread::spawn(move |stop| {
-            let mut floor = u64::MAX;
-            loop {
-                let done = stop.load(Ordering::Acquire);
-                floor = floor.min(ubio::sys::cachestat(file.as_fd(), 0, 0)?.nr_cache);
-                if done {
-                    return Ok(floor);
-                }
-                std::thread::sleep(every);
-            }
-        });
-        Ok(CachedFloor { sampler })
-    }
-
-    /// Stops (after one last sample) and returns the fewest pages seen cached.
-    pub fn finish(self) -> io::Result<u64> {
-        self.sampler.finish()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,32 +266,6 @@ mod tests {
         )
         .unwrap();
         assert_eq!((readies, ticks), (2, 4));
-    }
-
-    #[test]
-    fn floor_sees_the_lowest_count() {
-        use std::os::fd::AsFd;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("hot");
-        std::fs::write(&path, vec![1u8; 1 << 20]).unwrap();
-        let f = File::open(&path).unwrap();
-        f.sync_all().unwrap();
-        let floor = CachedFloor::start(&path, Duration::from_millis(1)).unwrap();
-        std::thread::sleep(Duration::from_millis(20));
-        ubio::sys::fadvise(f.as_fd(), 0, 0, ubio::sys::Advice::DontNeed).unwrap();
-        std::thread::sleep(Duration::from_millis(20));
-        let mut buf = vec![0u8; 1 << 20];
-        f.read_exact_at(&mut buf, 0).unwrap();
-        let pages = floor.finish().unwrap();
-        let fs = ubio::sys::fs_magic(f.as_fd()).unwrap();
-        if fs.pages_are_storage() {
-            eprintln!(
-                "SKIP floor_sees_the_lowest_count: {} keeps its pages",
-                fs.name()
-            );
-            return;
-        }
-        assert_eq!(pages, 0, "the DONTNEED moment must be seen");
     }
 
     #[test]

@@ -1,18 +1,16 @@
-//! Worker processes: the victim and the streamer run as children (inside a
-//! memory cgroup), and talk to the parent in JSON lines.
+//! Worker processes: the victim and the benchmark's workers run as children
+//! (inside a memory cgroup), and talk to the parent in JSON lines.
 //!
 //! A binary exposes the worker as a hidden subcommand (`ubio __worker ...`)
 //! that hands its arguments to [`main`]. The parent builds those arguments
 //! with [`Job::to_args`], spawns the binary with piped stdin and stdout, and
-//! reads the child's stdout with [`VictimClient`] or [`finish_stream`].
+//! reads the child's stdout with [`VictimClient`] or [`BenchClient`].
 //!
 //! The protocol, one JSON object per line on stdout, tagged by `event`:
 //!
 //! ```text
 //! {"event":"ready","bytes":134217728,"seconds":0.41}             victim: hot file read through
 //! {"event":"tick","t0":812.20,"t1":812.30,"reads":14210}          victim: reads in [t0, t1)
-//! {"event":"done","op":"write","mode":"ubio","backend":"kernel",...,
-//!  "cpu_user_secs":0.12,"cpu_sys_secs":1.9}                       streamer: a StreamResult
 //! {"event":"error","message":"read /x/hot: Input/output error"}   either: why it failed
 //! {"event":"bench_started","start_mono_secs":812.2}               bench: the clock starts
 //! {"event":"bench_progress","t_mono_secs":812.3,"bytes":..,...}   bench: every 100 ms
@@ -23,13 +21,11 @@
 //! then `ready`) and end of file (stop). So a victim whose parent dies stops
 //! by itself.
 //!
-//! Arguments: `victim [--tick-ms N] FILE` and
-//! `stream --op write|read --mode buffered|ubio[:BACKEND]|dontcache|odirect [--bytes N] [--block N] FILE`
-//! and `bench JOB` (an [`EngineJob`] as JSON, for `ubio bench`).
+//! Arguments: `victim [--tick-ms N] FILE` and `bench JOB` (an
+//! [`EngineJob`] as JSON, for `ubio bench` and `ubio demo`).
 
 use crate::harness::engine::{self, EngineJob, EngineProgress, EngineResult, EngineStart};
 use crate::victim::{self, Command, Ready, Tick};
-use crate::workload::{self, Mode, Op, StreamResult, StreamSpec, DEFAULT_BLOCK};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::io::{self, BufRead, BufReader, Write};
@@ -46,7 +42,6 @@ use std::time::{Duration, Instant};
 pub enum Event {
     Ready(Ready),
     Tick(Tick),
-    Done(StreamResult),
     Error { message: String },
     BenchStarted(EngineStart),
     BenchProgress(EngineProgress),
@@ -74,7 +69,6 @@ pub fn parse_line(line: &str) -> Result<Event, String> {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Job {
     Victim { path: PathBuf, tick: Duration },
-    Stream(StreamSpec),
     /// One run of `ubio bench` (see [`crate::harness::engine`]).
     Bench(Box<EngineJob>),
 }
@@ -90,19 +84,6 @@ impl Job {
                 a.push(tick.as_millis().max(1).to_string().into());
                 a.push(path.into());
             }
-            Job::Stream(s) => {
-                a.push("stream".into());
-                for (k, v) in [
-                    ("--op", s.op.to_string()),
-                    ("--mode", s.mode.to_string()),
-                    ("--bytes", s.bytes.to_string()),
-                    ("--block", s.block.to_string()),
-                ] {
-                    a.push(k.into());
-                    a.push(v.into());
-                }
-                a.push(s.path.as_os_str().into());
-            }
             Job::Bench(job) => {
                 a.push("bench".into());
                 a.push(serde_json::to_string(job).expect("jobs always serialize").into());
@@ -115,7 +96,7 @@ impl Job {
     pub fn from_args(args: &[OsString]) -> Result<Job, String> {
         let (kind, rest) = args
             .split_first()
-            .ok_or("missing worker kind (victim, stream or bench)")?;
+            .ok_or("missing worker kind (victim or bench)")?;
         if kind == "bench" {
             let [job] = rest else {
                 return Err("bench takes one argument: the job as JSON".into());
@@ -152,27 +133,8 @@ impl Job {
                 }
                 Ok(Job::Victim { path, tick })
             }
-            Some("stream") => {
-                let (mut op, mut mode, mut bytes, mut block) = (None, None, 0, DEFAULT_BLOCK);
-                for (k, v) in &opts {
-                    match k.as_str() {
-                        "op" => op = Some(v.parse::<Op>()?),
-                        "mode" => mode = Some(v.parse::<Mode>()?),
-                        "bytes" => bytes = num(v, k)?,
-                        "block" => block = num(v, k)?,
-                        _ => return Err(format!("stream: unknown option --{k}")),
-                    }
-                }
-                Ok(Job::Stream(StreamSpec {
-                    path,
-                    op: op.ok_or("stream: missing --op")?,
-                    mode: mode.ok_or("stream: missing --mode")?,
-                    bytes,
-                    block,
-                }))
-            }
             _ => Err(format!(
-                "unknown worker kind {kind:?} (expected victim, stream or bench)"
+                "unknown worker kind {kind:?} (expected victim or bench)"
             )),
         }
     }
@@ -196,7 +158,6 @@ pub fn main(args: &[OsString]) -> i32 {
         out.flush()
     };
     let result = match job {
-        Job::Stream(spec) => workload::run_stream(&spec).and_then(|r| emit(&Event::Done(r))),
         Job::Bench(job) => engine::run(&job, |r| match r {
             engine::Report::Started(s) => emit(&Event::BenchStarted(s)),
             engine::Report::Progress(p) => emit(&Event::BenchProgress(p)),
@@ -433,39 +394,9 @@ impl BenchClient {
     }
 }
 
-/// Reads a streamer's output to the end, waits for it, and returns its
-/// result; its `error` event, a bad line or a failed exit become the error.
-pub fn finish_stream(mut child: Child) -> io::Result<StreamResult> {
-    let stdout = child.stdout.take().ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "streamer spawned without piped stdout",
-        )
-    })?;
-    let mut result: Option<Result<StreamResult, String>> = None;
-    for line in BufReader::new(stdout).lines() {
-        let line = line?;
-        match parse_line(&line) {
-            Ok(Event::Done(r)) => result = Some(Ok(r)),
-            Ok(Event::Error { message }) => result = Some(Err(message)),
-            Ok(_) => {}
-            Err(e) => result = Some(Err(e)),
-        }
-    }
-    let status = child.wait()?;
-    match result {
-        Some(Ok(r)) if status.success() => Ok(r),
-        Some(Err(msg)) => Err(io::Error::other(format!("streamer failed: {msg}"))),
-        _ => Err(io::Error::other(format!(
-            "streamer exited ({status}) without a result"
-        ))),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ubio::BackendKind;
 
     #[test]
     fn parses_each_event() {
@@ -490,40 +421,11 @@ mod tests {
                 message: "boom".into()
             }
         );
-        let done = parse_line(
-            r#"{"event":"done","op":"write","mode":"ubio:kernel","backend":"kernel","reason":"r","bytes":10,
-               "seconds":2.0,"mb_per_s":5e-6,"start_mono_secs":1.0,"end_mono_secs":3.0}"#,
-        )
-        .unwrap();
-        let Event::Done(r) = done else {
-            panic!("{done:?}")
-        };
-        assert_eq!(
-            (r.op, r.mode, r.bytes),
-            (Op::Write, Mode::Ubio(BackendKind::Kernel), 10)
-        );
-        assert!(r.ubio_stats.is_none());
-        assert_eq!(r.cpu_secs(), 0.0, "older workers sent no CPU times");
     }
 
     #[test]
     fn events_round_trip() {
-        let r = StreamResult {
-            op: Op::Read,
-            mode: Mode::Buffered,
-            backend: "std".into(),
-            reason: "plain".into(),
-            bytes: 1 << 30,
-            seconds: 1.25,
-            mb_per_s: 858.99,
-            start_mono_secs: 100.0,
-            end_mono_secs: 101.25,
-            cpu_user_secs: 0.25,
-            cpu_sys_secs: 0.75,
-            ubio_stats: Some(serde_json::json!({"pages_dropped": 3})),
-        };
         for ev in [
-            Event::Done(r),
             Event::Tick(Tick {
                 t0: 0.1,
                 t1: 0.2,
@@ -566,34 +468,6 @@ mod tests {
                 path: "/tmp/a b/hot".into(),
                 tick: Duration::from_millis(250),
             },
-            Job::Stream(StreamSpec {
-                path: "data".into(),
-                op: Op::Write,
-                mode: Mode::Ubio(BackendKind::Auto),
-                bytes: 1 << 31,
-                block: 1 << 20,
-            }),
-            Job::Stream(StreamSpec {
-                path: "/d".into(),
-                op: Op::Read,
-                mode: Mode::Odirect,
-                bytes: 0,
-                block: 1 << 20,
-            }),
-            Job::Stream(StreamSpec {
-                path: "/e".into(),
-                op: Op::Write,
-                mode: Mode::Dontcache,
-                bytes: 1 << 30,
-                block: 1 << 20,
-            }),
-            Job::Stream(StreamSpec {
-                path: "/d".into(),
-                op: Op::Read,
-                mode: Mode::Buffered,
-                bytes: 0,
-                block: 4096,
-            }),
         ];
         for job in jobs {
             assert_eq!(Job::from_args(&job.to_args()).unwrap(), job);
@@ -607,15 +481,12 @@ mod tests {
         assert!(Job::from_args(&a(&["victim"]))
             .unwrap_err()
             .contains("missing FILE"));
-        assert!(Job::from_args(&a(&["stream", "--op", "write", "f"]))
+        assert!(Job::from_args(&a(&["victim", "--tick-ms", "x", "f"]))
             .unwrap_err()
-            .contains("--mode"));
-        assert!(
-            Job::from_args(&a(&["stream", "--op", "sideways", "--mode", "ubio", "f"])).is_err()
-        );
-        assert!(
-            Job::from_args(&a(&["stream", "--op", "read", "--mode", "ubio", "--bytes"])).is_err()
-        );
+            .contains("not a number"));
+        assert!(Job::from_args(&a(&["bench", "{"]))
+            .unwrap_err()
+            .contains("bad job"));
         assert!(Job::from_args(&a(&["dance", "f"]))
             .unwrap_err()
             .contains("unknown worker kind"));

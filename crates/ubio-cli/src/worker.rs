@@ -1,5 +1,5 @@
-//! `ubio __worker ...` (hidden): the worker processes of `ubio demo` and the
-//! benchmarks, speaking JSON lines (see `ubio_bench::worker`).
+//! `ubio __worker ...` (hidden): the worker processes of `ubio bench` (and
+//! so of `ubio demo`), speaking JSON lines (see `ubio_bench::worker`).
 
 use anyhow::Result;
 use std::ffi::OsString;
@@ -8,7 +8,7 @@ use std::process::ExitCode;
 #[derive(clap::Args)]
 #[command(disable_help_flag = true)]
 pub struct Args {
-    /// `victim [--tick-ms N] FILE` or `stream --op OP --mode MODE [--bytes N] [--block N] FILE`.
+    /// `victim [--tick-ms N] FILE` or `bench JOB`.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
     args: Vec<OsString>,
 }
