@@ -547,3 +547,40 @@ fn ctrl_c_removes_everything() {
     // The report so far was written.
     assert!(dir.path().join("out/report.json").is_file());
 }
+
+/// `ubio bench suite seeds` end to end at the smoke scale, on the seed whose
+/// experiment is quickest (003: xfs on /dev/shm, with fio): the verdict is
+/// written next to the experiment's report, and nothing is left behind.
+#[test]
+fn seed_suite_judges_an_experiment() {
+    if !possible("seed_suite_judges_an_experiment") {
+        return;
+    }
+    let dir = workdir();
+    let out = dir.path().join("suite");
+    let before = fixtures();
+    let o = ubio()
+        .args(["bench", "suite", "seeds", "--smoke", "--only", "003", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let suite: Value =
+        serde_json::from_slice(&std::fs::read(out.join("suite.json")).unwrap()).unwrap();
+    assert_eq!(suite["complete"], true);
+    let exps = suite["experiments"].as_array().unwrap();
+    assert_eq!(exps.len(), 1);
+    let e = &exps[0];
+    assert_eq!(e["seed"], "003");
+    let outcome = e["verdict"]["outcome"].as_str().unwrap();
+    assert_ne!(outcome, "unmeasured", "{e}");
+    assert!(!e["verdict"]["figures"].as_array().unwrap().is_empty(), "{e}");
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(out.join(e["report"].as_str().unwrap())).unwrap())
+            .unwrap();
+    assert_eq!(report["complete"], true);
+    assert!(!report["fio"].as_array().unwrap().is_empty(), "003 runs fio's jobs too");
+    let md = String::from_utf8(o.stdout).unwrap();
+    assert!(md.contains("| 003 |") && md.contains("Claim:"), "{md}");
+    assert_eq!(new_fixtures(&before), Vec::<String>::new());
+}

@@ -86,7 +86,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             ..Scale::standard(cpus)
         }
     };
-    if !(scale.slow_device_mb_per_s > 0.0) {
+    if scale.slow_device_mb_per_s.is_nan() || scale.slow_device_mb_per_s <= 0.0 {
         bail!("--slow-device must be more than 0 MB/s");
     }
     let exe = std::env::current_exe().context("find the ubio binary for the worker processes")?;
