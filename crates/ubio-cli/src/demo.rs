@@ -500,7 +500,12 @@ fn conclude(reports: &[Report]) -> Vec<String> {
                     let _ = write!(s, "; {} kept none of it cached", label(u.mode));
                 }
                 peak => {
-                    let _ = write!(s, "; {} kept at most {}", label(u.mode), human_bytes(peak));
+                    let _ = write!(
+                        s,
+                        "; {} kept at most {} of it cached",
+                        label(u.mode),
+                        human_bytes(peak)
+                    );
                 }
             }
             if let Some((med, worst)) = reader(u) {
