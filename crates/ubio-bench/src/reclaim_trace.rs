@@ -9,9 +9,9 @@
 //! The tracepoint fires once per cgroup reclaim pass with the pages it
 //! reclaimed, whatever the cgroup version.
 //!
-//! A [`MemcgReclaimTrace`] makes its own trace instance (so it never touches
-//! the global trace buffer or another user's instance), mounting tracefs on
-//! a private directory if it is not mounted yet, enables the one event
+//! A [`MemcgReclaimTrace`] mounts tracefs on a private directory, makes its
+//! own trace instance there (so it never touches the global trace buffer
+//! or another user's instance), enables the one event
 //! there, and sums `nr_reclaimed` from the instance's trace_pipe on a
 //! thread. Dropping it (or a termination signal, through [`crate::cleanup`])
 //! disables the event, removes the instance and unmounts what it mounted.
@@ -50,14 +50,12 @@ impl MemcgReclaimTrace {
     /// Starts counting. Fails (with the path and the operation) where
     /// tracefs or the event is missing or we are not root.
     pub fn start() -> io::Result<MemcgReclaimTrace> {
-        let (root, mounted) = match tracefs_mount_point()? {
-            Some(root) => (root, None),
-            None => {
-                let dir = tempfile::Builder::new().prefix("ubio-tracefs-").tempdir()?;
-                mount_tracefs(dir.path())?;
-                (dir.path().to_path_buf(), Some(dir))
-            }
-        };
+        // Always a mount of our own: another user's (or another
+        // benchmark's) mount may go away while we use it. Every tracefs
+        // mount shows the same instances.
+        let mount = tempfile::Builder::new().prefix("ubio-tracefs-").tempdir()?;
+        mount_tracefs(mount.path())?;
+        let root = mount.path().to_path_buf();
         let instance = root.join(format!(
             "instances/ubio-bench-{}-{}",
             std::process::id(),
@@ -78,10 +76,8 @@ impl MemcgReclaimTrace {
                 std::thread::sleep(POLL / 2);
             }
             remove_instance(&cleanup_instance);
-            if let Some(dir) = mounted {
-                unmount(dir.path());
-                drop(dir);
-            }
+            unmount(mount.path());
+            drop(mount);
         });
         fs::create_dir(&instance).map_err(|e| ctx(e, "make trace instance", &instance))?;
         write(&instance.join("buffer_size_kb"), BUFFER_KB)?;
@@ -182,16 +178,6 @@ fn nr_reclaimed(line: &[u8]) -> Option<u64> {
     let line = std::str::from_utf8(line).ok()?;
     let (_, rest) = line.split_once("mm_vmscan_memcg_reclaim_end: nr_reclaimed=")?;
     rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
-}
-
-/// Where tracefs is mounted, if it is.
-fn tracefs_mount_point() -> io::Result<Option<PathBuf>> {
-    let mounts = fs::read_to_string("/proc/self/mounts")?;
-    Ok(mounts.lines().find_map(|l| {
-        let mut f = l.split_whitespace();
-        let (_dev, dir, kind) = (f.next()?, f.next()?, f.next()?);
-        (kind == "tracefs").then(|| PathBuf::from(dir.replace("\\040", " ")))
-    }))
 }
 
 fn mount_tracefs(dir: &Path) -> io::Result<()> {
