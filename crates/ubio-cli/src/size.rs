@@ -34,21 +34,9 @@ pub fn parse_nonzero(s: &str) -> Result<u64, String> {
     }
 }
 
-/// "1.5 GiB" style.
-pub fn human(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
+/// "1.5 GiB" style: the bench report's formatter, so `ubio` prints sizes
+/// one way everywhere.
+pub use ubio_bench::harness::export::table::human_bytes as human;
 
 #[cfg(test)]
 mod tests {

@@ -20,12 +20,12 @@
 
 use super::mode::{BenchMode, CopyTool, WorkloadKind};
 use super::schema::{Backing, Config, ModeSummary, Report, Target, Workload};
+use super::export::table::human_bytes;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use ubio::BackendKind;
 
 const MIB: u64 = 1 << 20;
-const GIB: u64 = 1 << 30;
 
 /// The sizes the experiments are scaled to.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -457,8 +457,8 @@ fn seed_004(s: &Scale) -> Experiment {
                     seed: "3.2 GB vs ~16 MiB".into(),
                     here: format!(
                         "{} vs {}",
-                        bytes(plain.peak_dataset_dirty_writeback_bytes),
-                        bytes(wb.peak_dataset_dirty_writeback_bytes)
+                        human_bytes(plain.peak_dataset_dirty_writeback_bytes),
+                        human_bytes(wb.peak_dataset_dirty_writeback_bytes)
                     ),
                     holds: wb.peak_dataset_dirty_writeback_bytes <= 64 * MIB
                         && plain.peak_dataset_dirty_writeback_bytes > 4 * wb.peak_dataset_dirty_writeback_bytes,
@@ -601,8 +601,8 @@ fn cache_figure(buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
         seed: seed.into(),
         here: format!(
             "{} vs {}",
-            bytes(buf.peak_dataset_cached_bytes),
-            bytes(other.peak_dataset_cached_bytes)
+            human_bytes(buf.peak_dataset_cached_bytes),
+            human_bytes(other.peak_dataset_cached_bytes)
         ),
         holds: other.peak_dataset_cached_bytes <= 64 * MIB
             && buf.peak_dataset_cached_bytes > 4 * other.peak_dataset_cached_bytes,
@@ -649,14 +649,6 @@ fn ratio(a: f64, b: f64) -> String {
         format!("{:.2}", a / b)
     } else {
         "-".into()
-    }
-}
-
-fn bytes(b: u64) -> String {
-    if b >= GIB {
-        format!("{:.2} GiB", b as f64 / GIB as f64)
-    } else {
-        format!("{:.1} MiB", b as f64 / MIB as f64)
     }
 }
 
@@ -718,6 +710,8 @@ mod tests {
     use super::*;
     use crate::harness::schema::{Environment, RunSummary, Run, VictimEffect};
     use crate::stats::Summary;
+
+    const GIB: u64 = 1 << 30;
 
     fn summary(v: f64) -> Option<Summary> {
         Summary::of(&[v])
