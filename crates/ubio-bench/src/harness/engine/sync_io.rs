@@ -130,15 +130,7 @@ impl Handle {
                 Err(e) => return Err(ctx(e, "read", path)),
             }
         }
-        if let Handle::Plain {
-            file,
-            fadvise: true,
-        } = self
-        {
-            sys::fadvise(file.as_fd(), off, buf.len() as u64, Advice::DontNeed)
-                .map_err(|e| ctx(e, "fadvise", path))?;
-        }
-        Ok(())
+        self.fadvise_dontneed(off, buf.len() as u64, path)
     }
 
     fn write_all(&self, buf: &[u8], off: u64, path: &Path) -> io::Result<()> {
@@ -163,12 +155,17 @@ impl Handle {
                 Err(e) => return Err(ctx(e, "write", path)),
             }
         }
+        self.fadvise_dontneed(off, buf.len() as u64, path)
+    }
+
+    /// The plain-with-fadvise mode: drop the range just read or written.
+    fn fadvise_dontneed(&self, off: u64, len: u64, path: &Path) -> io::Result<()> {
         if let Handle::Plain {
             file,
             fadvise: true,
         } = self
         {
-            sys::fadvise(file.as_fd(), off, buf.len() as u64, Advice::DontNeed)
+            sys::fadvise(file.as_fd(), off, len, Advice::DontNeed)
                 .map_err(|e| ctx(e, "fadvise", path))?;
         }
         Ok(())
