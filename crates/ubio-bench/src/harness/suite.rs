@@ -812,31 +812,33 @@ mod tests {
         assert_eq!(experiments(&scale, &["003".into()]).len(), 1);
     }
 
-    #[test]
-    fn seed_001_reproduced_when_uncached_is_faster_leaner_and_steadier() {
+    /// Seed 001's verdict with buffered at 1000 MB/s (reclaiming a lot, at
+    /// 2 CPU s/GB) and the uncached modes at the given speeds.
+    fn seed_001_verdict(dontcache_mb_per_s: f64, ubio_mb_per_s: f64) -> Verdict {
         let (e, scale) = experiment("001", 0);
         let mut buf = mode(BenchMode::Buffered, 1000.0, 250_000.0);
         buf.cpu_secs_per_gb = summary(2.0);
         let r = report(
             &e,
-            vec![buf, mode(BenchMode::Dontcache, 1400.0, 100.0), mode(UBIO, 1500.0, 50.0)],
+            vec![
+                buf,
+                mode(BenchMode::Dontcache, dontcache_mb_per_s, 100.0),
+                mode(UBIO, ubio_mb_per_s, 50.0),
+            ],
             vec![run(BenchMode::Buffered, 150.0), run(UBIO, 20.0)],
         );
-        let v = e.judge(&r, &scale);
+        e.judge(&r, &scale)
+    }
+
+    #[test]
+    fn seed_001_reproduced_when_uncached_is_faster_leaner_and_steadier() {
+        let v = seed_001_verdict(1400.0, 1500.0);
         assert_eq!(v.outcome, Outcome::Reproduced, "{v:#?}");
     }
 
     #[test]
     fn seed_001_partly_when_uncached_is_slower() {
-        let (e, scale) = experiment("001", 0);
-        let mut buf = mode(BenchMode::Buffered, 1000.0, 250_000.0);
-        buf.cpu_secs_per_gb = summary(2.0);
-        let r = report(
-            &e,
-            vec![buf, mode(BenchMode::Dontcache, 800.0, 100.0), mode(UBIO, 900.0, 50.0)],
-            vec![run(BenchMode::Buffered, 150.0), run(UBIO, 20.0)],
-        );
-        let v = e.judge(&r, &scale);
+        let v = seed_001_verdict(800.0, 900.0);
         assert_eq!(v.outcome, Outcome::Partly, "{v:#?}");
         assert!(v.figures.iter().any(|f| !f.holds && f.what.contains("throughput")));
     }
