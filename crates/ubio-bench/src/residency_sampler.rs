@@ -13,7 +13,7 @@ use crate::sampler_thread::SamplerThread;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use ubio::sys::{cachestat, mincore_resident, CacheStat};
@@ -75,6 +75,29 @@ impl ResidencySampler {
             Ok(f) => cachestat(f.as_fd(), 0, 0).map(Some),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
+        })
+    }
+
+    /// Sample the files at `paths` together (their counts summed) every
+    /// `every`, opening each afresh every time, like [`Self::follow`]: the
+    /// peaks of a whole dataset, some of whose files a command may be about
+    /// to create. Needs cachestat().
+    pub fn follow_all(paths: Vec<PathBuf>, every: Duration) -> ResidencySampler {
+        Self::spawn(every, move || {
+            let mut total = CacheStat::default();
+            for path in &paths {
+                match File::open(path) {
+                    Ok(f) => {
+                        let c = cachestat(f.as_fd(), 0, 0)?;
+                        total.nr_cache += c.nr_cache;
+                        total.nr_dirty += c.nr_dirty;
+                        total.nr_writeback += c.nr_writeback;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(Some(total))
         })
     }
 

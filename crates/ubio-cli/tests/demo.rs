@@ -24,12 +24,14 @@ fn one_demo() -> std::sync::MutexGuard<'static, ()> {
 }
 
 /// Twice the limit, so buffered I/O fills the cgroup; one round, the reader
-/// measured alone for a second.
+/// measured alone for a second. (At 64 MiB, ubio's own bounds, a 16 MiB
+/// write window and up to 24 MiB of read lag and readahead, are close to
+/// what the cgroup leaves buffered I/O.)
 const TINY: [&str; 8] = [
     "--limit",
-    "64M",
-    "--dataset",
     "128M",
+    "--dataset",
+    "256M",
     "--rounds",
     "1",
     "--solo-secs",
@@ -99,16 +101,16 @@ fn tiny_demo_compares_buffered_and_ubio_and_cleans_up() {
             r["config"]["modes"],
             serde_json::json!(["buffered", "ubio"])
         );
-        assert_eq!(r["config"]["memory_limit_bytes"], 64u64 << 20);
+        assert_eq!(r["config"]["memory_limit_bytes"], 128u64 << 20);
         assert_eq!(
             r["config"]["victim_hot_bytes"],
-            32u64 << 20,
+            64u64 << 20,
             "half the limit"
         );
         assert!(r["victim_solo"]["ops_per_s"]["median"].as_f64().unwrap() > 0.0);
         for run in r["runs"].as_array().unwrap() {
             assert!(run["error"].is_null(), "{kind}: {}", run["error"]);
-            assert_eq!(run["bytes"], 128u64 << 20, "{kind}");
+            assert_eq!(run["bytes"], 256u64 << 20, "{kind}");
         }
         let (buffered, ubio) = (mode(r, "buffered"), mode(r, "ubio"));
         for m in [buffered, ubio] {
@@ -119,7 +121,7 @@ fn tiny_demo_compares_buffered_and_ubio_and_cleans_up() {
                 m["mode"]
             );
         }
-        // Buffered I/O leaves a good part of the 64 MiB cgroup full of the
+        // Buffered I/O leaves a good part of the 128 MiB cgroup full of the
         // dataset; ubio keeps it within its window.
         let peak = |m: &Value| m["peak_dataset_cached_bytes"].as_u64().unwrap();
         assert!(
@@ -127,8 +129,15 @@ fn tiny_demo_compares_buffered_and_ubio_and_cleans_up() {
             "{kind}: buffered peak {}",
             peak(buffered)
         );
-        assert!(peak(ubio) <= 24 << 20, "{kind}: ubio peak {}", peak(ubio));
-        assert!(peak(ubio) * 2 < peak(buffered), "{kind}");
+        // Writes: the 16 MiB window; reads: the lag, a drop batch and the
+        // kernel's readahead (the contract tests' bound is 64 MiB).
+        assert!(peak(ubio) <= 32 << 20, "{kind}: ubio peak {}", peak(ubio));
+        assert!(
+            peak(ubio) * 2 < peak(buffered),
+            "{kind}: ubio {} vs buffered {}",
+            peak(ubio),
+            peak(buffered)
+        );
     }
     // --out kept the harness's report files, one directory per workload.
     for kind in kinds {

@@ -210,6 +210,7 @@ fn mock_run(rng: &mut Rng, profile: &Profile, round: u32, solo: f64) -> Run {
         time_to_durable_secs: Some(durable),
         final_dataset_cached_bytes: Some(cached / 2),
         victim_solo_ops_per_s: Some(solo),
+        fast_peaks: None,
     });
     Run {
         mode: profile.mode,

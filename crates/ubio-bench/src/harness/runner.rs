@@ -28,11 +28,12 @@ use super::mode::{BenchMode, WorkloadKind};
 use super::fio::Fio;
 use super::sampler::{self, SystemSampler};
 use super::schema::{Config, Report, Run, Sample, VictimSolo, Workload};
-use super::summary::{self, RunInput};
+use super::summary::{self, FastPeaks, RunInput};
 use crate::cgroup::{CgroupVersion, MemCgroup};
 use crate::clock::monotonic_secs;
 use crate::cpu::CpuTimes;
 use crate::reclaim_trace::MemcgReclaimTrace;
+use crate::residency_sampler::ResidencySampler;
 use crate::stats::Summary;
 use crate::victim::{self, per_second_rates};
 use crate::worker::{BenchClient, Event, Job, VictimClient};
@@ -45,6 +46,8 @@ use ubio::sys::{self, Advice};
 
 /// How long a victim may take to read its hot file through.
 const WARM_TIMEOUT: Duration = Duration::from_secs(120);
+/// How often the dataset's page-cache peaks are sampled during a run.
+const PEAK_EVERY: Duration = Duration::from_millis(10);
 /// How long a worker may take to start.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -509,6 +512,9 @@ impl Bench<'_> {
             self.layout.watched(kind),
             start,
         )?;
+        // Per-second samples see levels only at each second's end; the
+        // peaks come from this one.
+        let peaks = ResidencySampler::follow_all(self.layout.watched(kind), PEAK_EVERY);
         let mut samples: Vec<Sample> = Vec::new();
         let mut last = EngineProgress {
             t_mono_secs: start,
@@ -561,6 +567,16 @@ impl Bench<'_> {
         if end - covered > 0.005 || samples.is_empty() {
             samples.push(sampler.sample(end.max(covered + 1e-3), bytes, cpu)?);
         }
+        let fast_peaks = peaks.finish().map_or_else(
+            |e| {
+                log::warn!("dataset peak sampler: {e}");
+                FastPeaks::default()
+            },
+            |p| FastPeaks {
+                cached_bytes: p.max_cached * sys::page_size(),
+                dirty_writeback_bytes: p.max_dirty_writeback * sys::page_size(),
+            },
+        );
         let final_cached = sampler::dataset_cache(&self.layout.watched(kind)).0;
         if let Some(v) = victim {
             wait_for_ticks(v, end);
@@ -585,6 +601,7 @@ impl Bench<'_> {
             time_to_durable_secs: kind.writes().then_some(secs),
             final_dataset_cached_bytes: Some(final_cached),
             victim_solo_ops_per_s: solo.map(|s| s.ops_per_s.median),
+            fast_peaks: Some(fast_peaks),
         });
         let (backend, reason, ubio_stats) = match result {
             Some(r) => (r.backend, r.reason, r.ubio_stats),
@@ -632,6 +649,7 @@ impl Bench<'_> {
             time_to_durable_secs: None,
             final_dataset_cached_bytes: None,
             victim_solo_ops_per_s: None,
+            fast_peaks: None,
         });
         Run {
             mode,

@@ -28,6 +28,7 @@ const GB: f64 = 1e9;
 ///     time_to_durable_secs,           // writes: Some(first write .. fsync returned); reads: None
 ///     final_dataset_cached_bytes,     // cachestat after the run (writes: after fsync + close), or None
 ///     victim_solo_ops_per_s: report.victim_solo.as_ref().map(|v| v.ops_per_s.median),
+///     fast_peaks: None,
 /// });
 /// ```
 #[derive(Debug, Clone, Copy)]
@@ -45,6 +46,17 @@ pub struct RunInput<'a> {
     pub final_dataset_cached_bytes: Option<u64>,
     /// The victim's solo median reads per second, for the % of solo.
     pub victim_solo_ops_per_s: Option<f64>,
+    /// Peaks of the dataset's page cache and dirty + writeback seen by a
+    /// sampler faster than the per-second samples (which see levels only at
+    /// each second's end); None: the samples' highest.
+    pub fast_peaks: Option<FastPeaks>,
+}
+
+/// Dataset peaks from a fast sampler, in bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FastPeaks {
+    pub cached_bytes: u64,
+    pub dirty_writeback_bytes: u64,
 }
 
 /// The figures of one run (see [`RunSummary`] for each field's meaning).
@@ -75,10 +87,11 @@ pub fn summarize_run(input: &RunInput) -> RunSummary {
 
     let last_cached = samples.last().map_or(0, |s| s.dataset_cached_bytes);
     let final_cached = input.final_dataset_cached_bytes.unwrap_or(last_cached);
+    let fast = input.fast_peaks.unwrap_or_default();
     let peak_cached = samples
         .iter()
         .map(|s| s.dataset_cached_bytes)
-        .chain([final_cached])
+        .chain([final_cached, fast.cached_bytes])
         .max()
         .unwrap_or(0);
 
@@ -101,6 +114,7 @@ pub fn summarize_run(input: &RunInput) -> RunSummary {
         peak_dataset_dirty_writeback_bytes: samples
             .iter()
             .map(|s| s.dataset_dirty_bytes + s.dataset_writeback_bytes)
+            .chain([fast.dirty_writeback_bytes])
             .max()
             .unwrap_or(0),
         time_to_durable_secs: input.time_to_durable_secs,
@@ -327,6 +341,7 @@ mod tests {
             time_to_durable_secs: Some(2.5),
             final_dataset_cached_bytes: Some(1 << 20),
             victim_solo_ops_per_s: Some(1200.0),
+            fast_peaks: None,
         });
         let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
         assert!(close(s.mb_per_s, 124.0), "{}", s.mb_per_s);
@@ -360,9 +375,30 @@ mod tests {
             time_to_durable_secs: None,
             final_dataset_cached_bytes: None,
             victim_solo_ops_per_s: None,
+            fast_peaks: None,
         });
         assert_eq!(s.per_second_mb_per_s.unwrap().median, 100.0);
         assert!(s.victim.is_none());
+    }
+
+    #[test]
+    fn a_fast_samplers_peaks_count_when_higher() {
+        let samples = [sample(1.0, 1.0, 50_000_000)];
+        let input = |fast| RunInput {
+            samples: &samples,
+            bytes: 50_000_000,
+            secs: 1.0,
+            time_to_durable_secs: None,
+            final_dataset_cached_bytes: Some(0),
+            victim_solo_ops_per_s: None,
+            fast_peaks: Some(fast),
+        };
+        let high = FastPeaks { cached_bytes: 1 << 30, dirty_writeback_bytes: 1 << 29 };
+        let s = summarize_run(&input(high));
+        assert_eq!(s.peak_dataset_cached_bytes, 1 << 30);
+        assert_eq!(s.peak_dataset_dirty_writeback_bytes, 1 << 29);
+        let s = summarize_run(&input(FastPeaks::default()));
+        assert_eq!(s.peak_dataset_cached_bytes, samples[0].dataset_cached_bytes);
     }
 
     #[test]
@@ -374,6 +410,7 @@ mod tests {
             time_to_durable_secs: None,
             final_dataset_cached_bytes: None,
             victim_solo_ops_per_s: None,
+            fast_peaks: None,
         });
         assert_eq!((s.mb_per_s, s.cpu_secs_per_gb), (0.0, 0.0));
         assert!(s.per_second_mb_per_s.is_none());

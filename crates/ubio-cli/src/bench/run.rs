@@ -381,7 +381,7 @@ mod tests {
     fn stamps_utc() {
         assert_eq!(utc_stamp(0), "1970-01-01-000000");
         assert_eq!(utc_stamp(951_782_400 + 3661), "2000-02-29-010101");
-        assert_eq!(utc_stamp(1_795_330_502), "2026-11-22-060502");
+        assert_eq!(utc_stamp(1_795_330_502), "2026-11-22-065502");
     }
 
     #[test]
