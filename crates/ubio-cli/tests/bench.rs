@@ -149,28 +149,35 @@ const SMALL: [&str; 10] = [
     "64M",
 ];
 
-#[test]
-fn every_in_process_mode_reads_sequentially() {
-    if !possible("every_in_process_mode_reads_sequentially") {
-        return;
-    }
+/// One round of every in-process mode (no victim) on `workload` at
+/// `block`, over SMALL's 16 MiB; the report, its runs checked.
+fn every_in_process_mode(workload: &str, block: &str) -> Value {
     let r = bench(
-        "seq-read",
+        workload,
         &[
             &SMALL[..],
             &[
                 "--no-victim",
                 "--workload",
-                "seq-read",
+                workload,
                 "--block",
-                "64K",
+                block,
                 "--modes",
                 IN_PROCESS,
             ],
         ]
         .concat(),
     );
-    check_runs("seq-read", &r, IN_PROCESS, 16 << 20);
+    check_runs(workload, &r, IN_PROCESS, 16 << 20);
+    r
+}
+
+#[test]
+fn every_in_process_mode_reads_sequentially() {
+    if !possible("every_in_process_mode_reads_sequentially") {
+        return;
+    }
+    let r = every_in_process_mode("seq-read", "64K");
     let probe = &r["environment"]["probe"];
     assert!(probe["fs"]["fs_type"].is_string(), "{probe}");
     assert_eq!(r["config"]["workload"]["kind"], "seq-read");
@@ -181,23 +188,7 @@ fn every_in_process_mode_writes_sequentially() {
     if !possible("every_in_process_mode_writes_sequentially") {
         return;
     }
-    let r = bench(
-        "seq-write",
-        &[
-            &SMALL[..],
-            &[
-                "--no-victim",
-                "--workload",
-                "seq-write",
-                "--block",
-                "64K",
-                "--modes",
-                IN_PROCESS,
-            ],
-        ]
-        .concat(),
-    );
-    check_runs("seq-write", &r, IN_PROCESS, 16 << 20);
+    every_in_process_mode("seq-write", "64K");
 }
 
 #[test]
@@ -205,23 +196,7 @@ fn every_in_process_mode_reads_at_random() {
     if !possible("every_in_process_mode_reads_at_random") {
         return;
     }
-    let r = bench(
-        "rand-read",
-        &[
-            &SMALL[..],
-            &[
-                "--no-victim",
-                "--workload",
-                "rand-read",
-                "--block",
-                "16K",
-                "--modes",
-                IN_PROCESS,
-            ],
-        ]
-        .concat(),
-    );
-    check_runs("rand-read", &r, IN_PROCESS, 16 << 20);
+    every_in_process_mode("rand-read", "16K");
 }
 
 #[test]
@@ -229,23 +204,7 @@ fn every_in_process_mode_writes_at_random() {
     if !possible("every_in_process_mode_writes_at_random") {
         return;
     }
-    let r = bench(
-        "rand-write",
-        &[
-            &SMALL[..],
-            &[
-                "--no-victim",
-                "--workload",
-                "rand-write",
-                "--block",
-                "64K",
-                "--modes",
-                IN_PROCESS,
-            ],
-        ]
-        .concat(),
-    );
-    check_runs("rand-write", &r, IN_PROCESS, 16 << 20);
+    every_in_process_mode("rand-write", "64K");
 }
 
 #[test]
