@@ -7,12 +7,13 @@
 //! Needs the workspace built (`cargo build --release`: `ubio` and
 //! libubio_preload.so in target/release); scripts/test.sh does that.
 
+mod common;
+
+use common::{scratch, MIB};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-use ubio_bench::scratchfs::{FsKind, ScratchFs, ScratchOpts};
 
-const MIB: u64 = 1 << 20;
 const OPS: u64 = 3000;
 const BACKENDS: [&str; 5] = ["auto", "kernel", "emulated", "direct", "buffered"];
 
@@ -54,22 +55,6 @@ fn fsx_c() -> &'static Path {
         );
         bin
     })
-}
-
-fn scratch(name: &str) -> ScratchFs {
-    let fs = if name == "tmpfs" {
-        ScratchFs::tmpfs(256 * MIB)
-    } else {
-        let kind: FsKind = name.parse().unwrap();
-        ScratchFs::create(
-            kind,
-            (256 * MIB).max(kind.min_size_bytes()),
-            &ScratchOpts::default()
-                .backing_dir(profile_dir().parent().unwrap())
-                .direct_io(true),
-        )
-    };
-    fs.unwrap_or_else(|e| panic!("cannot make a scratch {name}: {e}"))
 }
 
 /// What the shim does with `backend` on `fs`: Some(backend it manages the

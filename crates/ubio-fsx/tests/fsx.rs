@@ -3,36 +3,14 @@
 //! proof that its checker fails when it should; replay of a seed; and the
 //! soak (ignored; see the README).
 
+mod common;
+
+use common::{scratch, target_dir, MIB};
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use ubio::BackendKind;
-use ubio_bench::scratchfs::{FsKind, ScratchFs, ScratchOpts};
 use ubio_fsx::{Config, Error, Summary, Tamper, Weights};
-
-const MIB: u64 = 1 << 20;
-
-/// target/ of the workspace: loop images go there (not /tmp, maybe tmpfs).
-fn target_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target")
-}
-
-/// A scratch filesystem of `name` (ext4, xfs, btrfs or tmpfs).
-fn scratch(name: &str) -> ScratchFs {
-    let fs = if name == "tmpfs" {
-        ScratchFs::tmpfs(256 * MIB)
-    } else {
-        let kind: FsKind = name.parse().unwrap();
-        ScratchFs::create(
-            kind,
-            (256 * MIB).max(kind.min_size_bytes()),
-            &ScratchOpts::default()
-                .backing_dir(target_dir())
-                .direct_io(true),
-        )
-    };
-    fs.unwrap_or_else(|e| panic!("cannot make a scratch {name}: {e}"))
-}
 
 /// The backend is refused on this filesystem: check that the refusal is the
 /// clear error the contract asks for and that the probe agrees.

@@ -1,0 +1,28 @@
+//! What the exerciser's test files share: scratch filesystems.
+
+use std::path::PathBuf;
+use ubio_bench::scratchfs::{FsKind, ScratchFs, ScratchOpts};
+
+pub const MIB: u64 = 1 << 20;
+
+/// target/ of the workspace: loop images go there (not /tmp, maybe tmpfs).
+pub fn target_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target")
+}
+
+/// A scratch filesystem of `name` (ext4, xfs, btrfs or tmpfs).
+pub fn scratch(name: &str) -> ScratchFs {
+    let fs = if name == "tmpfs" {
+        ScratchFs::tmpfs(256 * MIB)
+    } else {
+        let kind: FsKind = name.parse().unwrap();
+        ScratchFs::create(
+            kind,
+            (256 * MIB).max(kind.min_size_bytes()),
+            &ScratchOpts::default()
+                .backing_dir(target_dir())
+                .direct_io(true),
+        )
+    };
+    fs.unwrap_or_else(|e| panic!("cannot make a scratch {name}: {e}"))
+}
