@@ -149,6 +149,22 @@ impl BenchMode {
         ]
     }
 
+    /// The modes a benchmark compares when none are named: every in-process
+    /// mode with ubio's automatic choice only (the ubio:<backend> ones on
+    /// request); for copies, buffered, ubio and every tool.
+    pub fn defaults(kind: WorkloadKind) -> Vec<BenchMode> {
+        match kind {
+            WorkloadKind::Copy => [BenchMode::Buffered, BenchMode::Ubio(BackendKind::Auto)]
+                .into_iter()
+                .chain(CopyTool::ALL.map(BenchMode::Tool))
+                .collect(),
+            _ => BenchMode::in_process()
+                .into_iter()
+                .filter(|m| !matches!(m, BenchMode::Ubio(b) if *b != BackendKind::Auto))
+                .collect(),
+        }
+    }
+
     /// Whether the mode can run `kind` (tools only copy).
     pub fn supports(self, kind: WorkloadKind) -> bool {
         !matches!(self, BenchMode::Tool(_)) || kind == WorkloadKind::Copy
@@ -242,6 +258,22 @@ mod tests {
         assert!(err.contains("odirect-uring"), "{err}");
         assert!("ubio:nope".parse::<BenchMode>().is_err());
         assert!("seq".parse::<WorkloadKind>().unwrap_err().contains("seq-read"));
+    }
+
+    #[test]
+    fn defaults_are_ubio_auto_and_the_rest_or_tools_for_copies() {
+        assert!(BenchMode::defaults(WorkloadKind::Copy).contains(&BenchMode::Tool(CopyTool::Rsync)));
+        assert!(!BenchMode::defaults(WorkloadKind::SeqRead)
+            .iter()
+            .any(|m| matches!(m, BenchMode::Tool(_))));
+        let names: Vec<String> = BenchMode::defaults(WorkloadKind::SeqRead)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            names.join(","),
+            "buffered,dontcache,dontcache-uring,odirect,odirect-uring,fadvise,ubio"
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use ubio_bench::harness::export;
-use ubio_bench::harness::mode::{BenchMode, CopyTool, WorkloadKind};
+use ubio_bench::harness::mode::{BenchMode, WorkloadKind};
 use ubio_bench::harness::runner::{self, environment, Progress, RunOptions};
 use ubio_bench::harness::schema::{Backing, Config, Report, Run, Sample, Target, Workload};
 use ubio_bench::scratchfs::FsKind;
@@ -173,7 +173,7 @@ fn config(a: &Args) -> Result<Config> {
     };
     let modes = match &a.modes {
         Some(list) => parse_modes(list)?,
-        None => default_modes(a.workload),
+        None => BenchMode::defaults(a.workload),
     };
     let copies = if a.workload == WorkloadKind::Copy {
         2
@@ -237,28 +237,6 @@ fn parse_modes(list: &str) -> Result<Vec<BenchMode>> {
         bail!("--modes is empty");
     }
     Ok(modes)
-}
-
-fn default_modes(kind: WorkloadKind) -> Vec<BenchMode> {
-    let core = [
-        BenchMode::Buffered,
-        BenchMode::Dontcache,
-        BenchMode::DontcacheUring,
-        BenchMode::Odirect,
-        BenchMode::OdirectUring,
-        BenchMode::Fadvise,
-        BenchMode::Ubio(ubio::BackendKind::Auto),
-    ];
-    match kind {
-        WorkloadKind::Copy => [
-            BenchMode::Buffered,
-            BenchMode::Ubio(ubio::BackendKind::Auto),
-        ]
-        .into_iter()
-        .chain(CopyTool::ALL.map(BenchMode::Tool))
-        .collect(),
-        _ => core.to_vec(),
-    }
 }
 
 /// The source tree's `git describe`, from the build or from the tree the
@@ -389,9 +367,5 @@ mod tests {
         assert_eq!(parse_modes("buffered, ubio:kernel").unwrap().len(), 2);
         assert!(parse_modes("buffered,buffered").is_err());
         assert!(parse_modes("fast").is_err());
-        assert!(default_modes(WorkloadKind::Copy).contains(&BenchMode::Tool(CopyTool::Rsync)));
-        assert!(!default_modes(WorkloadKind::SeqRead)
-            .iter()
-            .any(|m| matches!(m, BenchMode::Tool(_))));
     }
 }
