@@ -642,15 +642,7 @@ impl Bench<'_> {
     }
 
     fn failed_run(&self, mode: BenchMode, round: u32, error: String) -> Run {
-        let summary = summary::summarize_run(&RunInput {
-            samples: &[],
-            bytes: 0,
-            secs: 0.0,
-            time_to_durable_secs: None,
-            final_dataset_cached_bytes: None,
-            victim_solo_ops_per_s: None,
-            fast_peaks: None,
-        });
+        let summary = summary::summarize_run(&RunInput::NOTHING_MOVED);
         Run {
             mode,
             round,

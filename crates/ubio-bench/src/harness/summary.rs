@@ -52,6 +52,19 @@ pub struct RunInput<'a> {
     pub fast_peaks: Option<FastPeaks>,
 }
 
+impl RunInput<'static> {
+    /// A run that moved nothing (it failed before its first byte).
+    pub const NOTHING_MOVED: RunInput<'static> = RunInput {
+        samples: &[],
+        bytes: 0,
+        secs: 0.0,
+        time_to_durable_secs: None,
+        final_dataset_cached_bytes: None,
+        victim_solo_ops_per_s: None,
+        fast_peaks: None,
+    };
+}
+
 /// Dataset peaks from a fast sampler, in bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FastPeaks {
@@ -403,15 +416,7 @@ mod tests {
 
     #[test]
     fn nothing_moved_gives_zeros_not_infinities() {
-        let s = summarize_run(&RunInput {
-            samples: &[],
-            bytes: 0,
-            secs: 0.0,
-            time_to_durable_secs: None,
-            final_dataset_cached_bytes: None,
-            victim_solo_ops_per_s: None,
-            fast_peaks: None,
-        });
+        let s = summarize_run(&RunInput::NOTHING_MOVED);
         assert_eq!((s.mb_per_s, s.cpu_secs_per_gb), (0.0, 0.0));
         assert!(s.per_second_mb_per_s.is_none());
         assert!(serde_json::to_string(&s).is_ok());
