@@ -169,12 +169,6 @@ impl BenchMode {
     pub fn supports(self, kind: WorkloadKind) -> bool {
         !matches!(self, BenchMode::Tool(_)) || kind == WorkloadKind::Copy
     }
-
-    /// Whether the mode is (one of) the plain buffered baseline(s) that
-    /// ratios are taken against.
-    pub fn is_baseline(self) -> bool {
-        matches!(self, BenchMode::Buffered | BenchMode::Tool(CopyTool::Cp))
-    }
 }
 
 impl fmt::Display for BenchMode {
