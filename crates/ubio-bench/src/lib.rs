@@ -24,7 +24,6 @@ pub mod scratchfs;
 pub mod stats;
 pub mod victim;
 pub mod worker;
-pub mod workload;
 
 use std::ffi::OsStr;
 use std::fmt::Display;

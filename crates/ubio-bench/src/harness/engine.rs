@@ -15,6 +15,7 @@
 //! can cut the run into per-second samples.
 
 pub mod data;
+pub mod support;
 mod sync_io;
 mod tools;
 mod uring;
@@ -23,7 +24,7 @@ use super::mode::{BenchMode, CopyTool};
 use super::schema::Workload;
 use crate::clock::monotonic_secs;
 use crate::cpu::{self, CpuTimes};
-use crate::workload::{self, fill, DIRECT_ALIGN};
+use support::{fill, DIRECT_ALIGN};
 use data::Layout;
 use serde::{Deserialize, Serialize};
 use std::io;
@@ -326,8 +327,8 @@ pub fn check_mode(mode: BenchMode, w: &Workload, dir: &Path, ubio_exe: &Path) ->
     std::fs::write(&probe, &buf).map_err(|e| sync_io::ctx(e, "write", &probe))?;
     let result = match mode {
         BenchMode::Buffered | BenchMode::Fadvise => Ok(()),
-        BenchMode::Dontcache => workload::check_mode(workload::Mode::Dontcache, &probe),
-        BenchMode::Odirect => workload::check_mode(workload::Mode::Odirect, &probe)
+        BenchMode::Dontcache => support::check_mode(support::Mode::Dontcache, &probe),
+        BenchMode::Odirect => support::check_mode(support::Mode::Odirect, &probe)
             .and_then(|()| check_direct_block(w.block_bytes, &probe)),
         BenchMode::DontcacheUring => uring::probe(&probe, false, block as usize),
         BenchMode::OdirectUring => check_direct_block(w.block_bytes, &probe)

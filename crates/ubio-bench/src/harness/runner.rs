@@ -707,7 +707,7 @@ fn write_plain(path: &Path, bytes: u64) -> io::Result<()> {
     use std::io::Write;
     let mut f = std::fs::File::create(path).map_err(|e| ctx(e, "create", path))?;
     let mut buf = vec![0u8; 1 << 20];
-    crate::workload::fill(&mut buf);
+    crate::harness::engine::support::fill(&mut buf);
     let mut done = 0;
     while done < bytes {
         let n = (bytes - done).min(buf.len() as u64) as usize;

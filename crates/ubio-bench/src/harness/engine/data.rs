@@ -145,7 +145,7 @@ impl SplitMix {
 
 /// Checks that `path` holds what the dataset writer (and every write mode)
 /// puts in file `file_id`: `layout.file_bytes` bytes, each block stamped
-/// with its place over the pattern of [`crate::workload::fill`]. The error
+/// with its place over the pattern of [`crate::harness::engine::support::fill`]. The error
 /// says which block differs.
 pub fn check_file(path: &Path, layout: &Layout, file_id: u64) -> io::Result<()> {
     let bad = |msg: String| Err(io::Error::new(io::ErrorKind::InvalidData, msg));
@@ -160,7 +160,7 @@ pub fn check_file(path: &Path, layout: &Layout, file_id: u64) -> io::Result<()> 
     }
     let block = layout.block_bytes as usize;
     let mut expect = vec![0u8; block];
-    crate::workload::fill(&mut expect);
+    crate::harness::engine::support::fill(&mut expect);
     let mut got = vec![0u8; block];
     for b in 0..layout.blocks_per_file() {
         f.read_exact(&mut got)?;
@@ -221,7 +221,7 @@ mod tests {
         let l = Layout::new(dir.path(), &workload(WorkloadKind::SeqWrite));
         let mut data = Vec::new();
         let mut buf = vec![0u8; 4096];
-        crate::workload::fill(&mut buf);
+        crate::harness::engine::support::fill(&mut buf);
         for b in 0..10 {
             stamp(&mut buf, 5, b);
             data.extend_from_slice(&buf);

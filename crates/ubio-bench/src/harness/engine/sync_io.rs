@@ -6,7 +6,7 @@ use super::data::{offsets, stamp};
 use super::{EngineJob, LaneOutcome, Shared};
 use crate::clock::monotonic_secs;
 use crate::harness::mode::{BenchMode, WorkloadKind};
-use crate::workload::{fill, AlignedBuf, DIRECT_ALIGN};
+use crate::harness::engine::support::{fill, AlignedBuf, DIRECT_ALIGN};
 use std::fs::File;
 use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::AsFd;

@@ -5,7 +5,7 @@
 use crate::cleanup::{self, CleanupGuard};
 use crate::harness::schema::{Backing, Target};
 use crate::scratchfs::{FsKind, ScratchFs, ScratchOpts};
-use crate::workload::available_bytes;
+use crate::harness::engine::support::available_bytes;
 use std::io;
 use std::path::{Path, PathBuf};
 
