@@ -192,6 +192,8 @@ fn loop_target(fs: &str, backing: Backing, size: u64, throttle: Option<f64>) -> 
 }
 
 const UBIO: BenchMode = BenchMode::Ubio(BackendKind::Auto);
+/// The modes most seeds' claims compare: the baseline and both uncached ways.
+const BUFFERED_DONTCACHE_UBIO: [BenchMode; 3] = [BenchMode::Buffered, BenchMode::Dontcache, UBIO];
 
 fn seed_000_reads(s: &Scale) -> Experiment {
     let dataset = 4 * s.memory_limit;
@@ -211,9 +213,8 @@ fn seed_000_reads(s: &Scale) -> Experiment {
         },
         fio: false,
         judge: |r, _| {
-            let Some([buf, dc, ub]) = modes(r, [BenchMode::Buffered, BenchMode::Dontcache, UBIO])
-            else {
-                return missing(r, &[BenchMode::Buffered, BenchMode::Dontcache, UBIO]);
+            let Some([buf, dc, ub]) = modes(r, BUFFERED_DONTCACHE_UBIO) else {
+                return missing(r, &BUFFERED_DONTCACHE_UBIO);
             };
             let mut figures = vec![
                 reclaim_figure(buf, dc, "470k pages/s scanned buffered, 0 uncached"),
@@ -249,9 +250,8 @@ fn seed_000_writes(s: &Scale) -> Experiment {
         },
         fio: false,
         judge: |r, _| {
-            let Some([buf, dc, ub]) = modes(r, [BenchMode::Buffered, BenchMode::Dontcache, UBIO])
-            else {
-                return missing(r, &[BenchMode::Buffered, BenchMode::Dontcache, UBIO]);
+            let Some([buf, dc, ub]) = modes(r, BUFFERED_DONTCACHE_UBIO) else {
+                return missing(r, &BUFFERED_DONTCACHE_UBIO);
             };
             let mut figures = Vec::new();
             // The claim: RWF_DONTCACHE's writes are slower than buffered as
@@ -302,9 +302,8 @@ fn seed_001(s: &Scale) -> Experiment {
         },
         fio: false,
         judge: |r, _| {
-            let Some([buf, dc, ub]) = modes(r, [BenchMode::Buffered, BenchMode::Dontcache, UBIO])
-            else {
-                return missing(r, &[BenchMode::Buffered, BenchMode::Dontcache, UBIO]);
+            let Some([buf, dc, ub]) = modes(r, BUFFERED_DONTCACHE_UBIO) else {
+                return missing(r, &BUFFERED_DONTCACHE_UBIO);
             };
             let figures = vec![
                 speed_figure(buf, dc, "+65% (uncached vs buffered)"),
@@ -339,9 +338,8 @@ fn seed_002(s: &Scale) -> Experiment {
         },
         fio: false,
         judge: |r, _| {
-            let Some([buf, dc, ub]) = modes(r, [BenchMode::Buffered, BenchMode::Dontcache, UBIO])
-            else {
-                return missing(r, &[BenchMode::Buffered, BenchMode::Dontcache, UBIO]);
+            let Some([buf, dc, ub]) = modes(r, BUFFERED_DONTCACHE_UBIO) else {
+                return missing(r, &BUFFERED_DONTCACHE_UBIO);
             };
             let figures = vec![
                 reclaim_figure(buf, dc, "kswapd at 100% buffered"),
