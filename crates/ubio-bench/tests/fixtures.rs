@@ -451,6 +451,31 @@ fn child_runs_inside_the_memory_cgroup() {
     assert_eq!(own_memory_cgroup().unwrap(), own);
 }
 
+/// `mib` MiB of `byte`, durable and dropped from the page cache.
+fn write_cold(path: &Path, mib: usize, byte: u8) {
+    use std::os::fd::AsFd;
+    let f = File::create(path).unwrap();
+    let mut w = std::io::BufWriter::new(&f);
+    for _ in 0..mib {
+        w.write_all(&[byte; MIB as usize]).unwrap();
+    }
+    drop(w);
+    f.sync_all().unwrap();
+    ubio::sys::fadvise(f.as_fd(), 0, 0, ubio::sys::Advice::DontNeed).unwrap();
+}
+
+/// Reads `file` with dd inside a new 32 MiB memory cgroup; the cgroup, for
+/// its figures.
+fn dd_in_a_32m_cgroup(file: &Path) -> MemCgroup {
+    let cg = MemCgroup::create("ubio-test", 32 * MIB).unwrap();
+    let mut cmd = Command::new("dd");
+    cmd.args(["of=/dev/null", "bs=1M", "status=none"])
+        .arg(format!("if={}", file.display()));
+    let status = cg.spawn(&mut cmd).unwrap().wait().unwrap();
+    assert!(status.success(), "dd in a 32 MiB cgroup: {status}");
+    cg
+}
+
 #[test]
 fn memory_limit_caps_a_childs_page_cache() {
     if !can_run(
@@ -466,20 +491,8 @@ fn memory_limit_caps_a_childs_page_cache() {
     // pages inside a 32 MiB cgroup v1 can end in the OOM killer instead:
     // v1 throttles dirty pages per cgroup poorly.)
     let file = fs.mount_point().join("f");
-    {
-        use std::io::Write;
-        use std::os::fd::AsFd;
-        let mut f = std::fs::File::create(&file).unwrap();
-        f.write_all(&vec![7u8; 64 * MIB as usize]).unwrap();
-        f.sync_all().unwrap();
-        ubio::sys::fadvise(f.as_fd(), 0, 0, ubio::sys::Advice::DontNeed).unwrap();
-    }
-    let cg = MemCgroup::create("ubio-test", 32 * MIB).unwrap();
-    let mut cmd = Command::new("dd");
-    cmd.args(["of=/dev/null", "bs=1M", "status=none"])
-        .arg(format!("if={}", file.display()));
-    let status = cg.spawn(&mut cmd).unwrap().wait().unwrap();
-    assert!(status.success(), "dd in a 32 MiB cgroup: {status}");
+    write_cold(&file, 64, 7);
+    let cg = dd_in_a_32m_cgroup(&file);
     let peak = cg.peak_bytes().unwrap();
     assert!(peak <= 32 * MIB, "peak {peak} above the 32 MiB limit");
     assert!(
@@ -497,27 +510,11 @@ fn memcg_reclaim_is_traced_and_the_instance_removed() {
     }
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let file = dir.path().join("f");
-    {
-        use std::os::fd::AsFd;
-        let f = File::create(&file).unwrap();
-        f.set_len(0).unwrap();
-        let mut w = std::io::BufWriter::new(&f);
-        for _ in 0..128 {
-            w.write_all(&[3u8; MIB as usize]).unwrap();
-        }
-        drop(w);
-        f.sync_all().unwrap();
-        ubio::sys::fadvise(f.as_fd(), 0, 0, ubio::sys::Advice::DontNeed).unwrap();
-    }
+    write_cold(&file, 128, 3);
     let trace = ubio_bench::reclaim_trace::MemcgReclaimTrace::start().unwrap();
     let instance = trace.instance().to_path_buf();
     assert!(instance.is_dir(), "{}", instance.display());
-    let cg = MemCgroup::create("ubio-test", 32 * MIB).unwrap();
-    let mut cmd = Command::new("dd");
-    cmd.args(["of=/dev/null", "bs=1M", "status=none"])
-        .arg(format!("if={}", file.display()));
-    let status = cg.spawn(&mut cmd).unwrap().wait().unwrap();
-    assert!(status.success(), "dd in a 32 MiB cgroup: {status}");
+    let _cg = dd_in_a_32m_cgroup(&file);
     std::thread::sleep(std::time::Duration::from_millis(100));
     // 128 MiB through a 32 MiB limit: at least 64 MiB must have been reclaimed.
     let pages = trace.reclaimed_pages();
