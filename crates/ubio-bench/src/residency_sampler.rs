@@ -66,22 +66,10 @@ impl ResidencySampler {
         }))
     }
 
-    /// Sample whatever file is at `path` every `every`, opening it afresh
-    /// each time: for a file that a command is about to create (samples
-    /// while it does not exist are not counted). Needs cachestat().
-    pub fn follow(path: &Path, every: Duration) -> ResidencySampler {
-        let path = path.to_path_buf();
-        Self::spawn(every, move || match File::open(&path) {
-            Ok(f) => cachestat(f.as_fd(), 0, 0).map(Some),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
-        })
-    }
-
     /// Sample the files at `paths` together (their counts summed) every
-    /// `every`, opening each afresh every time, like [`Self::follow`]: the
-    /// peaks of a whole dataset, some of whose files a command may be about
-    /// to create. Needs cachestat().
+    /// `every`, opening each afresh every time (a file not there yet counts
+    /// 0): the peaks of a whole dataset, some of whose files a command may
+    /// be about to create. Needs cachestat().
     pub fn follow_all(paths: Vec<PathBuf>, every: Duration) -> ResidencySampler {
         Self::spawn(every, move || {
             let mut total = CacheStat::default();
