@@ -24,7 +24,6 @@ use super::mode::{BenchMode, CopyTool};
 use super::schema::Workload;
 use crate::clock::monotonic_secs;
 use crate::cpu::{self, CpuTimes};
-use support::{fill, DIRECT_ALIGN};
 use data::Layout;
 use serde::{Deserialize, Serialize};
 use std::io;
@@ -33,6 +32,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
+use support::{fill, DIRECT_ALIGN};
 
 /// How often the engine reports progress.
 pub const PROGRESS_EVERY: Duration = Duration::from_millis(100);

@@ -3,10 +3,10 @@
 //! `ubio::File` (ubio, ubio:<backend>).
 
 use super::data::{offsets, stamp};
+use super::support::{fill, AlignedBuf, DIRECT_ALIGN};
 use super::{EngineJob, LaneOutcome, Shared};
 use crate::clock::monotonic_secs;
 use crate::harness::mode::{BenchMode, WorkloadKind};
-use crate::harness::engine::support::{fill, AlignedBuf, DIRECT_ALIGN};
 use std::fs::File;
 use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::AsFd;

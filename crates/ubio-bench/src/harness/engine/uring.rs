@@ -8,11 +8,11 @@
 //! what is in flight, and only then returns.
 
 use super::data::{offsets, stamp};
+use super::support::{fill, AlignedBuf, DIRECT_ALIGN};
 use super::sync_io::{ctx, open_std, Access};
 use super::{EngineJob, LaneOutcome, Shared};
 use crate::clock::monotonic_secs;
 use crate::harness::mode::{BenchMode, WorkloadKind};
-use crate::harness::engine::support::{fill, AlignedBuf, DIRECT_ALIGN};
 use io_uring::{opcode, squeue, types, IoUring};
 use std::fs::File;
 use std::io;
