@@ -196,7 +196,7 @@ const UBIO: BenchMode = BenchMode::Ubio(BackendKind::Auto);
 const BUFFERED_DONTCACHE_UBIO: [BenchMode; 3] = [BenchMode::Buffered, BenchMode::Dontcache, UBIO];
 
 fn seed_000_reads(s: &Scale) -> Experiment {
-    let dataset = 4 * s.memory_limit;
+    let dataset = 8 * s.memory_limit;
     Experiment {
         seed: "000",
         title: "two-thread 32 KiB reads of a file larger than memory (vivo, f2fs on a phone)",
@@ -219,10 +219,14 @@ fn seed_000_reads(s: &Scale) -> Experiment {
             let mut figures = vec![
                 reclaim_figure(buf, dc, "470k pages/s scanned buffered, 0 uncached"),
                 reclaim_figure(buf, ub, "470k pages/s scanned buffered, 0 uncached"),
-                swing_figure(r, buf, ub, "150 MB/s buffered, 50 MB/s uncached"),
+                kswapd_figure(buf, ub),
             ];
-            figures.push(kswapd_figure(buf, ub));
-            Verdict::from_figures(figures, vec![cgroup_kswapd_note()])
+            let mut notes = vec![cgroup_kswapd_note()];
+            match swing_figure(r, buf, ub, "150 MB/s buffered, 50 MB/s uncached") {
+                Ok(f) => figures.push(f),
+                Err(why) => notes.push(why),
+            }
+            Verdict::from_figures(figures, notes)
         },
     }
 }
@@ -296,7 +300,7 @@ fn seed_001(s: &Scale) -> Experiment {
             workload: workload(WorkloadKind::SeqRead, 64 << 10, s.cpus, 1, dataset),
             modes: vec![BenchMode::Buffered, BenchMode::Dontcache, BenchMode::DontcacheUring, UBIO],
             rounds: s.rounds,
-            target: loop_target("xfs", Backing::Shm, dataset + dataset / 4 + 256 * MIB, None),
+            target: loop_target("xfs", Backing::Disk, dataset + dataset / 4 + 256 * MIB, None),
             memory_limit_bytes: Some(s.memory_limit),
             victim_hot_bytes: None,
         },
@@ -305,15 +309,19 @@ fn seed_001(s: &Scale) -> Experiment {
             let Some([buf, dc, ub]) = modes(r, BUFFERED_DONTCACHE_UBIO) else {
                 return missing(r, &BUFFERED_DONTCACHE_UBIO);
             };
-            let figures = vec![
+            let mut figures = vec![
                 speed_figure(buf, dc, "+65% (uncached vs buffered)"),
                 speed_figure(buf, ub, "+65% (uncached vs buffered)"),
                 cpu_figure(buf, dc, "about half the CPU"),
                 cpu_figure(buf, ub, "about half the CPU"),
                 reclaim_figure(buf, ub, "28 cores of kswapd buffered, none uncached"),
-                swing_figure(r, buf, ub, "erratic buffered, flat uncached"),
             ];
-            Verdict::from_figures(figures, vec![cgroup_kswapd_note()])
+            let mut notes = vec![cgroup_kswapd_note()];
+            match swing_figure(r, buf, ub, "erratic buffered, flat uncached") {
+                Ok(f) => figures.push(f),
+                Err(why) => notes.push(why),
+            }
+            Verdict::from_figures(figures, notes)
         },
     }
 }
@@ -510,13 +518,26 @@ fn durable(m: &ModeSummary) -> f64 {
     m.time_to_durable_secs.map_or(f64::NAN, |s| s.median)
 }
 
-/// Median over a mode's runs of the per-second median throughput: the speed
-/// the program sees while it writes (before fsync).
+/// Median over a mode's runs of the speed the program sees while it writes:
+/// the bytes over the time until the last of them was handed to the kernel
+/// (before the fsync that the run's own throughput includes), from the
+/// per-second samples, interpolated within the second the writes ended.
 fn app_speed(r: &Report, mode: BenchMode) -> f64 {
-    let per_run: Vec<f64> = runs_ok(r, mode)
-        .filter_map(|run| run.summary.per_second_mb_per_s.map(|s| s.median))
-        .collect();
+    let per_run: Vec<f64> = runs_ok(r, mode).filter_map(write_phase_mb_per_s).collect();
     crate::stats::median(&per_run).unwrap_or(f64::NAN)
+}
+
+fn write_phase_mb_per_s(run: &super::schema::Run) -> Option<f64> {
+    let mut done = 0;
+    for s in &run.samples {
+        if done + s.bytes >= run.bytes && s.bytes > 0 {
+            let within = (run.bytes - done) as f64 / s.bytes as f64 * s.interval_secs;
+            let secs = s.t_secs - s.interval_secs + within;
+            return (secs > 0.0).then(|| run.bytes as f64 / 1e6 / secs);
+        }
+        done += s.bytes;
+    }
+    None
 }
 
 fn runs_ok(r: &Report, mode: BenchMode) -> impl Iterator<Item = &super::schema::Run> {
@@ -525,22 +546,45 @@ fn runs_ok(r: &Report, mode: BenchMode) -> impl Iterator<Item = &super::schema::
         .filter(move |run| run.mode == mode && run.error.is_none())
 }
 
+/// Per-second samples a run needs before its swing means anything.
+const MIN_SWING_SAMPLES: usize = 4;
+
 /// Median over a mode's runs of the per-second throughput's standard
-/// deviation: how much the speed swings within a run.
-fn swing(r: &Report, mode: BenchMode) -> f64 {
-    let per_run: Vec<f64> = runs_ok(r, mode)
-        .filter_map(|run| run.summary.per_second_mb_per_s.map(|s| s.stddev))
+/// deviation: how much the speed swings within a run. Err with the fewest
+/// samples a run had, when that is too few.
+fn swing(r: &Report, mode: BenchMode) -> Result<f64, usize> {
+    let per_second: Vec<_> = runs_ok(r, mode)
+        .filter_map(|run| run.summary.per_second_mb_per_s)
         .collect();
-    crate::stats::median(&per_run).unwrap_or(f64::NAN)
+    let fewest = per_second.iter().map(|s| s.n).min().unwrap_or(0);
+    if fewest < MIN_SWING_SAMPLES {
+        return Err(fewest);
+    }
+    let sds: Vec<f64> = per_second.iter().map(|s| s.stddev).collect();
+    Ok(crate::stats::median(&sds).unwrap_or(f64::NAN))
 }
 
-fn swing_figure(r: &Report, buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
-    let (b, o) = (swing(r, buf.mode), swing(r, other.mode));
-    Figure {
-        what: format!("per-second speed swing (sd): buffered vs {}", other.mode),
-        seed: seed.into(),
-        here: format!("{} vs {} MB/s", num(b), num(o)),
-        holds: o <= b,
+/// The swing figure, or why there is none (runs too short to show one).
+fn swing_figure(
+    r: &Report,
+    buf: &ModeSummary,
+    other: &ModeSummary,
+    seed: &str,
+) -> Result<Figure, String> {
+    match (swing(r, buf.mode), swing(r, other.mode)) {
+        (Ok(b), Ok(o)) => Ok(Figure {
+            what: format!("per-second speed swing (sd): buffered vs {}", other.mode),
+            seed: seed.into(),
+            here: format!("{} vs {} MB/s", num(b), num(o)),
+            holds: o <= b,
+        }),
+        (b, o) => Err(format!(
+            "speed swing not judged: runs with {} per-second samples (buffered) and {} ({}); \
+             {MIN_SWING_SAMPLES} are needed: use a larger --limit",
+            b.err().map_or("enough".into(), |n| n.to_string()),
+            o.err().map_or("enough".into(), |n| n.to_string()),
+            other.mode
+        )),
     }
 }
 
@@ -706,7 +750,7 @@ fn outcome_word(o: Outcome) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::harness::schema::{Environment, RunSummary, Run, VictimEffect};
+    use crate::harness::schema::{Environment, Run, RunSummary, Sample, VictimEffect};
     use crate::stats::Summary;
 
     const GIB: u64 = 1 << 30;
@@ -839,6 +883,38 @@ mod tests {
         let v = seed_001_verdict(800.0, 900.0);
         assert_eq!(v.outcome, Outcome::Partly, "{v:#?}");
         assert!(v.figures.iter().any(|f| !f.holds && f.what.contains("throughput")));
+    }
+
+    #[test]
+    fn the_write_phase_ends_where_the_last_byte_was_written() {
+        let template = crate::harness::mock::report(1).runs[0].samples[0].clone();
+        let sample = |t: f64, bytes: u64| Sample { t_secs: t, interval_secs: 1.0, bytes, ..template.clone() };
+        let mut r = run(BenchMode::Buffered, 0.0);
+        r.bytes = 100_000_000;
+        // 80 MB in the first second, the last 20 MB in the second one (half
+        // of it), then an fsync second moving nothing: 2 s of writing.
+        r.samples = vec![sample(1.0, 80_000_000), sample(2.0, 20_000_000), sample(3.0, 0)];
+        assert_eq!(write_phase_mb_per_s(&r), Some(50.0));
+        r.samples.truncate(1);
+        assert_eq!(write_phase_mb_per_s(&r), None, "never reached the end");
+    }
+
+    #[test]
+    fn runs_too_short_for_a_swing_say_so_instead() {
+        let (e, scale) = experiment("001", 0);
+        let mut short = run(UBIO, 0.0);
+        short.summary.per_second_mb_per_s.as_mut().unwrap().n = 2;
+        let mut buf = mode(BenchMode::Buffered, 1000.0, 250_000.0);
+        buf.cpu_secs_per_gb = summary(2.0);
+        let r = report(
+            &e,
+            vec![buf, mode(BenchMode::Dontcache, 1400.0, 100.0), mode(UBIO, 1500.0, 50.0)],
+            vec![run(BenchMode::Buffered, 150.0), short],
+        );
+        let v = e.judge(&r, &scale);
+        assert!(!v.figures.iter().any(|f| f.what.contains("swing")), "{v:#?}");
+        assert!(v.notes.iter().any(|n| n.contains("swing not judged") && n.contains("2 ")), "{v:#?}");
+        assert_eq!(v.outcome, Outcome::Reproduced, "the other figures still judge");
     }
 
     #[test]
