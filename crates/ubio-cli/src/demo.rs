@@ -16,13 +16,10 @@ use crate::bench::run::{git_commit, TermProgress};
 use crate::size;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::Instant;
 use ubio_bench::harness::export::table::human_bytes;
 use ubio_bench::harness::mode::{BenchMode, CopyTool, WorkloadKind};
@@ -108,22 +105,7 @@ struct DemoReport<'a> {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    // On SIGINT/SIGTERM/SIGHUP, ubio_bench::cleanup's thread removes the
-    // cgroup (killing the workers) and the files, then exits with 128 + the
-    // signal. Meanwhile this thread sees its workers die and fails: that
-    // error is a consequence of the signal, not news, so let the cleanup
-    // thread finish and exit instead of reporting it.
-    let caught = Arc::new(AtomicUsize::new(0));
-    for sig in [SIGINT, SIGTERM, SIGHUP] {
-        signal_hook::flag::register_usize(sig, Arc::clone(&caught), sig as usize)?;
-    }
-    let result = demo(args);
-    let sig = caught.load(Ordering::SeqCst);
-    if result.is_err() && sig != 0 {
-        std::thread::sleep(std::time::Duration::from_secs(30));
-        return Ok(ExitCode::from(128 + sig as u8));
-    }
-    result
+    crate::interrupt::run_until_signal(|| demo(args))
 }
 
 fn demo(args: Args) -> Result<ExitCode> {

@@ -5,6 +5,7 @@ mod cat;
 mod cp;
 mod demo;
 mod evict;
+mod interrupt;
 mod out;
 mod probe;
 mod run;

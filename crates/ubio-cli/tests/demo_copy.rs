@@ -54,9 +54,9 @@ fn tiny_copy_demo_verifies_every_tool_and_cleans_up() {
             "--copy",
             "--verify",
             "--limit",
-            "64M",
-            "--dataset",
             "128M",
+            "--dataset",
+            "256M",
             "--rounds",
             "1",
             "--solo-secs",
@@ -81,7 +81,7 @@ fn tiny_copy_demo_verifies_every_tool_and_cleans_up() {
     for run in runs {
         // --verify: a copy that differs from the source fails its run.
         assert!(run["error"].is_null(), "{}: {}", run["mode"], run["error"]);
-        assert_eq!(run["bytes"], 128u64 << 20, "{}", run["mode"]);
+        assert_eq!(run["bytes"], 256u64 << 20, "{}", run["mode"]);
     }
     let peak = |mode: &str| -> u64 {
         let m: &Value = r["modes"]
@@ -93,10 +93,13 @@ fn tiny_copy_demo_verifies_every_tool_and_cleans_up() {
         assert!(m["mb_per_s"]["median"].as_f64().unwrap() > 0.0, "{mode}");
         m["peak_dataset_cached_bytes"].as_u64().unwrap()
     };
-    // Source and copy: 256 MiB through a 64 MiB cgroup.
+    // Source and copy: 512 MiB through a 128 MiB cgroup.
     assert!(peak("cp") >= 16 << 20, "cp peak {}", peak("cp"));
+    // Source and copy together, sampled every 10 ms: the read side's lag,
+    // drop batch and readahead (up to 24 MiB) plus the write window (16 MiB).
     for m in ["ubio-cp", "ubio-run-cp"] {
-        assert!(peak(m) <= 24 << 20, "{m} peak {}", peak(m));
+        assert!(peak(m) <= 40 << 20, "{m} peak {}", peak(m));
+        assert!(peak(m) * 2 < peak("cp"), "{m} peak {} vs cp {}", peak(m), peak("cp"));
     }
     assert!(!demo["conclusion"].as_array().unwrap().is_empty());
     assert_clean(pid, &own_cg, &dir);

@@ -5,12 +5,10 @@
 use crate::size;
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Instant;
 use ubio_bench::harness::export;
 use ubio_bench::harness::mode::{BenchMode, WorkloadKind};
@@ -110,22 +108,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    // On SIGINT/SIGTERM/SIGHUP, ubio_bench::cleanup's thread removes the
-    // cgroup (killing the workers), the files and the loop filesystem, then
-    // exits with 128 + the signal. Meanwhile this thread sees its worker die
-    // and fails: a consequence of the signal, not news, so let the cleanup
-    // thread finish and exit instead of reporting it.
-    let caught = Arc::new(AtomicUsize::new(0));
-    for sig in [SIGINT, SIGTERM, SIGHUP] {
-        signal_hook::flag::register_usize(sig, Arc::clone(&caught), sig as usize)?;
-    }
-    let result = bench(args);
-    let sig = caught.load(Ordering::SeqCst);
-    if result.is_err() && sig != 0 {
-        std::thread::sleep(std::time::Duration::from_secs(30));
-        return Ok(ExitCode::from(128 + sig as u8));
-    }
-    result
+    crate::interrupt::run_until_signal(|| bench(args))
 }
 
 fn bench(args: Args) -> Result<ExitCode> {

@@ -71,6 +71,10 @@ struct ScaleJson {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
+    crate::interrupt::run_until_signal(|| suite(args))
+}
+
+fn suite(args: Args) -> Result<ExitCode> {
     let known = ["000", "001", "002", "003", "004"];
     if let Some(bad) = args.only.iter().find(|s| !known.contains(&s.as_str())) {
         bail!("--only {bad}: no such seed (expected some of {})", known.join(", "));
