@@ -3,18 +3,21 @@
 //! A benchmark is a [`schema::Config`] (a workload, modes, a target, a memory
 //! limit, an optional victim) run as phases, hyperfine-style: prepare the
 //! target and dataset, warm up, measure every mode round after round
-//! (interleaved, caches dropped between runs, one sample per second), then
-//! summarise. The result is a [`schema::Report`], written as JSON after
+//! (interleaved, the dataset's own pages dropped between runs, one sample
+//! per second and page-cache peaks every 10 ms), then summarise. The result is a [`schema::Report`], written as JSON after
 //! every run; the exporters, `compare` and the seed suite read only that.
 
+// In the order a benchmark uses them: what it is, how it runs, what it
+// gives.
 pub mod mode;
 pub mod schema;
-pub mod suite;
-pub mod summary;
-pub mod mock;
-pub mod export;
 pub mod engine;
 pub mod sampler;
 pub mod runner;
 pub mod fio;
+pub mod summary;
+pub mod export;
 pub mod compare;
+pub mod suite;
+/// A synthetic report for tests of the results side (no disk needed).
+pub mod mock;
