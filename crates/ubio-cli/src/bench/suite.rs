@@ -20,7 +20,7 @@ use ubio_bench::harness::suite::{self, ExperimentResult, Outcome, Scale, Verdict
 /// slow-device writes, vivo), 001 (64 KiB reads of 10x memory), 002 (random
 /// reads of 10x memory, with a victim), 003 (filling writes, buffered
 /// against direct, with fio), 004 (a large copy with and without
-/// write-behind). About 15 minutes at the default scale.
+/// write-behind). About 10 minutes with --limit 1G (less at the default).
 #[derive(clap::Args)]
 pub struct Args {
     /// The suite to run (only `seeds` exists).
