@@ -42,7 +42,11 @@ if [ "${UBIO_MEMCHECK_MIRI:-1}" != 0 ]; then
         rustup toolchain install nightly --profile minimal --component miri,rust-src
     fi
     cargo +nightly miri setup >/dev/null
-    if cargo +nightly miri test -p ubio --lib -- buffer:: 2>&1 | tee /dev/stderr | grep -q '^test result: ok'; then
+    # Not `tee /dev/stderr`: tee opens it with O_TRUNC, and when stderr is
+    # a file (a CI log) that empties the log written so far.
+    miri_out="$(cargo +nightly miri test -p ubio --lib -- buffer:: 2>&1 || true)"
+    printf '%s\n' "$miri_out" >&2
+    if grep -q '^test result: ok' <<<"$miri_out"; then
         echo "MEMCHECK miri buffer.rs: 0 errors"
     else
         fail "miri on crates/ubio/src/buffer.rs"
