@@ -70,8 +70,10 @@ fn tiny_demo_compares_buffered_and_ubio_and_cleans_up() {
         Ok(p) => p,
         Err(reason) => return skip(NAME, &reason),
     };
-    let dir = scratch_dir("demo-e2e");
-    let out = scratch_dir("demo-e2e-out");
+    let dir_guard = scratch_dir("demo-e2e");
+    let dir = dir_guard.path();
+    let out_guard = scratch_dir("demo-e2e-out");
+    let out = out_guard.path();
     let args = [&TINY[..], &["--out", out.to_str().unwrap()]].concat();
     let (pid, stderr, demo) = run_demo_json(NAME, &args, &dir, "cache peak");
 
@@ -163,7 +165,8 @@ fn tiny_demo_without_the_reader_or_a_baseline() {
         Ok(p) => p,
         Err(reason) => return skip(NAME, &reason),
     };
-    let dir = scratch_dir("demo-novictim");
+    let dir_guard = scratch_dir("demo-novictim");
+    let dir = dir_guard.path();
     let args = [
         &TINY[..],
         &["--no-victim", "--modes", "ubio:emulated,odirect"],
@@ -198,7 +201,8 @@ fn interrupted_demo_cleans_up() {
         Ok(p) => p,
         Err(reason) => return skip(NAME, &reason),
     };
-    let dir = scratch_dir("demo-sigint");
+    let dir_guard = scratch_dir("demo-sigint");
+    let dir = dir_guard.path();
     let mut child = Command::new(UBIO)
         .args([
             "demo",
@@ -263,7 +267,8 @@ fn not_enough_space_is_a_clear_error() {
     if let Err(reason) = demo_possible() {
         return skip(NAME, &reason);
     }
-    let dir = scratch_dir("demo-space");
+    let dir_guard = scratch_dir("demo-space");
+    let dir = dir_guard.path();
     let out = Command::new(UBIO)
         .args(["demo", "--dataset", "900T", "--dir"])
         .arg(&dir)

@@ -47,7 +47,8 @@ fn tiny_copy_demo_verifies_every_tool_and_cleans_up() {
             want.retain(|m| *m != mode);
         }
     }
-    let dir = scratch_dir("demo-copy");
+    let dir_guard = scratch_dir("demo-copy");
+    let dir = dir_guard.path();
     let (pid, stderr, demo) = run_demo_json(
         NAME,
         &[

@@ -39,11 +39,15 @@ fn fsx_c() -> &'static Path {
     BIN.get_or_init(|| {
         let dir = profile_dir().join("fsx-c");
         std::fs::create_dir_all(&dir).unwrap();
-        let bin = dir.join(format!("fsx-{}", std::process::id()));
+        // Built under a name of our own, then renamed over the one binary
+        // every run uses: nothing piles up, and a concurrent run never
+        // executes a half-written file.
+        let bin = dir.join("fsx");
+        let building = dir.join(format!("fsx.{}", std::process::id()));
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("c/fsx.c");
         let out = Command::new("cc")
             .args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
-            .arg(&bin)
+            .arg(&building)
             .arg(&src)
             .output()
             .expect("cc (gcc comes from scripts/install-deps.sh)");
@@ -53,6 +57,7 @@ fn fsx_c() -> &'static Path {
             src.display(),
             String::from_utf8_lossy(&out.stderr)
         );
+        std::fs::rename(&building, &bin).unwrap();
         bin
     })
 }

@@ -78,12 +78,13 @@ pub fn demo_possible() -> Result<PathBuf, String> {
     ubio_bench::cgroup::own_memory_cgroup().map_err(|e| e.to_string())
 }
 
-/// An empty directory for the demo to work in, on the target filesystem.
-pub fn scratch_dir(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// An empty directory for the demo to work in, on the target filesystem;
+/// removed when the guard drops, also when the test fails.
+pub fn scratch_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("{name}-"))
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap()
 }
 
 /// Runs `ubio demo ARGS --json --dir DIR`, asserts that it succeeded and
