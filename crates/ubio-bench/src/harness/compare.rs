@@ -26,11 +26,13 @@
 //! The comparison *regressed* when any mode present in both reports has a
 //! regression. Modes in only one report are listed, not judged.
 
+use super::export::json::leaves;
 use super::mode::BenchMode;
 use super::schema::{Report, Run};
 use super::summary::{modes_in_order, ok_runs};
 use crate::stats::Summary;
 use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
 /// How strict the comparison is.
@@ -394,51 +396,30 @@ fn label(r: &Report) -> String {
 /// What differs in the configurations, other than the modes and rounds
 /// (which only decide what is compared and how often it was measured).
 fn config_differences(old: &Report, new: &Report) -> Vec<String> {
-    let flat = |r: &Report| {
+    let flat = |r: &Report| -> BTreeMap<String, String> {
         let mut value = serde_json::to_value(&r.config).unwrap_or_default();
         if let Some(obj) = value.as_object_mut() {
             obj.remove("modes");
             obj.remove("rounds");
         }
-        let mut out = Vec::new();
-        flatten("", &value, &mut out);
-        out
+        leaves(&value, ".")
+            .into_iter()
+            .map(|(k, v)| (k, v.to_string()))
+            .collect()
     };
     let (o, n) = (flat(old), flat(new));
-    let mut keys: Vec<&String> = o.iter().chain(&n).map(|(k, _)| k).collect();
-    keys.sort();
-    keys.dedup();
-    let get = |v: &[(String, String)], k: &str| {
-        v.iter()
-            .find(|(key, _)| key == k)
-            .map_or("(none)".to_owned(), |(_, v)| v.clone())
-    };
+    let keys: BTreeSet<&String> = o.keys().chain(n.keys()).collect();
+    let text = |v: Option<&String>| v.map_or("(none)", String::as_str).to_owned();
     keys.into_iter()
-        .filter(|k| get(&o, k) != get(&n, k))
+        .filter(|k| o.get(*k) != n.get(*k))
         .map(|k| {
             format!(
                 "configs differ: {k} {} → {}; the figures may not be comparable",
-                get(&o, k),
-                get(&n, k)
+                text(o.get(k)),
+                text(n.get(k))
             )
         })
         .collect()
-}
-
-fn flatten(prefix: &str, value: &serde_json::Value, out: &mut Vec<(String, String)>) {
-    match value {
-        serde_json::Value::Object(map) => {
-            for (k, v) in map {
-                let key = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
-                flatten(&key, v, out);
-            }
-        }
-        v => out.push((prefix.to_owned(), v.to_string())),
-    }
 }
 
 #[cfg(test)]

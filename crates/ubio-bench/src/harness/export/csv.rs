@@ -82,7 +82,7 @@ pub fn samples(report: &Report) -> String {
                 let mut row = Map::new();
                 row.insert("mode".into(), run.mode.to_string().into());
                 row.insert("round".into(), run.round.into());
-                flatten("", &to_value(s), &mut row);
+                flatten(&to_value(s), &mut row);
                 row
             })
         })
@@ -120,7 +120,7 @@ fn run_row(order: usize, run: &Run) -> Map<String, Value> {
     // ubio's per-file stats stay one JSON cell.
     let stats = run.ubio_stats.as_ref().map(Value::to_string);
     row.insert("ubio_stats".into(), stats.into());
-    flatten("", &to_value(&run.summary), &mut row);
+    flatten(&to_value(&run.summary), &mut row);
     row
 }
 
@@ -128,24 +128,15 @@ fn to_value(x: &impl Serialize) -> Value {
     serde_json::to_value(x).unwrap_or(Value::Null)
 }
 
-/// Nested objects become `outer_inner` keys; a null object (a summary
-/// that is absent) leaves its columns to the other rows.
-fn flatten(prefix: &str, value: &Value, row: &mut Map<String, Value>) {
-    match value {
-        Value::Object(map) => {
-            for (k, v) in map {
-                let key = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}_{k}")
-                };
-                flatten(&key, v, row);
-            }
-        }
-        v => {
-            row.insert(prefix.to_owned(), v.clone());
-        }
-    }
+/// Adds `value`'s leaves to `row`, nested objects as `outer_inner` keys; a
+/// null object (a summary that is absent) leaves its columns to the other
+/// rows.
+fn flatten(value: &Value, row: &mut Map<String, Value>) {
+    row.extend(
+        super::json::leaves(value, "_")
+            .into_iter()
+            .map(|(k, v)| (k, v.clone())),
+    );
 }
 
 /// The header (preferred columns first, then any other key, sorted) and
@@ -309,7 +300,7 @@ mod tests {
         let report = mock::report(6);
         let header = &parse(&runs(&report))[0];
         let mut flat = Map::new();
-        flatten("", &to_value(&report.runs[0].summary), &mut flat);
+        flatten(&to_value(&report.runs[0].summary), &mut flat);
         for field in flat.keys() {
             assert!(header.contains(field), "{field} has no column");
         }

@@ -2,6 +2,7 @@
 //! [`Report::from_json`].
 
 use crate::harness::schema::Report;
+use serde_json::Value;
 use std::io;
 
 /// The report as pretty JSON with a trailing newline.
@@ -9,6 +10,31 @@ pub fn render(report: &Report) -> io::Result<String> {
     let mut text = serde_json::to_string_pretty(report).map_err(io::Error::other)?;
     text.push('\n');
     Ok(text)
+}
+
+/// The leaves of a JSON value (everything that is not an object) with
+/// their paths, nested keys joined by `separator`: the flat view of a
+/// nested report part that runs.csv's columns and compare's config
+/// differences both need.
+pub(crate) fn leaves<'a>(value: &'a Value, separator: &str) -> Vec<(String, &'a Value)> {
+    fn walk<'a>(prefix: String, value: &'a Value, sep: &str, out: &mut Vec<(String, &'a Value)>) {
+        match value {
+            Value::Object(map) => {
+                for (k, v) in map {
+                    let key = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}{sep}{k}")
+                    };
+                    walk(key, v, sep, out);
+                }
+            }
+            v => out.push((prefix, v)),
+        }
+    }
+    let mut out = Vec::new();
+    walk(String::new(), value, separator, &mut out);
+    out
 }
 
 #[cfg(test)]
