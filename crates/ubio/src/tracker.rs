@@ -51,8 +51,6 @@ pub struct Tracker {
     /// A writeback error happened (reported once, by the call after it;
     /// the statistics keep saying so).
     pub(crate) failed: bool,
-    /// In `finish`: dirty pages in the ranges dropped are written back first.
-    closing: bool,
     counts: TrackerCounts,
 }
 
@@ -68,7 +66,6 @@ impl Tracker {
             write_behind: WriteBehind::new(cfg.window),
             deferred: None,
             failed: false,
-            closing: false,
             counts: TrackerCounts::default(),
         }
     }
@@ -135,8 +132,7 @@ impl Tracker {
         let consumed = self.read_behind.take_all();
         self.drop_ranges(fd, consumed);
         let rest = self.residency.all_droppable();
-        self.closing = true;
-        self.drop_exact(fd, rest);
+        self.drop_exact(fd, rest, true);
         flushed?;
         match self.deferred.take() {
             Some(e) => Err(e),
@@ -181,10 +177,12 @@ impl Tracker {
             .into_iter()
             .map(|r| r.start / CHUNK * CHUNK..r.end.div_ceil(CHUNK) * CHUNK);
         let parts: Vec<_> = widened.flat_map(|r| self.residency.droppable(r)).collect();
-        self.drop_exact(fd, parts);
+        self.drop_exact(fd, parts, false);
     }
 
-    fn drop_exact(&mut self, fd: BorrowedFd<'_>, ranges: Vec<Range<u64>>) {
+    /// Drop the pages of `ranges`; `closing`: write back dirty pages in
+    /// them first (only at close, where nothing would drop them later).
+    fn drop_exact(&mut self, fd: BorrowedFd<'_>, ranges: Vec<Range<u64>>, closing: bool) {
         for r in ranges {
             let len = r.end - r.start;
             let stat = sys::cachestat(fd, r.start, len);
@@ -196,7 +194,7 @@ impl Tracker {
             // a hole punched or a truncation through its descriptor) would
             // only be queued for writeback by fadvise(DONTNEED), and stay
             // cached: write them back and wait first.
-            if self.closing && stat.is_ok_and(|c| c.nr_dirty + c.nr_writeback > 0) {
+            if closing && stat.is_ok_and(|c| c.nr_dirty + c.nr_writeback > 0) {
                 if let Err(e) = sys::sync_file_range(fd, r.start, len, SyncFlags::WRITE_AND_WAIT) {
                     self.record_error(e);
                 }
