@@ -176,6 +176,7 @@ fn threads_disjoint_ranges_with_another_process() {
                             let base = id * REGION;
                             let mut model = vec![0u8; REGION as usize];
                             let mut rng = splitmix(id + 100);
+                            let mut got = vec![0u8; 64 * KIB as usize];
                             let mut ops = 0;
                             while ops < MIN_OPS || !done.load(Ordering::Relaxed) {
                                 rng = splitmix(rng);
@@ -186,10 +187,9 @@ fn threads_disjoint_ranges_with_another_process() {
                                     fill_pattern(rng, base + off, &mut model[o..o + l]);
                                     f.write_all_at(&model[o..o + l], base + off).unwrap();
                                 } else {
-                                    let mut got = vec![0u8; l];
-                                    f.read_exact_at(&mut got, base + off).unwrap();
+                                    f.read_exact_at(&mut got[..l], base + off).unwrap();
                                     assert!(
-                                        got == model[o..o + l],
+                                        got[..l] == model[o..o + l],
                                         "{} {backend}: thread {id} read {:#x}+{len:#x} differs",
                                         t.name,
                                         base + off
