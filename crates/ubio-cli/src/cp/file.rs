@@ -245,9 +245,10 @@ fn data_segments(src: &ubio::File, len: u64, sparse: Sparse) -> Vec<(u64, u64)> 
     out
 }
 
-/// Copy a regular file of `len` bytes segment by segment, leaving holes
-/// (and with --sparse=always, blocks of zeros) unwritten; returns the bytes
-/// left as holes. `copied` tracks how far the destination is complete.
+/// Copy a regular file that stat() says has `len` bytes segment by segment,
+/// leaving holes (and with --sparse=always, blocks of zeros) unwritten, then
+/// on past `len` to the real end; returns the bytes left as holes. `copied`
+/// tracks how far the destination is complete.
 fn stream_regular(
     src: &ubio::File,
     dst: &ubio::File,
@@ -258,15 +259,19 @@ fn stream_regular(
 ) -> io::Result<u64> {
     let mut buf = vec![0u8; opts.block as usize];
     let mut holes = 0;
-    for (start, end) in data_segments(src, len, opts.sparse) {
+    // After the data, one last segment from `len` to the real end, as GNU
+    // cp reads on past the size stat() gave: /proc and /sys files report
+    // size 0 whatever they hold, and a file may grow while it is copied.
+    let segments = data_segments(src, len, opts.sparse);
+    for (start, end) in segments.into_iter().chain([(len, u64::MAX)]) {
         holes += start - *copied;
         progress.add(start - *copied);
         *copied = start;
         while *copied < end {
-            let want = buf.len().min((end - *copied) as usize);
+            let want = (end - *copied).min(buf.len() as u64) as usize;
             let n = read_some(src, &mut buf[..want], *copied)?;
             if n == 0 {
-                break; // the source shrank while we copied it
+                break; // the end (a source that shrank ends early)
             }
             let block = &buf[..n];
             if opts.sparse == Sparse::Always && block.iter().all(|&b| b == 0) {
@@ -277,21 +282,6 @@ fn stream_regular(
             *copied += n as u64;
             progress.add(n as u64);
         }
-    }
-    holes += len.saturating_sub(*copied);
-    progress.add(len.saturating_sub(*copied));
-    *copied = len.max(*copied);
-    // Read on past the size stat() gave, to the real end, as GNU cp does:
-    // /proc and /sys files report size 0 whatever they hold, and a file
-    // may grow while it is copied.
-    loop {
-        let n = read_some(src, &mut buf, *copied)?;
-        if n == 0 {
-            break;
-        }
-        dst.write_all_at(&buf[..n], *copied)?;
-        *copied += n as u64;
-        progress.add(n as u64);
     }
     // A trailing hole (or skipped zeros at the end) still counts in the size.
     dst.get_ref()
