@@ -36,8 +36,7 @@ fn supervised(name: &str, limit: Duration) -> bool {
     if std::env::var_os(SUPERVISED_ENV).is_some() {
         return false;
     }
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+    let mut child = this_test(name)
         .env(SUPERVISED_ENV, "1")
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -75,6 +74,13 @@ fn supervised(name: &str, limit: Duration) -> bool {
     echo.join().unwrap();
     assert!(status.success(), "{name}: child failed: {status}");
     true
+}
+
+/// This test binary again, running test `name` alone: a child process.
+fn this_test(name: &str) -> Command {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args(["--exact", name, "--nocapture", "--test-threads=1"]);
+    c
 }
 
 /// One line of the fault tally: `FAULTS <kind>=<n>`.
@@ -142,13 +148,7 @@ fn unwritable_file_keeps_others_pages() {
                 evict(&path);
                 precache(&path, 40 * MIB, 8 * MIB);
                 let before = cached_pages(&path);
-                let out = std::process::Command::new(std::env::current_exe().unwrap())
-                    .args([
-                        "--exact",
-                        "unwritable_file_keeps_others_pages",
-                        "--nocapture",
-                        "--test-threads=1",
-                    ])
+                let out = this_test("unwritable_file_keeps_others_pages")
                     .env(CHILD_ENV, format!("{backend}:{}", path.display()))
                     .uid(NOBODY)
                     .gid(NOBODY)
@@ -824,13 +824,7 @@ fn memory_cgroup_smaller_than_the_file() {
             let cg = ubio_bench::cgroup::MemCgroup::create("ubio-faults", limit).unwrap();
             let out = cg
                 .spawn(
-                    Command::new(std::env::current_exe().unwrap())
-                        .args([
-                            "--exact",
-                            "memory_cgroup_smaller_than_the_file",
-                            "--nocapture",
-                            "--test-threads=1",
-                        ])
+                    this_test("memory_cgroup_smaller_than_the_file")
                         .env(
                             CGROUP_CHILD_ENV,
                             format!("{backend}:{size}:{}", path.display()),
