@@ -1,11 +1,11 @@
 //! fio's cross-check: the same job as the harness's buffered, odirect and
 //! odirect-uring modes (same rw pattern, block size, threads as jobs,
 //! files per thread, file size, fsync at the end of writes), run by fio in
-//! the same memory cgroup on the harness's own dataset files, prepared as
-//! the harness prepares them (reads: durable and not cached; writes: fresh
-//! files), once per round right after the harness's run of the mode. The harness's
-//! median throughput for the mode should be within 10 % of fio's median;
-//! the report shows both.
+//! the same memory cgroup on the harness's own dataset files, settled as
+//! before the harness's runs (reads: durable and not cached; writes: fresh
+//! files), once per round right after the harness's run of the mode. The
+//! harness's median throughput for the mode should be within 10 % of fio's
+//! median; the report shows both.
 //!
 //! fio's `uncached` option is never used: Debian's fio 3.33 sends an
 //! obsolete flag value for it.
@@ -15,7 +15,7 @@ use super::mode::{BenchMode, WorkloadKind};
 use super::schema::{FioCheck, Report, Workload};
 use crate::cgroup::MemCgroup;
 use crate::stats;
-use std::io::{self, Read};
+use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -134,9 +134,10 @@ impl Fio {
         MIRRORED.contains(&mode)
     }
 
-    /// Runs fio's job for `mode` once on the dataset, prepared as the
-    /// harness prepares it, in the cgroup. A failure is kept for
-    /// [`Fio::checks`] and not retried.
+    /// Runs fio's job for `mode` once on the dataset, in the cgroup. The
+    /// caller settles the dataset first, as before any of its own runs
+    /// (the runner's `settle`). A failure is kept for [`Fio::checks`] and
+    /// not retried.
     pub fn run(&mut self, mode: BenchMode, w: &Workload, layout: &Layout, cg: &MemCgroup) {
         let Some(args) = args(mode, w, layout, &layout.data_dir()) else {
             return;
@@ -145,8 +146,7 @@ impl Fio {
         if self.failures.iter().any(|f| f.contains(&command)) {
             return;
         }
-        let result = prepare(layout, w.kind)
-            .and_then(|()| run_fio(&self.path, &args, cg))
+        let result = run_fio(&self.path, &args, cg)
             .and_then(|out| parse_mb_per_s(&out, w.kind.writes()));
         match result {
             Ok(v) => self.runs.push((mode, v)),
@@ -204,32 +204,6 @@ impl Fio {
         }
         (checks, warnings)
     }
-}
-
-/// Prepares the dataset as the harness does before a run: a sequential
-/// write starts from fresh files (removed here, so fio creates them); every
-/// other workload finds its files durable and not cached.
-fn prepare(layout: &Layout, kind: WorkloadKind) -> Result<(), String> {
-    for path in layout.sources() {
-        if kind == WorkloadKind::SeqWrite {
-            match std::fs::remove_file(&path) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                    return Err(format!("remove {}: {e}", path.display()))
-                }
-                _ => continue,
-            }
-        }
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .map_err(|e| format!("open {}: {e}", path.display()))?;
-        f.sync_all()
-            .map_err(|e| format!("fsync {}: {e}", path.display()))?;
-        use std::os::fd::AsFd;
-        ubio::sys::fadvise(f.as_fd(), 0, 0, ubio::sys::Advice::DontNeed)
-            .map_err(|e| format!("fadvise {}: {e}", path.display()))?;
-    }
-    Ok(())
 }
 
 fn run_fio(fio: &Path, args: &[String], cg: &MemCgroup) -> Result<String, String> {
