@@ -377,13 +377,7 @@ impl Bench<'_> {
     }
 
     fn remove_copies(&self) -> io::Result<()> {
-        for p in self.layout.copies() {
-            match std::fs::remove_file(&p) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(ctx(e, "remove", &p)),
-                _ => {}
-            }
-        }
-        Ok(())
+        self.layout.copies().iter().try_for_each(|p| remove_if_exists(p))
     }
 
     /// Before a run: the dataset cold (fsync + DONTNEED on our files), no
@@ -401,12 +395,7 @@ impl Bench<'_> {
         let mut left = 0;
         for p in self.layout.sources() {
             if kind == WorkloadKind::SeqWrite {
-                match std::fs::remove_file(&p) {
-                    Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                        return Err(ctx(e, "remove", &p))
-                    }
-                    _ => {}
-                }
+                remove_if_exists(&p)?;
             } else {
                 left += drop_cached(&p)?;
             }
@@ -700,6 +689,13 @@ fn drop_cached(path: &Path) -> io::Result<u64> {
     Ok(sys::cachestat(f.as_fd(), 0, 0)
         .map_err(|e| ctx(e, "cachestat", path))?
         .nr_cache)
+}
+
+fn remove_if_exists(path: &Path) -> io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(ctx(e, "remove", path)),
+        _ => Ok(()),
+    }
 }
 
 /// A file of `bytes` (the fill pattern), durable.
