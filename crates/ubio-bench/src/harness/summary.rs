@@ -216,12 +216,11 @@ pub fn ok_runs(report: &Report, mode: BenchMode) -> impl Iterator<Item = &Run> {
 ///   together, against `report.victim_solo`'s median.
 pub fn summarize_modes(report: &Report) -> Vec<ModeSummary> {
     let solo = report.victim_solo.as_ref().map(|v| v.ops_per_s.median);
-    let median_speed = |mode: BenchMode| {
-        let v: Vec<f64> = ok_runs(report, mode).map(|r| r.summary.mb_per_s).collect();
-        stats::median(&v)
-    };
     let baseline_speed = baseline_mode(report)
-        .and_then(median_speed)
+        .and_then(|mode| {
+            let v: Vec<f64> = ok_runs(report, mode).map(|r| r.summary.mb_per_s).collect();
+            stats::median(&v)
+        })
         .filter(|b| *b > 0.0);
 
     modes_in_order(report)
@@ -237,6 +236,7 @@ pub fn summarize_modes(report: &Report) -> Vec<ModeSummary> {
                 .iter()
                 .filter_map(|r| r.summary.time_to_durable_secs)
                 .collect();
+            let mb_per_s = of(|s| s.mb_per_s);
             ModeSummary {
                 mode,
                 backend: most_common_backend(report, mode),
@@ -246,8 +246,8 @@ pub fn summarize_modes(report: &Report) -> Vec<ModeSummary> {
                     .iter()
                     .filter(|r| r.mode == mode && r.error.is_some())
                     .count() as u32,
-                mb_per_s: of(|s| s.mb_per_s),
-                speed_vs_baseline: median_speed(mode).zip(baseline_speed).map(|(m, b)| m / b),
+                mb_per_s,
+                speed_vs_baseline: mb_per_s.zip(baseline_speed).map(|(m, b)| m.median / b),
                 cpu_secs_per_gb: of(|s| s.cpu_secs_per_gb),
                 reclaimed_pages_per_gb: of(|s| s.reclaimed_pages_per_gb),
                 kswapd_cpu_secs: of(|s| s.kswapd_cpu_secs),
@@ -406,7 +406,10 @@ mod tests {
             victim_solo_ops_per_s: None,
             fast_peaks: Some(fast),
         };
-        let high = FastPeaks { cached_bytes: 1 << 30, dirty_writeback_bytes: 1 << 29 };
+        let high = FastPeaks {
+            cached_bytes: 1 << 30,
+            dirty_writeback_bytes: 1 << 29,
+        };
         let s = summarize_run(&input(high));
         assert_eq!(s.peak_dataset_cached_bytes, 1 << 30);
         assert_eq!(s.peak_dataset_dirty_writeback_bytes, 1 << 29);
