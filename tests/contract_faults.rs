@@ -252,11 +252,6 @@ fn verify_prefix(path: &Path, seed: u64, len: u64) {
     );
 }
 
-/// Every backend: `buffered` too (its writeback errors reach fsync only).
-fn fault_backends() -> [BackendKind; 5] {
-    BackendKind::ALL
-}
-
 /// Create `path` with `backend` (None if refused there), write and flush
 /// 16 MiB of the pattern, and leave the stream position after it.
 fn open_with_flushed_prefix(path: &Path, backend: BackendKind, seed: u64) -> Option<ubio::File> {
@@ -319,7 +314,7 @@ fn enospc_reaches_the_caller() {
                 continue;
             }
         };
-        for backend in fault_backends() {
+        for backend in all_backends() {
             let path = fs.mount_point().join(format!("fill-{backend}"));
             let Some(f) = open_with_flushed_prefix(&path, backend, 8) else {
                 continue;
@@ -352,7 +347,7 @@ fn device_enospc_from_writeback_reaches_the_caller() {
     }
     let mut faults = 0;
     for kind in fault_kinds("device-enospc") {
-        for backend in fault_backends() {
+        for backend in all_backends() {
             // mkfs.xfs writes 65 MiB of log into the room; the others ~5 MiB.
             let (fs_size, room) = match kind {
                 ubio_bench::scratchfs::FsKind::Xfs => (320 * MIB, 128 * MIB),
@@ -393,7 +388,7 @@ fn writeback_eio_reaches_the_caller() {
     }
     let mut faults = 0;
     for kind in fault_kinds("eio") {
-        for backend in fault_backends() {
+        for backend in all_backends() {
             // A fresh filesystem per backend: one that saw EIO may shut down.
             let fs = match ScratchFs::create_eio(kind, kind.min_size_bytes().max(256 * MIB)) {
                 Ok(fs) => fs,
