@@ -97,18 +97,7 @@ fn child_read(path: &Path, backend: BackendKind) {
         .backend(backend)
         .open(path)
         .unwrap();
-    let mut buf = vec![0u8; MIB as usize];
-    let mut want = vec![0u8; MIB as usize];
-    let mut off = 0;
-    loop {
-        let n = f.read(&mut buf).unwrap();
-        if n == 0 {
-            break;
-        }
-        fill_pattern(7, off, &mut want[..n]);
-        assert!(buf[..n] == want[..n], "data differs at {off}");
-        off += n as u64;
-    }
+    read_rest(&mut f, 0, 7, &format!("{backend} as nobody"));
     let stats = f.close().unwrap();
     println!("STATS {}", serde_json::to_string(&stats).unwrap());
 }
