@@ -607,6 +607,23 @@ fn catch_without_restart(sig: libc::c_int) {
     }
 }
 
+/// SIGALRM every `usec` microseconds (ITIMER_REAL); 0 disarms the timer.
+fn sigalrm_every(usec: libc::suseconds_t) {
+    let tick = libc::timeval {
+        tv_sec: 0,
+        tv_usec: usec,
+    };
+    let timer = libc::itimerval {
+        it_interval: tick,
+        it_value: tick,
+    };
+    // SAFETY: a valid pointer to an itimerval; no old value wanted.
+    assert_eq!(
+        unsafe { libc::setitimer(libc::ITIMER_REAL, &timer, std::ptr::null_mut()) },
+        0
+    );
+}
+
 /// Signals arriving at a high rate (SIGALRM from setitimer every 200 us,
 /// and SIGUSR1 sent to the I/O thread itself every 50 us), with handlers
 /// installed without SA_RESTART, during long writes, flushes, fsyncs and
@@ -634,19 +651,7 @@ fn signals_during_long_calls() {
             }
         })
     };
-    let tick = libc::timeval {
-        tv_sec: 0,
-        tv_usec: 200,
-    };
-    let timer = libc::itimerval {
-        it_interval: tick,
-        it_value: tick,
-    };
-    // SAFETY: valid pointers to an itimerval; no old value wanted.
-    assert_eq!(
-        unsafe { libc::setitimer(libc::ITIMER_REAL, &timer, std::ptr::null_mut()) },
-        0
-    );
+    sigalrm_every(200);
 
     let (mut streams, mut interrupted) = (0u64, Vec::new());
     for t in targets("signals", 512 * MIB) {
@@ -701,18 +706,7 @@ fn signals_during_long_calls() {
             std::fs::remove_file(&path).unwrap();
         }
     }
-    let off = libc::itimerval {
-        it_interval: libc::timeval {
-            tv_sec: 0,
-            tv_usec: 0,
-        },
-        it_value: libc::timeval {
-            tv_sec: 0,
-            tv_usec: 0,
-        },
-    };
-    // SAFETY: as above; a zero value disarms the timer.
-    unsafe { libc::setitimer(libc::ITIMER_REAL, &off, std::ptr::null_mut()) };
+    sigalrm_every(0);
     stop.store(true, Ordering::Relaxed);
     sender.join().unwrap();
     let caught = SIGNALS_CAUGHT.load(Ordering::Relaxed);
