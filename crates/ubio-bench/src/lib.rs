@@ -92,6 +92,11 @@ pub(crate) fn context(err: io::Error, what: impl Display) -> io::Error {
     io::Error::new(err.kind(), format!("{what}: {err}"))
 }
 
+/// [`context`] for an operation on a path: "{what} {path}: {err}".
+pub(crate) fn path_context(err: io::Error, what: &str, path: &Path) -> io::Error {
+    context(err, format_args!("{what} {}", path.display()))
+}
+
 /// Runs an external tool to completion and returns its stdout.
 ///
 /// A non-zero exit becomes an error that names the command line, the exit

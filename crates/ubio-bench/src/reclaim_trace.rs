@@ -17,6 +17,7 @@
 //! disables the event, removes the instance and unmounts what it mounted.
 
 use crate::cleanup::{self, CleanupGuard};
+use crate::path_context;
 use std::ffi::CString;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
@@ -65,27 +66,30 @@ impl MemcgReclaimTrace {
         let stopped = Arc::new(AtomicBool::new(false));
         let cleanup_instance = instance.clone();
         let (stop_reader, reader_stopped) = (stop.clone(), stopped.clone());
-        let cleanup = cleanup::register(format!("remove trace instance {}", instance.display()), move || {
-            // On a signal Drop does not run: stop the reader here (an
-            // instance with an open trace_pipe cannot be removed).
-            stop_reader.store(true, Ordering::Relaxed);
-            for _ in 0..50 {
-                if reader_stopped.load(Ordering::Relaxed) {
-                    break;
+        let cleanup = cleanup::register(
+            format!("remove trace instance {}", instance.display()),
+            move || {
+                // On a signal Drop does not run: stop the reader here (an
+                // instance with an open trace_pipe cannot be removed).
+                stop_reader.store(true, Ordering::Relaxed);
+                for _ in 0..50 {
+                    if reader_stopped.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    std::thread::sleep(POLL / 2);
                 }
-                std::thread::sleep(POLL / 2);
-            }
-            remove_instance(&cleanup_instance);
-            unmount(mount.path());
-            drop(mount);
-        });
-        fs::create_dir(&instance).map_err(|e| ctx(e, "make trace instance", &instance))?;
+                remove_instance(&cleanup_instance);
+                unmount(mount.path());
+                drop(mount);
+            },
+        );
+        fs::create_dir(&instance).map_err(|e| path_context(e, "make trace instance", &instance))?;
         write(&instance.join("buffer_size_kb"), BUFFER_KB)?;
         let pipe = OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NONBLOCK)
             .open(instance.join("trace_pipe"))
-            .map_err(|e| ctx(e, "open", &instance.join("trace_pipe")))?;
+            .map_err(|e| path_context(e, "open", &instance.join("trace_pipe")))?;
         write(&instance.join(EVENT).join("enable"), "1")?;
 
         let reclaimed = Arc::new(AtomicU64::new(0));
@@ -147,7 +151,10 @@ fn read_events(mut pipe: File, reclaimed: &AtomicU64, events: &AtomicU64, stop: 
             Ok(0) => std::thread::sleep(POLL),
             Ok(n) => {
                 partial.extend_from_slice(&buf[..n]);
-                let end = partial.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+                let end = partial
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                    .map_or(0, |i| i + 1);
                 for line in partial[..end].split(|&b| b == b'\n') {
                     if let Some(pages) = nr_reclaimed(line) {
                         reclaimed.fetch_add(pages, Ordering::Relaxed);
@@ -177,7 +184,10 @@ fn read_events(mut pipe: File, reclaimed: &AtomicU64, events: &AtomicU64, stop: 
 fn nr_reclaimed(line: &[u8]) -> Option<u64> {
     let line = std::str::from_utf8(line).ok()?;
     let (_, rest) = line.split_once("mm_vmscan_memcg_reclaim_end: nr_reclaimed=")?;
-    rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+    rest.split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
 }
 
 fn mount_tracefs(dir: &Path) -> io::Result<()> {
@@ -194,7 +204,11 @@ fn mount_tracefs(dir: &Path) -> io::Result<()> {
         )
     };
     if rc != 0 {
-        return Err(ctx(io::Error::last_os_error(), "mount tracefs on", dir));
+        return Err(path_context(
+            io::Error::last_os_error(),
+            "mount tracefs on",
+            dir,
+        ));
     }
     Ok(())
 }
@@ -218,11 +232,7 @@ fn remove_instance(instance: &Path) {
 }
 
 fn write(path: &Path, value: &str) -> io::Result<()> {
-    fs::write(path, value).map_err(|e| ctx(e, &format!("write {value} to"), path))
-}
-
-fn ctx(e: io::Error, what: &str, path: &Path) -> io::Error {
-    crate::context(e, format_args!("{what} {}", path.display()))
+    fs::write(path, value).map_err(|e| path_context(e, &format!("write {value} to"), path))
 }
 
 fn unique() -> u64 {
@@ -238,7 +248,10 @@ mod tests {
     fn parses_trace_lines() {
         let line = b"           cat-2121    [001] .....   812.345678: mm_vmscan_memcg_reclaim_end: nr_reclaimed=37";
         assert_eq!(nr_reclaimed(line), Some(37));
-        assert_eq!(nr_reclaimed(b"cat-1 [0] 1.0: mm_vmscan_memcg_reclaim_begin: order=0"), None);
+        assert_eq!(
+            nr_reclaimed(b"cat-1 [0] 1.0: mm_vmscan_memcg_reclaim_begin: order=0"),
+            None
+        );
         assert_eq!(nr_reclaimed(b""), None);
     }
 }

@@ -324,7 +324,7 @@ pub fn check_mode(mode: BenchMode, w: &Workload, dir: &Path, ubio_exe: &Path) ->
     let block = w.block_bytes.max(DIRECT_ALIGN);
     let mut buf = vec![0u8; block as usize];
     fill(&mut buf);
-    std::fs::write(&probe, &buf).map_err(|e| sync_io::ctx(e, "write", &probe))?;
+    std::fs::write(&probe, &buf).map_err(|e| crate::path_context(e, "write", &probe))?;
     let result = match mode {
         BenchMode::Buffered | BenchMode::Fadvise => Ok(()),
         BenchMode::Dontcache => support::check_mode(support::Mode::Dontcache, &probe),

@@ -24,14 +24,15 @@ pub mod target;
 
 use super::engine::data::Layout;
 use super::engine::{self, EngineJob, EngineProgress, EngineResult};
-use super::mode::{BenchMode, WorkloadKind};
 use super::fio::Fio;
+use super::mode::{BenchMode, WorkloadKind};
 use super::sampler::{self, SystemSampler};
 use super::schema::{Config, Report, Run, Sample, VictimSolo, Workload};
 use super::summary::{self, FastPeaks, RunInput};
 use crate::cgroup::{CgroupVersion, MemCgroup};
 use crate::clock::monotonic_secs;
 use crate::cpu::CpuTimes;
+use crate::path_context;
 use crate::reclaim_trace::MemcgReclaimTrace;
 use crate::residency_sampler::ResidencySampler;
 use crate::stats::Summary;
@@ -131,7 +132,7 @@ pub fn run(config: &Config, options: &RunOptions, progress: &dyn Progress) -> io
     let target = target::make(&config.target, need)?;
     let layout = Layout::new(&target.dir, w);
     for d in [layout.data_dir(), layout.copy_dir()] {
-        std::fs::create_dir(&d).map_err(|e| ctx(e, "mkdir", &d))?;
+        std::fs::create_dir(&d).map_err(|e| path_context(e, "mkdir", &d))?;
     }
 
     let mut warnings = Vec::new();
@@ -312,10 +313,6 @@ fn validate(c: &Config) -> io::Result<()> {
     Ok(())
 }
 
-fn ctx(e: io::Error, what: &str, path: &Path) -> io::Error {
-    io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
-}
-
 /// What every phase needs.
 struct Bench<'a> {
     config: &'a Config,
@@ -377,7 +374,10 @@ impl Bench<'_> {
     }
 
     fn remove_copies(&self) -> io::Result<()> {
-        self.layout.copies().iter().try_for_each(|p| remove_if_exists(p))
+        self.layout
+            .copies()
+            .iter()
+            .try_for_each(|p| remove_if_exists(p))
     }
 
     /// Before a run: the dataset cold (fsync + DONTNEED on our files), no
@@ -683,17 +683,18 @@ fn drop_cached(path: &Path) -> io::Result<u64> {
     let f = std::fs::OpenOptions::new()
         .write(true)
         .open(path)
-        .map_err(|e| ctx(e, "open", path))?;
-    f.sync_all().map_err(|e| ctx(e, "fsync", path))?;
-    sys::fadvise(f.as_fd(), 0, 0, Advice::DontNeed).map_err(|e| ctx(e, "fadvise", path))?;
+        .map_err(|e| path_context(e, "open", path))?;
+    f.sync_all().map_err(|e| path_context(e, "fsync", path))?;
+    sys::fadvise(f.as_fd(), 0, 0, Advice::DontNeed)
+        .map_err(|e| path_context(e, "fadvise", path))?;
     Ok(sys::cachestat(f.as_fd(), 0, 0)
-        .map_err(|e| ctx(e, "cachestat", path))?
+        .map_err(|e| path_context(e, "cachestat", path))?
         .nr_cache)
 }
 
 fn remove_if_exists(path: &Path) -> io::Result<()> {
     match std::fs::remove_file(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(ctx(e, "remove", path)),
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(path_context(e, "remove", path)),
         _ => Ok(()),
     }
 }
@@ -701,16 +702,17 @@ fn remove_if_exists(path: &Path) -> io::Result<()> {
 /// A file of `bytes` (the fill pattern), durable.
 fn write_plain(path: &Path, bytes: u64) -> io::Result<()> {
     use std::io::Write;
-    let mut f = std::fs::File::create(path).map_err(|e| ctx(e, "create", path))?;
+    let mut f = std::fs::File::create(path).map_err(|e| path_context(e, "create", path))?;
     let mut buf = vec![0u8; 1 << 20];
     crate::harness::engine::support::fill(&mut buf);
     let mut done = 0;
     while done < bytes {
         let n = (bytes - done).min(buf.len() as u64) as usize;
-        f.write_all(&buf[..n]).map_err(|e| ctx(e, "write", path))?;
+        f.write_all(&buf[..n])
+            .map_err(|e| path_context(e, "write", path))?;
         done += n as u64;
     }
-    f.sync_all().map_err(|e| ctx(e, "fsync", path))
+    f.sync_all().map_err(|e| path_context(e, "fsync", path))
 }
 
 /// The victim reports every 100 ms through a pipe: wait (briefly) until a

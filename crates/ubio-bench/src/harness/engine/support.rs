@@ -3,6 +3,7 @@
 //! and the checks that RWF_DONTCACHE and O_DIRECT work on a filesystem
 //! (with errors that say what to do).
 
+use crate::path_context;
 use std::fs::File;
 use std::io::{self, IoSliceMut};
 use std::os::fd::AsFd;
@@ -22,10 +23,6 @@ pub enum Mode {
     Odirect,
 }
 
-fn ctx(e: io::Error, what: &str, path: &Path) -> io::Error {
-    io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
-}
-
 /// Checks, without timing anything, that `mode` can work on `path` (an
 /// existing file that this process may write): `dontcache` sends a 1-byte
 /// preadv2(RWF_DONTCACHE) at the end of the file (0 where supported,
@@ -34,8 +31,11 @@ fn ctx(e: io::Error, what: &str, path: &Path) -> io::Error {
 pub fn check_mode(mode: Mode, path: &Path) -> io::Result<()> {
     match mode {
         Mode::Dontcache => {
-            let f = File::open(path).map_err(|e| ctx(e, "open", path))?;
-            let end = f.metadata().map_err(|e| ctx(e, "stat", path))?.len();
+            let f = File::open(path).map_err(|e| path_context(e, "open", path))?;
+            let end = f
+                .metadata()
+                .map_err(|e| path_context(e, "stat", path))?
+                .len();
             let mut b = [0u8; 1];
             sys::preadv2(
                 f.as_fd(),
@@ -68,7 +68,7 @@ fn dontcache_err(e: io::Error, what: &str, path: &Path) -> io::Error {
             ),
         )
     } else {
-        ctx(e, &format!("{what} (RWF_DONTCACHE)"), path)
+        path_context(e, &format!("{what} (RWF_DONTCACHE)"), path)
     }
 }
 
@@ -84,7 +84,7 @@ fn direct_err(e: io::Error, path: &Path) -> io::Error {
             ),
         )
     } else {
-        ctx(e, "open (O_DIRECT)", path)
+        path_context(e, "open (O_DIRECT)", path)
     }
 }
 
@@ -156,7 +156,7 @@ pub fn available_bytes(dir: &Path) -> io::Result<u64> {
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: `c` is a valid NUL-terminated path and `st` a writable statvfs.
     if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return Err(ctx(io::Error::last_os_error(), "statvfs", dir));
+        return Err(path_context(io::Error::last_os_error(), "statvfs", dir));
     }
     Ok(st.f_bavail as u64 * st.f_frsize as u64)
 }

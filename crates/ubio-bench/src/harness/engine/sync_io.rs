@@ -7,6 +7,7 @@ use super::support::{fill, AlignedBuf, DIRECT_ALIGN};
 use super::{EngineJob, LaneOutcome, Shared};
 use crate::clock::monotonic_secs;
 use crate::harness::mode::{BenchMode, WorkloadKind};
+use crate::path_context;
 use std::fs::File;
 use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::AsFd;
@@ -45,11 +46,7 @@ pub(crate) fn open_std(path: &Path, access: Access, flags: i32) -> io::Result<Fi
     };
     o.custom_flags(flags)
         .open(path)
-        .map_err(|e| ctx(e, &format!("open ({access:?})"), path))
-}
-
-pub(crate) fn ctx(e: io::Error, what: &str, path: &Path) -> io::Error {
-    io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
+        .map_err(|e| path_context(e, &format!("open ({access:?})"), path))
 }
 
 impl Handle {
@@ -119,7 +116,7 @@ impl Handle {
             };
             match r {
                 Ok(0) => {
-                    return Err(ctx(
+                    return Err(path_context(
                         io::ErrorKind::UnexpectedEof.into(),
                         &format!("read at {at}"),
                         path,
@@ -127,7 +124,7 @@ impl Handle {
                 }
                 Ok(n) => done += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(ctx(e, "read", path)),
+                Err(e) => return Err(path_context(e, "read", path)),
             }
         }
         self.fadvise_dontneed(off, buf.len() as u64, path)
@@ -149,10 +146,10 @@ impl Handle {
                 Handle::Ubio(f) => f.write_at(part, at),
             };
             match r {
-                Ok(0) => return Err(ctx(io::ErrorKind::WriteZero.into(), "write", path)),
+                Ok(0) => return Err(path_context(io::ErrorKind::WriteZero.into(), "write", path)),
                 Ok(n) => done += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(ctx(e, "write", path)),
+                Err(e) => return Err(path_context(e, "write", path)),
             }
         }
         self.fadvise_dontneed(off, buf.len() as u64, path)
@@ -166,7 +163,7 @@ impl Handle {
         } = self
         {
             sys::fadvise(file.as_fd(), off, len, Advice::DontNeed)
-                .map_err(|e| ctx(e, "fadvise", path))?;
+                .map_err(|e| path_context(e, "fadvise", path))?;
         }
         Ok(())
     }
@@ -176,7 +173,8 @@ impl Handle {
         match self {
             Handle::Plain { file, .. } | Handle::Dontcache(file) | Handle::Direct(file) => {
                 if written {
-                    file.sync_all().map_err(|e| ctx(e, "fsync", path))?;
+                    file.sync_all()
+                        .map_err(|e| path_context(e, "fsync", path))?;
                 }
                 Ok(None)
             }

@@ -2,10 +2,10 @@
 //! after the other), then an fsync of every copy: cp, `nocache cp`, dd with
 //! nocache flags, rsync, `ubio cp` and `ubio run -- cp`.
 
-use super::sync_io::ctx;
 use super::{EngineJob, LaneOutcome, Shared};
 use crate::clock::monotonic_secs;
 use crate::harness::mode::CopyTool;
+use crate::path_context;
 use std::io::{self, Read};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -116,7 +116,7 @@ pub(super) fn lane(
     for dst in &copies {
         std::fs::File::open(dst)
             .and_then(|f| f.sync_all())
-            .map_err(|e| ctx(e, "fsync", dst))?;
+            .map_err(|e| path_context(e, "fsync", dst))?;
     }
     let template = argv(
         tool,

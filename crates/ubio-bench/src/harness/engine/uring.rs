@@ -9,10 +9,11 @@
 
 use super::data::{offsets, stamp};
 use super::support::{fill, AlignedBuf, DIRECT_ALIGN};
-use super::sync_io::{ctx, open_std, Access};
+use super::sync_io::{open_std, Access};
 use super::{EngineJob, LaneOutcome, Shared};
 use crate::clock::monotonic_secs;
 use crate::harness::mode::{BenchMode, WorkloadKind};
+use crate::path_context;
 use io_uring::{opcode, squeue, types, IoUring};
 use std::fs::File;
 use std::io;
@@ -163,10 +164,10 @@ pub(super) fn lane(job: &EngineJob, thread: u32, shared: &Shared) -> io::Result<
             if res < 0 {
                 let e = io::Error::from_raw_os_error(-res);
                 if failure.is_none() && e.raw_os_error() != Some(libc::ECANCELED) {
-                    failure = Some(ctx(e, &format!("{} (io_uring)", job.mode), &path));
+                    failure = Some(path_context(e, &format!("{} (io_uring)", job.mode), &path));
                 }
             } else if res as usize != block && failure.is_none() {
-                failure = Some(ctx(
+                failure = Some(path_context(
                     io::Error::new(
                         io::ErrorKind::UnexpectedEof,
                         format!("{res} of {block} bytes"),
@@ -196,7 +197,7 @@ pub(super) fn lane(job: &EngineJob, thread: u32, shared: &Shared) -> io::Result<
         _ => Vec::new(),
     };
     for (f, p) in &written {
-        f.sync_all().map_err(|e| ctx(e, "fsync", p))?;
+        f.sync_all().map_err(|e| path_context(e, "fsync", p))?;
     }
     let (backend, reason) = if direct {
         (
