@@ -28,8 +28,7 @@ pub fn render(report: &Report) -> String {
         escape(&title)
     );
     out += &table_html(&table::headline(report));
-    out += "<p>MB/s: whole-run throughput over the rounds (median [min–max] ± standard deviation); \
-            CPU, reclaim and time to durability: medians over the rounds; cache: highest over the rounds.</p>\n";
+    let _ = writeln!(out, "<p>{}</p>", table::HEADLINE_NOTE);
     if !report.warnings.is_empty() {
         out += "<h2>Warnings</h2>\n<ul>\n";
         for w in &report.warnings {

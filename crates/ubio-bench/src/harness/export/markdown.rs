@@ -16,8 +16,7 @@ pub fn render(report: &Report) -> String {
         cell(&report.environment.filesystem)
     );
     out += &render_table(&table::headline(report));
-    out += "\nMB/s: whole-run throughput over the rounds (median [min–max] ± standard deviation); \
-            CPU, reclaim and time to durability: medians over the rounds; cache: highest over the rounds.\n";
+    let _ = writeln!(out, "\n{}", table::HEADLINE_NOTE);
     out += "\n## Environment\n\n";
     out += &render_lines(&table::environment(report));
     out += "\n## Configuration\n\n";

@@ -16,6 +16,11 @@ fn strings<const N: usize>(cells: [&str; N]) -> Vec<String> {
     cells.map(str::to_owned).to_vec()
 }
 
+/// What the headline's figures are, said under it.
+pub const HEADLINE_NOTE: &str =
+    "MB/s: whole-run throughput over the rounds (median [min–max] ± standard deviation); \
+     CPU, reclaim and time to durability: medians over the rounds; cache: highest over the rounds.";
+
 /// The headline: one row per mode.
 pub fn headline(report: &Report) -> Table {
     let baseline = baseline_mode(report).map_or("baseline".to_owned(), |m| m.to_string());
