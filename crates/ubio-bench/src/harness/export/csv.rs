@@ -191,41 +191,41 @@ fn line<'a>(cells: impl IntoIterator<Item = &'a str>) -> String {
     out
 }
 
-/// Splits CSV text into records of fields (quotes undone): the inverse of
-/// the writer above, for tests and for tools that read these files back.
-pub fn parse(text: &str) -> Vec<Vec<String>> {
-    let mut records = Vec::new();
-    let (mut record, mut field) = (Vec::new(), String::new());
-    let (mut quoted, mut chars) = (false, text.chars().peekable());
-    while let Some(c) = chars.next() {
-        match (quoted, c) {
-            (true, '"') if chars.peek() == Some(&'"') => {
-                chars.next();
-                field.push('"');
-            }
-            (true, '"') => quoted = false,
-            (true, c) => field.push(c),
-            (false, '"') => quoted = true,
-            (false, ',') => record.push(std::mem::take(&mut field)),
-            (false, '\n') => {
-                record.push(std::mem::take(&mut field));
-                records.push(std::mem::take(&mut record));
-            }
-            (false, '\r') => {}
-            (false, c) => field.push(c),
-        }
-    }
-    if !field.is_empty() || !record.is_empty() {
-        record.push(field);
-        records.push(record);
-    }
-    records
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::harness::mock;
+
+    /// Splits CSV text into records of fields (quotes undone): the inverse
+    /// of the writer above.
+    fn parse(text: &str) -> Vec<Vec<String>> {
+        let mut records = Vec::new();
+        let (mut record, mut field) = (Vec::new(), String::new());
+        let (mut quoted, mut chars) = (false, text.chars().peekable());
+        while let Some(c) = chars.next() {
+            match (quoted, c) {
+                (true, '"') if chars.peek() == Some(&'"') => {
+                    chars.next();
+                    field.push('"');
+                }
+                (true, '"') => quoted = false,
+                (true, c) => field.push(c),
+                (false, '"') => quoted = true,
+                (false, ',') => record.push(std::mem::take(&mut field)),
+                (false, '\n') => {
+                    record.push(std::mem::take(&mut field));
+                    records.push(std::mem::take(&mut record));
+                }
+                (false, '\r') => {}
+                (false, c) => field.push(c),
+            }
+        }
+        if !field.is_empty() || !record.is_empty() {
+            record.push(field);
+            records.push(record);
+        }
+        records
+    }
 
     fn column(rows: &[Vec<String>], name: &str) -> usize {
         rows[0]
