@@ -603,6 +603,17 @@ fn aligned_slice(v: &mut Vec<u8>, len: usize, align: usize) -> &mut [u8] {
     &mut v[skip..skip + len]
 }
 
+/// Write `data` at `off` into the model, extending it with zeros as a file
+/// grows. (A function of the model alone, so that it can take one of the
+/// exerciser's own buffers.)
+fn model_write(model: &mut Vec<u8>, off: u64, data: &[u8]) {
+    let end = off as usize + data.len();
+    if end > model.len() {
+        model.resize(end, 0);
+    }
+    model[off as usize..end].copy_from_slice(data);
+}
+
 fn fallocate_mode(op: &Op) -> i32 {
     match *op {
         Op::Fallocate {
@@ -788,14 +799,6 @@ impl<'c> Exerciser<'c> {
         }
     }
 
-    fn model_write(&mut self, off: u64, data: &[u8]) {
-        let end = off as usize + data.len();
-        if end > self.model.len() {
-            self.model.resize(end, 0);
-        }
-        self.model[off as usize..end].copy_from_slice(data);
-    }
-
     fn check_size(&self, op: &Op) -> Result<(), Error> {
         let st = sys::fstat(self.second.as_fd()).map_err(|e| self.io_fail(op, "fstat", e))?;
         if st.st_size as u64 != self.size() {
@@ -937,9 +940,7 @@ impl<'c> Exerciser<'c> {
                     .write_all_at(&self.buf, off)
                     .map_err(|e| self.io_fail(op, "ubio write", e))?;
                 self.ubio_written += len;
-                let buf = std::mem::take(&mut self.buf);
-                self.model_write(off, &buf);
-                self.buf = buf;
+                model_write(&mut self.model, off, &self.buf);
             }
             Op::Truncate { size, via } => {
                 let file = match via {
@@ -999,9 +1000,7 @@ impl<'c> Exerciser<'c> {
                     .write_all_at(&self.buf, off)
                     .map_err(|e| self.io_fail(op, "pwrite (second handle)", e))?;
                 self.second_written += len;
-                let buf = std::mem::take(&mut self.buf);
-                self.model_write(off, &buf);
-                self.buf = buf;
+                model_write(&mut self.model, off, &self.buf);
             }
             Op::DirectWrite { off, len, data } => {
                 let Some(d) = &self.direct else {
@@ -1012,11 +1011,12 @@ impl<'c> Exerciser<'c> {
                 let slice = aligned_slice(&mut raw, len as usize, d.mem_align);
                 fill(data, slice);
                 let r = d.file.write_all_at(slice, off);
-                let data_copy = slice.to_vec();
+                if r.is_ok() {
+                    model_write(&mut self.model, off, slice);
+                }
                 self.buf = raw;
                 r.map_err(|e| self.io_fail(op, "O_DIRECT pwrite (second handle)", e))?;
                 self.second_written += len;
-                self.model_write(off, &data_copy);
             }
             Op::MmapRead { off, len } => {
                 let size = self.size();
@@ -1091,9 +1091,7 @@ impl<'c> Exerciser<'c> {
                 }
                 drop(map);
                 self.mmap_written += len;
-                let buf = std::mem::take(&mut self.buf);
-                self.model_write(off, &buf);
-                self.buf = buf;
+                model_write(&mut self.model, off, &self.buf);
             }
             Op::Verify => self.verify(op)?,
             Op::TamperFile { off } => {
