@@ -10,7 +10,6 @@ use ubio_bench::harness::export;
 use ubio_bench::harness::mock;
 use ubio_bench::harness::mode::BenchMode;
 use ubio_bench::harness::schema::Report;
-use ubio_bench::harness::summary::summarize_modes;
 
 fn write_report(dir: &Path, name: &str, report: &Report) -> PathBuf {
     let path = dir.join(name);
@@ -43,10 +42,7 @@ fn assert_exits_2_saying(out: &Output, what: &[&str]) {
 /// The mock report with one mode's throughput scaled.
 fn slower(mode: BenchMode, factor: f64) -> Report {
     let mut report = mock::report(1);
-    for run in report.runs.iter_mut().filter(|r| r.mode == mode) {
-        run.summary.mb_per_s *= factor;
-    }
-    report.modes = summarize_modes(&report);
+    mock::scale_throughput(&mut report, mode, factor);
     report
 }
 

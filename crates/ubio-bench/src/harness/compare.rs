@@ -425,20 +425,7 @@ fn config_differences(old: &Report, new: &Report) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::harness::mock;
-    use crate::harness::summary::summarize_modes;
-
-    /// Scales a mode's throughput (and its samples) by `factor`, keeping
-    /// everything else.
-    fn scale(report: &mut Report, mode: BenchMode, factor: f64) {
-        for run in report.runs.iter_mut().filter(|r| r.mode == mode) {
-            run.summary.mb_per_s *= factor;
-            for s in &mut run.samples {
-                s.mb_per_s *= factor;
-            }
-        }
-        report.modes = summarize_modes(report);
-    }
+    use crate::harness::mock::{self, scale_throughput};
 
     #[test]
     fn identical_reports_do_not_regress() {
@@ -459,7 +446,7 @@ mod tests {
     fn twenty_percent_slower_is_a_regression_naming_mode_and_metric() {
         let old = mock::report(11);
         let mut new = old.clone();
-        scale(&mut new, BenchMode::Dontcache, 0.8);
+        scale_throughput(&mut new, BenchMode::Dontcache, 0.8);
         let c = compare(&old, &new, CompareOptions::default());
         assert!(c.regressed);
         let regressions = c.regressions();
@@ -474,7 +461,7 @@ mod tests {
     fn faster_is_an_improvement() {
         let old = mock::report(11);
         let mut new = old.clone();
-        scale(&mut new, BenchMode::Buffered, 1.3);
+        scale_throughput(&mut new, BenchMode::Buffered, 1.3);
         let c = compare(&old, &new, CompareOptions::default());
         assert!(!c.regressed);
         let m = &c.modes[0].metrics[0];
@@ -488,7 +475,7 @@ mod tests {
     fn a_change_under_the_threshold_is_unchanged() {
         let old = mock::report(11);
         let mut new = old.clone();
-        scale(&mut new, BenchMode::Buffered, 0.97);
+        scale_throughput(&mut new, BenchMode::Buffered, 0.97);
         assert!(!compare(&old, &new, CompareOptions::default()).regressed);
         let strict = CompareOptions {
             threshold_pct: 1.0,

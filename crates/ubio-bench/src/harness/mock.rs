@@ -156,6 +156,19 @@ pub fn report(seed: u64) -> Report {
     report
 }
 
+/// Scales `mode`'s throughput (its runs' and their samples') by `factor` and
+/// summarises the modes again, keeping everything else: the same benchmark,
+/// slower or faster in one mode.
+pub fn scale_throughput(report: &mut Report, mode: BenchMode, factor: f64) {
+    for run in report.runs.iter_mut().filter(|r| r.mode == mode) {
+        run.summary.mb_per_s *= factor;
+        for s in &mut run.samples {
+            s.mb_per_s *= factor;
+        }
+    }
+    report.modes = summarize_modes(report);
+}
+
 /// One run of `profile`: whole seconds at a jittered rate, then a short tail.
 fn mock_run(rng: &mut Rng, profile: &Profile, round: u32, solo: f64) -> Run {
     let rate = profile.mb_per_s * 1e6 * rng.jitter(0.03);
