@@ -245,8 +245,9 @@ pub struct RunSummary {
     /// (direct reclaim and cgroup limit reclaim): the kind that stalls them.
     pub direct_reclaimed_pages_per_gb: f64,
     pub kswapd_cpu_secs: f64,
-    /// The dataset's page-cache footprint: highest sample, and after the
-    /// run (writes: after fsync and close).
+    /// The dataset's page-cache footprint: the highest seen (per-second
+    /// samples, the 10 ms peak sampler, the figure after the run), and
+    /// after the run (writes: after fsync and close).
     pub peak_dataset_cached_bytes: u64,
     pub final_dataset_cached_bytes: u64,
     pub peak_dataset_dirty_writeback_bytes: u64,

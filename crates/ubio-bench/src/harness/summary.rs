@@ -81,7 +81,8 @@ pub struct FastPeaks {
 /// - CPU, reclaim and kswapd CPU: sums of the samples' interval counters;
 ///   reclaim per GB is pgsteal (kswapd + direct) plus the cgroup limit's
 ///   reclaim, pgscan (kswapd + direct).
-/// - Footprints: the highest sample (the final figure counts too).
+/// - Footprints: the highest sample (the final figure and the fast
+///   sampler's peaks count too).
 /// - Victim: median and worst (lowest) of the per-second reads, and both
 ///   as % of the solo median.
 pub fn summarize_run(input: &RunInput) -> RunSummary {
