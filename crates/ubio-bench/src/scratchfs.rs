@@ -795,13 +795,11 @@ fn make_memfd(kind: FsKind, size: u64) -> io::Result<OwnedFd> {
     Ok(file.into())
 }
 
-fn check_free_space(dir: &Path, need: u64) -> io::Result<()> {
-    let c = CString::new(dir.as_os_str().as_bytes()).map_err(|_| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "backing directory contains NUL",
-        )
-    })?;
+/// Bytes an unprivileged user could still write under `dir`
+/// (`statvfs`: `f_bavail * f_frsize`).
+pub fn available_bytes(dir: &Path) -> io::Result<u64> {
+    let c = CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))?;
     // SAFETY: statvfs is plain old data; zeroed is a valid value for it.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: c is a valid C string and st a valid, writable statvfs.
@@ -811,7 +809,11 @@ fn check_free_space(dir: &Path, need: u64) -> io::Result<()> {
             format_args!("statvfs {}", dir.display()),
         ));
     }
-    let avail = st.f_bavail as u64 * st.f_frsize as u64;
+    Ok(st.f_bavail as u64 * st.f_frsize as u64)
+}
+
+fn check_free_space(dir: &Path, need: u64) -> io::Result<()> {
+    let avail = available_bytes(dir)?;
     if avail < need {
         return Err(io::Error::new(
             io::ErrorKind::StorageFull,
@@ -863,6 +865,12 @@ fn dev_major_minor(dev: u64) -> (u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn free_space_is_known() {
+        assert!(available_bytes(Path::new(".")).unwrap() > 0);
+        assert!(available_bytes(Path::new("/nonexistent/ubio")).is_err());
+    }
 
     #[test]
     fn splits_dev_t() {

@@ -1,7 +1,6 @@
 //! What the benchmark engine's I/O modes share: the fill pattern of the
-//! data, aligned buffers for O_DIRECT, the free space under a directory,
-//! and the checks that RWF_DONTCACHE and O_DIRECT work on a filesystem
-//! (with errors that say what to do).
+//! data, aligned buffers for O_DIRECT, and the checks that RWF_DONTCACHE
+//! and O_DIRECT work on a filesystem (with errors that say what to do).
 
 use crate::path_context;
 use std::fs::File;
@@ -146,21 +145,6 @@ pub fn fill(buf: &mut [u8]) {
     }
 }
 
-/// Bytes an unprivileged user could still write under `dir`
-/// (`statvfs`: `f_bavail * f_frsize`).
-pub fn available_bytes(dir: &Path) -> io::Result<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))?;
-    // SAFETY: statvfs is plain old data; all-zero is a valid value.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is a valid NUL-terminated path and `st` a writable statvfs.
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return Err(path_context(io::Error::last_os_error(), "statvfs", dir));
-    }
-    Ok(st.f_bavail as u64 * st.f_frsize as u64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,11 +210,5 @@ mod tests {
         fill(&mut b);
         assert!(b.iter().filter(|&&x| x == 0).count() < 100);
         assert_ne!(b[..8], b[8..16]);
-    }
-
-    #[test]
-    fn free_space_is_known() {
-        assert!(available_bytes(Path::new(".")).unwrap() > 0);
-        assert!(available_bytes(Path::new("/nonexistent/ubio")).is_err());
     }
 }

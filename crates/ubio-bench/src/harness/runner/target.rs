@@ -3,7 +3,7 @@
 //! optionally throttled); removed on drop, on failure and on Ctrl-C.
 
 use crate::cleanup::{self, CleanupGuard};
-use crate::harness::engine::support::available_bytes;
+use crate::scratchfs::available_bytes;
 use crate::harness::schema::{Backing, Target};
 use crate::scratchfs::{FsKind, ScratchFs, ScratchOpts};
 use std::io;
