@@ -39,21 +39,21 @@ const CHUNK: u64 = ubio::residency::CHUNK;
 /// A small, fast, seedable generator (splitmix64): the whole sequence of
 /// operations and their data follows from the seed.
 #[derive(Debug, Clone)]
-pub struct Rng(u64);
+struct Rng(u64);
 
 impl Rng {
-    pub fn new(seed: u64) -> Rng {
+    fn new(seed: u64) -> Rng {
         Rng(seed)
     }
-    pub fn next_u64(&mut self) -> u64 {
+    fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         mix(self.0)
     }
     /// Uniform in `[0, n)` (`n` > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
+    fn below(&mut self, n: u64) -> u64 {
         ((self.next_u64() as u128 * n as u128) >> 64) as u64
     }
-    pub fn chance(&mut self, one_in: u64) -> bool {
+    fn chance(&mut self, one_in: u64) -> bool {
         self.below(one_in) == 0
     }
 }
@@ -67,7 +67,7 @@ pub fn mix(x: u64) -> u64 {
 }
 
 /// The data of a write: a function of its seed and the position in it.
-pub fn fill(seed: u64, buf: &mut [u8]) {
+fn fill(seed: u64, buf: &mut [u8]) {
     for (i, chunk) in buf.chunks_mut(8).enumerate() {
         let w = mix(seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)).to_le_bytes();
         chunk.copy_from_slice(&w[..chunk.len()]);
@@ -126,7 +126,7 @@ impl Kind {
 
     /// Operations through the second handle (they leave pages cached that
     /// ubio did not bring in).
-    pub fn second_handle(self) -> bool {
+    fn second_handle(self) -> bool {
         matches!(
             self,
             Kind::BufferedWrite | Kind::DirectWrite | Kind::MmapRead | Kind::MmapWrite
@@ -161,7 +161,7 @@ impl Weights {
     pub fn get(&self, k: Kind) -> u32 {
         self.0.get(k.name()).copied().unwrap_or(0)
     }
-    pub fn set(&mut self, k: Kind, n: u32) {
+    fn set(&mut self, k: Kind, n: u32) {
         self.0.insert(k.name(), n);
     }
     /// No operation through the second handle.
@@ -171,7 +171,7 @@ impl Weights {
         }
         self
     }
-    pub fn uses_second_handle(&self) -> bool {
+    fn uses_second_handle(&self) -> bool {
         Kind::RANDOM
             .into_iter()
             .any(|k| k.second_handle() && self.get(k) > 0)
