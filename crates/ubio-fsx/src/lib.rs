@@ -388,8 +388,10 @@ pub struct Config {
     pub max_diffs: usize,
     /// Keep every operation in `Summary::log` (for replay checks).
     pub keep_log: bool,
-    /// After the run: no page of the file may stay cached (checked only
-    /// where it applies: a managed backend, not tmpfs, no second handle).
+    /// At every close (reopens and the end): in the chunks ubio I/O
+    /// reached, no page may stay cached but those cached before the stream
+    /// reached them (checked only where it applies: a managed backend, not
+    /// tmpfs, no second handle).
     pub check_cache: bool,
     pub tamper: Option<Tamper>,
 }
