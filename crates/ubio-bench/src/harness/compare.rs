@@ -518,27 +518,17 @@ mod tests {
             n: 1,
         };
         let o = CompareOptions::default();
-        assert_eq!(
-            judge(Metric::CpuSecsPerGb, s(1.0), s(1.5), o).verdict,
-            Verdict::Regression
-        );
-        assert_eq!(
-            judge(Metric::PeakDatasetCache, s(10.0), s(100.0), o).verdict,
-            Verdict::Regression
-        );
-        assert_eq!(
-            judge(Metric::TimeToDurable, s(4.0), s(3.0), o).verdict,
-            Verdict::Improvement
-        );
-        assert_eq!(
-            judge(Metric::VictimPctOfSolo, s(90.0), s(40.0), o).verdict,
-            Verdict::Regression
-        );
-        // From nothing cached: only the absolute floor decides.
-        assert_eq!(
-            judge(Metric::PeakDatasetCache, s(0.0), s(0.5), o).verdict,
-            Verdict::Unchanged
-        );
+        for (metric, old, new, want) in [
+            (Metric::CpuSecsPerGb, 1.0, 1.5, Verdict::Regression),
+            (Metric::PeakDatasetCache, 10.0, 100.0, Verdict::Regression),
+            (Metric::TimeToDurable, 4.0, 3.0, Verdict::Improvement),
+            (Metric::VictimPctOfSolo, 90.0, 40.0, Verdict::Regression),
+            // From nothing cached: only the absolute floor decides.
+            (Metric::PeakDatasetCache, 0.0, 0.5, Verdict::Unchanged),
+        ] {
+            let verdict = judge(metric, s(old), s(new), o).verdict;
+            assert_eq!(verdict, want, "{metric:?} {old} → {new}");
+        }
         let grown = judge(Metric::PeakDatasetCache, s(0.0), s(200.0), o);
         assert_eq!(
             (grown.change_pct, grown.verdict),
