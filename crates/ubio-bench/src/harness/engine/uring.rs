@@ -78,6 +78,8 @@ pub(super) fn lane(job: &EngineJob, thread: u32, shared: &Shared) -> io::Result<
     let mut busy: Vec<Option<Op>> = (0..qd).map(|_| None).collect();
     let mut free: Vec<usize> = (0..qd).rev().collect();
     let mut failure: Option<io::Error> = None;
+    // Completions of one wait, reused: no allocation per wait.
+    let mut done: Vec<(u64, i32)> = Vec::with_capacity(2 * qd);
 
     loop {
         while failure.is_none() && !shared.stopped() {
@@ -90,51 +92,48 @@ pub(super) fn lane(job: &EngineJob, thread: u32, shared: &Shared) -> io::Result<
             let buf = &mut slots[slot];
             let ptr = buf.as_mut_ptr();
             let ud = slot as u64;
-            let entries: Vec<squeue::Entry> = match kind {
-                WorkloadKind::SeqRead | WorkloadKind::RandRead => {
-                    vec![
-                        opcode::Read::new(types::Fd(src.as_raw_fd()), ptr, block as u32)
-                            .offset(op.off)
-                            .rw_flags(rw_flags)
-                            .build()
-                            .user_data(ud),
-                    ]
-                }
+            let read = |fd: &File| {
+                opcode::Read::new(types::Fd(fd.as_raw_fd()), ptr, block as u32)
+                    .offset(op.off)
+                    .rw_flags(rw_flags)
+                    .build()
+                    .user_data(ud)
+            };
+            let write = |fd: &File| {
+                opcode::Write::new(types::Fd(fd.as_raw_fd()), ptr, block as u32)
+                    .offset(op.off)
+                    .rw_flags(rw_flags)
+                    .build()
+                    .user_data(ud)
+            };
+            // One request per block; for a copy a read linked to its write.
+            // Built on the stack: nothing is allocated per request.
+            let (first, linked) = match kind {
+                WorkloadKind::SeqRead | WorkloadKind::RandRead => (read(src), None),
                 WorkloadKind::SeqWrite | WorkloadKind::RandWrite => {
                     stamp(buf, *id, op.off / layout.block_bytes);
-                    vec![
-                        opcode::Write::new(types::Fd(src.as_raw_fd()), ptr, block as u32)
-                            .offset(op.off)
-                            .rw_flags(rw_flags)
-                            .build()
-                            .user_data(ud),
-                    ]
+                    (write(src), None)
                 }
-                WorkloadKind::Copy => {
-                    let dst = &dsts[op.file].0;
-                    vec![
-                        opcode::Read::new(types::Fd(src.as_raw_fd()), ptr, block as u32)
-                            .offset(op.off)
-                            .rw_flags(rw_flags)
-                            .build()
-                            .flags(squeue::Flags::IO_LINK)
-                            .user_data(ud),
-                        opcode::Write::new(types::Fd(dst.as_raw_fd()), ptr, block as u32)
-                            .offset(op.off)
-                            .rw_flags(rw_flags)
-                            .build()
-                            .user_data(ud),
-                    ]
-                }
+                WorkloadKind::Copy => (
+                    read(src).flags(squeue::Flags::IO_LINK),
+                    Some(write(&dsts[op.file].0)),
+                ),
             };
             // SAFETY: the buffer (`slots[slot]`) and the descriptors (`srcs`,
             // `dsts`) outlive the requests: the slot is not reused, and this
             // function does not return, until every completion for it has
             // been reaped (the loop below drains before returning, also on
             // error). The ring has room for 2 entries per slot.
-            unsafe { ring.submission().push_multiple(&entries) }
-                .map_err(|_| io::Error::other("io_uring submission queue full"))?;
-            pending[slot] = entries.len() as u32;
+            let requests = 1 + u32::from(linked.is_some());
+            let pushed = unsafe {
+                let mut sq = ring.submission();
+                match linked {
+                    None => sq.push(&first),
+                    Some(second) => sq.push_multiple(&[first, second]),
+                }
+            };
+            pushed.map_err(|_| io::Error::other("io_uring submission queue full"))?;
+            pending[slot] = requests;
             busy[slot] = Some(op);
         }
         if pending.iter().all(|&p| p == 0) {
@@ -150,11 +149,9 @@ pub(super) fn lane(job: &EngineJob, thread: u32, shared: &Shared) -> io::Result<
                 continue;
             }
         }
-        let done: Vec<(u64, i32)> = ring
-            .completion()
-            .map(|c| (c.user_data(), c.result()))
-            .collect();
-        for (ud, res) in done {
+        done.clear();
+        done.extend(ring.completion().map(|c| (c.user_data(), c.result())));
+        for &(ud, res) in &done {
             let slot = ud as usize;
             pending[slot] -= 1;
             let path = busy[slot]
