@@ -119,14 +119,13 @@ impl Tracker {
     pub fn flush(&mut self, fd: BorrowedFd<'_>) -> io::Result<()> {
         let actions = self.write_behind.take_all();
         self.apply(fd, actions);
-        match self.deferred.take() {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        self.take_deferred().map_or(Ok(()), Err)
     }
 
     /// End of stream: flush, then drop everything the stream brought in
-    /// (readahead past the last read included) that was not cached before.
+    /// (readahead past the last read included) that was not cached before,
+    /// writing back first what was dirtied behind the stream. Returns the
+    /// flush's error, else one of that last writeback.
     pub fn finish(&mut self, fd: BorrowedFd<'_>) -> io::Result<()> {
         let flushed = self.flush(fd);
         let consumed = self.read_behind.take_all();
@@ -134,10 +133,7 @@ impl Tracker {
         let rest = self.residency.all_droppable();
         self.drop_exact(fd, rest, true);
         flushed?;
-        match self.deferred.take() {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        self.take_deferred().map_or(Ok(()), Err)
     }
 
     fn apply(&mut self, fd: BorrowedFd<'_>, actions: Actions) {
