@@ -54,7 +54,7 @@ fn mode_row(m: &ModeSummary) -> Vec<String> {
         m.mode.to_string(),
         m.backend.clone(),
         runs,
-        m.mb_per_s.map_or("–".into(), |s| spread(s, 0)),
+        m.mb_per_s.map_or("–".into(), spread),
         m.speed_vs_baseline
             .map_or("–".into(), |r| format!("{r:.2}×")),
         median(m.cpu_secs_per_gb, 2),
@@ -215,14 +215,10 @@ pub fn config(report: &Report) -> Vec<(String, String)> {
 }
 
 /// "412 [398–420] ± 8.1".
-pub fn spread(s: Summary, decimals: usize) -> String {
+fn spread(s: Summary) -> String {
     format!(
-        "{:.d$} [{:.d$}–{:.d$}] ± {:.1}",
-        s.median,
-        s.min,
-        s.max,
-        s.stddev,
-        d = decimals
+        "{:.0} [{:.0}–{:.0}] ± {:.1}",
+        s.median, s.min, s.max, s.stddev
     )
 }
 
