@@ -400,16 +400,7 @@ fn special_files() {
     );
     t.case(&["probe", "/dev/null"], false, Exit::Ok, &[]);
     // cat /dev/zero is endless, as with cat: the reader takes what it wants.
-    let mut child = Command::new(UBIO)
-        .args(["cat", "/dev/zero"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut got = vec![0u8; 4 << 20];
-    std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut got).unwrap();
-    drop(child.stdout.take());
-    let out = child.wait_with_output().unwrap();
+    let (got, out) = head_then_close(ubio().args(["cat", "/dev/zero"]), 4 << 20);
     assert!(got.iter().all(|&b| b == 0));
     t.check("ubio cat /dev/zero | head", &out, Exit::Ok, &[]);
     // A fifo, fed by another process.
@@ -548,17 +539,7 @@ fn huge_sparse_file() {
     copy.read_exact_at(&mut buf, 1 << 39).unwrap();
     assert_eq!(&buf, b"middle");
     // cat of it: the reader takes the head and goes away.
-    let mut child = Command::new(UBIO)
-        .args(["cat"])
-        .arg(&sparse)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut head = vec![0u8; 1 << 20];
-    std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut head).unwrap();
-    drop(child.stdout.take());
-    let out = child.wait_with_output().unwrap();
+    let (head, out) = head_then_close(ubio().arg("cat").arg(&sparse), 1 << 20);
     assert_eq!(&head[..4], b"head");
     t.check("ubio cat sparse | head", &out, Exit::Ok, &[]);
     t.report("huge-sparse");

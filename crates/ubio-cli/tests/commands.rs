@@ -3,9 +3,7 @@
 mod common;
 use common::*;
 
-use std::io::Read;
 use std::path::PathBuf;
-use std::process::Stdio;
 
 const MIB: usize = 1 << 20;
 
@@ -84,22 +82,8 @@ fn cat_into_a_closed_pipe_exits_zero() {
     let dir = workdir();
     let big = dir.path().join("big");
     write_cold(&big, &data(64 * MIB, 3));
-    let mut child = ubio()
-        .arg("cat")
-        .arg(&big)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = [0u8; 10];
-    child
-        .stdout
-        .as_mut()
-        .unwrap()
-        .read_exact(&mut first)
-        .unwrap();
-    drop(child.stdout.take()); // like `| head -c 10`
-    assert_quiet_success(&child.wait_with_output().unwrap());
+    let (_, out) = head_then_close(ubio().arg("cat").arg(&big), 10);
+    assert_quiet_success(&out);
 }
 
 #[test]
@@ -211,14 +195,7 @@ fn cp_onto_a_full_filesystem_reports_an_incomplete_destination() {
 #[test]
 fn probe_into_a_closed_pipe_exits_zero() {
     for json in [false, true] {
-        let mut cmd = ubio();
-        cmd.arg("probe").args(json.then_some("--json"));
-        let mut child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        drop(child.stdout.take()); // like `| head -c 0`
-        assert_quiet_success(&child.wait_with_output().unwrap());
+        let (_, out) = head_then_close(ubio().arg("probe").args(json.then_some("--json")), 0);
+        assert_quiet_success(&out);
     }
 }

@@ -248,14 +248,6 @@ fn stat_into_a_closed_pipe_exits_zero() {
     for i in 0..2000 {
         std::fs::write(dir.path().join(format!("f{i}")), b"x").unwrap();
     }
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ubio"))
-        .args(["stat", "-r"])
-        .arg(dir.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    let out = child.wait_with_output().unwrap();
+    let (_, out) = head_then_close(ubio().args(["stat", "-r"]).arg(dir.path()), 0);
     assert_quiet_success(&out);
 }

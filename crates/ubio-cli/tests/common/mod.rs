@@ -4,7 +4,7 @@
 // Each test file compiles this module on its own and uses part of it.
 #![allow(dead_code)]
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -42,6 +42,26 @@ pub fn stderr(out: &Output) -> String {
 pub fn assert_quiet_success(out: &Output) {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(out));
     assert!(out.stderr.is_empty(), "{}", stderr(out));
+}
+
+/// Start `cmd` with its output piped, read the first `n` bytes of its
+/// stdout and close the pipe (like `| head -c N`); returns those bytes and
+/// how the command ended.
+pub fn head_then_close(cmd: &mut Command, n: usize) -> (Vec<u8>, Output) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut head = vec![0u8; n];
+    child
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut head)
+        .unwrap();
+    drop(child.stdout.take());
+    (head, child.wait_with_output().unwrap())
 }
 
 /// A scratch directory on the working filesystem (ext4 here; not tmpfs,
