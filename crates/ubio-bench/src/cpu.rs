@@ -21,6 +21,14 @@ impl CpuTimes {
         }
     }
 
+    /// `self + other`, per field.
+    pub fn plus(self, other: CpuTimes) -> CpuTimes {
+        CpuTimes {
+            user_secs: self.user_secs + other.user_secs,
+            sys_secs: self.sys_secs + other.sys_secs,
+        }
+    }
+
     pub fn total_secs(self) -> f64 {
         self.user_secs + self.sys_secs
     }
@@ -29,26 +37,21 @@ impl CpuTimes {
 /// `getrusage(RUSAGE_SELF)`: the CPU time of every thread of this process so
 /// far (not of its children).
 pub fn process_times() -> io::Result<CpuTimes> {
-    // SAFETY: rusage is plain old data; all-zero is a valid value.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `ru` is a valid, writable rusage; RUSAGE_SELF always exists.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-    Ok(CpuTimes {
-        user_secs: secs(ru.ru_utime),
-        sys_secs: secs(ru.ru_stime),
-    })
+    rusage(libc::RUSAGE_SELF)
 }
 
 /// `getrusage(RUSAGE_CHILDREN)`: the CPU time of this process's children
 /// (and theirs) that have been waited for.
 pub fn children_times() -> io::Result<CpuTimes> {
+    rusage(libc::RUSAGE_CHILDREN)
+}
+
+fn rusage(who: libc::c_int) -> io::Result<CpuTimes> {
     // SAFETY: rusage is plain old data; all-zero is a valid value.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `ru` is a valid, writable rusage; RUSAGE_CHILDREN always exists.
-    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) } != 0 {
+    // SAFETY: `ru` is a valid, writable rusage; `who` is RUSAGE_SELF or
+    // RUSAGE_CHILDREN, which always exist.
+    if unsafe { libc::getrusage(who, &mut ru) } != 0 {
         return Err(io::Error::last_os_error());
     }
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;

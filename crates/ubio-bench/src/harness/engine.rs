@@ -276,14 +276,8 @@ fn cpu_now(shared: &Shared) -> io::Result<CpuTimes> {
         .unwrap_or_else(|e| e.into_inner())
         .iter()
         .filter_map(|&pid| cpu::pid_times(pid))
-        .fold(CpuTimes::default(), |a, b| CpuTimes {
-            user_secs: a.user_secs + b.user_secs,
-            sys_secs: a.sys_secs + b.sys_secs,
-        });
-    Ok(CpuTimes {
-        user_secs: own.user_secs + waited.user_secs + running.user_secs,
-        sys_secs: own.sys_secs + waited.sys_secs + running.sys_secs,
-    })
+        .fold(CpuTimes::default(), CpuTimes::plus);
+    Ok(own.plus(waited).plus(running))
 }
 
 fn check_job(job: &EngineJob) -> io::Result<()> {
