@@ -69,24 +69,31 @@ impl Tree {
     /// `timeout`, and check the common rules: the exit, every fragment of
     /// `says` in stderr, no panic, and `f` unchanged.
     fn case(&mut self, args: &[&str], nobody: bool, exit: Exit, says: &[&str]) -> Output {
-        let mut c = if nobody {
-            let mut c = Command::new("setpriv");
-            c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
-            c.args(["timeout", "-s", "KILL", "60", UBIO]);
-            c
-        } else {
-            let mut c = Command::new("timeout");
-            c.args(["-s", "KILL", "60", UBIO]);
-            c
-        };
-        let out = c
+        let out = self
+            .bounded_ubio(nobody)
             .args(args)
-            .current_dir(self.dir.path())
             .stdin(Stdio::null())
             .output()
             .unwrap();
         self.check(&format!("ubio {}", args.join(" ")), &out, exit, says);
         out
+    }
+
+    /// `ubio` (as nobody if `nobody`) in the tree, killed by `timeout` if
+    /// it runs for a minute.
+    fn bounded_ubio(&self, nobody: bool) -> Command {
+        let mut c = Command::new("timeout");
+        c.args(["-s", "KILL", "60"]);
+        if nobody {
+            c.args([
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+            ]);
+        }
+        c.arg(UBIO).current_dir(self.dir.path());
+        c
     }
 
     fn check(&mut self, what: &str, out: &Output, exit: Exit, says: &[&str]) {
@@ -364,9 +371,9 @@ fn destination_on_a_full_filesystem() {
     std::fs::remove_file(&zero).unwrap();
     // cat onto a full filesystem: the write to stdout fails, clearly.
     let out_path = fs.mount_point().join("cat-out");
-    let out = Command::new("timeout")
-        .args(["-s", "KILL", "60", UBIO, "cat", "big"])
-        .current_dir(t.dir.path())
+    let out = t
+        .bounded_ubio(false)
+        .args(["cat", "big"])
         .stdout(std::fs::File::create(&out_path).unwrap())
         .output()
         .unwrap();
