@@ -7,7 +7,7 @@ use ubio_bench::kept_pages::with_damon_retries;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 const MIB: usize = 1 << 20;
 const PAGE: u64 = 4096;
@@ -122,14 +122,7 @@ fn stat_r_walks_a_tree_without_following_symlinks() {
 /// write: stat falls back to mincore() and says its count is an upper bound.
 #[test]
 fn stat_of_an_unwritable_file_says_mincore_and_why() {
-    if !ubio_bench::is_root() {
-        assert!(
-            std::env::var_os("UBIO_NO_SKIP").is_none_or(|v| v != "1"),
-            "needs root (UBIO_NO_SKIP=1)"
-        );
-        eprintln!(
-            "SKIP stat_of_an_unwritable_file_says_mincore_and_why: needs root to run as nobody"
-        );
+    if !root_or_skip("stat_of_an_unwritable_file_says_mincore_and_why") {
         return;
     }
     let dir = workdir();
@@ -138,7 +131,7 @@ fn stat_of_an_unwritable_file_says_mincore_and_why() {
     write_cold(&path, &vec![0x5a; MIB]);
     std::fs::set_permissions(&path, PermissionsExt::from_mode(0o644)).unwrap();
     use std::os::unix::process::CommandExt;
-    let out = Command::new(env!("CARGO_BIN_EXE_ubio"))
+    let out = ubio()
         .args(["stat", "--json"])
         .arg(&path)
         .uid(65534)
