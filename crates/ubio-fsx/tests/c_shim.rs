@@ -9,19 +9,13 @@
 
 mod common;
 
-use common::{scratch, MIB};
+use common::{profile_dir, scratch, MIB};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
 const OPS: u64 = 3000;
 const BACKENDS: [&str; 5] = ["auto", "kernel", "emulated", "direct", "buffered"];
-
-/// target/<profile>/ (the test binary is in target/<profile>/deps/).
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
 
 fn ubio_bin() -> PathBuf {
     let p = profile_dir().join("ubio");

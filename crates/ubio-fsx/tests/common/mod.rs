@@ -5,9 +5,15 @@ use ubio_bench::scratchfs::{FsKind, ScratchFs, ScratchOpts};
 
 pub const MIB: u64 = 1 << 20;
 
+/// target/<profile>/ (the test binary is in target/<profile>/deps/).
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
 /// target/ of the workspace: loop images go there (not /tmp, maybe tmpfs).
 pub fn target_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target")
+    profile_dir().parent().unwrap().to_path_buf()
 }
 
 /// A scratch filesystem of `name` (ext4, xfs, btrfs or tmpfs).
