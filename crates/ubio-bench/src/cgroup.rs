@@ -329,14 +329,7 @@ impl MemCgroup {
     /// `memory.stat` as name -> value. Key names differ between versions: page
     /// cache is `cache` (and `total_cache`) on v1, `file` on v2.
     pub fn memory_stat(&self) -> io::Result<HashMap<String, u64>> {
-        let text = self.read("memory.stat")?;
-        Ok(text
-            .lines()
-            .filter_map(|l| {
-                let (k, v) = l.split_once(' ')?;
-                Some((k.to_owned(), v.trim().parse().ok()?))
-            })
-            .collect())
+        Ok(crate::procfs::parse_pairs(&self.read("memory.stat")?, 1))
     }
 
     /// Memory charged now, page cache included (`memory.usage_in_bytes` on

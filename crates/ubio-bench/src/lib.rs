@@ -17,6 +17,7 @@ pub mod clock;
 pub mod cpu;
 pub mod harness;
 pub mod kept_pages;
+pub mod procfs;
 pub mod reclaim_trace;
 pub mod residency_sampler;
 pub mod sampler_thread;

@@ -120,18 +120,12 @@ impl ResidencySampler {
 fn mincore_and_meminfo(file: &File) -> io::Result<CacheStat> {
     let size = file.metadata()?.len();
     let nr_cache = mincore_resident(file.as_fd(), 0, size)?;
-    let meminfo = std::fs::read_to_string("/proc/meminfo")?;
-    let pages = |key: &str| {
-        meminfo
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .map_or(0, |kib| kib / 4)
-    };
+    let meminfo = crate::procfs::meminfo()?;
+    let pages = |key: &str| meminfo.get(key).copied().unwrap_or(0) / ubio::sys::page_size();
     Ok(CacheStat {
         nr_cache,
-        nr_dirty: pages("Dirty:"),
-        nr_writeback: pages("Writeback:"),
+        nr_dirty: pages("Dirty"),
+        nr_writeback: pages("Writeback"),
         ..Default::default()
     })
 }

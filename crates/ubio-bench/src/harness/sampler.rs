@@ -16,9 +16,9 @@
 use super::schema::Sample;
 use crate::cgroup::{CgroupVersion, MemCgroup};
 use crate::cpu::{self, CpuTimes};
+use crate::procfs::{meminfo, vmstat};
 use crate::reclaim_trace::MemcgReclaimTrace;
 use crate::victim::Tick;
-use std::collections::HashMap;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsFd;
@@ -164,34 +164,6 @@ fn counters(
     })
 }
 
-fn vmstat() -> io::Result<HashMap<String, u64>> {
-    let text = std::fs::read_to_string("/proc/vmstat")
-        .map_err(|e| io::Error::new(e.kind(), format!("read /proc/vmstat: {e}")))?;
-    Ok(parse_pairs(&text, 1))
-}
-
-/// /proc/meminfo in bytes.
-fn meminfo() -> io::Result<HashMap<String, u64>> {
-    let text = std::fs::read_to_string("/proc/meminfo")
-        .map_err(|e| io::Error::new(e.kind(), format!("read /proc/meminfo: {e}")))?;
-    Ok(parse_pairs(
-        &text.replace(':', " ").replace(" kB", ""),
-        1024,
-    ))
-}
-
-/// `name value` lines, values times `unit`.
-fn parse_pairs(text: &str, unit: u64) -> HashMap<String, u64> {
-    text.lines()
-        .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            let k = f.next()?;
-            let v: u64 = f.next()?.parse().ok()?;
-            Some((k.to_owned(), v * unit))
-        })
-        .collect()
-}
-
 /// The pids of the kswapd kernel threads (one per NUMA node).
 pub fn kswapd_pids() -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
@@ -285,20 +257,6 @@ pub fn cpu(user_secs: f64, sys_secs: f64) -> CpuTimes {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reads_the_machine() {
-        let vm = vmstat().unwrap();
-        assert!(
-            vm.contains_key("pgsteal_kswapd") && vm.contains_key("pgscan_direct"),
-            "{vm:?}"
-        );
-        let mem = meminfo().unwrap();
-        assert!(
-            mem["MemTotal"] > 1 << 20 && mem.contains_key("Dirty"),
-            "{mem:?}"
-        );
-    }
 
     #[test]
     fn samples_are_differences() {

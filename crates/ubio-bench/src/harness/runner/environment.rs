@@ -24,12 +24,10 @@ pub fn gather(
         })
         .unwrap_or_else(|| "unknown".into());
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-    let mem_total_bytes = std::fs::read_to_string("/proc/meminfo")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kib| kib * 1024);
+    let mem_total_bytes = crate::procfs::meminfo()
+        .ok()
+        .and_then(|m| m.get("MemTotal").copied())
+        .unwrap_or(0);
     let probe = ubio::probe_path(dir)
         .map(|p| serde_json::to_value(p).unwrap_or_default())
         .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }));
