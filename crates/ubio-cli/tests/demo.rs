@@ -75,7 +75,7 @@ fn tiny_demo_compares_buffered_and_ubio_and_cleans_up() {
     let out_guard = scratch_dir("demo-e2e-out");
     let out = out_guard.path();
     let args = [&TINY[..], &["--out", out.to_str().unwrap()]].concat();
-    let (pid, stderr, demo) = run_demo_json(NAME, &args, &dir, "cache peak");
+    let (pid, stderr, demo) = run_demo_json(NAME, &args, dir, "cache peak");
 
     assert_eq!(
         table_rows(&stderr),
@@ -153,8 +153,8 @@ fn tiny_demo_compares_buffered_and_ubio_and_cleans_up() {
             assert!(out.join(kind).join(f).is_file(), "{kind}/{f}");
         }
     }
-    std::fs::remove_dir_all(&out).unwrap();
-    assert_clean(pid, &own_cg, &dir);
+    std::fs::remove_dir_all(out).unwrap();
+    assert_clean(pid, &own_cg, dir);
 }
 
 #[test]
@@ -172,7 +172,7 @@ fn tiny_demo_without_the_reader_or_a_baseline() {
         &["--no-victim", "--modes", "ubio:emulated,odirect"],
     ]
     .concat();
-    let (pid, stderr, demo) = run_demo_json(NAME, &args, &dir, "cache peak");
+    let (pid, stderr, demo) = run_demo_json(NAME, &args, dir, "cache peak");
     assert_eq!(table_rows(&stderr).len(), 4, "{stderr}");
     for r in demo["reports"].as_array().unwrap() {
         assert!(r["victim_solo"].is_null());
@@ -190,7 +190,7 @@ fn tiny_demo_without_the_reader_or_a_baseline() {
     }
     let conclusion = demo["conclusion"].to_string();
     assert!(conclusion.contains("no buffered baseline"), "{conclusion}");
-    assert_clean(pid, &own_cg, &dir);
+    assert_clean(pid, &own_cg, dir);
 }
 
 #[test]
@@ -214,7 +214,7 @@ fn interrupted_demo_cleans_up() {
             "1",
         ])
         .args(["--rounds", "20", "--dir"])
-        .arg(&dir)
+        .arg(dir)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -252,7 +252,7 @@ fn interrupted_demo_cleans_up() {
         std::thread::sleep(Duration::from_millis(20));
     };
     // Nothing left behind, whatever the exit status says.
-    assert_clean(pid, &own_cg, &dir);
+    assert_clean(pid, &own_cg, dir);
     let rest = rest.join().unwrap();
     assert_eq!(
         status.code(),
@@ -271,18 +271,18 @@ fn not_enough_space_is_a_clear_error() {
     let dir = dir_guard.path();
     let out = Command::new(UBIO)
         .args(["demo", "--dataset", "900T", "--dir"])
-        .arg(&dir)
+        .arg(dir)
         .output()
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not enough free space"), "{err}");
     assert_eq!(
-        std::fs::read_dir(&dir).unwrap().count(),
+        std::fs::read_dir(dir).unwrap().count(),
         0,
         "made files before failing"
     );
-    std::fs::remove_dir(&dir).unwrap();
+    std::fs::remove_dir(dir).unwrap();
 }
 
 #[test]

@@ -63,7 +63,7 @@ fn tiny_copy_demo_verifies_every_tool_and_cleans_up() {
             "--solo-secs",
             "1",
         ],
-        &dir,
+        dir,
         "cache peak",
     );
 
@@ -103,5 +103,5 @@ fn tiny_copy_demo_verifies_every_tool_and_cleans_up() {
         assert!(peak(m) * 2 < peak("cp"), "{m} peak {} vs cp {}", peak(m), peak("cp"));
     }
     assert!(!demo["conclusion"].as_array().unwrap().is_empty());
-    assert_clean(pid, &own_cg, &dir);
+    assert_clean(pid, &own_cg, dir);
 }
