@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use ubio::BackendKind;
 
 /// fsx seed 5, kernel backend, ubio operations alone on ext4: a hole punched
@@ -34,23 +34,14 @@ fn close_drops_pages_dirtied_behind_the_stream() {
             f.read_exact_at(&mut b, 0).unwrap();
             for i in 0..8u64 {
                 // A hole inside one page: its edges are zeroed in the cache.
-                let (off, len) = ((i * 64 + 1) * PAGE / 2 + 100, 200i64);
-                // SAFETY: fallocate on an open descriptor; no pointers.
-                let r = unsafe {
-                    libc::fallocate(
-                        f.as_raw_fd(),
-                        libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                        off as i64,
-                        len,
-                    )
-                };
-                assert_eq!(
-                    r,
-                    0,
-                    "{}: punch: {}",
-                    t.name,
-                    std::io::Error::last_os_error()
+                let (off, len) = ((i * 64 + 1) * PAGE / 2 + 100, 200u64);
+                let r = ubio::sys::fallocate(
+                    f.as_fd(),
+                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                    off,
+                    len,
                 );
+                assert!(r.is_ok(), "{}: punch: {r:?}", t.name);
             }
             f.close().unwrap();
             assert_eq!(

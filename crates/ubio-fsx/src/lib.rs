@@ -25,7 +25,7 @@ use std::fmt;
 use std::fs::File as StdFile;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -955,11 +955,7 @@ impl<'c> Exerciser<'c> {
             }
             Op::Fallocate { off, len, .. } | Op::PunchHole { off, len } => {
                 let mode = fallocate_mode(op);
-                // SAFETY: fallocate on a descriptor we own; no pointers.
-                let r =
-                    unsafe { libc::fallocate(self.f().as_raw_fd(), mode, off as i64, len as i64) };
-                if r != 0 {
-                    let e = io::Error::last_os_error();
+                if let Err(e) = sys::fallocate(self.f().as_fd(), mode, off, len) {
                     if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
                         *self.unsupported.entry(op.kind().name()).or_default() += 1;
                         return Ok(());

@@ -244,6 +244,24 @@ pub fn ftruncate(fd: BorrowedFd<'_>, len: u64) -> io::Result<()> {
     cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } as libc::c_long).map(drop)
 }
 
+/// `fallocate(fd, mode, offset, len)`: allocate a range, or with
+/// `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE` turn it into a hole. Mode
+/// bits are passed on as given.
+///
+/// See fallocate(2). Filesystems refuse modes they lack with EOPNOTSUPP.
+pub fn fallocate(fd: BorrowedFd<'_>, mode: libc::c_int, offset: u64, len: u64) -> io::Result<()> {
+    // SAFETY: no pointers are passed.
+    let r = unsafe {
+        libc::fallocate(
+            fd.as_raw_fd(),
+            mode,
+            offset as libc::off_t,
+            len as libc::off_t,
+        )
+    };
+    cvt(r as libc::c_long).map(drop)
+}
+
 /// `fcntl(fd, F_GETFL)`: the open file's status flags and access mode.
 ///
 /// See fcntl(2).

@@ -16,7 +16,7 @@ pub use cache::{
 };
 pub use copy::{copy_file_range, ficlone, mkfifo, seek_data, seek_hole, set_times_nofollow};
 pub use fs::{
-    fs_magic, fstat, ftruncate, getfl, kernel_release, lseek_cur, lseek_set, reopen,
+    fallocate, fs_magic, fstat, ftruncate, getfl, kernel_release, lseek_cur, lseek_set, reopen,
     statx_dio_align, DioAlign, FsMagic,
 };
 pub use rw::{preadv2, pwritev2, RwFlags};
