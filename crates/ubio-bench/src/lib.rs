@@ -19,6 +19,7 @@ pub mod harness;
 pub mod kept_pages;
 pub mod procfs;
 pub mod reclaim_trace;
+pub mod rng;
 pub mod residency_sampler;
 pub mod sampler_thread;
 pub mod scratchfs;

@@ -13,6 +13,7 @@
 //! per-second rates.
 
 use crate::clock::monotonic_secs;
+use crate::rng::SplitMix64;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io;
@@ -80,7 +81,7 @@ pub fn run(
     }
     on_ready(read_through(&file).map_err(|e| ctx("read", e))?)?;
     let tick = tick.as_secs_f64();
-    let mut rng = Rng::new(std::process::id() as u64 ^ monotonic_secs().to_bits());
+    let mut rng = SplitMix64(std::process::id() as u64 ^ monotonic_secs().to_bits());
     let mut buf = [0u8; READ_SIZE as usize];
     let mut t0 = monotonic_secs();
     let mut reads = 0u64;
@@ -123,21 +124,6 @@ fn read_through(file: &File) -> io::Result<Ready> {
         bytes: off,
         seconds: monotonic_secs() - start,
     })
-}
-
-/// xorshift64*: fast and good enough to pick pages.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed | 1)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) % n
-    }
 }
 
 /// Reads per second over the ticks of the phase `[from, to]`: those whose
@@ -229,7 +215,7 @@ mod tests {
 
     #[test]
     fn rng_stays_below() {
-        let mut r = Rng::new(7);
+        let mut r = SplitMix64(7);
         let mut seen = [false; 10];
         for _ in 0..1000 {
             seen[r.below(10) as usize] = true;

@@ -9,6 +9,7 @@ use super::schema::{
     Backing, Config, Environment, FioCheck, Report, Run, Sample, Target, VictimSolo, Workload,
 };
 use super::summary::{summarize_modes, summarize_run, RunInput};
+use crate::rng::SplitMix64;
 use crate::stats::Summary;
 use ubio::BackendKind;
 
@@ -63,28 +64,19 @@ const LIMIT: u64 = 256 << 20;
 const ROUNDS: u32 = 3;
 const VICTIM_SOLO: f64 = 2000.0;
 
-/// splitmix64: small, seeded, good enough for jitter.
-struct Rng(u64);
+/// The harness's generator, for jitter.
+struct Rng(SplitMix64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
     /// A factor in 1 ± `spread`.
     fn jitter(&mut self, spread: f64) -> f64 {
-        let unit = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
-        1.0 + spread * (2.0 * unit - 1.0)
+        1.0 + spread * (2.0 * self.0.unit() - 1.0)
     }
 }
 
 /// The mock report for `seed`, complete, with its mode summaries.
 pub fn report(seed: u64) -> Report {
-    let mut rng = Rng(seed);
+    let mut rng = Rng(SplitMix64(seed));
     let environment = Environment {
         tool_version: "ubio 0.1.0".into(),
         git_commit: Some("mock".into()),

@@ -9,6 +9,7 @@
 
 use crate::harness::mode::WorkloadKind;
 use crate::harness::schema::Workload;
+use crate::rng::SplitMix64;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{self, Read};
@@ -120,27 +121,14 @@ pub fn offsets(kind: WorkloadKind, layout: &Layout, file_id: u64, seed: u64) -> 
     let blocks = layout.blocks_per_file();
     let mut v: Vec<u64> = (0..blocks).collect();
     if matches!(kind, WorkloadKind::RandRead | WorkloadKind::RandWrite) {
-        let mut rng = SplitMix(seed ^ file_id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut rng = SplitMix64(seed ^ file_id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         for i in (1..v.len()).rev() {
-            let j = (rng.next() % (i as u64 + 1)) as usize;
+            let j = rng.below(i as u64 + 1) as usize;
             v.swap(i, j);
         }
     }
     v.iter_mut().for_each(|b| *b *= layout.block_bytes);
     v
-}
-
-/// splitmix64: seeded, fast, good enough to shuffle offsets.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
 }
 
 /// Checks that `path` holds what the dataset writer (and every write mode)

@@ -134,14 +134,9 @@ impl Drop for AlignedBuf {
 /// Fills `buf` with incompressible bytes (splitmix64), so no layer can
 /// shortcut zeroes.
 pub fn fill(buf: &mut [u8]) {
-    let mut x = 0x5EED_u64;
+    let mut rng = crate::rng::SplitMix64(0x5EED);
     for chunk in buf.chunks_mut(8) {
-        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        chunk.copy_from_slice(&z.to_le_bytes()[..chunk.len()]);
+        chunk.copy_from_slice(&rng.next_u64().to_le_bytes()[..chunk.len()]);
     }
 }
 
