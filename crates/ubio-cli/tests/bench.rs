@@ -476,17 +476,9 @@ fn ctrl_c_removes_everything() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let err = child.stderr.take().unwrap();
-    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(err));
-    let mut seen = Vec::new();
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        let started = line.ends_with("round 1/3: buffered");
-        seen.push(line);
-        if started {
-            break;
-        }
-    }
+    let (seen, lines) = common::read_until(child.stderr.take().unwrap(), |l| {
+        l.ends_with("round 1/3: buffered")
+    });
     assert!(
         seen.last()
             .is_some_and(|l| l.ends_with("round 1/3: buffered")),
@@ -519,7 +511,9 @@ fn seed_suite_judges_an_experiment() {
     let out = dir.path().join("suite");
     let before = fixtures();
     let o = ubio()
-        .args(["bench", "suite", "seeds", "--smoke", "--only", "003", "--out"])
+        .args([
+            "bench", "suite", "seeds", "--smoke", "--only", "003", "--out",
+        ])
         .arg(&out)
         .output()
         .unwrap();
@@ -533,12 +527,18 @@ fn seed_suite_judges_an_experiment() {
     assert_eq!(e["seed"], "003");
     let outcome = e["verdict"]["outcome"].as_str().unwrap();
     assert_ne!(outcome, "unmeasured", "{e}");
-    assert!(!e["verdict"]["figures"].as_array().unwrap().is_empty(), "{e}");
+    assert!(
+        !e["verdict"]["figures"].as_array().unwrap().is_empty(),
+        "{e}"
+    );
     let report: Value =
         serde_json::from_slice(&std::fs::read(out.join(e["report"].as_str().unwrap())).unwrap())
             .unwrap();
     assert_eq!(report["complete"], true);
-    assert!(!report["fio"].as_array().unwrap().is_empty(), "003 runs fio's jobs too");
+    assert!(
+        !report["fio"].as_array().unwrap().is_empty(),
+        "003 runs fio's jobs too"
+    );
     let md = String::from_utf8(o.stdout).unwrap();
     assert!(md.contains("| 003 |") && md.contains("Claim:"), "{md}");
     assert_eq!(new_fixtures(&before), Vec::<String>::new());

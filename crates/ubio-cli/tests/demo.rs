@@ -11,7 +11,6 @@ mod common;
 
 use common::{assert_clean, demo_possible, run_demo_json, scratch_dir, skip, UBIO};
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -222,16 +221,9 @@ fn interrupted_demo_cleans_up() {
     let pid = child.id();
     // Interrupt it in the middle of the measured runs, while a worker and
     // the reader run in the cgroup and the files exist.
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut seen = Vec::new();
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        let go = line.ends_with("round 1/20: ubio");
-        seen.push(line);
-        if go {
-            break;
-        }
-    }
+    let (seen, lines) = common::read_until(child.stderr.take().unwrap(), |l| {
+        l.ends_with("round 1/20: ubio")
+    });
     assert!(
         seen.last().is_some_and(|l| l.contains("round 1/20")),
         "demo ended early:\n{}",

@@ -167,3 +167,26 @@ pub fn assert_clean(pid: u32, own_cg: &Path, dir: &Path) {
     assert!(files.is_empty(), "left behind: {files:?}");
     std::fs::remove_dir(dir).unwrap();
 }
+
+/// Reads a child's stderr line by line until a line satisfies `stop` (or
+/// the stream ends): the lines read, and the rest of the stream.
+pub fn read_until(
+    stderr: std::process::ChildStderr,
+    stop: impl Fn(&str) -> bool,
+) -> (
+    Vec<String>,
+    std::io::Lines<std::io::BufReader<std::process::ChildStderr>>,
+) {
+    use std::io::BufRead;
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let done = stop(&line);
+        seen.push(line);
+        if done {
+            break;
+        }
+    }
+    (seen, lines)
+}
