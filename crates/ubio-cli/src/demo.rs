@@ -237,19 +237,12 @@ fn configs(a: &Args) -> Result<Vec<Config>> {
 /// --modes: comma-separated harness mode names, each once; copy tools only
 /// with --copy.
 fn parse_modes(list: &str, copy: bool) -> Result<Vec<BenchMode>> {
-    let mut modes = Vec::new();
-    for item in list.split(',').map(str::trim) {
-        if item.is_empty() {
-            bail!("--modes {list:?}: empty entry (expected a comma-separated list such as buffered,ubio)");
-        }
-        let mode: BenchMode = item.parse().map_err(|e| anyhow::anyhow!("--modes: {e}"))?;
-        if !copy && !mode.supports(WorkloadKind::SeqWrite) {
-            bail!("--modes: {mode} copies files: use it with --copy");
-        }
-        if modes.contains(&mode) {
-            bail!("--modes {list:?}: {mode} is listed twice");
-        }
-        modes.push(mode);
+    let modes = BenchMode::parse_list(list).map_err(|e| anyhow::anyhow!("--modes {e}"))?;
+    if let Some(tool) = modes
+        .iter()
+        .find(|m| !copy && !m.supports(WorkloadKind::SeqWrite))
+    {
+        bail!("--modes: {tool} copies files: use it with --copy");
     }
     Ok(modes)
 }

@@ -171,6 +171,27 @@ impl BenchMode {
     }
 }
 
+impl BenchMode {
+    /// A comma-separated list of modes ("buffered, ubio:kernel"), each
+    /// once, in the order given. The error quotes the list.
+    pub fn parse_list(list: &str) -> Result<Vec<BenchMode>, String> {
+        let mut modes = Vec::new();
+        for item in list.split(',').map(str::trim) {
+            if item.is_empty() {
+                return Err(format!(
+                    "{list:?}: empty entry (expected a comma-separated list such as buffered,ubio)"
+                ));
+            }
+            let mode: BenchMode = item.parse()?;
+            if modes.contains(&mode) {
+                return Err(format!("{list:?}: {mode} is listed twice"));
+            }
+            modes.push(mode);
+        }
+        Ok(modes)
+    }
+}
+
 impl fmt::Display for BenchMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -251,7 +272,10 @@ mod tests {
         let err = "odirect-sync".parse::<BenchMode>().unwrap_err();
         assert!(err.contains("odirect-uring"), "{err}");
         assert!("ubio:nope".parse::<BenchMode>().is_err());
-        assert!("seq".parse::<WorkloadKind>().unwrap_err().contains("seq-read"));
+        assert!("seq"
+            .parse::<WorkloadKind>()
+            .unwrap_err()
+            .contains("seq-read"));
     }
 
     #[test]
@@ -268,6 +292,28 @@ mod tests {
             names.join(","),
             "buffered,dontcache,dontcache-uring,odirect,odirect-uring,fadvise,ubio"
         );
+    }
+
+    #[test]
+    fn lists_parse_once_each_in_order() {
+        use BackendKind::Kernel;
+        assert_eq!(
+            BenchMode::parse_list("buffered, ubio:kernel"),
+            Ok(vec![BenchMode::Buffered, BenchMode::Ubio(Kernel)])
+        );
+        assert!(BenchMode::parse_list("ubio,buffered,ubio")
+            .unwrap_err()
+            .contains("listed twice"));
+        assert!(BenchMode::parse_list("buffered,buffered").is_err());
+        assert!(BenchMode::parse_list("buffered,,ubio")
+            .unwrap_err()
+            .contains("empty entry"));
+        assert!(BenchMode::parse_list("")
+            .unwrap_err()
+            .contains("empty entry"));
+        assert!(BenchMode::parse_list("fast")
+            .unwrap_err()
+            .contains("unknown mode 'fast'"));
     }
 
     #[test]

@@ -155,7 +155,7 @@ fn config(a: &Args) -> Result<Config> {
         (false, None) => Some(limit.map_or(128 << 20, |l| l / 4)),
     };
     let modes = match &a.modes {
-        Some(list) => parse_modes(list)?,
+        Some(list) => BenchMode::parse_list(list).map_err(|e| anyhow::anyhow!("--modes {e}"))?,
         None => BenchMode::defaults(a.workload),
     };
     let copies = if a.workload == WorkloadKind::Copy {
@@ -204,22 +204,6 @@ fn config(a: &Args) -> Result<Config> {
         memory_limit_bytes: limit,
         victim_hot_bytes: victim,
     })
-}
-
-/// Comma-separated modes, each once.
-fn parse_modes(list: &str) -> Result<Vec<BenchMode>> {
-    let mut modes = Vec::new();
-    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let m: BenchMode = item.parse().map_err(anyhow::Error::msg)?;
-        if modes.contains(&m) {
-            bail!("--modes names {m} twice");
-        }
-        modes.push(m);
-    }
-    if modes.is_empty() {
-        bail!("--modes is empty");
-    }
-    Ok(modes)
 }
 
 /// The source tree's `git describe`, from the build or from the tree the
@@ -343,12 +327,5 @@ mod tests {
         assert_eq!(utc_stamp(0), "1970-01-01-000000");
         assert_eq!(utc_stamp(951_782_400 + 3661), "2000-02-29-010101");
         assert_eq!(utc_stamp(1_795_330_502), "2026-11-22-065502");
-    }
-
-    #[test]
-    fn modes_parse_once_each() {
-        assert_eq!(parse_modes("buffered, ubio:kernel").unwrap().len(), 2);
-        assert!(parse_modes("buffered,buffered").is_err());
-        assert!(parse_modes("fast").is_err());
     }
 }
