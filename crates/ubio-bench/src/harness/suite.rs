@@ -27,10 +27,12 @@ use ubio::BackendKind;
 
 const MIB: u64 = 1 << 20;
 
-/// The sizes the experiments are scaled to.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// The sizes the experiments are scaled to (written to suite.json with
+/// units in the names).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Scale {
     /// Limit of the memory cgroup ("RAM" of the seeds).
+    #[serde(rename = "memory_limit_bytes")]
     pub memory_limit: u64,
     /// Measured rounds per experiment (interleaved).
     pub rounds: u32,

@@ -56,18 +56,9 @@ pub struct Args {
 struct SuiteReport<'a> {
     schema: &'static str,
     schema_version: u32,
-    scale: ScaleJson,
+    scale: Scale,
     experiments: &'a [ExperimentResult],
     complete: bool,
-}
-
-#[derive(Serialize)]
-struct ScaleJson {
-    memory_limit_bytes: u64,
-    rounds: u32,
-    random_secs: f64,
-    slow_device_mb_per_s: f64,
-    cpus: u32,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
@@ -147,13 +138,7 @@ fn write_suite(out: &Path, scale: &Scale, results: &[ExperimentResult], complete
     let report = SuiteReport {
         schema: "ubio-bench-suite",
         schema_version: SCHEMA_VERSION,
-        scale: ScaleJson {
-            memory_limit_bytes: scale.memory_limit,
-            rounds: scale.rounds,
-            random_secs: scale.random_secs,
-            slow_device_mb_per_s: scale.slow_device_mb_per_s,
-            cpus: scale.cpus,
-        },
+        scale: *scale,
         experiments: results,
         complete,
     };
