@@ -18,9 +18,9 @@
 //! workload's system time. The verdicts judge reclaim by pages reclaimed per
 //! GB (kswapd + direct), and report kswapd's CPU as measured.
 
+use super::export::table::human_bytes;
 use super::mode::{BenchMode, CopyTool, WorkloadKind};
 use super::schema::{Backing, Config, ModeSummary, Report, Target, Workload};
-use super::export::table::human_bytes;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use ubio::BackendKind;
@@ -140,7 +140,11 @@ impl Verdict {
             0 => Outcome::Not,
             _ => Outcome::Partly,
         };
-        Verdict { outcome, figures, notes }
+        Verdict {
+            outcome,
+            figures,
+            notes,
+        }
     }
 
     fn unmeasured(missing: &[BenchMode]) -> Verdict {
@@ -209,7 +213,12 @@ fn seed_000_reads(s: &Scale) -> Experiment {
             workload: workload(WorkloadKind::SeqRead, 32 << 10, 2, 1, dataset),
             modes: vec![BenchMode::Buffered, BenchMode::Dontcache, UBIO],
             rounds: s.rounds,
-            target: loop_target("ext4", Backing::Disk, dataset + dataset / 4 + 256 * MIB, None),
+            target: loop_target(
+                "ext4",
+                Backing::Disk,
+                dataset + dataset / 4 + 256 * MIB,
+                None,
+            ),
             memory_limit_bytes: Some(s.memory_limit),
             victim_hot_bytes: None,
         },
@@ -300,9 +309,19 @@ fn seed_001(s: &Scale) -> Experiment {
                 with half the CPU and no kswapd",
         config: Config {
             workload: workload(WorkloadKind::SeqRead, 64 << 10, s.cpus, 1, dataset),
-            modes: vec![BenchMode::Buffered, BenchMode::Dontcache, BenchMode::DontcacheUring, UBIO],
+            modes: vec![
+                BenchMode::Buffered,
+                BenchMode::Dontcache,
+                BenchMode::DontcacheUring,
+                UBIO,
+            ],
             rounds: s.rounds,
-            target: loop_target("xfs", Backing::Disk, dataset + dataset / 4 + 256 * MIB, None),
+            target: loop_target(
+                "xfs",
+                Backing::Disk,
+                dataset + dataset / 4 + 256 * MIB,
+                None,
+            ),
             memory_limit_bytes: Some(s.memory_limit),
             victim_hot_bytes: None,
         },
@@ -340,7 +359,12 @@ fn seed_002(s: &Scale) -> Experiment {
                 others hardly disturbed",
         config: Config {
             workload: w,
-            modes: vec![BenchMode::Buffered, BenchMode::Dontcache, BenchMode::Odirect, UBIO],
+            modes: vec![
+                BenchMode::Buffered,
+                BenchMode::Dontcache,
+                BenchMode::Odirect,
+                UBIO,
+            ],
             rounds: s.rounds,
             target: loop_target("xfs", Backing::Shm, dataset + dataset / 4 + 256 * MIB, None),
             memory_limit_bytes: Some(s.memory_limit),
@@ -427,7 +451,8 @@ fn seed_003(s: &Scale) -> Experiment {
 fn seed_004(s: &Scale) -> Experiment {
     // The seed copies 3.2 GB to a disk that writes about 100 MB/s: the copy
     // is about 30 s of device time. Keep that shape, scaled to the device.
-    let dataset = ((s.slow_device_mb_per_s * 1e6 * 8.0) as u64).min(4 * s.memory_limit.max(256 * MIB));
+    let dataset =
+        ((s.slow_device_mb_per_s * 1e6 * 8.0) as u64).min(4 * s.memory_limit.max(256 * MIB));
     Experiment {
         seed: "004",
         title: "a large copy with and without write-behind (Khlebnikov's write-behind patch)",
@@ -469,7 +494,8 @@ fn seed_004(s: &Scale) -> Experiment {
                         human_bytes(wb.peak_dataset_dirty_writeback_bytes)
                     ),
                     holds: wb.peak_dataset_dirty_writeback_bytes <= 64 * MIB
-                        && plain.peak_dataset_dirty_writeback_bytes > 4 * wb.peak_dataset_dirty_writeback_bytes,
+                        && plain.peak_dataset_dirty_writeback_bytes
+                            > 4 * wb.peak_dataset_dirty_writeback_bytes,
                 },
                 Figure {
                     what: "time to durability: ubio cp vs cp + fsync".into(),
@@ -620,7 +646,12 @@ fn cpu_figure(buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
     Figure {
         what: format!("CPU seconds per GB: buffered vs {}", other.mode),
         seed: seed.into(),
-        here: format!("{} vs {} ({}x)", num(c(buf)), num(c(other)), ratio(c(other), c(buf))),
+        here: format!(
+            "{} vs {} ({}x)",
+            num(c(buf)),
+            num(c(other)),
+            ratio(c(other), c(buf))
+        ),
         holds: c(other) < c(buf),
     }
 }
@@ -654,9 +685,16 @@ fn cache_figure(buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
 }
 
 fn victim_figure(buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
-    let worst = |m: &ModeSummary| m.victim.and_then(|v| v.worst_pct_of_solo).unwrap_or(f64::NAN);
+    let worst = |m: &ModeSummary| {
+        m.victim
+            .and_then(|v| v.worst_pct_of_solo)
+            .unwrap_or(f64::NAN)
+    };
     Figure {
-        what: format!("victim's worst second, % of alone: buffered vs {}", other.mode),
+        what: format!(
+            "victim's worst second, % of alone: buffered vs {}",
+            other.mode
+        ),
         seed: seed.into(),
         here: format!("{:.0}% vs {:.0}%", worst(buf), worst(other)),
         holds: worst(other) > worst(buf),
@@ -665,7 +703,10 @@ fn victim_figure(buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
 
 fn r_throttle(r: &Report) -> f64 {
     match &r.config.target {
-        Target::Loop { throttle_mb_per_s: Some(t), .. } => *t,
+        Target::Loop {
+            throttle_mb_per_s: Some(t),
+            ..
+        } => *t,
         _ => f64::NAN,
     }
 }
@@ -715,7 +756,13 @@ pub fn render_markdown(results: &[ExperimentResult]) -> String {
     let mut s = String::from("# Seeds, reproduced at this machine's scale\n\n");
     s.push_str("| seed | experiment | outcome |\n|---|---|---|\n");
     for r in results {
-        let _ = writeln!(s, "| {} | {} | {} |", r.seed, r.title, outcome_word(r.verdict.outcome));
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} |",
+            r.seed,
+            r.title,
+            outcome_word(r.verdict.outcome)
+        );
     }
     for r in results {
         let _ = writeln!(s, "\n## {}: {}\n\nClaim: {}\n", r.seed, r.title, r.claim);
@@ -732,7 +779,12 @@ pub fn render_markdown(results: &[ExperimentResult]) -> String {
                 );
             }
         }
-        let _ = writeln!(s, "\nOutcome: **{}**. Report: `{}`.", outcome_word(r.verdict.outcome), r.report);
+        let _ = writeln!(
+            s,
+            "\nOutcome: **{}**. Report: `{}`.",
+            outcome_word(r.verdict.outcome),
+            r.report
+        );
         for n in &r.verdict.notes {
             let _ = writeln!(s, "- {n}");
         }
@@ -781,7 +833,13 @@ mod tests {
     }
 
     fn run(m: BenchMode, swing: f64) -> Run {
-        let per_second = Summary { median: 100.0, min: 50.0, max: 150.0, stddev: swing, n: 10 };
+        let per_second = Summary {
+            median: 100.0,
+            min: 50.0,
+            max: 150.0,
+            stddev: swing,
+            n: 10,
+        };
         Run {
             mode: m,
             round: 1,
@@ -846,11 +904,24 @@ mod tests {
         assert_eq!(seeds, ["000", "000", "001", "002", "003", "004"]);
         for e in &all {
             let w = &e.config.workload;
-            assert_eq!(w.dataset_bytes % MIB, 0, "{}: whole MiB for O_DIRECT", e.title);
-            assert!(e.config.modes.iter().all(|m| m.supports(w.kind)), "{}", e.title);
+            assert_eq!(
+                w.dataset_bytes % MIB,
+                0,
+                "{}: whole MiB for O_DIRECT",
+                e.title
+            );
+            assert!(
+                e.config.modes.iter().all(|m| m.supports(w.kind)),
+                "{}",
+                e.title
+            );
             if let Target::Loop { size_bytes, .. } = &e.config.target {
                 let copies = if w.kind == WorkloadKind::Copy { 2 } else { 1 };
-                assert!(*size_bytes > copies * w.dataset_bytes, "{}: the target holds the data", e.title);
+                assert!(
+                    *size_bytes > copies * w.dataset_bytes,
+                    "{}: the target holds the data",
+                    e.title
+                );
             }
         }
         assert_eq!(experiments(&scale, &["003".into()]).len(), 1);
@@ -884,18 +955,30 @@ mod tests {
     fn seed_001_partly_when_uncached_is_slower() {
         let v = seed_001_verdict(800.0, 900.0);
         assert_eq!(v.outcome, Outcome::Partly, "{v:#?}");
-        assert!(v.figures.iter().any(|f| !f.holds && f.what.contains("throughput")));
+        assert!(v
+            .figures
+            .iter()
+            .any(|f| !f.holds && f.what.contains("throughput")));
     }
 
     #[test]
     fn the_write_phase_ends_where_the_last_byte_was_written() {
         let template = crate::harness::mock::report(1).runs[0].samples[0].clone();
-        let sample = |t: f64, bytes: u64| Sample { t_secs: t, interval_secs: 1.0, bytes, ..template.clone() };
+        let sample = |t: f64, bytes: u64| Sample {
+            t_secs: t,
+            interval_secs: 1.0,
+            bytes,
+            ..template.clone()
+        };
         let mut r = run(BenchMode::Buffered, 0.0);
         r.bytes = 100_000_000;
         // 80 MB in the first second, the last 20 MB in the second one (half
         // of it), then an fsync second moving nothing: 2 s of writing.
-        r.samples = vec![sample(1.0, 80_000_000), sample(2.0, 20_000_000), sample(3.0, 0)];
+        r.samples = vec![
+            sample(1.0, 80_000_000),
+            sample(2.0, 20_000_000),
+            sample(3.0, 0),
+        ];
         assert_eq!(write_phase_mb_per_s(&r), Some(50.0));
         r.samples.truncate(1);
         assert_eq!(write_phase_mb_per_s(&r), None, "never reached the end");
@@ -910,13 +993,29 @@ mod tests {
         buf.cpu_secs_per_gb = summary(2.0);
         let r = report(
             &e,
-            vec![buf, mode(BenchMode::Dontcache, 1400.0, 100.0), mode(UBIO, 1500.0, 50.0)],
+            vec![
+                buf,
+                mode(BenchMode::Dontcache, 1400.0, 100.0),
+                mode(UBIO, 1500.0, 50.0),
+            ],
             vec![run(BenchMode::Buffered, 150.0), short],
         );
         let v = e.judge(&r, &scale);
-        assert!(!v.figures.iter().any(|f| f.what.contains("swing")), "{v:#?}");
-        assert!(v.notes.iter().any(|n| n.contains("swing not judged") && n.contains("2 ")), "{v:#?}");
-        assert_eq!(v.outcome, Outcome::Reproduced, "the other figures still judge");
+        assert!(
+            !v.figures.iter().any(|f| f.what.contains("swing")),
+            "{v:#?}"
+        );
+        assert!(
+            v.notes
+                .iter()
+                .any(|n| n.contains("swing not judged") && n.contains("2 ")),
+            "{v:#?}"
+        );
+        assert_eq!(
+            v.outcome,
+            Outcome::Reproduced,
+            "the other figures still judge"
+        );
     }
 
     #[test]
@@ -925,7 +1024,11 @@ mod tests {
         let r = report(&e, vec![mode(BenchMode::Buffered, 1000.0, 1.0)], Vec::new());
         let v = e.judge(&r, &scale);
         assert_eq!(v.outcome, Outcome::Unmeasured);
-        assert!(v.notes[0].contains("dontcache") && v.notes[0].contains("ubio"), "{:?}", v.notes);
+        assert!(
+            v.notes[0].contains("dontcache") && v.notes[0].contains("ubio"),
+            "{:?}",
+            v.notes
+        );
     }
 
     #[test]
@@ -937,7 +1040,10 @@ mod tests {
         let mut ucp = mode(BenchMode::Tool(CopyTool::UbioCp), 100.0, 0.0);
         ucp.peak_dataset_dirty_writeback_bytes = 20 * MIB;
         ucp.time_to_durable_secs = summary(31.0);
-        let v = e.judge(&report(&e, vec![cp.clone(), ucp.clone()], Vec::new()), &scale);
+        let v = e.judge(
+            &report(&e, vec![cp.clone(), ucp.clone()], Vec::new()),
+            &scale,
+        );
         assert_eq!(v.outcome, Outcome::Reproduced, "{v:#?}");
         ucp.time_to_durable_secs = summary(45.0);
         let v = e.judge(&report(&e, vec![cp, ucp], Vec::new()), &scale);
@@ -961,7 +1067,11 @@ mod tests {
         buf.reclaimed_pages_per_gb = summary(200_000.0);
         let r = report(
             &e,
-            vec![buf, with_victim(BenchMode::Dontcache, 90.0), with_victim(UBIO, 80.0)],
+            vec![
+                buf,
+                with_victim(BenchMode::Dontcache, 90.0),
+                with_victim(UBIO, 80.0),
+            ],
             Vec::new(),
         );
         assert_eq!(e.judge(&r, &scale).outcome, Outcome::Reproduced);
@@ -975,7 +1085,12 @@ mod tests {
             claim: "c".into(),
             report: "003/report.json".into(),
             verdict: Verdict::from_figures(
-                vec![Figure { what: "w".into(), seed: "s".into(), here: "h".into(), holds: false }],
+                vec![Figure {
+                    what: "w".into(),
+                    seed: "s".into(),
+                    here: "h".into(),
+                    holds: false,
+                }],
                 vec!["n".into()],
             ),
         }];

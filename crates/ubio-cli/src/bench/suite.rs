@@ -68,7 +68,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
 fn suite(args: Args) -> Result<ExitCode> {
     let known = ["000", "001", "002", "003", "004"];
     if let Some(bad) = args.only.iter().find(|s| !known.contains(&s.as_str())) {
-        bail!("--only {bad}: no such seed (expected some of {})", known.join(", "));
+        bail!(
+            "--only {bad}: no such seed (expected some of {})",
+            known.join(", ")
+        );
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     let scale = if args.smoke {
@@ -130,10 +133,19 @@ fn suite(args: Args) -> Result<ExitCode> {
     }
     crate::out::print(&suite::render_markdown(&results))?;
     progress.line(&format!("suite reports in {}", out.display()));
-    Ok(if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+    Ok(if failed > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
-fn write_suite(out: &Path, scale: &Scale, results: &[ExperimentResult], complete: bool) -> Result<()> {
+fn write_suite(
+    out: &Path,
+    scale: &Scale,
+    results: &[ExperimentResult],
+    complete: bool,
+) -> Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;
     let report = SuiteReport {
         schema: "ubio-bench-suite",
