@@ -67,22 +67,30 @@ impl ResidencySampler {
     }
 
     /// Sample the files at `paths` together (their counts summed) every
-    /// `every`, opening each afresh every time (a file not there yet counts
-    /// 0): the peaks of a whole dataset, some of whose files a command may
-    /// be about to create. Needs cachestat().
+    /// `every` (a file not there yet counts 0): the peaks of a whole
+    /// dataset during one run, some of whose files a command may be about
+    /// to create. A file is opened once it exists and then kept open, so a
+    /// tick costs one cachestat() per file: right for one run, in which the
+    /// files are created or rewritten in place (the copy tools, rsync with
+    /// --inplace included), never replaced. Needs cachestat().
     pub fn follow_all(paths: Vec<PathBuf>, every: Duration) -> ResidencySampler {
+        let mut files: Vec<(PathBuf, Option<File>)> =
+            paths.into_iter().map(|p| (p, None)).collect();
         Self::spawn(every, move || {
             let mut total = CacheStat::default();
-            for path in &paths {
-                match File::open(path) {
-                    Ok(f) => {
-                        let c = cachestat(f.as_fd(), 0, 0)?;
-                        total.nr_cache += c.nr_cache;
-                        total.nr_dirty += c.nr_dirty;
-                        total.nr_writeback += c.nr_writeback;
+            for (path, file) in &mut files {
+                if file.is_none() {
+                    match File::open(&*path) {
+                        Ok(f) => *file = Some(f),
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                        Err(e) => return Err(e),
                     }
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(e),
+                }
+                if let Some(f) = file {
+                    let c = cachestat(f.as_fd(), 0, 0)?;
+                    total.nr_cache += c.nr_cache;
+                    total.nr_dirty += c.nr_dirty;
+                    total.nr_writeback += c.nr_writeback;
                 }
             }
             Ok(Some(total))
