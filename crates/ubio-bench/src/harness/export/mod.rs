@@ -15,6 +15,7 @@ mod svg;
 pub mod table;
 
 use super::schema::Report;
+use crate::path_context;
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -31,8 +32,7 @@ pub const FILES: [&str; 5] = [
 /// Writes report.json, samples.csv, runs.csv, report.md and report.html
 /// into `out_dir` (made if missing), each atomically; returns their paths.
 pub fn write_all(report: &Report, out_dir: &Path) -> io::Result<Vec<PathBuf>> {
-    fs::create_dir_all(out_dir)
-        .map_err(|e| io::Error::new(e.kind(), format!("mkdir {}: {e}", out_dir.display())))?;
+    fs::create_dir_all(out_dir).map_err(|e| path_context(e, "mkdir", out_dir))?;
     let contents = [
         json::render(report)?,
         csv::samples(report),
@@ -54,16 +54,13 @@ pub fn write_all(report: &Report, out_dir: &Path) -> io::Result<Vec<PathBuf>> {
 /// Writes `bytes` to `path` through a temporary file in the same directory
 /// and a rename: the old file or the new one, never a torn one.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let context = |what: &str, p: &Path, e: io::Error| {
-        io::Error::new(e.kind(), format!("{what} {}: {e}", p.display()))
-    };
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let tmp = path.with_file_name(format!(".{name}.tmp.{}", std::process::id()));
     let written = fs::File::create(&tmp)
         .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_data()))
-        .map_err(|e| context("write", &tmp, e));
+        .map_err(|e| path_context(e, "write", &tmp));
     let renamed =
-        written.and_then(|()| fs::rename(&tmp, path).map_err(|e| context("rename", path, e)));
+        written.and_then(|()| fs::rename(&tmp, path).map_err(|e| path_context(e, "rename", path)));
     if renamed.is_err() {
         let _ = fs::remove_file(&tmp);
     }
