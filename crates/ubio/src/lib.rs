@@ -15,7 +15,11 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
+// Unsafe code lives only in the system-call wrappers and the aligned buffer.
+#![deny(unsafe_code)]
+
 pub mod backend;
+#[allow(unsafe_code)]
 mod buffer;
 pub mod error;
 mod file;
@@ -23,6 +27,7 @@ pub mod probe;
 mod readbehind;
 pub mod residency;
 mod stream;
+#[allow(unsafe_code)]
 pub mod sys;
 pub mod tracker;
 mod writebehind;

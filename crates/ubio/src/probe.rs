@@ -1,6 +1,7 @@
 //! Capability detection, once per filesystem, and the backend choice.
 
 use crate::backend::BackendKind;
+use crate::residency::Fallback;
 use crate::sys::{self, DioAlign, FsMagic, RwFlags};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -106,14 +107,14 @@ pub fn fs_caps(fd: BorrowedFd<'_>, st: &libc::stat) -> io::Result<FsCaps> {
 fn probe_fs(fd: BorrowedFd<'_>, st: &libc::stat) -> io::Result<FsCaps> {
     let magic = sys::fs_magic(fd)?;
     let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
-    let readable = readable_fd(fd);
+    let readable = crate::residency::readable_fd(fd);
     let dontcache = match (&readable, regular) {
         (_, false) => Support::no("not a regular file"),
         (Err(e), _) => Support::no(format!("could not open the file for reading to probe: {e}")),
         (Ok(r), true) => probe_dontcache(r.fd(), st.st_size as u64),
     };
     let (direct_io, dio_align) = if regular {
-        probe_direct(fd, st)
+        probe_direct(fd)
     } else {
         (Support::no("not a regular file"), None)
     };
@@ -129,12 +130,60 @@ fn probe_fs(fd: BorrowedFd<'_>, st: &libc::stat) -> io::Result<FsCaps> {
     })
 }
 
-/// A 1-byte preadv2(RWF_DONTCACHE) at EOF: 0 where supported, EOPNOTSUPP
-/// where not. (A zero-length call returns 0 before flags are checked.)
-fn probe_dontcache(fd: BorrowedFd<'_>, size: u64) -> Support {
+/// Whether RWF_DONTCACHE works on the file behind `fd` (open for reading,
+/// `size` bytes long): a 1-byte preadv2(RWF_DONTCACHE) at EOF returns 0
+/// where it does and EOPNOTSUPP where not. (A zero-length call returns 0
+/// before the flags are checked, so it proves nothing.) The one check of
+/// RWF_DONTCACHE support, for the library and the benchmark alike.
+pub fn check_dontcache(fd: BorrowedFd<'_>, size: u64) -> io::Result<()> {
     let mut byte = [0u8; 1];
-    match sys::preadv2(fd, &mut [IoSliceMut::new(&mut byte)], Some(size), RwFlags::DONTCACHE) {
-        Ok(_) => Support::yes("1-byte preadv2(RWF_DONTCACHE) at EOF succeeded"),
+    sys::preadv2(
+        fd,
+        &mut [IoSliceMut::new(&mut byte)],
+        Some(size),
+        RwFlags::DONTCACHE,
+    )
+    .map(drop)
+}
+
+/// An O_DIRECT descriptor of a file and the alignment direct I/O needs on it.
+#[derive(Debug)]
+pub struct Direct {
+    pub file: File,
+    pub align: DioAlign,
+    /// False when statx() reported no alignment and the block size (at
+    /// least a page) is assumed.
+    pub reported: bool,
+}
+
+/// Open the file behind `fd` again with O_DIRECT and `access` (`O_RDONLY`,
+/// `O_WRONLY` or `O_RDWR`): the one check of O_DIRECT support. EINVAL where
+/// the filesystem refuses direct I/O.
+pub fn open_direct(fd: BorrowedFd<'_>, access: libc::c_int) -> io::Result<Direct> {
+    let file = sys::reopen(fd, access | libc::O_DIRECT)?;
+    Ok(match sys::statx_dio_align(file.as_fd()).ok().flatten() {
+        Some(align) => Direct {
+            file,
+            align,
+            reported: true,
+        },
+        None => {
+            let align = (sys::fstat(fd)?.st_blksize as u32).max(sys::page_size() as u32);
+            Direct {
+                file,
+                align: DioAlign {
+                    mem_align: align,
+                    offset_align: align,
+                },
+                reported: false,
+            }
+        }
+    })
+}
+
+fn probe_dontcache(fd: BorrowedFd<'_>, size: u64) -> Support {
+    match check_dontcache(fd, size) {
+        Ok(()) => Support::yes("1-byte preadv2(RWF_DONTCACHE) at EOF succeeded"),
         Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => Support::no(
             "1-byte preadv2(RWF_DONTCACHE) at EOF: EOPNOTSUPP (kernel older than 6.14 or filesystem without FOP_DONTCACHE)",
         ),
@@ -142,26 +191,15 @@ fn probe_dontcache(fd: BorrowedFd<'_>, size: u64) -> Support {
     }
 }
 
-fn probe_direct(fd: BorrowedFd<'_>, st: &libc::stat) -> (Support, Option<DioAlign>) {
-    let reported = sys::statx_dio_align(fd).ok().flatten();
-    match sys::reopen(fd, libc::O_RDONLY | libc::O_DIRECT) {
+fn probe_direct(fd: BorrowedFd<'_>) -> (Support, Option<DioAlign>) {
+    match open_direct(fd, libc::O_RDONLY) {
         Err(e) => (Support::no(format!("open(O_DIRECT): {e}")), None),
-        Ok(_) => match reported {
-            Some(a) => (Support::yes("statx(STATX_DIOALIGN)"), Some(a)),
-            None => {
-                // Opens but reports no alignment: assume the block size, at least a page.
-                let align = (st.st_blksize as u32).max(sys::page_size() as u32);
-                (
-                    Support::yes(
-                        "open(O_DIRECT) works; alignment not reported, assuming the block size",
-                    ),
-                    Some(DioAlign {
-                        mem_align: align,
-                        offset_align: align,
-                    }),
-                )
-            }
-        },
+        Ok(d) if d.reported => (Support::yes("statx(STATX_DIOALIGN)"), Some(d.align)),
+        // Opens but reports no alignment: the block size, at least a page.
+        Ok(d) => (
+            Support::yes("open(O_DIRECT) works; alignment not reported, assuming the block size"),
+            Some(d.align),
+        ),
     }
 }
 
@@ -172,44 +210,20 @@ fn read_ahead_kb(dev: libc::dev_t) -> Option<u64> {
         .and_then(|s| s.trim().parse().ok())
 }
 
-/// A descriptor of the same file that can be read: `fd` itself, or a
-/// read-only reopen of a write-only one.
-enum Readable<'a> {
-    Same(BorrowedFd<'a>),
-    Reopened(File),
-}
-
-impl Readable<'_> {
-    fn fd(&self) -> BorrowedFd<'_> {
-        match self {
-            Readable::Same(fd) => *fd,
-            Readable::Reopened(f) => f.as_fd(),
-        }
-    }
-}
-
-fn readable_fd(fd: BorrowedFd<'_>) -> io::Result<Readable<'_>> {
-    if sys::getfl(fd)? & libc::O_ACCMODE == libc::O_WRONLY {
-        sys::reopen(fd, libc::O_RDONLY).map(Readable::Reopened)
-    } else {
-        Ok(Readable::Same(fd))
-    }
-}
-
 /// Probe an open file.
 pub fn probe_fd(fd: BorrowedFd<'_>, path: Option<&Path>) -> io::Result<Probe> {
     let st = sys::fstat(fd)?;
     let fs = fs_caps(fd, &st)?;
     let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
-    let cachestat = match sys::cachestat(fd, 0, 0) {
+    let cachestat = match sys::cachestat(fd, sys::FileRange::WHOLE) {
         Ok(_) => Support::yes("cachestat() works on this file"),
-        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
-            Support::no("cachestat(): EPERM (the caller can neither write nor owns the file)")
-        }
-        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
-            Support::no("cachestat(): ENOSYS (Linux before 6.5)")
-        }
-        Err(e) => Support::no(format!("cachestat(): {e}")),
+        Err(e) => match Fallback::of(&e) {
+            Some(Fallback::NotPermitted) => {
+                Support::no("cachestat(): EPERM (the caller can neither write nor owns the file)")
+            }
+            Some(Fallback::NoCachestat) => Support::no("cachestat(): ENOSYS (Linux before 6.5)"),
+            None => Support::no(format!("cachestat(): {e}")),
+        },
     };
     let blind = crate::residency::blindness(fd);
     let flags = sys::getfl(fd).unwrap_or(0);

@@ -6,12 +6,149 @@
 //! chunks, and remembered as byte ranges: `known` (snapshotted) and
 //! `precached` (resident at snapshot time). A cold file costs one
 //! cachestat() per lookahead step and two ranges of memory.
+//!
+//! [`count`] is the one place that counts a file's cached pages for everyone
+//! (the command's `stat`, the samplers, the tests): cachestat(), or mincore()
+//! where cachestat() is missing or refused, saying which and why.
 
-use crate::sys::{self, page_size};
+use crate::sys::{self, page_size, CacheStat, FileRange};
 use rangemap::RangeSet;
+use std::fs::File;
 use std::io;
 use std::ops::Range;
 use std::os::fd::{AsFd, BorrowedFd};
+use std::path::Path;
+
+/// Why a [`Count`] came from mincore() instead of cachestat().
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fallback {
+    /// cachestat() said ENOSYS: Linux before 6.5.
+    NoCachestat,
+    /// cachestat() said EPERM: the caller can neither write nor own the
+    /// file, and for such files mincore() reports every page resident.
+    NotPermitted,
+}
+
+impl Fallback {
+    /// The fallback an error of cachestat() calls for, if any.
+    pub fn of(e: &io::Error) -> Option<Fallback> {
+        match e.raw_os_error() {
+            Some(libc::ENOSYS) => Some(Fallback::NoCachestat),
+            Some(libc::EPERM) => Some(Fallback::NotPermitted),
+            _ => None,
+        }
+    }
+
+    /// What the fallback means for the numbers, in a sentence.
+    pub fn note(self) -> &'static str {
+        match self {
+            Fallback::NotPermitted => {
+                "cachestat() refused (EPERM: you can neither write nor own this file); \
+                 mincore() reports every page resident for such files, so cached is an upper bound"
+            }
+            Fallback::NoCachestat => {
+                "cachestat() unavailable (ENOSYS: Linux before 6.5); cached pages from mincore()"
+            }
+        }
+    }
+}
+
+/// Where a [`Count`] came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    Cachestat,
+    /// Cached pages only: dirty, writeback and eviction counts are unknown.
+    Mincore {
+        why: Fallback,
+        /// False when mincore() reports every page resident (a file the
+        /// caller can neither write nor own): `cached` is an upper bound.
+        truthful: bool,
+    },
+}
+
+/// A file range's page-cache state, in pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Count {
+    pub cached: u64,
+    pub dirty: Option<u64>,
+    pub writeback: Option<u64>,
+    pub evicted: Option<u64>,
+    pub recently_evicted: Option<u64>,
+    pub source: Source,
+}
+
+impl From<CacheStat> for Count {
+    fn from(cs: CacheStat) -> Count {
+        Count {
+            cached: cs.nr_cache,
+            dirty: Some(cs.nr_dirty),
+            writeback: Some(cs.nr_writeback),
+            evicted: Some(cs.nr_evicted),
+            recently_evicted: Some(cs.nr_recently_evicted),
+            source: Source::Cachestat,
+        }
+    }
+}
+
+/// Count the pages of `range` of the file behind `fd` in the page cache:
+/// cachestat(), or, where it says ENOSYS or EPERM, mincore() (through a
+/// read-only reopen if `fd` is write-only), with [`Count::source`] saying so.
+pub fn count(fd: BorrowedFd<'_>, range: impl Into<FileRange>) -> io::Result<Count> {
+    let range = range.into();
+    let e = match sys::cachestat(fd, range.clone()) {
+        Ok(cs) => return Ok(cs.into()),
+        Err(e) => e,
+    };
+    let Some(why) = Fallback::of(&e) else {
+        return Err(e);
+    };
+    let r = range.within(sys::fstat(fd)?.st_size as u64);
+    let readable = readable_fd(fd)?;
+    Ok(Count {
+        cached: sys::mincore_resident(readable.fd(), r.start, r.end - r.start)?,
+        dirty: None,
+        writeback: None,
+        evicted: None,
+        recently_evicted: None,
+        source: Source::Mincore {
+            why,
+            truthful: why == Fallback::NoCachestat && mincore_trustworthy(fd),
+        },
+    })
+}
+
+/// [`count`] of `range` of the file at `path` (opened read-only), the error
+/// naming the file.
+pub fn count_path(path: &Path, range: impl Into<FileRange>) -> io::Result<Count> {
+    let f = File::open(path).map_err(|e| crate::error::context(e, "open", Some(path)))?;
+    count(f.as_fd(), range).map_err(|e| crate::error::context(e, "cachestat", Some(path)))
+}
+
+/// A descriptor of the same file that can be read: `fd` itself, or a
+/// read-only reopen of a write-only one.
+pub(crate) enum Readable<'a> {
+    Same(BorrowedFd<'a>),
+    Reopened(File),
+}
+
+impl Readable<'_> {
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Readable::Same(fd) => *fd,
+            Readable::Reopened(f) => f.as_fd(),
+        }
+    }
+}
+
+pub(crate) fn readable_fd(fd: BorrowedFd<'_>) -> io::Result<Readable<'_>> {
+    if sys::getfl(fd)? & libc::O_ACCMODE == libc::O_WRONLY {
+        sys::reopen(fd, libc::O_RDONLY).map(Readable::Reopened)
+    } else {
+        Ok(Readable::Same(fd))
+    }
+}
 
 /// Snapshot granularity; also the alignment of drop ranges, so that drops
 /// cover whole large folios (up to 2 MiB on x86_64).
@@ -143,13 +280,13 @@ impl Residency {
 
     fn snapshot(&mut self, fd: BorrowedFd<'_>, range: Range<u64>) {
         self.snapshots += 1;
-        match sys::cachestat(fd, range.start, range.end - range.start) {
+        match sys::cachestat(fd, range.clone()) {
             Ok(cs) if cs.nr_cache == 0 => {
                 self.known.insert(range);
             }
             // Something is cached: look chunk by chunk.
             Ok(_) => self.each_chunk(fd, range, Self::snapshot_chunk),
-            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+            Err(e) if Fallback::of(&e) == Some(Fallback::NotPermitted) => {
                 self.blind = Some(Blindness::NotWritable);
             }
             Err(e) => {
@@ -180,7 +317,7 @@ impl Residency {
     }
 
     fn snapshot_chunk(&mut self, fd: BorrowedFd<'_>, chunk: Range<u64>) {
-        match sys::cachestat(fd, chunk.start, chunk.end - chunk.start) {
+        match sys::cachestat(fd, chunk.clone()) {
             Ok(cs) if cs.nr_cache == 0 => {
                 self.known.insert(chunk);
             }
@@ -223,13 +360,13 @@ impl Residency {
         self.known.insert(chunk);
     }
 
+    /// [`readable_fd`], the reopen kept for the stream's later snapshots.
     fn mincore_fd<'a>(&'a mut self, fd: BorrowedFd<'a>) -> io::Result<BorrowedFd<'a>> {
-        let flags = sys::getfl(fd)?;
-        if flags & libc::O_ACCMODE != libc::O_WRONLY {
-            return Ok(fd);
-        }
         if self.mincore_fd.is_none() {
-            self.mincore_fd = Some(sys::reopen(fd, libc::O_RDONLY)?);
+            match readable_fd(fd)? {
+                Readable::Same(fd) => return Ok(fd),
+                Readable::Reopened(f) => self.mincore_fd = Some(f),
+            }
         }
         Ok(self.mincore_fd.as_ref().unwrap().as_fd())
     }
@@ -237,9 +374,9 @@ impl Residency {
 
 /// Whether the residency of the file's pages can be known at all.
 pub fn blindness(fd: BorrowedFd<'_>) -> Option<Blindness> {
-    match sys::cachestat(fd, 0, page_size()) {
+    match sys::cachestat(fd, FileRange::at(0, page_size())) {
         Ok(_) => None,
-        Err(e) if e.raw_os_error() == Some(libc::EPERM) => Some(Blindness::NotWritable),
+        Err(e) if Fallback::of(&e) == Some(Fallback::NotPermitted) => Some(Blindness::NotWritable),
         Err(e) if !mincore_trustworthy(fd) => Some(Blindness::NoInterface(format!(
             "cachestat: {e}; mincore untrustworthy for a file the caller cannot write"
         ))),
@@ -250,27 +387,10 @@ pub fn blindness(fd: BorrowedFd<'_>) -> Option<Blindness> {
 /// mincore() tells the truth for files the caller owns or can write
 /// (mm/mincore.c: can_do_mincore()).
 fn mincore_trustworthy(fd: BorrowedFd<'_>) -> bool {
-    use std::os::fd::AsRawFd;
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    if euid == 0 {
-        return true;
-    }
-    if let Ok(st) = sys::fstat(fd) {
-        if st.st_uid == euid {
-            return true;
-        }
-    }
-    let path = format!("/proc/self/fd/{}\0", fd.as_raw_fd());
-    // SAFETY: NUL-terminated path, no other pointers.
-    unsafe {
-        libc::faccessat(
-            libc::AT_FDCWD,
-            path.as_ptr().cast(),
-            libc::W_OK,
-            libc::AT_EACCESS,
-        ) == 0
-    }
+    let euid = sys::geteuid();
+    euid == 0
+        || sys::fstat(fd).is_ok_and(|st| st.st_uid == euid)
+        || sys::access_fd(fd, libc::W_OK).is_ok()
 }
 
 #[cfg(test)]

@@ -181,7 +181,7 @@ impl Tracker {
     fn drop_exact(&mut self, fd: BorrowedFd<'_>, ranges: Vec<Range<u64>>, closing: bool) {
         for r in ranges {
             let len = r.end - r.start;
-            let stat = sys::cachestat(fd, r.start, len);
+            let stat = sys::cachestat(fd, r.clone());
             let before = stat.as_ref().map(|c| c.nr_cache).unwrap_or(u64::MAX);
             if before == 0 {
                 continue;
@@ -201,7 +201,7 @@ impl Tracker {
                 continue;
             }
             if before != u64::MAX {
-                let after = sys::cachestat(fd, r.start, len)
+                let after = sys::cachestat(fd, r.clone())
                     .map(|c| c.nr_cache)
                     .unwrap_or(before);
                 self.counts.pages_dropped += before.saturating_sub(after);

@@ -3,7 +3,43 @@
 
 use super::{cvt, page_size};
 use std::io;
+use std::ops::{BitOr, BitOrAssign, Range};
 use std::os::fd::{AsRawFd, BorrowedFd};
+
+/// A byte range of a file for [`cachestat`]: explicit bounds, or everything
+/// from an offset to the end of the file (the kernel's length 0, which an
+/// empty range must never turn into by accident).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileRange {
+    /// `[start, end)`; an empty range counts nothing.
+    Bytes(Range<u64>),
+    /// From the offset to the end of the file, however long it is by then.
+    ToEnd(u64),
+}
+
+impl FileRange {
+    /// The whole file.
+    pub const WHOLE: FileRange = FileRange::ToEnd(0);
+
+    /// `len` bytes from `offset`.
+    pub fn at(offset: u64, len: u64) -> FileRange {
+        FileRange::Bytes(offset..offset + len)
+    }
+
+    /// The bytes of a file `size` bytes long that the range covers.
+    pub fn within(&self, size: u64) -> Range<u64> {
+        match self {
+            FileRange::Bytes(r) => r.start.min(size)..r.end.min(size),
+            FileRange::ToEnd(o) => (*o).min(size)..size,
+        }
+    }
+}
+
+impl From<Range<u64>> for FileRange {
+    fn from(r: Range<u64>) -> FileRange {
+        FileRange::Bytes(r)
+    }
+}
 
 /// Advice for [`fadvise`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,11 +84,16 @@ pub fn fadvise(fd: BorrowedFd<'_>, offset: u64, len: u64, advice: Advice) -> io:
     }
 }
 
-/// Flags for [`sync_file_range`]. Unknown bits are carried.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Flags for [`sync_file_range`], combined with `|`. Unknown bits are carried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SyncFlags(pub u32);
 
 impl SyncFlags {
+    /// Whether every flag of `other` is set.
+    pub const fn contains(self, other: SyncFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
     /// Wait for writeback already under way in the range.
     pub const WAIT_BEFORE: SyncFlags = SyncFlags(libc::SYNC_FILE_RANGE_WAIT_BEFORE);
     /// Start writeback of dirty pages in the range (does not wait).
@@ -65,6 +106,19 @@ impl SyncFlags {
             | libc::SYNC_FILE_RANGE_WRITE
             | libc::SYNC_FILE_RANGE_WAIT_AFTER,
     );
+}
+
+impl BitOr for SyncFlags {
+    type Output = SyncFlags;
+    fn bitor(self, rhs: SyncFlags) -> SyncFlags {
+        SyncFlags(self.0 | rhs.0)
+    }
+}
+
+impl BitOrAssign for SyncFlags {
+    fn bitor_assign(&mut self, rhs: SyncFlags) {
+        self.0 |= rhs.0;
+    }
 }
 
 /// `sync_file_range(fd, offset, nbytes, flags)`: start and/or wait for the
@@ -113,13 +167,21 @@ const SYS_CACHESTAT: libc::c_long = 451;
 const SYS_CACHESTAT: libc::c_long = 451; // same number on every architecture (asm-generic)
 
 /// `cachestat(fd, &range, &stat, 0)`: page-cache counts for a byte range of a
-/// file (`len` 0 means "to the end"): cached, dirty, under writeback, evicted
-/// and recently evicted pages.
+/// file: cached, dirty, under writeback, evicted and recently evicted pages.
+/// An empty [`FileRange::Bytes`] counts nothing without a call.
 ///
 /// `ENOSYS` before Linux 6.5; `EPERM` unless the caller can write the file or
 /// owns it. See cachestat(2); since Linux 6.5.
-pub fn cachestat(fd: BorrowedFd<'_>, offset: u64, len: u64) -> io::Result<CacheStat> {
-    let range = CachestatRange { off: offset, len };
+pub fn cachestat(fd: BorrowedFd<'_>, range: impl Into<FileRange>) -> io::Result<CacheStat> {
+    let range = match range.into() {
+        FileRange::Bytes(r) if r.is_empty() => return Ok(CacheStat::default()),
+        FileRange::Bytes(r) => CachestatRange {
+            off: r.start,
+            len: r.end - r.start,
+        },
+        // The kernel's "to the end of the file".
+        FileRange::ToEnd(off) => CachestatRange { off, len: 0 },
+    };
     let mut out = [0u64; 5];
     // SAFETY: `range` and `out` are valid for the call and laid out as the
     // kernel's struct cachestat_range and struct cachestat (five u64s).

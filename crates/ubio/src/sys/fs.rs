@@ -262,6 +262,27 @@ pub fn fallocate(fd: BorrowedFd<'_>, mode: libc::c_int, offset: u64, len: u64) -
     cvt(r as libc::c_long).map(drop)
 }
 
+/// `geteuid()`: the caller's effective user id.
+///
+/// See geteuid(2).
+pub fn geteuid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// `faccessat(AT_FDCWD, "/proc/self/fd/N", mode, AT_EACCESS)`: whether the
+/// caller, by its effective ids, may access the file behind `fd` as `mode`
+/// (`libc::W_OK` and so on) says.
+///
+/// See access(2), proc(5).
+pub fn access_fd(fd: BorrowedFd<'_>, mode: libc::c_int) -> io::Result<()> {
+    let path = format!("/proc/self/fd/{}\0", fd.as_raw_fd());
+    // SAFETY: `path` is NUL-terminated; no other pointers.
+    let r =
+        unsafe { libc::faccessat(libc::AT_FDCWD, path.as_ptr().cast(), mode, libc::AT_EACCESS) };
+    cvt(r as libc::c_long).map(drop)
+}
+
 /// `fcntl(fd, F_GETFL)`: the open file's status flags and access mode.
 ///
 /// See fcntl(2).
@@ -280,7 +301,14 @@ mod tests {
     fn reopened_descriptors_stay_clear_of_low_numbers() {
         let f = File::open("/proc/self/status").unwrap();
         let again = reopen(f.as_fd(), libc::O_RDONLY).unwrap();
-        assert!(again.as_raw_fd() >= 10, "reopen gave fd {}", again.as_raw_fd());
-        assert_eq!(fstat(again.as_fd()).unwrap().st_ino, fstat(f.as_fd()).unwrap().st_ino);
+        assert!(
+            again.as_raw_fd() >= 10,
+            "reopen gave fd {}",
+            again.as_raw_fd()
+        );
+        assert_eq!(
+            fstat(again.as_fd()).unwrap().st_ino,
+            fstat(f.as_fd()).unwrap().st_ino
+        );
     }
 }

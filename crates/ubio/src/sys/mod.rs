@@ -12,12 +12,12 @@ mod rw;
 
 pub use cache::{
     cachestat, fadvise, mincore_range, mincore_resident, sync_file_range, Advice, CacheStat,
-    SyncFlags,
+    FileRange, SyncFlags,
 };
 pub use copy::{copy_file_range, ficlone, mkfifo, seek_data, seek_hole, set_times_nofollow};
 pub use fs::{
-    fallocate, fs_magic, fstat, ftruncate, getfl, kernel_release, lseek_cur, lseek_set, reopen,
-    statx_dio_align, DioAlign, FsMagic,
+    access_fd, fallocate, fs_magic, fstat, ftruncate, geteuid, getfl, kernel_release, lseek_cur,
+    lseek_set, reopen, statx_dio_align, DioAlign, FsMagic,
 };
 pub use rw::{preadv2, pwritev2, RwFlags};
 

@@ -2,9 +2,11 @@
 
 use super::cvt;
 use std::io::{self, IoSlice, IoSliceMut};
+use std::ops::{BitOr, BitOrAssign};
 use std::os::fd::{AsRawFd, BorrowedFd};
 
-/// Per-call read/write flags (`RWF_*`). Unknown bits are carried, not rejected.
+/// Per-call read/write flags (`RWF_*`), combined with `|`. Unknown bits are
+/// carried, not rejected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RwFlags(pub u32);
 
@@ -19,6 +21,24 @@ impl RwFlags {
     /// their writeback (writes) completes. Gated per file by `FOP_DONTCACHE`:
     /// older kernels and unsupported filesystems answer `EOPNOTSUPP`.
     pub const DONTCACHE: RwFlags = RwFlags(0x80);
+
+    /// Whether every flag of `other` is set.
+    pub const fn contains(self, other: RwFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl BitOr for RwFlags {
+    type Output = RwFlags;
+    fn bitor(self, rhs: RwFlags) -> RwFlags {
+        RwFlags(self.0 | rhs.0)
+    }
+}
+
+impl BitOrAssign for RwFlags {
+    fn bitor_assign(&mut self, rhs: RwFlags) {
+        self.0 |= rhs.0;
+    }
 }
 
 /// `preadv2(fd, iov, iovcnt, offset, flags)`: scatter read at `offset`, or at
