@@ -108,7 +108,7 @@ fn check_cache(
     f.flush_writeback().unwrap();
     if managed {
         for &(off, len) in ubio_ranges {
-            let cs = ubio::sys::cachestat(f.as_fd(), off, len).unwrap();
+            let cs = ubio::sys::cachestat(f.as_fd(), ubio::sys::FileRange::at(off, len)).unwrap();
             assert_eq!(
                 cs.nr_dirty + cs.nr_writeback,
                 0,

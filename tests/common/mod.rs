@@ -309,13 +309,9 @@ pub fn verify_pattern(path: &Path, seed: u64, expect_size: u64) {
 /// Pages of the file now in the page cache (mincore() before Linux 6.5,
 /// which has no cachestat()).
 pub fn cached_pages(path: &Path) -> u64 {
-    let f = File::open(path).unwrap();
-    match sys::cachestat(f.as_fd(), 0, 0) {
-        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
-            resident_in(path, 0, f.metadata().unwrap().len())
-        }
-        r => r.unwrap().nr_cache,
-    }
+    ubio::residency::count_path(path, sys::FileRange::WHOLE)
+        .unwrap()
+        .cached
 }
 
 /// Pages of `[off, off + len)` in the page cache (mincore, page by page).

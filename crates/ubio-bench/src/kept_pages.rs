@@ -8,22 +8,15 @@
 //! fadvise(DONTNEED) leaves none. A page ubio dropped is therefore neither
 //! cached nor evicted.
 
-use std::fs::File;
 use std::io;
-use std::os::fd::AsFd;
 use std::path::Path;
 use ubio::sys;
 
 /// Pages of `[off, off + len)` that are cached, and pages reclaim evicted.
 /// Before Linux 6.5 (no cachestat()): mincore(), and no eviction records.
 pub fn kept_or_reclaimed(path: &Path, off: u64, len: u64) -> io::Result<(u64, u64)> {
-    let f = File::open(path)?;
-    match sys::cachestat(f.as_fd(), off, len) {
-        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
-            Ok((sys::mincore_resident(f.as_fd(), off, len)?, 0))
-        }
-        r => r.map(|cs| (cs.nr_cache, cs.nr_evicted)),
-    }
+    let c = ubio::residency::count_path(path, sys::FileRange::at(off, len))?;
+    Ok((c.cached, c.evicted.unwrap_or(0)))
 }
 
 /// Every page of a region cached by "another user" is still cached or was

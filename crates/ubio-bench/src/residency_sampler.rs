@@ -16,7 +16,8 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use ubio::sys::{cachestat, mincore_resident, CacheStat};
+use ubio::residency::{count, Count, Source};
+use ubio::sys::{cachestat, CacheStat, FileRange};
 
 /// Peak values seen while sampling, in pages.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -47,22 +48,22 @@ impl ResidencySampler {
     pub fn start(path: &Path, every: Duration) -> io::Result<ResidencySampler> {
         let file = File::open(path)
             .map_err(|e| io::Error::new(e.kind(), format!("open {}: {e}", path.display())))?;
-        let fallback = match cachestat(file.as_fd(), 0, 0) {
-            Ok(_) => false,
-            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => true,
-            Err(e) => {
-                return Err(io::Error::new(
-                    e.kind(),
-                    format!("cachestat {}: {e}", path.display()),
-                ))
-            }
-        };
+        // Counts that are not the file's own would prove nothing.
+        if let Source::Mincore {
+            truthful: false,
+            why,
+        } = count(file.as_fd(), FileRange::WHOLE)
+            .map_err(|e| io::Error::new(e.kind(), format!("cachestat {}: {e}", path.display())))?
+            .source
+        {
+            return Err(io::Error::other(format!(
+                "{}: {}",
+                path.display(),
+                why.note()
+            )));
+        }
         Ok(Self::spawn(every, move || {
-            if fallback {
-                mincore_and_meminfo(&file).map(Some)
-            } else {
-                cachestat(file.as_fd(), 0, 0).map(Some)
-            }
+            with_meminfo(count(file.as_fd(), FileRange::WHOLE)?).map(Some)
         }))
     }
 
@@ -87,7 +88,7 @@ impl ResidencySampler {
                     }
                 }
                 if let Some(f) = file {
-                    let c = cachestat(f.as_fd(), 0, 0)?;
+                    let c = cachestat(f.as_fd(), FileRange::WHOLE)?;
                     total.nr_cache += c.nr_cache;
                     total.nr_dirty += c.nr_dirty;
                     total.nr_writeback += c.nr_writeback;
@@ -123,11 +124,22 @@ impl ResidencySampler {
     }
 }
 
-/// Without cachestat() (before Linux 6.5): the file's cached pages from
-/// mincore(), dirty and writeback pages system-wide from /proc/meminfo.
-fn mincore_and_meminfo(file: &File) -> io::Result<CacheStat> {
-    let size = file.metadata()?.len();
-    let nr_cache = mincore_resident(file.as_fd(), 0, size)?;
+/// A count as cachestat() gives it; without cachestat() (before Linux 6.5)
+/// the cached pages are mincore()'s, dirty and writeback pages system-wide
+/// from /proc/meminfo.
+fn with_meminfo(c: Count) -> io::Result<CacheStat> {
+    let (Some(nr_dirty), Some(nr_writeback)) = (c.dirty, c.writeback) else {
+        return meminfo_counts(c.cached);
+    };
+    Ok(CacheStat {
+        nr_cache: c.cached,
+        nr_dirty,
+        nr_writeback,
+        ..Default::default()
+    })
+}
+
+fn meminfo_counts(nr_cache: u64) -> io::Result<CacheStat> {
     let meminfo = crate::procfs::meminfo()?;
     let pages = |key: &str| meminfo.get(key).copied().unwrap_or(0) / ubio::sys::page_size();
     Ok(CacheStat {

@@ -82,44 +82,25 @@ impl Totals {
     }
 }
 
-/// The page-cache state of an open regular file.
+/// The page-cache state of an open regular file ([`ubio::residency::count`]).
 pub fn cache_info(file: &std::fs::File) -> io::Result<CacheInfo> {
-    let page = ubio::sys::page_size();
+    use ubio::residency::{count, Source as From};
     let size_bytes = file.metadata()?.len();
-    let pages = size_bytes.div_ceil(page);
-    let fallback_note = match ubio::sys::cachestat(file.as_fd(), 0, 0) {
-        Ok(cs) => {
-            return Ok(CacheInfo {
-                size_bytes,
-                pages,
-                cached: cs.nr_cache,
-                dirty: Some(cs.nr_dirty),
-                writeback: Some(cs.nr_writeback),
-                evicted: Some(cs.nr_evicted),
-                recently_evicted: Some(cs.nr_recently_evicted),
-                source: Source::Cachestat,
-                note: None,
-            })
-        }
-        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
-            "cachestat() refused (EPERM: you can neither write nor own this file); \
-             mincore() reports every page resident for such files, so cached is an upper bound"
-        }
-        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
-            "cachestat() unavailable (Linux 6.5+); cached pages from mincore()"
-        }
-        Err(e) => return Err(e),
+    let c = count(file.as_fd(), ubio::sys::FileRange::WHOLE)?;
+    let (source, note) = match c.source {
+        From::Cachestat => (Source::Cachestat, None),
+        From::Mincore { why, .. } => (Source::Mincore, Some(why.note().to_string())),
     };
     Ok(CacheInfo {
         size_bytes,
-        pages,
-        cached: ubio::sys::mincore_resident(file.as_fd(), 0, size_bytes)?,
-        dirty: None,
-        writeback: None,
-        evicted: None,
-        recently_evicted: None,
-        source: Source::Mincore,
-        note: Some(fallback_note.to_string()),
+        pages: size_bytes.div_ceil(ubio::sys::page_size()),
+        cached: c.cached,
+        dirty: c.dirty,
+        writeback: c.writeback,
+        evicted: c.evicted,
+        recently_evicted: c.recently_evicted,
+        source,
+        note,
     })
 }
 

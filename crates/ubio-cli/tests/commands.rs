@@ -57,7 +57,7 @@ fn cat_concatenates_and_leaves_no_cache() {
     let out = ubio().arg("cat").arg(&a).arg(&b).output().unwrap();
     assert!(out.status.success());
     assert!(out.stdout == [da, db].concat(), "cat output differs");
-    assert_eq!(cachestat(&a).nr_cache, 0, "cat left the file cached");
+    assert_eq!(count(&a).cached, 0, "cat left the file cached");
 }
 
 #[test]
@@ -107,8 +107,8 @@ fn cp_copies_exactly_and_caches_neither_file() {
     );
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(summary["bytes"], bytes.len() as u64);
-    assert_eq!(cachestat(&src).nr_cache, 0, "source left cached");
-    assert_eq!(cachestat(&dst).nr_cache, 0, "destination left cached");
+    assert_eq!(count(&src).cached, 0, "source left cached");
+    assert_eq!(count(&dst).cached, 0, "destination left cached");
     assert!(std::fs::read(&dst).unwrap() == bytes, "copy differs");
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(

@@ -42,21 +42,21 @@ fn stat_reports_what_cachestat_reports() {
     with_damon_retries("stat_reports_what_cachestat_reports", || {
         read_prefix(&a, 4 * MIB);
         read_prefix(&b, 3 * MIB + 1);
-        let (ca, cb) = (cachestat(&a), cachestat(&b));
+        let (ca, cb) = (count(&a), count(&b));
         let v = json(&run(&[&"stat", &"--json", &a, &b]));
         let (fa, fb) = (&v["files"][0], &v["files"][1]);
         let got = (fa["cached"].as_u64(), fb["cached"].as_u64());
-        if got != (Some(ca.nr_cache), Some(cb.nr_cache)) {
+        if got != (Some(ca.cached), Some(cb.cached)) {
             return Err(format!("stat {got:?}, cachestat {ca:?} {cb:?}"));
         }
         assert_eq!(fa["source"], "cachestat");
         assert_eq!(fa["size_bytes"], 16 * MIB as u64);
         assert_eq!(fa["pages"], 16 * MIB as u64 / PAGE);
         assert_eq!(fb["pages"], (3 * MIB as u64 + 1).div_ceil(PAGE));
-        assert_eq!(fa["evicted"], ca.nr_evicted);
+        assert_eq!(fa["evicted"], ca.evicted.unwrap());
         assert_eq!(fa["dirty"], 0);
         assert_eq!(v["total"]["files"], 2);
-        assert_eq!(v["total"]["cached"], ca.nr_cache + cb.nr_cache);
+        assert_eq!(v["total"]["cached"], ca.cached + cb.cached);
         assert_eq!(v["page_size"], PAGE);
         Ok(())
     });
@@ -68,11 +68,11 @@ fn stat_counts_dirty_pages() {
     let path = dir.path().join("dirty");
     std::fs::write(&path, vec![1u8; 2 * MIB]).unwrap();
     let v = json(&run(&[&"stat", &"--json", &path]));
-    let cs = cachestat(&path);
+    let cs = count(&path);
     // Writeback may start between the two looks; dirty + writeback cannot grow.
     let seen =
         v["files"][0]["dirty"].as_u64().unwrap() + v["files"][0]["writeback"].as_u64().unwrap();
-    assert!(seen >= cs.nr_dirty + cs.nr_writeback, "{v}");
+    assert!(seen >= cs.dirty.unwrap() + cs.writeback.unwrap(), "{v}");
     assert!(seen > 0, "fresh writes not seen as dirty: {v}");
 }
 
@@ -154,14 +154,14 @@ fn evict_drops_clean_pages_and_prints_before_and_after() {
     let path = dir.path().join("f");
     write_cold(&path, &vec![0x5a; 8 * MIB]);
     read_prefix(&path, 8 * MIB);
-    let before = cachestat(&path).nr_cache;
+    let before = count(&path).cached;
     assert!(before > 0);
     let v = json(&run(&[&"evict", &"--json", &path]));
     let f = &v["files"][0];
     assert!(f["before"]["cached"].as_u64().unwrap() <= before, "{v}");
     assert!(f["before"]["cached"].as_u64().unwrap() > 0, "{v}");
     assert_eq!(f["after"]["cached"], 0, "{v}");
-    assert_eq!(cachestat(&path).nr_cache, 0);
+    assert_eq!(count(&path).cached, 0);
     assert_eq!(v["total_after"]["cached"], 0);
     read_prefix(&path, MIB);
     let out = run(&[&"evict", &path]);
@@ -182,7 +182,7 @@ fn evict_sync_drops_a_freshly_written_file() {
     assert!(f["before"]["cached"].as_u64().unwrap() > 0, "{v}");
     assert_eq!(f["after"]["cached"], 0, "{v}");
     assert_eq!(f["after"]["dirty"], 0, "{v}");
-    assert_eq!(cachestat(&path).nr_cache, 0);
+    assert_eq!(count(&path).cached, 0);
 }
 
 #[test]
@@ -212,7 +212,7 @@ fn evict_on_tmpfs_says_the_pages_are_storage() {
         "{}",
         stderr(&out)
     );
-    assert_eq!(cachestat(&path).nr_cache, 1);
+    assert_eq!(count(&path).cached, 1);
 }
 
 #[test]

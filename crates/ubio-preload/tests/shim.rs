@@ -395,14 +395,8 @@ fn shim_log_file() {
     assert!(text.contains("/g: backend"), "{text}");
 }
 
-fn cachestat(path: &Path) -> sys::CacheStat {
-    let f = fs::File::open(path).unwrap();
-    sys::cachestat(f.as_fd(), 0, 0).unwrap()
-}
-
-fn cached_in(path: &Path, off: u64, len: u64) -> u64 {
-    let f = fs::File::open(path).unwrap();
-    sys::cachestat(f.as_fd(), off, len).unwrap().nr_cache
+fn cached_in(path: &Path, range: impl Into<sys::FileRange>) -> u64 {
+    ubio::residency::count_path(path, range).unwrap().cached
 }
 
 /// A 1 GiB copy by cp under the shim: the source's cache stays within
@@ -432,7 +426,7 @@ fn shim_cp_residency() {
             let mut buf = vec![0u8; hot_len as usize];
             std::os::unix::fs::FileExt::read_exact_at(&f, &mut buf, hot_off).unwrap();
         }
-        let hot = cached_in(&src, hot_off, hot_len);
+        let hot = cached_in(&src, sys::FileRange::at(hot_off, hot_len));
         fs::write(&dst, b"").unwrap();
         let s_src = ResidencySampler::start(&src, Duration::from_millis(1)).unwrap();
         let s_dst = ResidencySampler::start(&dst, Duration::from_millis(1)).unwrap();
@@ -443,19 +437,22 @@ fn shim_cp_residency() {
             .status()
             .unwrap();
         let (p_src, p_dst) = (s_src.finish().unwrap(), s_dst.finish().unwrap());
-        let (after_src, after_dst) = (cachestat(&src), cachestat(&dst));
-        let kept = cached_in(&src, hot_off, hot_len);
+        let (after_src, after_dst) = (
+            cached_in(&src, sys::FileRange::WHOLE),
+            cached_in(&dst, sys::FileRange::WHOLE),
+        );
+        let kept = cached_in(&src, sys::FileRange::at(hot_off, hot_len));
         assert!(st.success());
         println!(
             "shim_cp_residency: source peak {} pages cached, after {} ({} of {} precached kept); \
              destination peak {} dirty+writeback, {} cached; after {} cached",
             p_src.max_cached,
-            after_src.nr_cache,
+            after_src,
             kept,
             hot,
             p_dst.max_dirty_writeback,
             p_dst.max_cached,
-            after_dst.nr_cache
+            after_dst
         );
         assert!(
             p_src.max_cached <= 64 * MIB / PAGE,
@@ -467,9 +464,9 @@ fn shim_cp_residency() {
             "destination dirty+writeback peak {} pages > 33 MiB",
             p_dst.max_dirty_writeback
         );
-        assert_eq!(after_dst.nr_cache, 0, "destination pages left cached");
+        assert_eq!(after_dst, 0, "destination pages left cached");
         assert_eq!(
-            after_src.nr_cache - kept,
+            after_src - kept,
             0,
             "source pages outside the precached range left cached"
         );

@@ -438,8 +438,8 @@ impl Bench<'_> {
             .stdout(Stdio::piped());
         let mut client = VictimClient::new(self.cg.spawn(&mut cmd)?)?;
         client.wait_ready(WARM_TIMEOUT)?;
-        let f = std::fs::File::open(hot)?;
-        let cached = sys::cachestat(f.as_fd(), 0, 0)?.nr_cache * sys::page_size();
+        let cached =
+            ubio::residency::count_path(hot, sys::FileRange::WHOLE)?.cached * sys::page_size();
         if cached < bytes / 10 * 9 {
             report.warnings.push(format!(
                 "only {} of the victim's {} MiB hot file stayed cached after it read it: the memory limit may be too small for it",
@@ -687,9 +687,9 @@ fn drop_cached(path: &Path) -> io::Result<u64> {
     f.sync_all().map_err(|e| path_context(e, "fsync", path))?;
     sys::fadvise(f.as_fd(), 0, 0, Advice::DontNeed)
         .map_err(|e| path_context(e, "fadvise", path))?;
-    Ok(sys::cachestat(f.as_fd(), 0, 0)
+    Ok(ubio::residency::count(f.as_fd(), sys::FileRange::WHOLE)
         .map_err(|e| path_context(e, "cachestat", path))?
-        .nr_cache)
+        .cached)
 }
 
 fn remove_if_exists(path: &Path) -> io::Result<()> {

@@ -184,10 +184,10 @@ pub fn dataset_cache(files: &[PathBuf]) -> (u64, u64, u64) {
     let mut sum = (0, 0, 0);
     for p in files {
         let Ok(f) = File::open(p) else { continue };
-        if let Ok(c) = ubio::sys::cachestat(f.as_fd(), 0, 0) {
-            sum.0 += c.nr_cache * page;
-            sum.1 += c.nr_dirty * page;
-            sum.2 += c.nr_writeback * page;
+        if let Ok(c) = ubio::residency::count(f.as_fd(), ubio::sys::FileRange::WHOLE) {
+            sum.0 += c.cached * page;
+            sum.1 += c.dirty.unwrap_or(0) * page;
+            sum.2 += c.writeback.unwrap_or(0) * page;
         }
     }
     sum

@@ -77,9 +77,9 @@ pub fn data(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
-pub fn cachestat(path: &Path) -> ubio::sys::CacheStat {
-    let f = std::fs::File::open(path).unwrap();
-    ubio::sys::cachestat(f.as_fd(), 0, 0).unwrap()
+/// The file's page-cache counts (cachestat, or mincore where it is missing).
+pub fn count(path: &Path) -> ubio::residency::Count {
+    ubio::residency::count_path(path, ubio::sys::FileRange::WHOLE).unwrap()
 }
 
 /// Write, make durable and drop from the cache.
