@@ -26,7 +26,7 @@ use std::fs::File as StdFile;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io;
 use std::os::fd::AsFd;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use ubio::sys;
@@ -873,8 +873,11 @@ impl<'c> Exerciser<'c> {
         let touched = std::mem::take(&mut self.touched);
         let mut cached = ubio::sys::CacheStat::default();
         for chunk in touched {
-            let cs = sys::cachestat(self.second.as_fd(), chunk * CHUNK, CHUNK)
-                .map_err(|e| self.io_fail(op, "cachestat", e))?;
+            let cs = sys::cachestat(
+                self.second.as_fd(),
+                sys::FileRange::at(chunk * CHUNK, CHUNK),
+            )
+            .map_err(|e| self.io_fail(op, "cachestat", e))?;
             cached.nr_cache += cs.nr_cache;
             cached.nr_dirty += cs.nr_dirty;
             cached.nr_writeback += cs.nr_writeback;
@@ -1155,30 +1158,23 @@ impl<'c> Exerciser<'c> {
 /// Open the second handle's O_DIRECT descriptor, if the filesystem takes
 /// O_DIRECT; say what was found either way.
 fn probe_direct(path: &Path) -> (Option<Direct>, String) {
-    let opened = StdFile::options()
-        .write(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(path);
+    let opened =
+        StdFile::open(path).and_then(|f| ubio::probe::open_direct(f.as_fd(), libc::O_WRONLY));
     match opened {
         Err(e) => (None, format!("unsupported (open O_DIRECT: {e})")),
-        Ok(file) => {
-            let reported = sys::statx_dio_align(file.as_fd()).ok().flatten();
-            let (align, mem_align) = match reported {
-                Some(a) => (u64::from(a.offset_align), a.mem_align as usize),
-                None => (PAGE, PAGE as usize),
-            };
+        Ok(d) => {
             // A page covers every alignment seen here and keeps writes page-sized.
-            let align = align.max(PAGE);
-            let mem_align = mem_align.max(PAGE as usize);
+            let align = u64::from(d.align.offset_align).max(PAGE);
+            let mem_align = (d.align.mem_align as usize).max(PAGE as usize);
             (
                 Some(Direct {
-                    file,
+                    file: d.file,
                     align,
                     mem_align,
                 }),
                 format!(
                     "supported (align {align}, statx {})",
-                    if reported.is_some() {
+                    if d.reported {
                         "DIOALIGN"
                     } else {
                         "reports none"

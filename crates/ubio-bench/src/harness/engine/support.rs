@@ -4,11 +4,9 @@
 
 use crate::path_context;
 use std::fs::File;
-use std::io::{self, IoSliceMut};
+use std::io;
 use std::os::fd::AsFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
-use ubio::sys::{self, RwFlags};
 
 /// Alignment of the `O_DIRECT` buffer, offsets and request sizes.
 pub const DIRECT_ALIGN: u64 = 4096;
@@ -23,32 +21,19 @@ pub enum Mode {
 }
 
 /// Checks, without timing anything, that `mode` can work on `path` (an
-/// existing file that this process may write): `dontcache` sends a 1-byte
-/// preadv2(RWF_DONTCACHE) at the end of the file (0 where supported,
-/// EOPNOTSUPP where not; a zero-length call proves nothing), `odirect` opens
-/// it with O_DIRECT.
+/// existing file that this process may write), with the library's probes
+/// ([`ubio::probe::check_dontcache`], [`ubio::probe::open_direct`]).
 pub fn check_mode(mode: Mode, path: &Path) -> io::Result<()> {
+    let f = File::open(path).map_err(|e| path_context(e, "open", path))?;
     match mode {
         Mode::Dontcache => {
-            let f = File::open(path).map_err(|e| path_context(e, "open", path))?;
             let end = f
                 .metadata()
                 .map_err(|e| path_context(e, "stat", path))?
                 .len();
-            let mut b = [0u8; 1];
-            sys::preadv2(
-                f.as_fd(),
-                &mut [IoSliceMut::new(&mut b)],
-                Some(end),
-                RwFlags::DONTCACHE,
-            )
-            .map(drop)
-            .map_err(|e| dontcache_err(e, "read", path))
+            ubio::probe::check_dontcache(f.as_fd(), end).map_err(|e| dontcache_err(e, "read", path))
         }
-        Mode::Odirect => std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECT)
-            .open(path)
+        Mode::Odirect => ubio::probe::open_direct(f.as_fd(), libc::O_RDONLY)
             .map(drop)
             .map_err(|e| direct_err(e, path)),
     }
