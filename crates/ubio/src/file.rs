@@ -3,7 +3,7 @@
 use crate::backend::BackendKind;
 use crate::error::context;
 use crate::probe::Choice;
-use crate::stream::{Stats, Stream, StreamOptions};
+use crate::stream::{Stats, Stream, StreamOptions, WriteError};
 use crate::sys;
 use std::io::{self, IoSlice, IoSliceMut, Read, Seek, SeekFrom, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
@@ -257,12 +257,12 @@ impl File {
 
     /// `off` None: append. Returns where the data went and how much.
     fn write_inner(&self, bufs: &[IoSlice<'_>], off: Option<u64>) -> io::Result<(u64, usize)> {
-        if let Some(e) = self.stream.take_deferred_error() {
-            return Err(self.ctx("write back")(e));
-        }
         self.stream
-            .write_at(self.file.as_fd(), bufs, off)
-            .map_err(self.ctx("write"))
+            .write(self.file.as_fd(), bufs, off)
+            .map_err(|e| match e {
+                WriteError::Deferred(e) => self.ctx("write back")(e),
+                WriteError::Now(e) => self.ctx("write")(e),
+            })
     }
 
     /// Start and wait for the writeback of everything written so far, drop

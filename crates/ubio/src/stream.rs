@@ -13,7 +13,6 @@ use serde::Serialize;
 use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
 
 /// Default write-behind window: dirty + writeback bytes per stream.
 pub const DEFAULT_WINDOW: u64 = 16 << 20;
@@ -70,13 +69,28 @@ pub struct Stats {
     pub failed: bool,
 }
 
+/// A failed write: its own error, or an earlier writeback's, reported now.
+#[derive(Debug)]
+pub(crate) enum WriteError {
+    Now(io::Error),
+    Deferred(io::Error),
+}
+
+impl WriteError {
+    pub(crate) fn into_inner(self) -> io::Error {
+        match self {
+            WriteError::Now(e) | WriteError::Deferred(e) => e,
+        }
+    }
+}
+
 /// The uncached-I/O state of one open file. All methods take the
 /// descriptor they act on, which must stay the same open file.
 #[derive(Debug)]
 pub struct Stream {
     backend: Box<dyn Backend>,
     choice: Choice,
-    tracker: Option<Mutex<Tracker>>,
+    tracker: Option<Tracker>,
     regular: bool,
     append: bool,
     bytes_read: AtomicU64,
@@ -115,7 +129,7 @@ impl Stream {
                 lookahead: fs.lookahead(),
                 preserve_cached: opts.preserve_cached,
             };
-            Mutex::new(Tracker::new(backend.caps(), cfg, blind))
+            Tracker::new(backend.caps(), cfg, blind)
         });
         Ok(Stream {
             backend,
@@ -143,12 +157,6 @@ impl Stream {
         self.append
     }
 
-    fn tracker(&self) -> Option<MutexGuard<'_, Tracker>> {
-        self.tracker
-            .as_ref()
-            .map(|t| t.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-
     /// Read into `bufs` at `off`.
     pub fn read_at(
         &self,
@@ -157,21 +165,20 @@ impl Stream {
         off: u64,
     ) -> io::Result<usize> {
         let len: u64 = bufs.iter().map(|b| b.len() as u64).sum();
-        if let Some(mut t) = self.tracker() {
-            t.before_read(fd, off, len);
+        let plan = self.tracker.as_ref().map(|t| t.before_read(fd, off, len));
+        let res = self.backend.read(fd, bufs, off);
+        if let (Some(t), Some(plan)) = (&self.tracker, plan) {
+            t.run(fd, plan);
         }
-        let n = self.backend.read(fd, bufs, off)?;
-        if let Some(mut t) = self.tracker() {
-            t.after_read(fd, off, n as u64);
-        }
+        let n = res?;
         self.bytes_read.fetch_add(n as u64, Ordering::Relaxed);
         Ok(n)
     }
 
     /// A writeback error of this stream not yet reported, if any: the next
-    /// write returns it anyway; callers that want to label it call this first.
+    /// write, flush or close returns it anyway.
     pub fn take_deferred_error(&self) -> Option<io::Error> {
-        self.tracker().and_then(|mut t| t.take_deferred())
+        self.tracker.as_ref().and_then(Tracker::take_deferred)
     }
 
     /// Write `bufs` at `off`, or when `off` is `None` at (and advancing) the
@@ -184,30 +191,50 @@ impl Stream {
         bufs: &[IoSlice<'_>],
         off: Option<u64>,
     ) -> io::Result<(u64, usize)> {
+        self.write(fd, bufs, off).map_err(WriteError::into_inner)
+    }
+
+    /// As `write_at`, saying whether an error is this write's or an earlier
+    /// writeback's. One lock of the tracker before the data moves; the
+    /// writeback it decided on (and any wait for it) runs after, unlocked.
+    pub(crate) fn write(
+        &self,
+        fd: BorrowedFd<'_>,
+        bufs: &[IoSlice<'_>],
+        off: Option<u64>,
+    ) -> Result<(u64, usize), WriteError> {
         let len: u64 = bufs.iter().map(|b| b.len() as u64).sum();
         let at = match off {
             Some(o) => WriteAt::Offset(o),
             None if self.append => WriteAt::End,
-            None => WriteAt::Position(sys::lseek_cur(fd)?),
+            None => WriteAt::Position(sys::lseek_cur(fd).map_err(WriteError::Now)?),
         };
-        let keep_cached = match self.tracker() {
-            Some(mut t) => {
+        let (keep_cached, planned) = match &self.tracker {
+            Some(t) => {
                 if let Some(e) = t.take_deferred() {
-                    return Err(e);
+                    return Err(WriteError::Deferred(e));
                 }
                 let start = match at {
                     WriteAt::Offset(o) | WriteAt::Position(o) => o,
                     // Where the end is now; the backend reports where it was.
-                    WriteAt::End => sys::fstat(fd)?.st_size as u64,
+                    WriteAt::End => sys::fstat(fd).map_err(WriteError::Now)?.st_size as u64,
                 };
-                t.before_write(fd, start, len)
+                let (keep, plan) = t.before_write(fd, start, len);
+                (keep, Some((start, plan)))
             }
-            None => false,
+            None => (false, None),
         };
-        let (at, n) = self.backend.write(fd, bufs, at, keep_cached)?;
-        if let Some(mut t) = self.tracker() {
-            t.after_write(fd, at, n as u64);
+        let res = self.backend.write(fd, bufs, at, keep_cached);
+        if let (Some(t), Some((start, plan))) = (&self.tracker, planned) {
+            if let Ok((at, n)) = res {
+                if at != start {
+                    // An append that landed past another writer's data.
+                    t.after_write(fd, at, n as u64);
+                }
+            }
+            t.run(fd, plan);
         }
+        let (at, n) = res.map_err(WriteError::Now)?;
         self.bytes_written.fetch_add(n as u64, Ordering::Relaxed);
         Ok((at, n))
     }
@@ -216,14 +243,14 @@ impl Stream {
     /// sendfile and splice in the LD_PRELOAD shim): learn which pages of
     /// `[off, off + len)` are cached already, so that they stay.
     pub fn before_external_io(&self, fd: BorrowedFd<'_>, off: u64, len: u64) {
-        if let Some(mut t) = self.tracker() {
-            t.before_read(fd, off, len);
+        if let Some(t) = &self.tracker {
+            t.snapshot(fd, off, len);
         }
     }
 
     /// After the caller read `n` bytes at `off` itself: drop-behind.
     pub fn after_external_read(&self, fd: BorrowedFd<'_>, off: u64, n: u64) {
-        if let Some(mut t) = self.tracker() {
+        if let Some(t) = &self.tracker {
             t.after_read(fd, off, n);
         }
         self.bytes_read.fetch_add(n, Ordering::Relaxed);
@@ -231,7 +258,7 @@ impl Stream {
 
     /// After the caller wrote `n` bytes at `off` itself: write-behind.
     pub fn after_external_write(&self, fd: BorrowedFd<'_>, off: u64, n: u64) {
-        if let Some(mut t) = self.tracker() {
+        if let Some(t) = &self.tracker {
             t.after_write(fd, off, n);
         }
         self.bytes_written.fetch_add(n, Ordering::Relaxed);
@@ -240,32 +267,22 @@ impl Stream {
     /// Start and wait for the writeback of everything written so far, drop
     /// those pages, and report any writeback error not yet reported.
     pub fn flush(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
-        match self.tracker() {
-            Some(mut t) => t.flush(fd),
-            None => Ok(()),
-        }
+        self.tracker.as_ref().map_or(Ok(()), |t| t.flush(fd))
     }
 
     /// End of stream: flush, drop everything the stream brought in that was
     /// not cached before, report any deferred error.
     pub fn finish(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
-        match self.tracker() {
-            Some(mut t) => t.finish(fd),
-            None => Ok(()),
-        }
+        self.tracker.as_ref().map_or(Ok(()), |t| t.finish(fd))
     }
 
     /// The statistics so far.
     pub fn stats(&self) -> Stats {
-        let (counts, preserved, blind, failed) = match self.tracker() {
-            Some(t) => (
-                t.counts(),
-                t.residency().precached_pages(),
-                t.residency().blindness().map(|b| b.to_string()),
-                t.failed,
-            ),
-            None => Default::default(),
-        };
+        let (counts, preserved, blind, failed) = self
+            .tracker
+            .as_ref()
+            .map(Tracker::report)
+            .unwrap_or_default();
         Stats {
             backend: self.choice.backend,
             requested: self.choice.requested,
@@ -283,5 +300,102 @@ impl Stream {
             residency_unknown: blind,
             failed,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tracker::WaitHook;
+    use std::io::Write;
+    use std::os::fd::AsFd;
+    use std::sync::mpsc;
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    /// A writer waiting for its writeback holds no lock of the handle: a
+    /// read on the same handle, made once the writer is inside its wait,
+    /// completes before that wait ends (and finds the lock free). With the
+    /// wait under the lock, the read could only finish after it.
+    #[test]
+    fn reader_not_blocked_while_writer_waits() {
+        let dir =
+            tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap();
+        let path = dir.path().join("shared");
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        let head: Vec<u8> = (0..64 << 10).map(|i| (i % 251) as u8).collect();
+        file.write_all(&head).unwrap();
+        let opts = StreamOptions {
+            backend: BackendKind::Emulated,
+            window: 1 << 20,
+            ..StreamOptions::default()
+        };
+        let stream = Stream::new(file.as_fd(), &opts).unwrap();
+        let tracker = stream.tracker.as_ref().expect("emulated manages the cache");
+
+        let events = std::sync::Arc::new(Mutex::new(Vec::<&'static str>::new()));
+        let (to_test, from_hook) = mpsc::channel::<&'static str>();
+        let (to_hook, from_test) = mpsc::channel::<()>();
+        let from_test = Mutex::new(from_test);
+        let (ev, tx) = (events.clone(), to_test.clone());
+        let first = std::sync::atomic::AtomicBool::new(true);
+        tracker
+            .on_wait
+            .set(WaitHook(Box::new(move |t| {
+                if !first.swap(false, Ordering::SeqCst) {
+                    return;
+                }
+                ev.lock().unwrap().push("wait begins");
+                if t.is_locked() {
+                    ev.lock().unwrap().push("lock held while waiting");
+                }
+                tx.send("waiting").unwrap();
+                // Not a timing assertion: only how long to hold a wait that
+                // a blocked reader could never see end.
+                let _ = from_test
+                    .lock()
+                    .unwrap()
+                    .recv_timeout(Duration::from_secs(30));
+                ev.lock().unwrap().push("wait ends");
+            })))
+            .unwrap();
+
+        std::thread::scope(|s| {
+            let writer = s.spawn(|| {
+                let buf = vec![0x5au8; 256 << 10];
+                for i in 0..16u64 {
+                    let off = (1 << 20) + i * buf.len() as u64;
+                    stream
+                        .write_at(file.as_fd(), &[IoSlice::new(&buf)], Some(off))
+                        .unwrap();
+                }
+                to_test.send("writer done").unwrap();
+            });
+            assert_eq!(
+                from_hook.recv().unwrap(),
+                "waiting",
+                "the writer never waited"
+            );
+            let mut got = vec![0u8; head.len()];
+            let n = stream
+                .read_at(file.as_fd(), &mut [IoSliceMut::new(&mut got)], 0)
+                .unwrap();
+            assert_eq!(&got[..n], &head[..], "the read on the shared handle");
+            events.lock().unwrap().push("read done");
+            to_hook.send(()).unwrap();
+            writer.join().unwrap();
+        });
+        stream.finish(file.as_fd()).unwrap();
+        assert_eq!(
+            *events.lock().unwrap(),
+            ["wait begins", "read done", "wait ends"],
+            "a read on the same handle waited for the writer's writeback"
+        );
     }
 }

@@ -2,6 +2,12 @@
 //! page cache and takes it out again, within the contract. It does no data
 //! I/O itself: the handle (or the LD_PRELOAD shim) calls its hooks around
 //! each read and write.
+//!
+//! Threads share one tracker. Each hook takes the state lock once, to
+//! decide (snapshot residency, move the read-behind and write-behind
+//! positions) and returns a [`Plan`]; the plan's syscalls (starting and
+//! waiting for writeback, dropping pages) run outside the lock, so a writer
+//! waiting for its writeback never stalls another thread's read.
 
 use crate::backend::Caps;
 use crate::readbehind::ReadBehind;
@@ -11,6 +17,8 @@ use crate::writebehind::{Actions, WriteBehind};
 use std::io;
 use std::ops::Range;
 use std::os::fd::BorrowedFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Settings of one stream.
@@ -39,86 +47,235 @@ pub struct TrackerCounts {
     pub residency_snapshots: u64,
 }
 
+/// The counters, updated outside the state lock.
+#[derive(Debug, Default)]
+struct Counters {
+    pages_dropped: AtomicU64,
+    drop_calls: AtomicU64,
+    writeback_starts: AtomicU64,
+    writeback_waits: AtomicU64,
+    writeback_wait_nanos: AtomicU64,
+}
+
+/// What the hooks decide under the lock.
+#[derive(Debug)]
+struct State {
+    residency: Residency,
+    read_behind: ReadBehind,
+    write_behind: WriteBehind,
+    /// Writeback waits in progress in some thread. Other writers wait for
+    /// them too, so the dirty + writeback footprint stays bounded however
+    /// many threads write (each waits for what is outstanding, as they did
+    /// when the wait held the lock), while readers go on.
+    waits: Vec<Wait>,
+}
+
+#[derive(Debug, Clone)]
+struct Wait {
+    range: Range<u64>,
+    done: Arc<AtomicBool>,
+}
+
+/// Work decided under the lock and done outside it ([`Tracker::run`]).
+#[derive(Debug, Default)]
+#[must_use = "a plan does nothing until run"]
+pub struct Plan {
+    /// Start writeback of these ranges.
+    start: Vec<Range<u64>>,
+    /// Another thread's waits in progress: wait for them too (it drops).
+    also_wait: Vec<Range<u64>>,
+    /// Wait for writeback of `range`, then drop `droppable`, then say done.
+    wait_and_drop: Vec<(Wait, Vec<Range<u64>>)>,
+    /// Drop these pages (reads: behind the position).
+    drop: Vec<Range<u64>>,
+    /// At close: write back what is dirty in these, then drop them.
+    drop_closing: Vec<Range<u64>>,
+}
+
+/// A test hook run just before each writeback wait, outside the lock.
+#[cfg(test)]
+pub(crate) struct WaitHook(pub Box<dyn Fn(&Tracker) + Send + Sync>);
+
+#[cfg(test)]
+impl std::fmt::Debug for WaitHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WaitHook")
+    }
+}
+
 #[derive(Debug)]
 pub struct Tracker {
     caps: Caps,
     cfg: TrackerConfig,
-    residency: Residency,
-    read_behind: ReadBehind,
-    write_behind: WriteBehind,
-    /// A writeback error not yet reported to the caller.
-    deferred: Option<io::Error>,
+    state: Mutex<State>,
+    /// A writeback error not yet reported to the caller: apart from the
+    /// state, and flagged, so that the common case (none) takes no lock.
+    deferred: Mutex<Option<io::Error>>,
+    has_deferred: AtomicBool,
     /// A writeback error happened (reported once, by the call after it;
     /// the statistics keep saying so).
-    pub(crate) failed: bool,
-    counts: TrackerCounts,
+    failed: AtomicBool,
+    counts: Counters,
+    #[cfg(test)]
+    pub(crate) on_wait: std::sync::OnceLock<WaitHook>,
 }
 
 impl Tracker {
     /// `blind`: why the file's residency cannot be known, if it cannot.
     pub fn new(caps: Caps, cfg: TrackerConfig, blind: Option<Blindness>) -> Tracker {
-        let residency = Residency::new(cfg.preserve_cached, blind);
         Tracker {
             caps,
             cfg,
-            residency,
-            read_behind: ReadBehind::new(cfg.read_lag),
-            write_behind: WriteBehind::new(cfg.window),
-            deferred: None,
-            failed: false,
-            counts: TrackerCounts::default(),
+            state: Mutex::new(State {
+                residency: Residency::new(cfg.preserve_cached, blind),
+                read_behind: ReadBehind::new(cfg.read_lag),
+                write_behind: WriteBehind::new(cfg.window),
+                waits: Vec::new(),
+            }),
+            deferred: Mutex::new(None),
+            has_deferred: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
+            counts: Counters::default(),
+            #[cfg(test)]
+            on_wait: std::sync::OnceLock::new(),
         }
     }
 
-    pub fn counts(&self) -> TrackerCounts {
-        TrackerCounts {
-            residency_snapshots: self.residency.snapshots,
-            ..self.counts
-        }
+    /// Whether some thread holds the state lock now.
+    #[cfg(test)]
+    pub(crate) fn is_locked(&self) -> bool {
+        self.state.try_lock().is_err()
     }
 
-    pub fn residency(&self) -> &Residency {
-        &self.residency
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Before reading `[off, off + len)`: snapshot what lies ahead.
-    pub fn before_read(&mut self, fd: BorrowedFd<'_>, off: u64, len: u64) {
-        self.residency
+    /// The counters so far, the residency findings (pages kept because
+    /// others had them cached, why residency is unknowable) and whether a
+    /// writeback error happened.
+    pub fn report(&self) -> (TrackerCounts, u64, Option<String>, bool) {
+        let st = self.state();
+        let c = &self.counts;
+        let counts = TrackerCounts {
+            pages_dropped: c.pages_dropped.load(Ordering::Relaxed),
+            drop_calls: c.drop_calls.load(Ordering::Relaxed),
+            writeback_starts: c.writeback_starts.load(Ordering::Relaxed),
+            writeback_waits: c.writeback_waits.load(Ordering::Relaxed),
+            writeback_wait_time: Duration::from_nanos(
+                c.writeback_wait_nanos.load(Ordering::Relaxed),
+            ),
+            residency_snapshots: st.residency.snapshots,
+        };
+        let precached = st.residency.precached_pages();
+        let blind = st.residency.blindness().map(|b| b.to_string());
+        (
+            counts,
+            precached,
+            blind,
+            self.failed.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Before reading `[off, off + len)`: snapshot what lies ahead, and plan
+    /// the drop of what lags far enough behind the end of this read (run
+    /// the plan after the read). A read that comes back short leaves its
+    /// unread tail to the drop at close.
+    pub fn before_read(&self, fd: BorrowedFd<'_>, off: u64, len: u64) -> Plan {
+        let mut st = self.state();
+        st.residency
             .ensure_known(fd, off, off + len + self.cfg.lookahead);
+        self.plan_read(&mut st, off, len)
     }
 
-    /// After reading `n` bytes at `off`: drop what lags far enough behind.
-    pub fn after_read(&mut self, fd: BorrowedFd<'_>, off: u64, n: u64) {
-        let ranges = self.read_behind.consumed(off, n);
-        if !self.caps.kernel_drops_reads {
-            self.drop_ranges(fd, ranges);
+    /// Before I/O the caller makes itself: snapshot `[off, off + len)`.
+    pub fn snapshot(&self, fd: BorrowedFd<'_>, off: u64, len: u64) {
+        self.state().residency.ensure_known(fd, off, off + len);
+    }
+
+    /// After the caller read `n` bytes at `off` itself: drop-behind.
+    pub fn after_read(&self, fd: BorrowedFd<'_>, off: u64, n: u64) {
+        let plan = self.plan_read(&mut self.state(), off, n);
+        self.run(fd, plan);
+    }
+
+    fn plan_read(&self, st: &mut State, off: u64, len: u64) -> Plan {
+        let ranges = st.read_behind.consumed(off, len);
+        let drop = if self.caps.kernel_drops_reads {
+            Vec::new()
+        } else {
+            droppable(&st.residency, ranges)
+        };
+        Plan {
+            drop,
+            ..Plan::default()
         }
     }
 
-    /// Before writing `[off, off + len)`: snapshot it; true if it holds
-    /// pages cached by others (the direct backend then writes it buffered).
-    pub fn before_write(&mut self, fd: BorrowedFd<'_>, off: u64, len: u64) -> bool {
-        self.residency.ensure_known(fd, off, off + len);
-        self.residency.overlaps_precached(&(off..off + len))
+    /// Before writing `[off, off + len)`: snapshot it, and plan the write
+    /// behind as if the write succeeds whole (run the plan after it: a
+    /// short or failed write leaves at most clean pages in the plan).
+    /// Returns true if the range holds pages cached by others (the direct
+    /// backend then writes it buffered).
+    pub fn before_write(&self, fd: BorrowedFd<'_>, off: u64, len: u64) -> (bool, Plan) {
+        let mut st = self.state();
+        st.residency.ensure_known(fd, off, off + len);
+        let keep_cached = st.residency.overlaps_precached(&(off..off + len));
+        let actions = st.write_behind.written(off, len);
+        (keep_cached, self.plan_write(&mut st, actions))
+    }
+
+    /// After a write of `n` bytes at `off` that `before_write` did not
+    /// foresee (an O_APPEND write that landed elsewhere, or the caller's
+    /// own I/O): write behind.
+    pub fn after_write(&self, fd: BorrowedFd<'_>, off: u64, n: u64) {
+        let plan = {
+            let mut st = self.state();
+            let actions = st.write_behind.written(off, n);
+            self.plan_write(&mut st, actions)
+        };
+        self.run(fd, plan);
+    }
+
+    fn plan_write(&self, st: &mut State, actions: Actions) -> Plan {
+        st.waits.retain(|w| !w.done.load(Ordering::Acquire));
+        let also_wait = st.waits.iter().map(|w| w.range.clone()).collect();
+        let mut wait_and_drop = Vec::new();
+        for r in actions.wait_and_drop {
+            let wait = Wait {
+                range: r.clone(),
+                done: Arc::new(AtomicBool::new(false)),
+            };
+            st.waits.push(wait.clone());
+            wait_and_drop.push((wait, droppable(&st.residency, vec![r])));
+        }
+        Plan {
+            start: actions.start,
+            also_wait,
+            wait_and_drop,
+            ..Plan::default()
+        }
     }
 
     /// A writeback error kept for the next write, flush or close.
-    pub fn take_deferred(&mut self) -> Option<io::Error> {
-        self.deferred.take()
-    }
-
-    /// After writing `n` bytes at `off`: write behind. Errors of earlier
-    /// writeback are kept for the next call (this write itself succeeded).
-    pub fn after_write(&mut self, fd: BorrowedFd<'_>, off: u64, n: u64) {
-        let actions = self.write_behind.written(off, n);
-        self.apply(fd, actions);
+    pub fn take_deferred(&self) -> Option<io::Error> {
+        if !self.has_deferred.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut slot = self.deferred.lock().unwrap_or_else(|p| p.into_inner());
+        self.has_deferred.store(false, Ordering::Release);
+        slot.take()
     }
 
     /// Start and wait for the writeback of everything written, drop it, and
     /// return any writeback error not yet reported.
-    pub fn flush(&mut self, fd: BorrowedFd<'_>) -> io::Result<()> {
-        let actions = self.write_behind.take_all();
-        self.apply(fd, actions);
+    pub fn flush(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        let plan = {
+            let mut st = self.state();
+            let actions = st.write_behind.take_all();
+            self.plan_write(&mut st, actions)
+        };
+        self.run(fd, plan);
         self.take_deferred().map_or(Ok(()), Err)
     }
 
@@ -126,59 +283,76 @@ impl Tracker {
     /// (readahead past the last read included) that was not cached before,
     /// writing back first what was dirtied behind the stream. Returns the
     /// flush's error, else one of that last writeback.
-    pub fn finish(&mut self, fd: BorrowedFd<'_>) -> io::Result<()> {
+    pub fn finish(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
         let flushed = self.flush(fd);
-        let consumed = self.read_behind.take_all();
-        self.drop_ranges(fd, consumed);
-        let rest = self.residency.all_droppable();
-        self.drop_exact(fd, rest, true);
+        let plan = {
+            let mut st = self.state();
+            let consumed = st.read_behind.take_all();
+            Plan {
+                drop: droppable(&st.residency, consumed),
+                drop_closing: st.residency.all_droppable(),
+                ..Plan::default()
+            }
+        };
+        self.run(fd, plan);
         flushed?;
         self.take_deferred().map_or(Ok(()), Err)
     }
 
-    fn apply(&mut self, fd: BorrowedFd<'_>, actions: Actions) {
+    /// Do what a hook decided. Takes no lock (but the error slot's, on an
+    /// error).
+    pub fn run(&self, fd: BorrowedFd<'_>, plan: Plan) {
         if !self.caps.kernel_starts_writeback {
-            for r in &actions.start {
-                self.counts.writeback_starts += 1;
+            for r in &plan.start {
+                self.counts.writeback_starts.fetch_add(1, Ordering::Relaxed);
                 if let Err(e) = sys::sync_file_range(fd, r.start, r.end - r.start, SyncFlags::WRITE)
                 {
                     self.record_error(e);
                 }
             }
         }
-        for r in actions.wait_and_drop {
-            let t = Instant::now();
-            let res = sys::sync_file_range(fd, r.start, r.end - r.start, SyncFlags::WRITE_AND_WAIT);
-            self.counts.writeback_waits += 1;
-            self.counts.writeback_wait_time += t.elapsed();
-            match res {
-                Ok(()) => self.drop_ranges(fd, vec![r]),
-                Err(e) => self.record_error(e),
+        for r in &plan.also_wait {
+            if let Err(e) =
+                sys::sync_file_range(fd, r.start, r.end - r.start, SyncFlags::WRITE_AND_WAIT)
+            {
+                self.record_error(e);
             }
         }
-    }
-
-    fn record_error(&mut self, e: io::Error) {
-        log::warn!("writeback error kept for the next call: {e}");
-        self.failed = true;
-        if self.deferred.is_none() {
-            self.deferred = Some(e);
+        for (wait, parts) in plan.wait_and_drop {
+            #[cfg(test)]
+            if let Some(hook) = self.on_wait.get() {
+                (hook.0)(self);
+            }
+            let r = &wait.range;
+            let t = Instant::now();
+            let res = sys::sync_file_range(fd, r.start, r.end - r.start, SyncFlags::WRITE_AND_WAIT);
+            let c = &self.counts;
+            c.writeback_waits.fetch_add(1, Ordering::Relaxed);
+            c.writeback_wait_nanos
+                .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            match res {
+                Ok(()) => self.drop_exact(fd, parts, false),
+                Err(e) => self.record_error(e),
+            }
+            wait.done.store(true, Ordering::Release);
         }
+        self.drop_exact(fd, plan.drop, false);
+        self.drop_exact(fd, plan.drop_closing, true);
     }
 
-    /// Drop the pages of `ranges` (widened to chunks, so that large folios
-    /// go whole) that this stream may drop.
-    fn drop_ranges(&mut self, fd: BorrowedFd<'_>, ranges: Vec<Range<u64>>) {
-        let widened = ranges
-            .into_iter()
-            .map(|r| r.start / CHUNK * CHUNK..r.end.div_ceil(CHUNK) * CHUNK);
-        let parts: Vec<_> = widened.flat_map(|r| self.residency.droppable(r)).collect();
-        self.drop_exact(fd, parts, false);
+    fn record_error(&self, e: io::Error) {
+        log::warn!("writeback error kept for the next call: {e}");
+        self.failed.store(true, Ordering::Relaxed);
+        let mut slot = self.deferred.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(e);
+            self.has_deferred.store(true, Ordering::Release);
+        }
     }
 
     /// Drop the pages of `ranges`; `closing`: write back dirty pages in
     /// them first (only at close, where nothing would drop them later).
-    fn drop_exact(&mut self, fd: BorrowedFd<'_>, ranges: Vec<Range<u64>>, closing: bool) {
+    fn drop_exact(&self, fd: BorrowedFd<'_>, ranges: Vec<Range<u64>>, closing: bool) {
         for r in ranges {
             let len = r.end - r.start;
             let stat = sys::cachestat(fd, r.clone());
@@ -195,7 +369,7 @@ impl Tracker {
                     self.record_error(e);
                 }
             }
-            self.counts.drop_calls += 1;
+            self.counts.drop_calls.fetch_add(1, Ordering::Relaxed);
             if let Err(e) = sys::fadvise(fd, r.start, len, Advice::DontNeed) {
                 log::debug!("fadvise(DONTNEED) {}..{}: {e}", r.start, r.end);
                 continue;
@@ -204,8 +378,20 @@ impl Tracker {
                 let after = sys::cachestat(fd, r.clone())
                     .map(|c| c.nr_cache)
                     .unwrap_or(before);
-                self.counts.pages_dropped += before.saturating_sub(after);
+                self.counts
+                    .pages_dropped
+                    .fetch_add(before.saturating_sub(after), Ordering::Relaxed);
             }
         }
     }
+}
+
+/// The parts of `ranges` (widened to chunks, so that large folios go
+/// whole) that this stream may drop.
+fn droppable(residency: &Residency, ranges: Vec<Range<u64>>) -> Vec<Range<u64>> {
+    ranges
+        .into_iter()
+        .map(|r| r.start / CHUNK * CHUNK..r.end.div_ceil(CHUNK) * CHUNK)
+        .flat_map(|r| residency.droppable(r))
+        .collect()
 }

@@ -2,13 +2,9 @@
 //! baseline every other backend is compared with, and the pass-through for
 //! files whose cache there is nothing to manage (pipes, /proc, tmpfs).
 
-use super::{Backend, BackendKind};
+use super::Backend;
 
 #[derive(Debug, Default)]
 pub struct Buffered;
 
-impl Backend for Buffered {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Buffered
-    }
-}
+impl Backend for Buffered {}

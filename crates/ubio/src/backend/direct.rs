@@ -9,7 +9,7 @@
 //! another process writing the same block at the same time can lose an
 //! update, as with any O_DIRECT user of unaligned data.
 
-use super::{pwrite_with_flags, Backend, BackendKind, WriteAt};
+use super::{pwrite_with_flags, Backend, WriteAt};
 use crate::buffer::AlignedBuf;
 use crate::sys::{self, DioAlign, RwFlags};
 use std::fs::File;
@@ -167,10 +167,6 @@ fn gather(bufs: &[IoSlice<'_>], mut pos: usize, mut dst: &mut [u8]) {
 }
 
 impl Backend for Direct {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Direct
-    }
-
     // No `caps`: O_DIRECT leaves no pages, but filesystems may fall back to
     // buffered I/O (btrfs does for some writes), so the tracker still
     // writes behind and cleans up; that costs a cachestat when empty.

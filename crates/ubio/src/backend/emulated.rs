@@ -3,13 +3,9 @@
 //! (sync_file_range, then DONTNEED once written back). Works on every kernel
 //! and filesystem with a page cache that can be dropped.
 
-use super::{Backend, BackendKind};
+use super::Backend;
 
 #[derive(Debug, Default)]
 pub struct Emulated;
 
-impl Backend for Emulated {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Emulated
-    }
-}
+impl Backend for Emulated {}

@@ -4,16 +4,13 @@
 //! writeback in flight and cleans up what the kernel leaves: readahead beyond
 //! the last read, and (ext4 on 6.18) overwritten pages that stay cached.
 
-use super::{Backend, BackendKind, Caps};
+use super::{Backend, Caps};
 use crate::sys::RwFlags;
 
 #[derive(Debug, Default)]
 pub struct Kernel;
 
 impl Backend for Kernel {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Kernel
-    }
     fn caps(&self) -> Caps {
         Caps {
             kernel_drops_reads: true,

@@ -103,7 +103,6 @@ pub enum WriteAt {
 /// A backend bound to one open file. The page-cache backends differ only in
 /// their per-call flags and capabilities; `direct` overrides `read`/`write`.
 pub trait Backend: Send + Sync + fmt::Debug {
-    fn kind(&self) -> BackendKind;
     /// What the kernel does for this backend (by default: nothing).
     fn caps(&self) -> Caps {
         Caps::default()
