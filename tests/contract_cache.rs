@@ -9,8 +9,8 @@ use common::*;
 use std::io::{Read, Write};
 use std::time::Duration;
 use ubio::BackendKind;
-use ubio_bench::kept_pages::{check_kept, with_damon_retries};
-use ubio_bench::residency_sampler::ResidencySampler;
+use ubio_testenv::kept_pages::{check_kept, with_damon_retries};
+use ubio_testenv::residency_sampler::ResidencySampler;
 
 const IO: u64 = MIB;
 const SAMPLE_EVERY: Duration = Duration::from_millis(1);

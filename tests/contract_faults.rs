@@ -19,8 +19,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use ubio::BackendKind;
-use ubio_bench::kept_pages::{check_kept, with_damon_retries};
-use ubio_bench::scratchfs::ScratchFs;
+use ubio_testenv::kept_pages::{check_kept, with_damon_retries};
+use ubio_testenv::scratchfs::ScratchFs;
 
 const NOBODY: u32 = 65534;
 /// Set in the child that [`supervised`] starts.
@@ -30,7 +30,7 @@ const SUPERVISED_ENV: &str = "UBIO_TEST_SUPERVISED";
 /// (this binary, `--exact name`) and fail if it fails or does not finish
 /// within `limit`; then return true (the caller returns). In that child,
 /// return false: the caller runs the test body. A child past its time gets
-/// SIGTERM (ubio_bench's cleanup unmounts and detaches its fixtures), then
+/// SIGTERM (ubio_testenv's cleanup unmounts and detaches its fixtures), then
 /// SIGKILL.
 fn supervised(name: &str, limit: Duration) -> bool {
     if std::env::var_os(SUPERVISED_ENV).is_some() {
@@ -117,7 +117,7 @@ fn unwritable_file_keeps_others_pages() {
     ) {
         return;
     }
-    if !ubio_bench::is_root() {
+    if !ubio_testenv::is_root() {
         return skip(
             "unwritable_file_keeps_others_pages",
             "needs root to run a reader as another user",
@@ -339,7 +339,7 @@ fn device_enospc_from_writeback_reaches_the_caller() {
         for backend in all_backends() {
             // mkfs.xfs writes 65 MiB of log into the room; the others ~5 MiB.
             let (fs_size, room) = match kind {
-                ubio_bench::scratchfs::FsKind::Xfs => (320 * MIB, 128 * MIB),
+                ubio_testenv::scratchfs::FsKind::Xfs => (320 * MIB, 128 * MIB),
                 _ => (kind.min_size_bytes().max(256 * MIB), 64 * MIB),
             };
             let fs = match ScratchFs::create_enospc(kind, fs_size, room) {
@@ -770,7 +770,7 @@ fn memory_cgroup_smaller_than_the_file() {
     ) {
         return;
     }
-    if !ubio_bench::is_root() {
+    if !ubio_testenv::is_root() {
         return skip(
             "memory_cgroup_smaller_than_the_file",
             "needs root for a memory cgroup",
@@ -799,7 +799,7 @@ fn memory_cgroup_smaller_than_the_file() {
                     continue;
                 }
             }
-            let cg = ubio_bench::cgroup::MemCgroup::create("ubio-faults", limit).unwrap();
+            let cg = ubio_testenv::cgroup::MemCgroup::create("ubio-faults", limit).unwrap();
             let out = cg
                 .spawn(
                     this_test("memory_cgroup_smaller_than_the_file")

@@ -5,7 +5,7 @@ mod common;
 use common::*;
 use std::time::Duration;
 use ubio::BackendKind;
-use ubio_bench::residency_sampler::ResidencySampler;
+use ubio_testenv::residency_sampler::ResidencySampler;
 
 const SIZE: u64 = 256 * MIB;
 const THREADS: u64 = 4;

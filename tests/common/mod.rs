@@ -7,7 +7,7 @@ use std::io::{self, Read};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use ubio::sys::{self, Advice};
-use ubio_bench::scratchfs::{FsKind, ScratchFs, ScratchOpts};
+use ubio_testenv::scratchfs::{FsKind, ScratchFs, ScratchOpts};
 
 pub const KIB: u64 = 1 << 10;
 pub const MIB: u64 = 1 << 20;

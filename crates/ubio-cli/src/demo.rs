@@ -250,7 +250,7 @@ fn parse_modes(list: &str, copy: bool) -> Result<Vec<BenchMode>> {
 /// Every copy tool, rsync only where it is installed (the harness leaves
 /// out, with a warning, any other that is missing).
 fn default_copy_modes() -> Vec<BenchMode> {
-    let rsync = ubio_bench::require_tool("rsync").is_ok();
+    let rsync = ubio_testenv::require_tool("rsync").is_ok();
     CopyTool::ALL
         .into_iter()
         .filter(|&t| t != CopyTool::Rsync || rsync)

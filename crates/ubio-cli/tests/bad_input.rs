@@ -15,7 +15,7 @@ use common::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use ubio_bench::scratchfs::{FsKind, ScratchFs};
+use ubio_testenv::scratchfs::{FsKind, ScratchFs};
 
 /// What a case must end with.
 enum Exit {

@@ -317,7 +317,7 @@ fn fio_runs_the_same_jobs() {
     if !possible("fio_runs_the_same_jobs") {
         return;
     }
-    if ubio_bench::require_tool("fio").is_err() {
+    if ubio_testenv::require_tool("fio").is_err() {
         return skip(
             "fio_runs_the_same_jobs",
             "fio is not installed (scripts/install-deps.sh installs it)",
@@ -376,7 +376,7 @@ fn fixtures() -> BTreeSet<String> {
                 .map(str::to_owned),
         );
     }
-    if let Ok(cg) = ubio_bench::cgroup::own_memory_cgroup() {
+    if let Ok(cg) = ubio_testenv::cgroup::own_memory_cgroup() {
         v.extend(
             std::fs::read_dir(cg)
                 .unwrap()
@@ -398,7 +398,7 @@ fn throttled_xfs_on_a_loop_device() {
     if !possible("throttled_xfs_on_a_loop_device") {
         return;
     }
-    if ubio_bench::require_tool("mkfs.xfs").is_err() {
+    if ubio_testenv::require_tool("mkfs.xfs").is_err() {
         return skip(
             "throttled_xfs_on_a_loop_device",
             "mkfs.xfs missing (xfsprogs)",
@@ -497,6 +497,18 @@ fn ctrl_c_removes_everything() {
     );
     // The report so far was written.
     assert!(dir.path().join("out/report.json").is_file());
+    // It ended because its fixtures were removed, not by a fallback timer:
+    // the cleanup thread's message, then the command's own last word.
+    let caught = rest
+        .iter()
+        .position(|l| l.contains("caught SIGINT, removing"));
+    let ended = rest
+        .iter()
+        .position(|l| l.contains("interrupted by SIGINT; what it made is removed"));
+    assert!(
+        caught.is_some() && ended > caught,
+        "cleanup, then the end: {rest:#?}"
+    );
 }
 
 /// `ubio bench suite seeds` end to end at the smoke scale, on the seed whose

@@ -170,8 +170,8 @@ fn cp_onto_a_full_filesystem_reports_an_incomplete_destination() {
     if !root_or_skip("cp_onto_a_full_filesystem") {
         return;
     }
-    let small = ubio_bench::scratchfs::ScratchFs::create(
-        ubio_bench::scratchfs::FsKind::Ext4,
+    let small = ubio_testenv::scratchfs::ScratchFs::create(
+        ubio_testenv::scratchfs::FsKind::Ext4,
         32 << 20,
         &Default::default(),
     )

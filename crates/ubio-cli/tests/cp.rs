@@ -3,13 +3,13 @@
 
 mod common;
 use common::*;
-use ubio_bench::kept_pages::with_damon_retries;
+use ubio_testenv::kept_pages::with_damon_retries;
 
 use std::os::fd::AsFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use ubio_bench::scratchfs::{FsKind, ScratchFs};
+use ubio_testenv::scratchfs::{FsKind, ScratchFs};
 
 const MIB: usize = 1 << 20;
 
@@ -184,7 +184,7 @@ fn p_keeps_mode_ownership_and_timestamps() {
         .unwrap()
         .set_times(times)
         .unwrap();
-    let root = ubio_bench::is_root();
+    let root = ubio_testenv::is_root();
     if root {
         std::os::unix::fs::chown(&file, Some(1234), Some(4321)).unwrap();
     }

@@ -2,7 +2,7 @@
 
 mod common;
 use common::*;
-use ubio_bench::kept_pages::with_damon_retries;
+use ubio_testenv::kept_pages::with_damon_retries;
 
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;

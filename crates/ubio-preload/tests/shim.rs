@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 use ubio::sys::{self, Advice};
-use ubio_bench::kept_pages::with_damon_retries;
-use ubio_bench::residency_sampler::ResidencySampler;
+use ubio_testenv::kept_pages::with_damon_retries;
+use ubio_testenv::residency_sampler::ResidencySampler;
 
 const MIB: u64 = 1 << 20;
 const PAGE: u64 = 4096;

@@ -164,7 +164,7 @@ fn join_cgroup_path(m: &Mount, cg_path: &str) -> PathBuf {
 ///
 /// ```no_run
 /// # fn main() -> std::io::Result<()> {
-/// use ubio_bench::cgroup::MemCgroup;
+/// use ubio_testenv::cgroup::MemCgroup;
 /// let cg = MemCgroup::create("ubio-bench", 256 << 20)?;
 /// let mut cmd = std::process::Command::new("cat");
 /// cmd.arg("/proc/self/cgroup");

@@ -10,9 +10,13 @@
 //! the guard (or calling [`CleanupGuard::run`]) removes the closure from the
 //! registry and runs it. On the first termination signal a dedicated thread
 //! (started by `signal-hook` on first use, never code inside the signal handler
-//! itself) runs every registered closure, newest first, and exits with
-//! 128 + signal number (130 for SIGINT, 143 for SIGTERM). A second signal while
-//! that cleanup runs exits at once, so a hung `umount` can still be interrupted.
+//! itself) runs every registered closure, newest first. Then, by default, the
+//! process dies of that signal, as it would have without the handler (a test
+//! binary stops on Ctrl-C). A program that wants to end itself, with its own
+//! exit status, says so with [`after_signal`]`(AfterSignal::Return)` and waits
+//! for [`signal_cleanup_done`]: this module never calls `process::exit`. A
+//! second signal while the cleanup runs, or after it, terminates at once, so
+//! a hung `umount` can still be interrupted.
 //!
 //! Closures run while the registry lock is held, so the signal thread waits for
 //! a cleanup that a drop has already started instead of racing it, and each
@@ -22,8 +26,8 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
@@ -93,7 +97,7 @@ impl std::fmt::Debug for CleanupGuard {
 /// Linux) the error is reported on stderr and the cleanup still runs on drop.
 pub fn register(what: impl Into<String>, task: impl FnOnce() + Send + 'static) -> CleanupGuard {
     if let Err(e) = install_signal_handler() {
-        eprintln!("ubio-bench: cannot install the cleanup signal handler: {e}");
+        eprintln!("ubio: cannot install the cleanup signal handler: {e}");
     }
     let mut reg = registry();
     let id = reg.next_id;
@@ -115,7 +119,7 @@ pub fn pending() -> usize {
 
 /// Runs every registered cleanup, newest first, and empties the registry.
 ///
-/// This is what the signal thread does before exiting; a harness may also call
+/// This is what the signal thread does; a harness may also call
 /// it on its own fatal-error path.
 pub fn run_all() {
     let mut reg = registry();
@@ -127,7 +131,7 @@ pub fn run_all() {
 fn run_entry(entry: Entry) {
     log::debug!("cleanup: {}", entry.what);
     if catch_unwind(AssertUnwindSafe(entry.task)).is_err() {
-        eprintln!("ubio-bench: cleanup `{}` panicked", entry.what);
+        eprintln!("ubio: cleanup `{}` panicked", entry.what);
     }
 }
 
@@ -139,6 +143,51 @@ pub fn install_signal_handler() -> io::Result<()> {
         .get_or_init(|| install().map_err(|e| e.to_string()))
         .clone()
         .map_err(|e| io::Error::other(format!("install signal handler: {e}")))
+}
+
+/// What the cleanup thread does once a signal's cleanups have run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterSignal {
+    /// Die of the signal, as without a handler (the default).
+    Die,
+    /// Return: the program waits for [`signal_cleanup_done`] and ends
+    /// itself (a command that reports and picks its exit status).
+    Return,
+}
+
+static RETURN_AFTER_SIGNAL: AtomicBool = AtomicBool::new(false);
+/// The termination signal caught, 0 before one.
+static CAUGHT: AtomicI32 = AtomicI32::new(0);
+
+/// The signal whose cleanups have finished, once they have.
+fn cleaned() -> &'static (Mutex<Option<i32>>, Condvar) {
+    static CLEANED: OnceLock<(Mutex<Option<i32>>, Condvar)> = OnceLock::new();
+    CLEANED.get_or_init(Default::default)
+}
+
+/// Choose what happens after a termination signal's cleanups (and install
+/// the handler, so that the choice holds from now on).
+pub fn after_signal(what: AfterSignal) -> io::Result<()> {
+    RETURN_AFTER_SIGNAL.store(what == AfterSignal::Return, Ordering::SeqCst);
+    install_signal_handler()
+}
+
+/// The termination signal caught, if one was (its cleanups may still run).
+pub fn signal_caught() -> Option<i32> {
+    Some(CAUGHT.load(Ordering::SeqCst)).filter(|&s| s != 0)
+}
+
+/// Block until a termination signal arrives and every cleanup it started
+/// has run; returns the signal.
+pub fn signal_cleanup_done() -> i32 {
+    let (lock, cv) = cleaned();
+    let mut done = lock.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        if let Some(sig) = *done {
+            return sig;
+        }
+        done = cv.wait(done).unwrap_or_else(|e| e.into_inner());
+    }
 }
 
 fn install() -> io::Result<()> {
@@ -154,21 +203,27 @@ fn install() -> io::Result<()> {
         .spawn(move || {
             if let Some(sig) = signals.forever().next() {
                 cleaning.store(true, Ordering::SeqCst);
+                CAUGHT.store(sig, Ordering::SeqCst);
                 let n = pending();
                 if n > 0 {
-                    eprintln!(
-                        "ubio-bench: caught {}, removing {n} fixture(s) before exiting",
-                        signal_name(sig)
-                    );
+                    eprintln!("ubio: caught {}, removing {n} fixture(s)", signal_name(sig));
                 }
                 run_all();
-                std::process::exit(128 + sig);
+                let (lock, cv) = cleaned();
+                *lock.lock().unwrap_or_else(|e| e.into_inner()) = Some(sig);
+                cv.notify_all();
+                if !RETURN_AFTER_SIGNAL.load(Ordering::SeqCst) {
+                    if let Err(e) = signal_hook::low_level::emulate_default_handler(sig) {
+                        eprintln!("ubio: cannot die of {}: {e}", signal_name(sig));
+                    }
+                }
             }
         })?;
     Ok(())
 }
 
-fn signal_name(sig: i32) -> &'static str {
+/// "SIGINT", "SIGTERM" or "SIGHUP".
+pub fn signal_name(sig: i32) -> &'static str {
     match sig {
         SIGINT => "SIGINT",
         SIGTERM => "SIGTERM",
@@ -225,5 +280,85 @@ mod tests {
         drop(g2);
         drop(g1);
         assert!(ran.load(Ordering::SeqCst));
+    }
+}
+
+/// The signal path, in a child process of its own (signals are process-wide
+/// and this test must not stop the test binary).
+#[cfg(test)]
+mod signal_tests {
+    use super::*;
+    use std::process::Command;
+
+    const CHILD: &str = "UBIO_TESTENV_SIGNAL_CHILD";
+
+    /// In `Return` mode, SIGINT runs the cleanups and then hands control
+    /// back: the program goes on and ends itself (exit 0 here), it is not
+    /// killed nor exited by this module. Asserted by the child's own
+    /// account of the events, in order.
+    #[test]
+    fn sigint_cleans_up_then_returns_to_the_program() {
+        if std::env::var_os(CHILD).is_some() {
+            after_signal(AfterSignal::Return).unwrap();
+            let _guard = register("fixture", || eprintln!("event: cleanup ran"));
+            eprintln!("event: raising");
+            signal_hook::low_level::raise(SIGINT).unwrap();
+            let sig = signal_cleanup_done();
+            assert_eq!(signal_caught(), Some(sig));
+            eprintln!("event: program resumed after {}", signal_name(sig));
+            return;
+        }
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "cleanup::signal_tests::sigint_cleans_up_then_returns_to_the_program",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        let events: Vec<_> = err.lines().filter(|l| l.starts_with("event: ")).collect();
+        assert_eq!(
+            events,
+            [
+                "event: raising",
+                "event: cleanup ran",
+                "event: program resumed after SIGINT"
+            ],
+            "{err}"
+        );
+        assert!(out.status.success(), "{:?}: {err}", out.status);
+    }
+
+    /// By default the process dies of the signal once the cleanups ran.
+    #[test]
+    fn sigint_by_default_cleans_up_then_dies_of_it() {
+        use std::os::unix::process::ExitStatusExt;
+        if std::env::var_os(CHILD).is_some() {
+            let _guard = register("fixture", || eprintln!("event: cleanup ran"));
+            eprintln!("event: raising");
+            signal_hook::low_level::raise(SIGINT).unwrap();
+            signal_cleanup_done();
+            // The cleanup thread kills the process now; never report success.
+            loop {
+                std::thread::park();
+            }
+        }
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "cleanup::signal_tests::sigint_by_default_cleans_up_then_dies_of_it",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        let events: Vec<_> = err.lines().filter(|l| l.starts_with("event: ")).collect();
+        assert_eq!(events, ["event: raising", "event: cleanup ran"], "{err}");
+        assert_eq!(out.status.signal(), Some(SIGINT), "{:?}: {err}", out.status);
     }
 }

@@ -1,4 +1,5 @@
-//! ubio's benchmark harness and test fixtures.
+//! ubio's test environment: the fixtures every test suite and the benchmark
+//! harness (ubio-bench) share.
 //!
 //! Benchmarks and integration tests need environments that a plain `cargo test`
 //! does not give: a filesystem of a chosen kind (`scratchfs`), a memory limit
@@ -13,19 +14,12 @@
 
 pub mod cgroup;
 pub mod cleanup;
-pub mod clock;
-pub mod cpu;
-pub mod harness;
 pub mod kept_pages;
 pub mod procfs;
 pub mod reclaim_trace;
-pub mod rng;
 pub mod residency_sampler;
 pub mod sampler_thread;
 pub mod scratchfs;
-pub mod stats;
-pub mod victim;
-pub mod worker;
 
 use std::ffi::OsStr;
 use std::fmt::Display;
@@ -90,12 +84,12 @@ pub fn is_root() -> bool {
 }
 
 /// Adds context ("what failed, on which path") to an error, keeping its kind.
-pub(crate) fn context(err: io::Error, what: impl Display) -> io::Error {
+pub fn context(err: io::Error, what: impl Display) -> io::Error {
     io::Error::new(err.kind(), format!("{what}: {err}"))
 }
 
 /// [`context`] for an operation on a path: "{what} {path}: {err}".
-pub(crate) fn path_context(err: io::Error, what: &str, path: &Path) -> io::Error {
+pub fn path_context(err: io::Error, what: &str, path: &Path) -> io::Error {
     context(err, format_args!("{what} {}", path.display()))
 }
 
@@ -104,7 +98,7 @@ pub(crate) fn path_context(err: io::Error, what: &str, path: &Path) -> io::Error
 /// A non-zero exit becomes an error that names the command line, the exit
 /// status and the tool's stderr, so a failed `mkfs` or `losetup` explains
 /// itself.
-pub(crate) fn run_tool(tool: &Path, args: &[&OsStr]) -> io::Result<String> {
+pub fn run_tool(tool: &Path, args: &[&OsStr]) -> io::Result<String> {
     let cmdline = || {
         let mut s = tool.display().to_string();
         for a in args {

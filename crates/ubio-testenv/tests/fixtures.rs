@@ -15,9 +15,9 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use ubio_bench::cgroup::{own_memory_cgroup, MemCgroup};
-use ubio_bench::scratchfs::{is_mounted, FsKind, ScratchFs, ScratchOpts, BTRFS_MIXED_BELOW};
-use ubio_bench::{is_root, require_tool};
+use ubio_testenv::cgroup::{own_memory_cgroup, MemCgroup};
+use ubio_testenv::scratchfs::{is_mounted, FsKind, ScratchFs, ScratchOpts, BTRFS_MIXED_BELOW};
+use ubio_testenv::{is_root, require_tool};
 
 const MIB: u64 = 1 << 20;
 
@@ -403,8 +403,8 @@ fn memory_cgroup_is_made_under_ours_and_removed() {
     assert!(path.is_dir());
     assert_eq!(cg.limit_bytes(), 64 * MIB);
     let limit_file = match cg.version() {
-        ubio_bench::cgroup::CgroupVersion::V1 => "memory.limit_in_bytes",
-        ubio_bench::cgroup::CgroupVersion::V2 => "memory.max",
+        ubio_testenv::cgroup::CgroupVersion::V1 => "memory.limit_in_bytes",
+        ubio_testenv::cgroup::CgroupVersion::V2 => "memory.max",
     };
     assert_eq!(
         fs::read_to_string(path.join(limit_file)).unwrap().trim(),
@@ -505,20 +505,28 @@ fn memory_limit_caps_a_childs_page_cache() {
 /// the tracepoint, and the trace instance goes away afterwards.
 #[test]
 fn memcg_reclaim_is_traced_and_the_instance_removed() {
-    if !can_run("memcg_reclaim_is_traced_and_the_instance_removed", &["dd"], true) {
+    if !can_run(
+        "memcg_reclaim_is_traced_and_the_instance_removed",
+        &["dd"],
+        true,
+    ) {
         return;
     }
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let file = dir.path().join("f");
     write_cold(&file, 128, 3);
-    let trace = ubio_bench::reclaim_trace::MemcgReclaimTrace::start().unwrap();
+    let trace = ubio_testenv::reclaim_trace::MemcgReclaimTrace::start().unwrap();
     let instance = trace.instance().to_path_buf();
     assert!(instance.is_dir(), "{}", instance.display());
     let _cg = dd_in_a_32m_cgroup(&file);
     std::thread::sleep(std::time::Duration::from_millis(100));
     // 128 MiB through a 32 MiB limit: at least 64 MiB must have been reclaimed.
     let pages = trace.reclaimed_pages();
-    assert!(pages >= 64 * MIB / 4096, "{pages} pages reclaimed, {} passes", trace.events());
+    assert!(
+        pages >= 64 * MIB / 4096,
+        "{pages} pages reclaimed, {} passes",
+        trace.events()
+    );
     drop(trace);
     assert!(!instance.exists(), "{} left behind", instance.display());
 }

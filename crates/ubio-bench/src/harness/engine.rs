@@ -365,7 +365,7 @@ fn check_direct_block(block: u64, probe: &Path) -> io::Result<()> {
 fn check_tool(tool: CopyTool, ubio_exe: &Path) -> io::Result<()> {
     let unsupported = |m: String| io::Error::new(io::ErrorKind::Unsupported, m);
     for p in tools::programs(tool) {
-        crate::require_tool(p).map_err(|e| {
+        ubio_testenv::require_tool(p).map_err(|e| {
             let hint = if *p == "nocache" {
                 "`nocache` is not installed (Debian package nocache; scripts/install-deps.sh installs it)".to_owned()
             } else {

@@ -13,15 +13,14 @@
 use super::engine::data::Layout;
 use super::mode::{BenchMode, WorkloadKind};
 use super::schema::{FioCheck, Report, Workload};
-use crate::cgroup::MemCgroup;
 use crate::stats;
 use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use ubio_testenv::cgroup::MemCgroup;
 
 /// Agreement within this many percent.
 pub const TOLERANCE_PCT: f64 = 10.0;
-
 
 /// The modes fio can mirror.
 pub const MIRRORED: [BenchMode; 3] = [
@@ -114,7 +113,8 @@ impl Fio {
         if kind == WorkloadKind::Copy {
             return Err("fio cannot copy: no fio cross-check for a copy workload".into());
         }
-        let path = crate::require_tool("fio").map_err(|e| format!("no fio cross-check: {e}"))?;
+        let path =
+            ubio_testenv::require_tool("fio").map_err(|e| format!("no fio cross-check: {e}"))?;
         let version = Command::new(&path)
             .arg("--version")
             .output()
@@ -146,8 +146,8 @@ impl Fio {
         if self.failures.iter().any(|f| f.contains(&command)) {
             return;
         }
-        let result = run_fio(&self.path, &args, cg)
-            .and_then(|out| parse_mb_per_s(&out, w.kind.writes()));
+        let result =
+            run_fio(&self.path, &args, cg).and_then(|out| parse_mb_per_s(&out, w.kind.writes()));
         match result {
             Ok(v) => self.runs.push((mode, v)),
             Err(e) => self

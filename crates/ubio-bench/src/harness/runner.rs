@@ -17,7 +17,7 @@
 //!    report marked complete.
 //!
 //! Everything made (loop device, mount, cgroup, files) is removed at the
-//! end, on failure and on Ctrl-C (through [`crate::cleanup`]).
+//! end, on failure and on Ctrl-C (through [`ubio_testenv::cleanup`]).
 
 pub mod environment;
 pub mod target;
@@ -29,12 +29,9 @@ use super::mode::{BenchMode, WorkloadKind};
 use super::sampler::{self, SystemSampler};
 use super::schema::{Config, Report, Run, Sample, VictimSolo, Workload};
 use super::summary::{self, FastPeaks, RunInput};
-use crate::cgroup::{CgroupVersion, MemCgroup};
 use crate::clock::monotonic_secs;
 use crate::cpu::CpuTimes;
 use crate::path_context;
-use crate::reclaim_trace::MemcgReclaimTrace;
-use crate::residency_sampler::ResidencySampler;
 use crate::stats::Summary;
 use crate::victim::{self, per_second_rates};
 use crate::worker::{BenchClient, Event, Job, VictimClient};
@@ -44,6 +41,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use ubio::sys::{self, Advice};
+use ubio_testenv::cgroup::{CgroupVersion, MemCgroup};
+use ubio_testenv::reclaim_trace::MemcgReclaimTrace;
+use ubio_testenv::residency_sampler::ResidencySampler;
 
 /// How long a victim may take to read its hot file through.
 const WARM_TIMEOUT: Duration = Duration::from_secs(120);
@@ -117,13 +117,13 @@ pub fn run(config: &Config, options: &RunOptions, progress: &dyn Progress) -> io
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     validate(config)?;
-    if !crate::is_root() {
+    if !ubio_testenv::is_root() {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
             "ubio bench needs root: it makes a memory cgroup beneath its own (and loop filesystems)",
         ));
     }
-    crate::cleanup::install_signal_handler()?;
+    ubio_testenv::cleanup::install_signal_handler()?;
     let w = &config.workload;
     let hot = config.victim_hot_bytes.unwrap_or(0);
     let copies = if w.kind == WorkloadKind::Copy { 2 } else { 1 };

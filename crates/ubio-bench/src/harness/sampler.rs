@@ -5,7 +5,7 @@
 //! (bytes moved, CPU used) into one [`Sample`]: reclaim from /proc/vmstat
 //! (pgscan/pgsteal, kswapd and direct), the cgroup's memory.stat (v2 has
 //! pgscan/pgsteal; v1 does not: null), the cgroup limit's reclaim (from a
-//! tracepoint, [`crate::reclaim_trace`]: vmstat leaves it out), kswapd's CPU (utime + stime of every
+//! tracepoint, [`ubio_testenv::reclaim_trace`]: vmstat leaves it out), kswapd's CPU (utime + stime of every
 //! kswapd thread), /proc/meminfo's Cached, Dirty and Writeback, and
 //! cachestat() summed over the dataset's files (and copies).
 //!
@@ -14,15 +14,15 @@
 //! line shows the ticks that were in by then.
 
 use super::schema::Sample;
-use crate::cgroup::{CgroupVersion, MemCgroup};
 use crate::cpu::{self, CpuTimes};
-use crate::procfs::{meminfo, vmstat};
-use crate::reclaim_trace::MemcgReclaimTrace;
 use crate::victim::Tick;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
+use ubio_testenv::cgroup::{CgroupVersion, MemCgroup};
+use ubio_testenv::procfs::{meminfo, vmstat};
+use ubio_testenv::reclaim_trace::MemcgReclaimTrace;
 
 const MB: f64 = 1e6;
 

@@ -14,7 +14,7 @@ use ubio_bench::harness::export;
 use ubio_bench::harness::mode::{BenchMode, WorkloadKind};
 use ubio_bench::harness::runner::{self, environment, Progress, RunOptions};
 use ubio_bench::harness::schema::{Backing, Config, Report, Run, Sample, Target, Workload};
-use ubio_bench::scratchfs::FsKind;
+use ubio_testenv::scratchfs::FsKind;
 
 /// Measure one workload in several modes, interleaved, inside a memory
 /// cgroup (optionally next to a victim re-reading a hot file); write

@@ -23,7 +23,7 @@ pub fn skip(name: &str, reason: &str) {
 /// Root is needed for loop filesystems, ownership and other users: true if
 /// we have it, else a skip.
 pub fn root_or_skip(name: &str) -> bool {
-    let root = ubio_bench::is_root();
+    let root = ubio_testenv::is_root();
     if !root {
         skip(name, "needs root");
     }
@@ -92,10 +92,10 @@ pub fn write_cold(path: &Path, bytes: &[u8]) {
 
 /// Our memory cgroup, or why the demo cannot run here.
 pub fn demo_possible() -> Result<PathBuf, String> {
-    if !ubio_bench::is_root() {
+    if !ubio_testenv::is_root() {
         return Err("needs root (the demo makes a memory cgroup)".into());
     }
-    ubio_bench::cgroup::own_memory_cgroup().map_err(|e| e.to_string())
+    ubio_testenv::cgroup::own_memory_cgroup().map_err(|e| e.to_string())
 }
 
 /// An empty directory for the demo to work in, on the target filesystem;

@@ -1,7 +1,7 @@
 //! What the exerciser's test files share: scratch filesystems.
 
 use std::path::PathBuf;
-use ubio_bench::scratchfs::{FsKind, ScratchFs, ScratchOpts};
+use ubio_testenv::scratchfs::{FsKind, ScratchFs, ScratchOpts};
 
 pub const MIB: u64 = 1 << 20;
 

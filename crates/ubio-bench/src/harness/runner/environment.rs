@@ -24,7 +24,7 @@ pub fn gather(
         })
         .unwrap_or_else(|| "unknown".into());
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-    let mem_total_bytes = crate::procfs::meminfo()
+    let mem_total_bytes = ubio_testenv::procfs::meminfo()
         .ok()
         .and_then(|m| m.get("MemTotal").copied())
         .unwrap_or(0);
@@ -58,7 +58,7 @@ pub fn tool_versions() -> BTreeMap<String, String> {
             m.insert(tool.to_owned(), v);
         }
     }
-    if let Ok(p) = crate::require_tool("nocache") {
+    if let Ok(p) = ubio_testenv::require_tool("nocache") {
         m.insert("nocache".to_owned(), format!("installed ({})", p.display()));
     }
     m

@@ -2,12 +2,12 @@
 //! a filesystem on a loop device (backing file in /dev/shm or on the disk,
 //! optionally throttled); removed on drop, on failure and on Ctrl-C.
 
-use crate::cleanup::{self, CleanupGuard};
-use crate::scratchfs::available_bytes;
 use crate::harness::schema::{Backing, Target};
-use crate::scratchfs::{FsKind, ScratchFs, ScratchOpts};
 use std::io;
 use std::path::{Path, PathBuf};
+use ubio_testenv::cleanup::{self, CleanupGuard};
+use ubio_testenv::scratchfs::available_bytes;
+use ubio_testenv::scratchfs::{FsKind, ScratchFs, ScratchOpts};
 
 /// Room kept free beyond what the benchmark writes.
 pub const SPACE_MARGIN: u64 = 64 << 20;

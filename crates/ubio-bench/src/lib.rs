@@ -1,0 +1,13 @@
+//! ubio's benchmark harness: workloads, the victim, samplers of a run,
+//! exporters and the seed suite. The environment it runs in (scratch
+//! filesystems, memory cgroups, cleanup on signals) is `ubio-testenv`.
+
+pub mod clock;
+pub mod cpu;
+pub mod harness;
+pub mod rng;
+pub mod stats;
+pub mod victim;
+pub mod worker;
+
+pub(crate) use ubio_testenv::path_context;
