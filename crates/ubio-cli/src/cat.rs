@@ -20,7 +20,7 @@ const BUF: usize = 1 << 20;
 pub fn run(args: Args) -> Result<ExitCode> {
     let stdout = io::stdout();
     let mut out = stdout.lock();
-    let mut buf = vec![0u8; BUF];
+    let mut buf = ubio::AlignedBuf::page_aligned(BUF);
     let mut status = ExitCode::SUCCESS;
     for path in &args.files {
         let result = if path.as_os_str() == "-" {

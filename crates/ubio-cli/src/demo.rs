@@ -21,7 +21,7 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
-use ubio_bench::harness::export::table::human_bytes;
+use crate::size::human as human_bytes;
 use ubio_bench::harness::mode::{BenchMode, CopyTool, WorkloadKind};
 use ubio_bench::harness::runner::{self, RunOptions};
 use ubio_bench::harness::schema::{Config, ModeSummary, Report, Target, Workload};

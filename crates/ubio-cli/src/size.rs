@@ -1,29 +1,8 @@
 //! Byte sizes on the command line ("16M", "1GiB", "4096") and in output.
 
-/// Parse a size: a number with an optional K, M, G or T suffix (powers of
-/// 1024; "KiB"/"KB"/"k" all accepted).
-pub fn parse(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(digits);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("invalid size '{s}': expected a number like 16M or 1G"))?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
-        _ => {
-            return Err(format!(
-                "invalid size '{s}': unknown unit '{unit}' (use K, M, G or T)"
-            ))
-        }
-    };
-    n.checked_mul(mult)
-        .ok_or_else(|| format!("invalid size '{s}': too large"))
-}
+/// Parse a size: a number with an optional K, M, G or T suffix (the
+/// library's parser, shared with the LD_PRELOAD shim).
+pub use ubio::size::parse;
 
 /// Parse a size that must be more than 0 (a window or a block: 0 would
 /// mean nothing can be in flight, or nothing moves).
@@ -34,31 +13,17 @@ pub fn parse_nonzero(s: &str) -> Result<u64, String> {
     }
 }
 
-/// "1.5 GiB" style: the bench report's formatter, so `ubio` prints sizes
-/// one way everywhere.
-pub use ubio_bench::harness::export::table::human_bytes as human;
+/// "1.5 GiB" style: the library's formatter, which the bench reports use
+/// too, so `ubio` prints sizes one way everywhere.
+pub use ubio::size::human;
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn parses_units() {
-        assert_eq!(parse("4096"), Ok(4096));
-        assert_eq!(parse("16M"), Ok(16 << 20));
-        assert_eq!(parse("1GiB"), Ok(1 << 30));
-        assert_eq!(parse("2k"), Ok(2048));
-        assert!(parse("12Q").is_err());
-        assert!(parse("").is_err());
-        assert!(parse("99999999999T").is_err());
+    fn nonzero_sizes() {
         assert!(parse_nonzero("0").unwrap_err().contains("more than 0"));
         assert_eq!(parse_nonzero("1k"), Ok(1024));
-    }
-
-    #[test]
-    fn human_readable() {
-        assert_eq!(human(512), "512 B");
-        assert_eq!(human(1536), "1.5 KiB");
-        assert_eq!(human(16 << 20), "16.0 MiB");
     }
 }

@@ -63,18 +63,7 @@ fn from_env() -> Config {
     c
 }
 
-/// "16777216", "16M", "16MiB", "1g", "512k".
+/// "16777216", "16M", "16MiB", "1g", "512k": the library's parser.
 pub fn parse_size(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num.parse().ok()?;
-    let mult: u64 = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        _ => return None,
-    };
-    n.checked_mul(mult)
+    ubio::size::parse(s).ok()
 }

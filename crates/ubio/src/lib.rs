@@ -26,6 +26,7 @@ mod file;
 pub mod probe;
 mod readbehind;
 pub mod residency;
+pub mod size;
 mod stream;
 #[allow(unsafe_code)]
 pub mod sys;
@@ -33,6 +34,7 @@ pub mod tracker;
 mod writebehind;
 
 pub use backend::BackendKind;
+pub use buffer::AlignedBuf;
 pub use file::{File, OpenOptions};
 pub use probe::{probe_path, Choice, Probe};
 pub use stream::{Stats, Stream, StreamOptions, DEFAULT_READ_LAG, DEFAULT_WINDOW};

@@ -19,10 +19,15 @@
 //! GB (kswapd + direct), and report kswapd's CPU as measured.
 
 use super::export::table::human_bytes;
+use super::export::write_atomically;
 use super::mode::{BenchMode, CopyTool, WorkloadKind};
+use super::schema::SCHEMA_VERSION;
 use super::schema::{Backing, Config, ModeSummary, Report, Target, Workload};
+use crate::path_context;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
+use std::io;
+use std::path::Path;
 use ubio::BackendKind;
 
 const MIB: u64 = 1 << 20;
@@ -748,6 +753,38 @@ pub struct ExperimentResult {
     /// The experiment's report, relative to suite.json.
     pub report: String,
     pub verdict: Verdict,
+}
+
+/// suite.json.
+#[derive(Serialize)]
+struct SuiteReport<'a> {
+    schema: &'static str,
+    schema_version: u32,
+    scale: Scale,
+    experiments: &'a [ExperimentResult],
+    complete: bool,
+}
+
+/// Writes suite.json and suite.md into `out` (made if missing), each
+/// atomically: after every experiment, so an interrupted suite keeps what
+/// it measured (`complete` false until the last one).
+pub fn write_report(
+    out: &Path,
+    scale: &Scale,
+    results: &[ExperimentResult],
+    complete: bool,
+) -> io::Result<()> {
+    std::fs::create_dir_all(out).map_err(|e| path_context(e, "mkdir", out))?;
+    let report = SuiteReport {
+        schema: "ubio-bench-suite",
+        schema_version: SCHEMA_VERSION,
+        scale: *scale,
+        experiments: results,
+        complete,
+    };
+    let json = serde_json::to_vec_pretty(&report)?;
+    write_atomically(&out.join("suite.json"), &json)?;
+    write_atomically(&out.join("suite.md"), render_markdown(results).as_bytes())
 }
 
 /// Markdown: per experiment, the claim, the figures beside the seed's, and

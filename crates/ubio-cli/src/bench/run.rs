@@ -129,7 +129,7 @@ fn bench(args: Args) -> Result<ExitCode> {
 }
 
 fn print_report(report: &Report, json: bool) -> Result<()> {
-    let table = export::markdown::render_table(&export::table::headline(report));
+    let table = export::headline_markdown(report);
     let mut text = table;
     for w in &report.warnings {
         text.push_str(&format!("\nwarning: {w}"));

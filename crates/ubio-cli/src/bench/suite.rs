@@ -8,12 +8,9 @@
 
 use super::run::TermProgress;
 use anyhow::{bail, Context, Result};
-use serde::Serialize;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use ubio_bench::harness::export::write_atomically;
 use ubio_bench::harness::runner::{self, RunOptions};
-use ubio_bench::harness::schema::SCHEMA_VERSION;
 use ubio_bench::harness::suite::{self, ExperimentResult, Outcome, Scale, Verdict};
 
 /// Reproduce the seeds' experiments at this machine's scale: 000 (reads and
@@ -49,16 +46,6 @@ pub struct Args {
     /// Print every per-second sample.
     #[arg(long, short)]
     verbose: bool,
-}
-
-/// suite.json.
-#[derive(Serialize)]
-struct SuiteReport<'a> {
-    schema: &'static str,
-    schema_version: u32,
-    scale: Scale,
-    experiments: &'a [ExperimentResult],
-    complete: bool,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
@@ -129,7 +116,7 @@ fn suite(args: Args) -> Result<ExitCode> {
             report: format!("{dir_name}/report.json"),
             verdict,
         });
-        write_suite(&out, &scale, &results, i + 1 == experiments.len())?;
+        suite::write_report(&out, &scale, &results, i + 1 == experiments.len())?;
     }
     crate::out::print(&suite::render_markdown(&results))?;
     progress.line(&format!("suite reports in {}", out.display()));
@@ -138,29 +125,6 @@ fn suite(args: Args) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
-}
-
-fn write_suite(
-    out: &Path,
-    scale: &Scale,
-    results: &[ExperimentResult],
-    complete: bool,
-) -> Result<()> {
-    std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;
-    let report = SuiteReport {
-        schema: "ubio-bench-suite",
-        schema_version: SCHEMA_VERSION,
-        scale: *scale,
-        experiments: results,
-        complete,
-    };
-    let json = serde_json::to_vec_pretty(&report)?;
-    let path = out.join("suite.json");
-    write_atomically(&path, &json).with_context(|| format!("write {}", path.display()))?;
-    let path = out.join("suite.md");
-    write_atomically(&path, suite::render_markdown(results).as_bytes())
-        .with_context(|| format!("write {}", path.display()))?;
-    Ok(())
 }
 
 /// The verdict as a few lines for the progress log.

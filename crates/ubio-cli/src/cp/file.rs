@@ -257,7 +257,7 @@ fn stream_regular(
     copied: &mut u64,
     progress: &mut Progress,
 ) -> io::Result<u64> {
-    let mut buf = vec![0u8; opts.block as usize];
+    let mut buf = ubio::AlignedBuf::page_aligned(opts.block as usize);
     let mut holes = 0;
     // After the data, one last segment from `len` to the real end, as GNU
     // cp reads on past the size stat() gave: /proc and /sys files report
@@ -300,7 +300,7 @@ fn stream_sequential(
     progress: &mut Progress,
 ) -> io::Result<()> {
     use std::io::Read;
-    let mut buf = vec![0u8; opts.block as usize];
+    let mut buf = ubio::AlignedBuf::page_aligned(opts.block as usize);
     let mut reader = src.get_ref();
     loop {
         let n = match reader.read(&mut buf) {

@@ -37,12 +37,6 @@ pub struct Direct {
     write_lock: Mutex<()>,
 }
 
-impl std::fmt::Debug for AlignedBuf {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "AlignedBuf({})", self.len())
-    }
-}
-
 impl Direct {
     /// Bind to the file behind `fd`, opening it again with O_DIRECT.
     pub fn open(fd: BorrowedFd<'_>, dio: DioAlign) -> io::Result<Direct> {

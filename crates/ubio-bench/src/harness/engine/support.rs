@@ -72,49 +72,9 @@ fn direct_err(e: io::Error, path: &Path) -> io::Error {
     }
 }
 
-/// A zeroed heap buffer of exactly `len` bytes whose address is aligned to
-/// `align`, as O_DIRECT wants (every mode uses one, so they all copy from
-/// and to the same kind of memory).
-pub struct AlignedBuf {
-    ptr: std::ptr::NonNull<u8>,
-    len: usize,
-    layout: std::alloc::Layout,
-}
-
-impl AlignedBuf {
-    pub fn new(len: usize, align: usize) -> AlignedBuf {
-        let layout = std::alloc::Layout::from_size_align(len.max(1), align)
-            .expect("alignment is a power of two and the size fits");
-        // SAFETY: the layout has a non-zero size.
-        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
-        let ptr =
-            std::ptr::NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        AlignedBuf { ptr, len, layout }
-    }
-}
-
-impl std::ops::Deref for AlignedBuf {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        // SAFETY: `ptr` points to at least `len` initialised (zeroed) bytes
-        // owned by `self` for its whole life.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-impl std::ops::DerefMut for AlignedBuf {
-    fn deref_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in `deref`, and `&mut self` makes this borrow unique.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-impl Drop for AlignedBuf {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with exactly this layout, freed once.
-        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
-    }
-}
+/// Every mode copies from and to the same kind of memory: the library's
+/// aligned buffer, as O_DIRECT wants.
+pub use ubio::AlignedBuf;
 
 /// Fills `buf` with incompressible bytes (splitmix64), so no layer can
 /// shortcut zeroes.

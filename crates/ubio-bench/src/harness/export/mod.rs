@@ -51,6 +51,12 @@ pub fn write_all(report: &Report, out_dir: &Path) -> io::Result<Vec<PathBuf>> {
         .collect()
 }
 
+/// The headline table (one row per mode) in Markdown, as `report.md`
+/// starts and as a command prints it after a run.
+pub fn headline_markdown(report: &Report) -> String {
+    markdown::render_table(&table::headline(report))
+}
+
 /// Writes `bytes` to `path` through a temporary file in the same directory
 /// and a rename: the old file or the new one, never a torn one.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {

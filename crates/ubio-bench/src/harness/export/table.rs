@@ -226,18 +226,5 @@ fn median(s: Option<Summary>, decimals: usize) -> String {
     s.map_or("–".into(), |s| format!("{:.d$}", s.median, d = decimals))
 }
 
-/// "1.5 GiB" style (powers of 1024).
-pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit < UNITS.len() - 1 {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
-    }
-}
+/// "1.5 GiB" style (powers of 1024): the library's formatter.
+pub use ubio::size::human as human_bytes;
