@@ -245,7 +245,7 @@ pub fn run(
 fn lane(job: &EngineJob, thread: u32, shared: &Shared) -> io::Result<LaneOutcome> {
     match job.mode {
         BenchMode::Tool(tool) => tools::lane(job, tool, thread, shared),
-        BenchMode::DontcacheUring | BenchMode::OdirectUring => uring::lane(job, thread, shared),
+        _ if job.mode.caps().uring => uring::lane(job, thread, shared),
         _ => sync_io::lane(job, thread, shared),
     }
 }

@@ -1,5 +1,5 @@
-//! fio's cross-check: the same job as the harness's buffered, odirect and
-//! odirect-uring modes (same rw pattern, block size, threads as jobs,
+//! fio's cross-check: the same job as every harness mode whose row of the
+//! capability table ([`BenchMode::caps`]) names a fio job (same rw pattern, block size, threads as jobs,
 //! files per thread, file size, fsync at the end of writes), run by fio in
 //! the same memory cgroup on the harness's own dataset files, settled as
 //! before the harness's runs (reads: durable and not cached; writes: fresh
@@ -7,11 +7,13 @@
 //! harness's median throughput for the mode should be within 10 % of fio's
 //! median; the report shows both.
 //!
-//! fio's `uncached` option is never used: Debian's fio 3.33 sends an
-//! obsolete flag value for it.
+//! The RWF_DONTCACHE modes use fio's `uncached=1`, only with fio 3.40 or
+//! later: Debian bookworm's fio 3.33 sends 0x40 for it (RWF_ATOMIC since
+//! 6.11), and every I/O fails. With an older fio their check is skipped
+//! with a warning that names the version.
 
 use super::engine::data::Layout;
-use super::mode::{BenchMode, WorkloadKind};
+use super::mode::{BenchMode, WorkloadKind, FIO_UNCACHED_SINCE};
 use super::schema::{FioCheck, Report, Workload};
 use crate::stats;
 use std::io::Read;
@@ -22,15 +24,16 @@ use ubio_testenv::cgroup::MemCgroup;
 /// Agreement within this many percent.
 pub const TOLERANCE_PCT: f64 = 10.0;
 
-/// The modes fio can mirror.
-pub const MIRRORED: [BenchMode; 3] = [
-    BenchMode::Buffered,
-    BenchMode::Odirect,
-    BenchMode::OdirectUring,
-];
-
-/// fio's arguments for `mode` running `w` over `layout`'s sizes in `dir`.
-pub fn args(mode: BenchMode, w: &Workload, layout: &Layout, dir: &Path) -> Option<Vec<String>> {
+/// fio's arguments for `mode` running `w` over `layout`'s sizes in `dir`;
+/// none where fio has no such job, or (`uncached_ok` false) where the job
+/// needs an `uncached=1` that this fio gets wrong.
+pub fn args(
+    mode: BenchMode,
+    w: &Workload,
+    layout: &Layout,
+    dir: &Path,
+    uncached_ok: bool,
+) -> Option<Vec<String>> {
     let rw = match w.kind {
         WorkloadKind::SeqRead => "read",
         WorkloadKind::SeqWrite => "write",
@@ -38,12 +41,13 @@ pub fn args(mode: BenchMode, w: &Workload, layout: &Layout, dir: &Path) -> Optio
         WorkloadKind::RandWrite => "randwrite",
         WorkloadKind::Copy => return None,
     };
-    let (engine, depth, direct) = match mode {
-        BenchMode::Buffered => ("psync", 1, 0),
-        BenchMode::Odirect => ("psync", 1, 1),
-        BenchMode::OdirectUring => ("io_uring", w.queue_depth, 1),
-        _ => return None,
-    };
+    let job = mode.caps().fio?;
+    if job.uncached && !uncached_ok {
+        return None;
+    }
+    let engine = job.ioengine;
+    let depth = if job.queued { w.queue_depth } else { 1 };
+    let direct = u8::from(job.direct);
     let mut a = vec![
         "--name=ubio-bench".to_owned(),
         format!("--directory={}", dir.display()),
@@ -68,6 +72,9 @@ pub fn args(mode: BenchMode, w: &Workload, layout: &Layout, dir: &Path) -> Optio
         "--group_reporting".to_owned(),
         "--output-format=json".to_owned(),
     ];
+    if job.uncached {
+        a.push("--uncached=1".to_owned());
+    }
     if w.kind.writes() {
         a.push("--end_fsync=1".to_owned());
     }
@@ -101,6 +108,8 @@ pub fn parse_mb_per_s(json: &str, writes: bool) -> Result<f64, String> {
 pub struct Fio {
     path: std::path::PathBuf,
     version: String,
+    /// Its `uncached=1` sends RWF_DONTCACHE.
+    uncached_ok: bool,
     /// fio's figures per mode, one per round, and the command line.
     runs: Vec<(BenchMode, f64)>,
     commands: Vec<(BenchMode, String)>,
@@ -120,18 +129,42 @@ impl Fio {
             .output()
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
             .unwrap_or_default();
+        let uncached_ok = parse_version(&version).is_some_and(|v| v >= FIO_UNCACHED_SINCE);
         Ok(Fio {
             path,
             version,
+            uncached_ok,
             runs: Vec::new(),
             commands: Vec::new(),
             failures: Vec::new(),
         })
     }
 
-    /// Whether fio has a job for `mode`.
-    pub fn mirrors(mode: BenchMode) -> bool {
-        MIRRORED.contains(&mode)
+    /// Whether fio has a job for `mode` that it runs right. An RWF_DONTCACHE
+    /// mode with a fio older than 3.40 is not checked, and the report's
+    /// warnings say so (once per mode), naming the version.
+    pub fn mirrors(&mut self, mode: BenchMode) -> bool {
+        let Some(job) = mode.caps().fio else {
+            return false;
+        };
+        if job.uncached && !self.uncached_ok {
+            let (major, minor) = FIO_UNCACHED_SINCE;
+            let warning = format!(
+                "{mode}: no fio cross-check: {} sends the wrong flag for uncached=1 \
+                 (0x40, not RWF_DONTCACHE); fio {major}.{minor} or later is needed",
+                if self.version.is_empty() {
+                    "this fio"
+                } else {
+                    &self.version
+                }
+            );
+            if !self.failures.contains(&warning) {
+                log::warn!("{warning}");
+                self.failures.push(warning);
+            }
+            return false;
+        }
+        true
     }
 
     /// Runs fio's job for `mode` once on the dataset, in the cgroup. The
@@ -139,7 +172,7 @@ impl Fio {
     /// (the runner's `settle`). A failure is kept for [`Fio::checks`] and
     /// not retried.
     pub fn run(&mut self, mode: BenchMode, w: &Workload, layout: &Layout, cg: &MemCgroup) {
-        let Some(args) = args(mode, w, layout, &layout.data_dir()) else {
+        let Some(args) = args(mode, w, layout, &layout.data_dir(), self.uncached_ok) else {
             return;
         };
         let command = format!("fio {}", args.join(" "));
@@ -206,6 +239,13 @@ impl Fio {
     }
 }
 
+/// "fio-3.33" -> (3, 33).
+fn parse_version(v: &str) -> Option<(u32, u32)> {
+    let v = v.trim().strip_prefix("fio-")?;
+    let mut parts = v.split(|c: char| !c.is_ascii_digit());
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
+
 fn run_fio(fio: &Path, args: &[String], cg: &MemCgroup) -> Result<String, String> {
     let mut cmd = Command::new(fio);
     cmd.args(args)
@@ -249,7 +289,7 @@ mod tests {
     fn mirrors_the_workload() {
         let w = workload(WorkloadKind::RandWrite);
         let l = Layout::new(Path::new("/b"), &w);
-        let a = args(BenchMode::OdirectUring, &w, &l, Path::new("/b/fio"))
+        let a = args(BenchMode::OdirectUring, &w, &l, Path::new("/b/fio"), true)
             .unwrap()
             .join(" ");
         for want in [
@@ -271,18 +311,49 @@ mod tests {
             &workload(WorkloadKind::SeqRead),
             &l,
             Path::new("/f"),
+            false,
         )
         .unwrap();
         assert!(b.contains(&"--direct=0".to_owned()) && b.contains(&"--ioengine=psync".to_owned()));
         assert!(!b.iter().any(|x| x.contains("fsync")));
-        assert!(args(BenchMode::Dontcache, &w, &l, Path::new("/f")).is_none());
+        // A fio whose uncached=1 is wrong (3.33) gets no dontcache job.
+        assert!(args(BenchMode::Dontcache, &w, &l, Path::new("/f"), false).is_none());
         assert!(args(
             BenchMode::Buffered,
             &workload(WorkloadKind::Copy),
             &l,
-            Path::new("/f")
+            Path::new("/f"),
+            true
         )
         .is_none());
+        // fio 3.40+: the RWF_DONTCACHE modes, with uncached=1.
+        let d = args(BenchMode::DontcacheUring, &w, &l, Path::new("/f"), true)
+            .unwrap()
+            .join(" ");
+        for want in [
+            "--ioengine=io_uring",
+            "--iodepth=8",
+            "--direct=0",
+            "--uncached=1",
+        ] {
+            assert!(d.contains(want), "{want} in {d}");
+        }
+        let d = args(BenchMode::Dontcache, &w, &l, Path::new("/f"), true)
+            .unwrap()
+            .join(" ");
+        assert!(
+            d.contains("--ioengine=pvsync2") && d.contains("--uncached=1"),
+            "{d}"
+        );
+    }
+
+    #[test]
+    fn fio_versions() {
+        assert_eq!(parse_version("fio-3.33\n"), Some((3, 33)));
+        assert_eq!(parse_version("fio-3.41-2-gabc"), Some((3, 41)));
+        assert!(parse_version("fio-3.33").unwrap() < FIO_UNCACHED_SINCE);
+        assert!(parse_version("fio-3.40").unwrap() >= FIO_UNCACHED_SINCE);
+        assert_eq!(parse_version("garbage"), None);
     }
 
     #[test]

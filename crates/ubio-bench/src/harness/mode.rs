@@ -130,6 +130,104 @@ impl CopyTool {
     }
 }
 
+/// fio's job for a mode: the same I/O path, run by fio for the cross-check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FioJob {
+    pub ioengine: &'static str,
+    /// With the workload's queue depth in flight (else one request).
+    pub queued: bool,
+    /// `--direct=1`.
+    pub direct: bool,
+    /// `--uncached=1`: RWF_DONTCACHE, right only from fio 3.40
+    /// ([`FIO_UNCACHED_SINCE`]); fio 3.33 sends 0x40, now RWF_ATOMIC.
+    pub uncached: bool,
+}
+
+/// The first fio whose `uncached=1` sends RWF_DONTCACHE (0x80).
+pub const FIO_UNCACHED_SINCE: (u32, u32) = (3, 40);
+
+/// What a mode does, in one table that the engine, the fio cross-check
+/// and the reports consult instead of matching modes by name (as fio's
+/// ioengine ops do).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModeCaps {
+    /// Extra open(2) flags of the data files.
+    pub open_flags: i32,
+    /// RWF_* flags of every read and write.
+    pub rw_flags: u32,
+    /// posix_fadvise(DONTNEED) after every block.
+    pub advise_dontneed: bool,
+    /// io_uring with the workload's queue depth in flight (else one request).
+    pub uring: bool,
+    /// Buffers, offsets and sizes aligned for O_DIRECT.
+    pub aligned: bool,
+    /// fio's mirror of the mode, if fio has one.
+    pub fio: Option<FioJob>,
+}
+
+impl ModeCaps {
+    const PLAIN: ModeCaps = ModeCaps {
+        open_flags: 0,
+        rw_flags: 0,
+        advise_dontneed: false,
+        uring: false,
+        aligned: false,
+        fio: None,
+    };
+}
+
+const DONTCACHE: u32 = ubio::sys::RwFlags::DONTCACHE.0;
+
+impl BenchMode {
+    /// The mode's row of the capability table.
+    pub fn caps(self) -> ModeCaps {
+        let fio = |ioengine, queued, direct, uncached| {
+            Some(FioJob {
+                ioengine,
+                queued,
+                direct,
+                uncached,
+            })
+        };
+        let plain = ModeCaps::PLAIN;
+        match self {
+            BenchMode::Buffered => ModeCaps {
+                fio: fio("psync", false, false, false),
+                ..plain
+            },
+            BenchMode::Dontcache => ModeCaps {
+                rw_flags: DONTCACHE,
+                fio: fio("pvsync2", false, false, true),
+                ..plain
+            },
+            BenchMode::DontcacheUring => ModeCaps {
+                rw_flags: DONTCACHE,
+                uring: true,
+                fio: fio("io_uring", true, false, true),
+                ..plain
+            },
+            BenchMode::Odirect => ModeCaps {
+                open_flags: libc::O_DIRECT,
+                aligned: true,
+                fio: fio("psync", false, true, false),
+                ..plain
+            },
+            BenchMode::OdirectUring => ModeCaps {
+                open_flags: libc::O_DIRECT,
+                aligned: true,
+                uring: true,
+                fio: fio("io_uring", true, true, false),
+                ..plain
+            },
+            BenchMode::Fadvise => ModeCaps {
+                advise_dontneed: true,
+                ..plain
+            },
+            BenchMode::Ubio(_) | BenchMode::Tool(_) => plain,
+        }
+    }
+}
+
 impl BenchMode {
     /// The modes that need no external tool, in the order a full run compares them.
     pub fn in_process() -> Vec<BenchMode> {
@@ -314,6 +412,18 @@ mod tests {
         assert!(BenchMode::parse_list("fast")
             .unwrap_err()
             .contains("unknown mode 'fast'"));
+    }
+
+    #[test]
+    fn the_table_says_what_each_mode_does() {
+        let dc = BenchMode::DontcacheUring.caps();
+        assert!(dc.uring && dc.rw_flags == DONTCACHE && dc.open_flags == 0);
+        assert!(dc.fio.is_some_and(|f| f.uncached && f.queued && !f.direct));
+        let od = BenchMode::Odirect.caps();
+        assert!(od.aligned && od.open_flags & libc::O_DIRECT != 0 && !od.uring);
+        assert!(BenchMode::Fadvise.caps().advise_dontneed);
+        assert_eq!(BenchMode::Fadvise.caps().fio, None);
+        assert_eq!(BenchMode::Ubio(BackendKind::Auto).caps(), ModeCaps::PLAIN);
     }
 
     #[test]

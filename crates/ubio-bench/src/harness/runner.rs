@@ -244,10 +244,12 @@ pub fn run(config: &Config, options: &RunOptions, progress: &dyn Progress) -> io
             report.runs.push(run);
             report.wall_secs = started.elapsed().as_secs_f64();
             bench.write(&report)?;
-            if let Some(fio) = fio.as_mut().filter(|_| Fio::mirrors(mode)) {
-                bench.settle(victim.as_mut(), &mut report.warnings)?;
-                progress.message(&format!("round {round}/{}: fio's {mode}", config.rounds));
-                fio.run(mode, w, &layout, &cg);
+            if let Some(fio) = fio.as_mut() {
+                if fio.mirrors(mode) {
+                    bench.settle(victim.as_mut(), &mut report.warnings)?;
+                    progress.message(&format!("round {round}/{}: fio's {mode}", config.rounds));
+                    fio.run(mode, w, &layout, &cg);
+                }
             }
         }
     }

@@ -6,7 +6,7 @@ use super::data::{offsets, stamp};
 use super::support::{fill, AlignedBuf, DIRECT_ALIGN};
 use super::{EngineJob, LaneOutcome, Shared};
 use crate::clock::monotonic_secs;
-use crate::harness::mode::{BenchMode, WorkloadKind};
+use crate::harness::mode::{BenchMode, ModeCaps, WorkloadKind};
 use crate::path_context;
 use std::fs::File;
 use std::io::{self, IoSlice, IoSliceMut};
@@ -27,13 +27,12 @@ pub(crate) enum Access {
 
 /// An open file of one mode.
 enum Handle {
-    /// pread/pwrite; with `fadvise`, POSIX_FADV_DONTNEED after every block.
-    Plain {
+    /// pread/pwrite, or preadv2/pwritev2 with the row's RWF_* flags; with
+    /// `advise_dontneed`, POSIX_FADV_DONTNEED after every block.
+    Raw {
         file: File,
-        fadvise: bool,
+        caps: ModeCaps,
     },
-    Dontcache(File),
-    Direct(File),
     Ubio(Box<ubio::File>),
 }
 
@@ -51,17 +50,8 @@ pub(crate) fn open_std(path: &Path, access: Access, flags: i32) -> io::Result<Fi
 
 impl Handle {
     fn open(mode: BenchMode, path: &Path, access: Access) -> io::Result<Handle> {
+        let caps = mode.caps();
         Ok(match mode {
-            BenchMode::Buffered => Handle::Plain {
-                file: open_std(path, access, 0)?,
-                fadvise: false,
-            },
-            BenchMode::Fadvise => Handle::Plain {
-                file: open_std(path, access, 0)?,
-                fadvise: true,
-            },
-            BenchMode::Dontcache => Handle::Dontcache(open_std(path, access, 0)?),
-            BenchMode::Odirect => Handle::Direct(open_std(path, access, libc::O_DIRECT)?),
             BenchMode::Ubio(kind) => {
                 let mut o = ubio::OpenOptions::new();
                 match access {
@@ -71,29 +61,38 @@ impl Handle {
                 };
                 Handle::Ubio(Box::new(o.backend(kind).open(path)?))
             }
-            BenchMode::DontcacheUring | BenchMode::OdirectUring | BenchMode::Tool(_) => {
-                unreachable!("{mode} does not run here")
-            }
+            BenchMode::Tool(_) => unreachable!("{mode} does not run here"),
+            _ if caps.uring => unreachable!("{mode} does not run here"),
+            _ => Handle::Raw {
+                file: open_std(path, access, caps.open_flags)?,
+                caps,
+            },
         })
     }
 
     /// What moved the data and why.
     fn describe(&self) -> (String, String) {
-        let (b, r) = match self {
-            Handle::Plain { fadvise: false, .. } => ("std", "pread/pwrite through the page cache"),
-            Handle::Plain { fadvise: true, .. } => (
-                "fadvise",
-                "pread/pwrite, then posix_fadvise(DONTNEED) of every block (dd nocache)",
-            ),
-            Handle::Dontcache(_) => ("RWF_DONTCACHE", "preadv2/pwritev2 with RWF_DONTCACHE"),
-            Handle::Direct(_) => (
-                "O_DIRECT",
-                "pread/pwrite on an O_DIRECT descriptor, aligned buffers",
-            ),
+        let caps = match self {
+            Handle::Raw { caps, .. } => caps,
             Handle::Ubio(f) => {
                 let c = f.choice();
                 return (c.backend.to_string(), c.reason.clone());
             }
+        };
+        let (b, r) = if caps.rw_flags == RwFlags::DONTCACHE.0 {
+            ("RWF_DONTCACHE", "preadv2/pwritev2 with RWF_DONTCACHE")
+        } else if caps.open_flags & libc::O_DIRECT != 0 {
+            (
+                "O_DIRECT",
+                "pread/pwrite on an O_DIRECT descriptor, aligned buffers",
+            )
+        } else if caps.advise_dontneed {
+            (
+                "fadvise",
+                "pread/pwrite, then posix_fadvise(DONTNEED) of every block (dd nocache)",
+            )
+        } else {
+            ("std", "pread/pwrite through the page cache")
         };
         (b.to_owned(), r.to_owned())
     }
@@ -105,12 +104,12 @@ impl Handle {
             let at = off + done as u64;
             let part = &mut buf[done..];
             let r = match self {
-                Handle::Plain { file, .. } | Handle::Direct(file) => file.read_at(part, at),
-                Handle::Dontcache(file) => sys::preadv2(
+                Handle::Raw { file, caps } if caps.rw_flags == 0 => file.read_at(part, at),
+                Handle::Raw { file, caps } => sys::preadv2(
                     file.as_fd(),
                     &mut [IoSliceMut::new(part)],
                     Some(at),
-                    RwFlags::DONTCACHE,
+                    RwFlags(caps.rw_flags),
                 ),
                 Handle::Ubio(f) => f.read_at(part, at),
             };
@@ -136,12 +135,12 @@ impl Handle {
             let at = off + done as u64;
             let part = &buf[done..];
             let r = match self {
-                Handle::Plain { file, .. } | Handle::Direct(file) => file.write_at(part, at),
-                Handle::Dontcache(file) => sys::pwritev2(
+                Handle::Raw { file, caps } if caps.rw_flags == 0 => file.write_at(part, at),
+                Handle::Raw { file, caps } => sys::pwritev2(
                     file.as_fd(),
                     &[IoSlice::new(part)],
                     Some(at),
-                    RwFlags::DONTCACHE,
+                    RwFlags(caps.rw_flags),
                 ),
                 Handle::Ubio(f) => f.write_at(part, at),
             };
@@ -157,11 +156,10 @@ impl Handle {
 
     /// The plain-with-fadvise mode: drop the range just read or written.
     fn fadvise_dontneed(&self, off: u64, len: u64, path: &Path) -> io::Result<()> {
-        if let Handle::Plain {
-            file,
-            fadvise: true,
-        } = self
-        {
+        if let Handle::Raw { file, caps } = self {
+            if !caps.advise_dontneed {
+                return Ok(());
+            }
             sys::fadvise(file.as_fd(), off, len, Advice::DontNeed)
                 .map_err(|e| path_context(e, "fadvise", path))?;
         }
@@ -171,7 +169,7 @@ impl Handle {
     /// fsync (if written) and close; the ubio stats as JSON.
     fn finish(self, written: bool, path: &Path) -> io::Result<Option<serde_json::Value>> {
         match self {
-            Handle::Plain { file, .. } | Handle::Dontcache(file) | Handle::Direct(file) => {
+            Handle::Raw { file, .. } => {
                 if written {
                     file.sync_all()
                         .map_err(|e| path_context(e, "fsync", path))?;

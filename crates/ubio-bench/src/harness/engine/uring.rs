@@ -12,7 +12,7 @@ use super::support::{fill, AlignedBuf, DIRECT_ALIGN};
 use super::sync_io::{open_std, Access};
 use super::{EngineJob, LaneOutcome, Shared};
 use crate::clock::monotonic_secs;
-use crate::harness::mode::{BenchMode, WorkloadKind};
+use crate::harness::mode::WorkloadKind;
 use crate::path_context;
 use io_uring::{opcode, squeue, types, IoUring};
 use std::fs::File;
@@ -29,12 +29,9 @@ struct Op {
 
 pub(super) fn lane(job: &EngineJob, thread: u32, shared: &Shared) -> io::Result<LaneOutcome> {
     let (kind, layout) = (job.workload.kind, &job.layout);
-    let direct = job.mode == BenchMode::OdirectUring;
-    let (open_flags, rw_flags) = if direct {
-        (libc::O_DIRECT, 0)
-    } else {
-        (0, RwFlags::DONTCACHE.0 as i32)
-    };
+    let caps = job.mode.caps();
+    let direct = caps.open_flags & libc::O_DIRECT != 0;
+    let (open_flags, rw_flags) = (caps.open_flags, caps.rw_flags as i32);
     let qd = job.workload.queue_depth.clamp(1, 4096) as usize;
     let block = layout.block_bytes as usize;
 
