@@ -247,7 +247,7 @@ fn directories_and_files_swapped() {
         &["cp", "f", "lnk", "f"],
         false,
         Exit::Fails,
-        &["target 'f' is not a directory"],
+        &["ubio cp: target 'f': Not a directory"],
     );
     t.case(
         &["run", "--", "./d"],

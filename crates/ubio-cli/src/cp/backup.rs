@@ -46,7 +46,7 @@ impl Backup {
             "numbered" | "t" => Control::Numbered,
             "existing" | "nil" => Control::Existing,
             _ => bail!(
-                "invalid argument '{word}' for '{from}'\nValid arguments are:\n  - 'none', 'off'\n  - 'simple', 'never'\n  - 'existing', 'nil'\n  - 'numbered', 't'"
+                "invalid argument '{word}' for '{from}'\nValid arguments are:\n  - 'none', 'off'\n  - 'simple', 'never'\n  - 'existing', 'nil'\n  - 'numbered', 't'\nTry 'ubio cp --help' for more information."
             ),
         };
         let suffix = suffix

@@ -90,7 +90,7 @@ fn targets(args: &Args) -> Result<Targets> {
         if srcs.len() > 1 {
             bail!(
                 "extra operand {}\nTry 'ubio cp --help' for more information.",
-                msg::quote(&srcs[1])
+                msg::quote(&paths[2])
             );
         }
         return Ok(Targets {
@@ -102,11 +102,11 @@ fn targets(args: &Args) -> Result<Targets> {
     let is_dir = dst.is_dir();
     if (srcs.len() > 1 || args.parents) && !is_dir {
         if args.parents {
-            bail!("with --parents, the destination must be a directory");
+            bail!("with --parents, the destination must be a directory\nTry 'ubio cp --help' for more information.");
         }
         match dst.metadata() {
             Err(e) => bail!("target {}: {}", msg::quote(dst), msg::reason(&e)),
-            Ok(_) => bail!("target {} is not a directory", msg::quote(dst)),
+            Ok(_) => bail!("target {}: Not a directory", msg::quote(dst)),
         }
     }
     Ok(Targets {

@@ -221,7 +221,7 @@ impl Preserve {
                     }
                 ),
                 _ => bail!(
-                    "invalid argument '{attr}' for '{option}'\nValid arguments are:\n  - 'mode'\n  - 'timestamps'\n  - 'ownership'\n  - 'links'\n  - 'context'\n  - 'xattr'\n  - 'all'"
+                    "invalid argument '{attr}' for '{option}'\nValid arguments are:\n  - 'mode'\n  - 'timestamps'\n  - 'ownership'\n  - 'links'\n  - 'context'\n  - 'xattr'\n  - 'all'\nTry 'ubio cp --help' for more information."
                 ),
             }
         }

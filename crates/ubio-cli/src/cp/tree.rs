@@ -71,7 +71,9 @@ pub fn plan(src: &Path, dst: &Path, w: &Walk, steps: &mut Vec<Step>, problems: &
             )));
             return;
         }
-        if let Some(inside) = inside_itself(src, dst) {
+        // GNU's order: overwriting a file with a directory is the error first.
+        let onto_file = dst.metadata().is_ok_and(|m| !m.is_dir());
+        if let Some(inside) = inside_itself(src, dst).filter(|_| !onto_file) {
             problems.push(Problem(inside));
             return;
         }
