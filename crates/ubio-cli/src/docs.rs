@@ -8,7 +8,7 @@
 use anyhow::{Context, Result};
 use clap::CommandFactory;
 use clap_complete::Shell;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
@@ -23,11 +23,28 @@ pub fn run(args: Args) -> Result<ExitCode> {
     for d in [&man, &completions] {
         std::fs::create_dir_all(d).with_context(|| format!("create directory {}", d.display()))?;
     }
-    clap_mangen::generate_to(crate::Cli::command(), &man)
-        .with_context(|| format!("write man pages to {}", man.display()))?;
+    let mut cli = crate::Cli::command().disable_help_subcommand(true);
+    cli.build();
+    man_pages(cli, &man)?;
     for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
         clap_complete::generate_to(shell, &mut crate::Cli::command(), "ubio", &completions)
             .with_context(|| format!("write {shell} completion to {}", completions.display()))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// clap_mangen's pages for `cmd` and each visible subcommand, with the
+/// examples (`after_help`) under EXAMPLES rather than clap_mangen's EXTRA.
+fn man_pages(cmd: clap::Command, dir: &Path) -> Result<()> {
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        man_pages(sub.clone(), dir)?;
+    }
+    let page = clap_mangen::Man::new(cmd);
+    let mut roff = Vec::new();
+    page.render(&mut roff)?;
+    let roff = String::from_utf8(roff)?
+        .replace(".SH EXTRA", ".SH EXAMPLES")
+        .replace("Examples:\n", "");
+    let path = dir.join(page.get_filename());
+    std::fs::write(&path, roff).with_context(|| format!("write {}", path.display()))
 }
