@@ -53,6 +53,9 @@ fn action(op: &str) -> String {
         "preserve mode of" => "preserving permissions for".into(),
         "preserve timestamps of" => "preserving times for".into(),
         "preserve ownership of" => "failed to preserve ownership for".into(),
+        "set attributes for" => "setting attributes for".into(),
+        "list attributes of" => "listing attributes of".into(),
+        "read attributes of" => "getting attribute of".into(),
         op => format!("cannot {op}"),
     }
 }

@@ -29,6 +29,8 @@ fn make_tree(root: &Path) {
     std::os::unix::fs::symlink("a", p("src/ln")).unwrap();
     std::os::unix::fs::symlink("sub", p("src/lnsub")).unwrap();
     std::os::unix::fs::symlink("../nowhere", p("src/sub/dangling")).unwrap();
+    xattr::set(p("src/a"), "user.color", b"blue").unwrap();
+    xattr::set(p("src/sub"), "user.tag", b"\x00binary\xff").unwrap();
     for (name, mode) in [("src/a", 0o640), ("src/b", 0o755), ("src/sub", 0o750)] {
         std::fs::set_permissions(p(name), std::fs::Permissions::from_mode(mode)).unwrap();
     }
@@ -72,6 +74,8 @@ struct Entry {
     /// The first name (in sorted order) with the same inode, if another.
     same_inode_as: Option<String>,
     mtime: Option<(i64, i64)>,
+    /// user.* extended attributes (of the name itself, not a link's target).
+    xattrs: Vec<(String, Vec<u8>)>,
 }
 
 /// Every name below `root` (its path replaced by `{ROOT}` in link
@@ -136,9 +140,24 @@ fn snapshot(root: &Path, mtimes_below: Option<&str>) -> BTreeMap<String, Entry> 
                 }),
                 same_inode_as,
                 mtime: timed.then(|| (m.mtime(), m.mtime_nsec())),
+                xattrs: user_xattrs(&path),
             },
         );
     }
+    out
+}
+
+fn user_xattrs(path: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out: Vec<_> = xattr::list(path)
+        .unwrap()
+        .filter_map(|n| n.into_string().ok())
+        .filter(|n| n.starts_with("user."))
+        .map(|n| {
+            let v = xattr::get(path, &n).unwrap().unwrap_or_default();
+            (n, v)
+        })
+        .collect();
+    out.sort();
     out
 }
 
@@ -321,6 +340,8 @@ fn preserve_and_no_preserve() {
         ..case(&["-r", "--preserve=timestamps,links", "src", "dst/copy"])
     });
     same_as_gnu(case(&["-r", "--preserve=mode", "src", "dst/copy"]));
+    same_as_gnu(case(&["-r", "--preserve=xattr", "src", "dst/copy"]));
+    same_as_gnu(case(&["-a", "--no-preserve=xattr", "src", "dst/copy"]));
     same_as_gnu(case(&["-r", "--preserve", "src", "dst/copy"]));
     same_as_gnu(case(&["--preserve=links", "-r", "src", "dst/copy"]));
     same_as_gnu(case(&["-rp", "--no-preserve=mode", "src", "dst/copy"]));

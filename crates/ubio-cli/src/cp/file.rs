@@ -133,6 +133,7 @@ pub fn copy_file(
         };
         dst_file.flush_writeback()?;
         if opts.preserve.any() {
+            super::preserve_xattrs(src, dst, &opts.preserve)?;
             preserve_metadata(dst_file.get_ref(), dst, &src_meta, &opts.preserve)?;
         }
         if opts.sync {

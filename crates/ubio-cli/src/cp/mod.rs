@@ -501,6 +501,7 @@ impl Copier {
                 .map_err(|e| err("chmod", e))?;
         }
         if self.opts.preserve.any() {
+            preserve_xattrs(&step.src, &step.dst, &self.opts.preserve).map_err(|e| msg::io(&e))?;
             let dir = std::fs::File::open(&step.dst).map_err(|e| err("open", e))?;
             file::preserve_metadata(&dir, &step.dst, &step.meta, &self.opts.preserve)
                 .map_err(|e| msg::io(&e))?;
@@ -531,6 +532,33 @@ impl Copier {
             .map_err(|e| msg::io(&e))?;
         }
         Ok(())
+    }
+}
+
+/// --preserve=xattr (or all): copy the extended attributes of `src` (a file
+/// or directory; symlinks followed) to `dst`, but the SELinux label (GNU's
+/// `context`). Before the mode, which may forbid writing them. Where they
+/// cannot be copied that is an error only if xattr was asked for by name.
+fn preserve_xattrs(src: &Path, dst: &Path, what: &Preserve) -> io::Result<()> {
+    if !what.xattr {
+        return Ok(());
+    }
+    let copy = || -> io::Result<()> {
+        let names = xattr::list_deref(src)
+            .map_err(|e| ubio::error::context(e, "list attributes of", Some(src)))?;
+        for name in names.filter(|n| n != "security.selinux") {
+            let value = xattr::get_deref(src, &name)
+                .map_err(|e| ubio::error::context(e, "read attributes of", Some(src)))?;
+            if let Some(value) = value {
+                xattr::set_deref(dst, &name, &value)
+                    .map_err(|e| ubio::error::context(e, "set attributes for", Some(dst)))?;
+            }
+        }
+        Ok(())
+    };
+    match copy() {
+        Err(e) if what.xattr_required => Err(e),
+        _ => Ok(()),
     }
 }
 

@@ -36,8 +36,8 @@ pub struct Args {
     #[arg(short = 'p')]
     preserve_default: bool,
     /// Preserve these attributes: mode, ownership, timestamps, links
-    /// (hard links between sources), all [default: mode,ownership,timestamps].
-    /// context and xattr are refused: ubio cp does not copy them.
+    /// (hard links between sources), xattr, all [default: mode,ownership,timestamps].
+    /// context (SELinux) is refused: ubio cp does not copy it.
     #[arg(long, value_name = "ATTR_LIST", num_args = 0..=1, require_equals = true,
           default_missing_value = "mode,ownership,timestamps", action = clap::ArgAction::Append)]
     preserve: Vec<String>,
@@ -166,6 +166,11 @@ pub struct Preserve {
     pub timestamps: bool,
     /// Hard links between the sources stay hard links.
     pub links: bool,
+    /// Extended attributes (but the SELinux label, GNU's `context`).
+    pub xattr: bool,
+    /// --preserve=xattr named: failing to copy them is an error (with `all`
+    /// it is not, as in GNU cp).
+    pub xattr_required: bool,
     /// --no-preserve=mode: new files get 0666, directories 0777 (less the umask).
     pub default_mode: bool,
 }
@@ -173,7 +178,7 @@ pub struct Preserve {
 impl Preserve {
     /// Whether anything is set on each copied file after its data.
     pub fn any(&self) -> bool {
-        self.mode || self.ownership || self.timestamps
+        self.mode || self.ownership || self.timestamps || self.xattr
     }
 
     /// The mode a new file is created with (the umask applies).
@@ -207,18 +212,19 @@ impl Preserve {
                 // GNU's `all` also tries context and xattr, ignoring failure.
                 "all" => {
                     self.set("mode,ownership,timestamps,links", on, option)?;
+                    self.xattr = on;
+                    self.xattr_required = false;
                     if !on {
                         self.default_mode = false;
                     }
                 }
-                "context" | "xattr" if !on => {}
-                "context" | "xattr" => bail!(
-                    "{option}={attr} is not supported: ubio cp does not copy {}",
-                    if attr == "context" {
-                        "SELinux contexts"
-                    } else {
-                        "extended attributes"
-                    }
+                "xattr" => {
+                    self.xattr = on;
+                    self.xattr_required = on;
+                }
+                "context" if !on => {}
+                "context" => bail!(
+                    "{option}=context is not supported: ubio cp does not copy SELinux contexts"
                 ),
                 _ => bail!(
                     "invalid argument '{attr}' for '{option}'\nValid arguments are:\n  - 'mode'\n  - 'timestamps'\n  - 'ownership'\n  - 'links'\n  - 'context'\n  - 'xattr'\n  - 'all'\nTry 'ubio cp --help' for more information."
@@ -291,9 +297,12 @@ impl Args {
             Deref::Always
         } else if self.dereference_command_line {
             Deref::CommandLine
-        } else if self.no_dereference || self.no_dereference_preserve_links || self.archive {
-            Deref::Never
-        } else if recursive && link != LinkMode::Hard {
+        } else if self.no_dereference
+            || self.no_dereference_preserve_links
+            || self.archive
+            // GNU: -r copies symlinks as symlinks, unless -l links their targets.
+            || (recursive && link != LinkMode::Hard)
+        {
             Deref::Never
         } else {
             Deref::Always
