@@ -536,3 +536,44 @@ fn killed_mid_copy_leaves_the_source_intact_and_a_rerun_completes() {
     }
     println!("FAULTS sigkill_mid_copy={kills}");
 }
+
+/// The GNU options keep the uncached contract: -a, -u and a backup copy
+/// data through the streams (neither file left cached), -l and -s copy no
+/// data (nothing read: the cold source stays uncached).
+#[test]
+fn gnu_options_copy_uncached_and_links_read_nothing() {
+    let dir = workdir();
+    let src = dir.path().join("tree");
+    std::fs::create_dir(&src).unwrap();
+    let big = src.join("big");
+    write_cold(&big, &data(6 * MIB + 11, 4));
+    let outside = dir.path().join("outside");
+    std::fs::write(&outside, b"old").unwrap();
+    let runs: [(&str, &[&dyn AsRef<std::ffi::OsStr>]); 5] = [
+        ("-a", &[&"-a", &src, &dir.path().join("archive")]),
+        ("-u", &[&"-u", &big, &dir.path().join("updated")]),
+        ("--backup", &[&"--backup=numbered", &big, &outside]),
+        ("-l", &[&"-l", &big, &dir.path().join("hard")]),
+        ("-s", &[&"-s", &big, &dir.path().join("soft")]),
+    ];
+    for (what, args) in runs {
+        write_cold(&big, &data(6 * MIB + 11, 4));
+        assert_ok(&cp(args));
+        assert_eq!(cachestat(&big).nr_cache, 0, "{what}: source left cached");
+    }
+    // Cache checks before anything reads the copies.
+    for copy in ["archive/big", "updated", "outside"] {
+        let pages = cachestat(&dir.path().join(copy)).nr_cache;
+        assert_eq!(pages, 0, "{copy} left cached");
+    }
+    for copy in ["archive/big", "updated", "outside", "hard", "soft"] {
+        let bytes = std::fs::read(dir.path().join(copy)).unwrap();
+        assert!(bytes == data(6 * MIB + 11, 4), "{copy} differs");
+    }
+    let backup = std::fs::read(dir.path().join("outside.~1~")).unwrap();
+    assert_eq!(backup, b"old");
+    let ino = |p: &str| dir.path().join(p).metadata().unwrap().ino();
+    assert_eq!(ino("hard"), big.metadata().unwrap().ino());
+    let target = std::fs::read_link(dir.path().join("soft")).unwrap();
+    assert_eq!(target, big);
+}
