@@ -32,6 +32,9 @@ use std::process::ExitCode;
 use std::time::Instant;
 use tree::{Kind, Problem, Step};
 
+/// GNU's last line after a usage error.
+const TRY_HELP: &str = "Try 'ubio cp --help' for more information.";
+
 #[derive(serde::Serialize)]
 struct Summary {
     files: u64,
@@ -78,20 +81,17 @@ fn targets(args: &Args) -> Result<Targets> {
         });
     }
     let Some((dst, srcs)) = paths.split_last() else {
-        bail!("missing file operand\nTry 'ubio cp --help' for more information.");
+        bail!("missing file operand\n{TRY_HELP}");
     };
     if srcs.is_empty() {
         bail!(
-            "missing destination file operand after {}\nTry 'ubio cp --help' for more information.",
+            "missing destination file operand after {}\n{TRY_HELP}",
             msg::quote(dst)
         );
     }
     if args.no_target_directory {
         if srcs.len() > 1 {
-            bail!(
-                "extra operand {}\nTry 'ubio cp --help' for more information.",
-                msg::quote(&paths[2])
-            );
+            bail!("extra operand {}\n{TRY_HELP}", msg::quote(&paths[2]));
         }
         return Ok(Targets {
             srcs: srcs.to_vec(),
@@ -102,7 +102,7 @@ fn targets(args: &Args) -> Result<Targets> {
     let is_dir = dst.is_dir();
     if (srcs.len() > 1 || args.parents) && !is_dir {
         if args.parents {
-            bail!("with --parents, the destination must be a directory\nTry 'ubio cp --help' for more information.");
+            bail!("with --parents, the destination must be a directory\n{TRY_HELP}");
         }
         match dst.metadata() {
             Err(e) => bail!("target {}: {}", msg::quote(dst), msg::reason(&e)),
@@ -282,14 +282,8 @@ impl Copier {
         let id = (step.meta.dev(), step.meta.ino());
         if self.opts.preserve.links && step.meta.nlink() > 1 {
             if let Some(first) = self.linked.get(&id) {
-                std::fs::hard_link(first, &step.dst).map_err(|e| {
-                    format!(
-                        "cannot create hard link {} to {}: {}",
-                        msg::quote(&step.dst),
-                        msg::quote(first),
-                        msg::reason(&e)
-                    )
-                })?;
+                std::fs::hard_link(first, &step.dst)
+                    .map_err(|e| link_failed("hard link", &step.dst, first, &e))?;
                 self.say_copied(step, backup.as_deref());
                 return Ok(());
             }
@@ -423,14 +417,8 @@ impl Copier {
         } else {
             step.src.clone()
         };
-        std::fs::hard_link(&src, &step.dst).map_err(|e| {
-            format!(
-                "cannot create hard link {} to {}: {}",
-                msg::quote(&step.dst),
-                msg::quote(&step.src),
-                msg::reason(&e)
-            )
-        })
+        std::fs::hard_link(&src, &step.dst)
+            .map_err(|e| link_failed("hard link", &step.dst, &step.src, &e))
     }
 
     /// -s: a symlink to the source. As GNU cp, a relative source works only
@@ -449,14 +437,8 @@ impl Copier {
                 ));
             }
         }
-        std::os::unix::fs::symlink(&step.src, &step.dst).map_err(|e| {
-            format!(
-                "cannot create symbolic link {} to {}: {}",
-                msg::quote(&step.dst),
-                msg::quote(&step.src),
-                msg::reason(&e)
-            )
-        })
+        std::os::unix::fs::symlink(&step.src, &step.dst)
+            .map_err(|e| link_failed("symbolic link", &step.dst, &step.src, &e))
     }
 
     fn dir_start(&mut self, step: &Step) -> Result<(), String> {
@@ -560,6 +542,16 @@ fn preserve_xattrs(src: &Path, dst: &Path, what: &Preserve) -> io::Result<()> {
         Err(e) if what.xattr_required => Err(e),
         _ => Ok(()),
     }
+}
+
+/// GNU's message for a hard or symbolic link that could not be made.
+fn link_failed(what: &str, dst: &Path, src: &Path, e: &io::Error) -> String {
+    format!(
+        "cannot create {what} {} to {}: {}",
+        msg::quote(dst),
+        msg::quote(src),
+        msg::reason(e)
+    )
 }
 
 /// -u: the source's modification time is later than the destination's.

@@ -3,6 +3,7 @@
 
 use super::backup::Backup;
 use super::tree::{Deref, Walk};
+use super::TRY_HELP;
 use crate::size;
 use anyhow::{bail, Result};
 use std::ffi::OsString;
@@ -227,7 +228,7 @@ impl Preserve {
                     "{option}=context is not supported: ubio cp does not copy SELinux contexts"
                 ),
                 _ => bail!(
-                    "invalid argument '{attr}' for '{option}'\nValid arguments are:\n  - 'mode'\n  - 'timestamps'\n  - 'ownership'\n  - 'links'\n  - 'context'\n  - 'xattr'\n  - 'all'\nTry 'ubio cp --help' for more information."
+                    "invalid argument '{attr}' for '{option}'\nValid arguments are:\n  - 'mode'\n  - 'timestamps'\n  - 'ownership'\n  - 'links'\n  - 'context'\n  - 'xattr'\n  - 'all'\n{TRY_HELP}"
                 ),
             }
         }
