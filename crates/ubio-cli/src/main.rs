@@ -44,6 +44,7 @@ enum Command {
     Cat(cat::Args),
     /// Copy files and directories like GNU cp, without caching them
     #[command(
+        override_usage = "ubio cp [OPTIONS] SRC DST\n       ubio cp [OPTIONS] SRC... DIRECTORY\n       ubio cp [OPTIONS] -t DIRECTORY SRC...",
         after_help = "Examples:\n  ubio cp big.img /mnt/backup/\n  ubio cp -a photos/ /mnt/archive/photos\n  ubio cp -u --backup=numbered -t /mnt/backup *.log"
     )]
     Cp(cp::Args),

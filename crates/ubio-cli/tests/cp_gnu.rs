@@ -315,6 +315,10 @@ fn case<'a>(args: &'a [&'a str]) -> Case<'a> {
 fn recursive() {
     same_as_gnu(case(&["-r", "src", "dst/copy"]));
     same_as_gnu(case(&["-R", "-v", "src", "dst"]));
+    // The contents of a directory into another: `cp -a src/. dst`.
+    same_as_gnu(case(&["-a", "-v", "src/.", "dst"]));
+    same_as_gnu(case(&["-r", "src/", "dst"]));
+    same_as_gnu(case(&["-r", "src/sub/..", "dst"]));
 }
 
 #[test]

@@ -129,7 +129,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 }
                 tree::below(dir, src)
             }
-            (Some(dir), _) => match src.file_name() {
+            (Some(dir), _) => match last_name(src) {
+                // As GNU: `cp -r src/.. dir` copies into dir, not dir/..
+                Some(name) if name == ".." => dir.clone(),
                 Some(name) => dir.join(name),
                 None => {
                     problems.push(Problem(format!(
@@ -542,6 +544,20 @@ fn preserve_xattrs(src: &Path, dst: &Path, what: &Preserve) -> io::Result<()> {
         Err(e) if what.xattr_required => Err(e),
         _ => Ok(()),
     }
+}
+
+/// The last name in `src` as written, as GNU's basename takes it: "." for
+/// `src/.` (so `cp -a src/. dir` copies the contents of src into dir), ".."
+/// for `a/..`: Path::file_name would skip or refuse those. None for "/".
+fn last_name(src: &Path) -> Option<&std::ffi::OsStr> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = src.as_os_str().as_bytes();
+    let trimmed = &bytes[..bytes.iter().rposition(|&c| c != b'/')? + 1];
+    let start = trimmed
+        .iter()
+        .rposition(|&c| c == b'/')
+        .map_or(0, |i| i + 1);
+    Some(std::ffi::OsStr::from_bytes(&trimmed[start..]))
 }
 
 /// GNU's message for a hard or symbolic link that could not be made.
