@@ -559,11 +559,11 @@ fn gnu_options_copy_uncached_and_links_read_nothing() {
     for (what, args) in runs {
         write_cold(&big, &data(6 * MIB + 11, 4));
         assert_ok(&cp(args));
-        assert_eq!(cachestat(&big).nr_cache, 0, "{what}: source left cached");
+        assert_eq!(count(&big).cached, 0, "{what}: source left cached");
     }
     // Cache checks before anything reads the copies.
     for copy in ["archive/big", "updated", "outside"] {
-        let pages = cachestat(&dir.path().join(copy)).nr_cache;
+        let pages = count(&dir.path().join(copy)).cached;
         assert_eq!(pages, 0, "{copy} left cached");
     }
     for copy in ["archive/big", "updated", "outside", "hard", "soft"] {
