@@ -205,3 +205,24 @@ fn probe_into_a_closed_pipe_exits_zero() {
         assert_quiet_success(&out);
     }
 }
+
+/// `ubio cat` says what GNU cat says (with `ubio cat: ` for `cat: `) and
+/// exits as it does: a missing file, a directory, a bad option.
+#[test]
+fn cat_messages_and_status_as_gnu_cat() {
+    let dir = workdir();
+    std::fs::create_dir(dir.path().join("d")).unwrap();
+    std::fs::write(dir.path().join("f"), b"f\n").unwrap();
+    for args in [&["nope", "f"][..], &["d"], &["f", "d", "nope"], &["f"]] {
+        let run = |cmd: &mut std::process::Command| {
+            let out = cmd.args(args).current_dir(dir.path()).output().unwrap();
+            let err = stderr(&out).replace("ubio cat: ", "cat: ");
+            (out.status.code(), out.stdout, err)
+        };
+        let gnu = run(&mut std::process::Command::new("cat"));
+        let ours = run(ubio().arg("cat"));
+        assert_eq!(ours, gnu, "cat {args:?}");
+    }
+    let out = ubio().args(["cat", "--bogus", "f"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "a bad option: GNU cat's status");
+}
