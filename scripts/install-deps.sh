@@ -9,14 +9,15 @@
 # util-linux (losetup, mount), fio (reference numbers for the benchmarks), rsync,
 # gcc, libc6-dev (programs the LD_PRELOAD shim tests run or build), nocache (the
 # copy benchmark of `ubio demo --copy` compares with it), valgrind
-# (scripts/memcheck.sh). Runs
+# (scripts/memcheck.sh), man-db (the install test renders the man pages with
+# `man -l`). Runs
 # `apt-get update` only when something is missing. Also makes sure cargo exists
 # (rustup's stable toolchain; Debian's own cargo is too old for this project).
 set -euo pipefail
 
 export DEBIAN_FRONTEND=noninteractive
 
-PACKAGES=(xfsprogs btrfs-progs e2fsprogs util-linux fio rsync gcc libc6-dev nocache valgrind)
+PACKAGES=(xfsprogs btrfs-progs e2fsprogs util-linux fio rsync gcc libc6-dev nocache valgrind man-db)
 if [ "$#" -gt 0 ]; then
     PACKAGES=("$@")
 fi

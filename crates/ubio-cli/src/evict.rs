@@ -5,8 +5,8 @@
 //! which promises no durability). On tmpfs and ramfs the pages are the file's
 //! storage and are never dropped: such files are reported, not counted as evicted.
 
-use crate::out;
 use crate::stat::{self, CacheInfo, Source, Totals};
+use crate::{msg, out};
 use anyhow::Result;
 use std::io;
 use std::os::fd::AsFd;
@@ -53,7 +53,7 @@ fn evict(path: &Path, sync: bool) -> io::Result<Evicted> {
     if fs.pages_are_storage() {
         return Err(io::Error::other(format!(
             "cannot evict {}: on {} the cached pages are the file's storage",
-            path.display(),
+            msg::quote(path),
             fs.name()
         )));
     }
@@ -81,7 +81,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 total_after.add(&e.after);
                 files.push(e);
             }
-            Err(e) => errors.push(e.to_string()),
+            Err(e) => errors.push(msg::io(&e)),
         }
     }
     let report = Report {

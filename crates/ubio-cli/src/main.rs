@@ -4,8 +4,10 @@ mod bench;
 mod cat;
 mod cp;
 mod demo;
+mod docs;
 mod evict;
 mod interrupt;
+mod msg;
 mod out;
 mod probe;
 mod run;
@@ -18,31 +20,98 @@ use std::process::ExitCode;
 
 /// Uncached buffered I/O: stream big files without wrecking the page cache.
 #[derive(Parser)]
-#[command(name = "ubio", version, about)]
-struct Cli {
+#[command(
+    name = "ubio",
+    version,
+    after_help = "Examples:\n  ubio cp -a /data/backup /mnt/archive\n  ubio cat big.log | grep ERROR\n  ubio run -- tar cf /mnt/backup.tar /data\n\nSee 'ubio COMMAND --help' and the man pages ubio(1), ubio-cp(1), ..."
+)]
+pub struct Cli {
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Subcommand)]
 enum Command {
+    /// Show what the kernel and a filesystem can do, and the backend auto picks
+    #[command(
+        after_help = "Examples:\n  ubio probe            # the current directory\n  ubio probe /data --json"
+    )]
     Probe(probe::Args),
+    /// Concatenate files to standard output without caching them
+    #[command(
+        after_help = "Examples:\n  ubio cat big.log | grep ERROR\n  ubio cat part1 part2 > whole"
+    )]
     Cat(cat::Args),
+    /// Copy files and directories like GNU cp, without caching them
+    #[command(
+        override_usage = "ubio cp [OPTIONS] SRC DST\n       ubio cp [OPTIONS] SRC... DIRECTORY\n       ubio cp [OPTIONS] -t DIRECTORY SRC...",
+        after_help = "Examples:\n  ubio cp big.img /mnt/backup/\n  ubio cp -a photos/ /mnt/archive/photos\n  ubio cp -u --backup=numbered -t /mnt/backup *.log"
+    )]
     Cp(cp::Args),
+    /// Show how much of each file is in the page cache (cached, dirty, writeback)
+    #[command(
+        after_help = "Examples:\n  ubio stat big.img\n  ubio stat -r /var/lib/postgresql --json"
+    )]
     Stat(stat::Args),
+    /// Drop files' clean pages from the page cache
+    #[command(after_help = "Examples:\n  ubio evict big.img\n  ubio evict -r --sync /data/done")]
     Evict(evict::Args),
+    #[command(after_help = "Examples:\n  ubio demo\n  ubio demo --copy --limit 1G")]
     Demo(demo::Args),
+    /// Run an unmodified program (and its children) with uncached I/O
+    #[command(
+        after_help = "Examples:\n  ubio run -- tar cf /mnt/backup.tar /data\n  ubio run --window 64M --log -- rsync -a src/ dst/"
+    )]
     Run(run::Args),
+    #[command(
+        after_help = "Examples:\n  ubio bench run --workload seq-read --dataset 4G --limit 1G\n  ubio bench compare old/report.json new/report.json"
+    )]
     Bench(bench::Args),
     #[command(name = "__worker", hide = true)]
     Worker(worker::Args),
+    #[command(name = "__generate-docs", hide = true)]
+    GenerateDocs(docs::Args),
+}
+
+impl Command {
+    fn name(&self) -> &'static str {
+        match self {
+            Command::Probe(_) => "probe",
+            Command::Cat(_) => "cat",
+            Command::Cp(_) => "cp",
+            Command::Stat(_) => "stat",
+            Command::Evict(_) => "evict",
+            Command::Demo(_) => "demo",
+            Command::Run(_) => "run",
+            Command::Bench(_) => "bench",
+            Command::Worker(_) => "__worker",
+            Command::GenerateDocs(_) => "__generate-docs",
+        }
+    }
+}
+
+/// GNU cp and cat exit 1 on a bad command line (checked with coreutils
+/// 9.1), not clap's 2: `ubio cp` and `ubio cat` stand in for them.
+fn usage_exit_code() -> u8 {
+    match std::env::args_os().nth(1) {
+        Some(c) if c == "cp" || c == "cat" => 1,
+        _ => 2,
+    }
 }
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().filter_or("UBIO_LOG", "warn"))
         .format_timestamp(None)
         .init();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if e.use_stderr() => {
+            let _ = e.print();
+            return ExitCode::from(usage_exit_code());
+        }
+        Err(e) => e.exit(), // --help, --version
+    };
+    let name = cli.command.name();
     let result = match cli.command {
         Command::Probe(a) => probe::run(a),
         Command::Cat(a) => cat::run(a),
@@ -53,11 +122,12 @@ fn main() -> ExitCode {
         Command::Run(a) => run::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Worker(a) => worker::run(a),
+        Command::GenerateDocs(a) => docs::run(a),
     };
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("ubio: {e:#}");
+            eprintln!("ubio {name}: {}", msg::anyhow(&e));
             ExitCode::FAILURE
         }
     }

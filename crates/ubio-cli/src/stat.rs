@@ -9,7 +9,7 @@
 //! so large files and trees are fast. `ubio evict` shares the walk and the
 //! counting.
 
-use crate::{out, size};
+use crate::{msg, out, size};
 use anyhow::Result;
 use std::io;
 use std::os::fd::AsFd;
@@ -122,7 +122,7 @@ pub fn regular_files(paths: &[PathBuf], recursive: bool) -> (Vec<PathBuf>, Vec<S
                 "{}: not a regular file (no page cache to show)",
                 path.display()
             )),
-            Err(e) => problems.push(ubio::error::context(e, "stat", Some(path)).to_string()),
+            Err(e) => problems.push(msg::on("stat", path, &e)),
         }
     }
     (files, problems)
@@ -132,7 +132,7 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>, problems: &mut Vec<String>) {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) => {
-            problems.push(ubio::error::context(e, "read directory", Some(dir)).to_string());
+            problems.push(msg::on("read directory", dir, &e));
             return;
         }
     };
@@ -145,9 +145,7 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>, problems: &mut Vec<String>) {
             Ok(t) if t.is_file() => files.push(entry.path()),
             Ok(t) if t.is_dir() => walk(&entry.path(), files, problems),
             Ok(_) => {} // symlinks and special files
-            Err(e) => {
-                problems.push(ubio::error::context(e, "stat", Some(&entry.path())).to_string())
-            }
+            Err(e) => problems.push(msg::on("stat", &entry.path(), &e)),
         }
     }
 }
@@ -173,14 +171,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let mut total = Totals::default();
     for path in paths {
         let info = std::fs::File::open(&path)
-            .and_then(|f| cache_info(&f))
-            .map_err(|e| ubio::error::context(e, "cachestat", Some(&path)));
+            .map_err(|e| msg::on("open", &path, &e))
+            .and_then(|f| cache_info(&f).map_err(|e| msg::on("cachestat", &path, &e)));
         match info {
             Ok(info) => {
                 total.add(&info);
                 files.push(FileEntry { path, info });
             }
-            Err(e) => errors.push(e.to_string()),
+            Err(e) => errors.push(e),
         }
     }
     let report = Report {

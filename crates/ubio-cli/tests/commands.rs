@@ -42,7 +42,7 @@ fn probe_of_a_missing_path_names_it() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("probe /nonexistent/ubio") && err.contains("No such file"),
+        err.contains("ubio probe: cannot probe '/nonexistent/ubio': No such file or directory"),
         "{err}"
     );
 }
@@ -74,7 +74,10 @@ fn cat_reports_a_missing_file_and_goes_on() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(out.stdout, b"hello\n");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("open /nonexistent/x"), "{err}");
+    assert!(
+        err.contains("ubio cat: /nonexistent/x: No such file or directory"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -157,7 +160,10 @@ fn cp_of_a_missing_source_names_it() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("nope") && err.contains("No such file"),
+        err.contains(&format!(
+            "ubio cp: cannot stat '{}': No such file or directory",
+            dir.path().join("nope").display()
+        )),
         "{err}"
     );
     assert!(!dir.path().join("d").exists(), "a destination was created");
@@ -198,4 +204,25 @@ fn probe_into_a_closed_pipe_exits_zero() {
         let (_, out) = head_then_close(ubio().arg("probe").args(json.then_some("--json")), 0);
         assert_quiet_success(&out);
     }
+}
+
+/// `ubio cat` says what GNU cat says (with `ubio cat: ` for `cat: `) and
+/// exits as it does: a missing file, a directory, a bad option.
+#[test]
+fn cat_messages_and_status_as_gnu_cat() {
+    let dir = workdir();
+    std::fs::create_dir(dir.path().join("d")).unwrap();
+    std::fs::write(dir.path().join("f"), b"f\n").unwrap();
+    for args in [&["nope", "f"][..], &["d"], &["f", "d", "nope"], &["f"]] {
+        let run = |cmd: &mut std::process::Command| {
+            let out = cmd.args(args).current_dir(dir.path()).output().unwrap();
+            let err = stderr(&out).replace("ubio cat: ", "cat: ");
+            (out.status.code(), out.stdout, err)
+        };
+        let gnu = run(&mut std::process::Command::new("cat"));
+        let ours = run(ubio().arg("cat"));
+        assert_eq!(ours, gnu, "cat {args:?}");
+    }
+    let out = ubio().args(["cat", "--bogus", "f"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "a bad option: GNU cat's status");
 }

@@ -100,7 +100,12 @@ fn tiny_copy_demo_verifies_every_tool_and_cleans_up() {
     // drop batch and readahead (up to 24 MiB) plus the write window (16 MiB).
     for m in ["ubio-cp", "ubio-run-cp"] {
         assert!(peak(m) <= 40 << 20, "{m} peak {}", peak(m));
-        assert!(peak(m) * 2 < peak("cp"), "{m} peak {} vs cp {}", peak(m), peak("cp"));
+        assert!(
+            peak(m) * 2 < peak("cp"),
+            "{m} peak {} vs cp {}",
+            peak(m),
+            peak("cp")
+        );
     }
     assert!(!demo["conclusion"].as_array().unwrap().is_empty());
     assert_clean(pid, &own_cg, dir);

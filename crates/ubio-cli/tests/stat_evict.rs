@@ -225,7 +225,10 @@ fn a_missing_path_is_named_and_the_others_go_on() {
         let out = run(&[&cmd, &"--json", &missing, &path]);
         assert_eq!(out.status.code(), Some(1), "{cmd}");
         assert!(
-            stderr(&out).contains(&format!("stat {}: No such file", missing.display())),
+            stderr(&out).contains(&format!(
+                "ubio {cmd}: cannot stat '{}': No such file or directory",
+                missing.display()
+            )),
             "{cmd}: {}",
             stderr(&out)
         );

@@ -9,7 +9,8 @@
 //! already does the same work in one call.
 
 use super::progress::Progress;
-use super::{Options, Reflink, Sparse};
+use super::{Options, Preserve, Reflink, Sparse};
+use crate::msg;
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -39,10 +40,10 @@ pub struct FileReport {
     pub dst_stats: Option<ubio::Stats>,
 }
 
-/// A failed copy: the error (naming the operation and the file) and, once
-/// the destination was opened, how much of it was written.
+/// A failed copy: the message (in GNU's form, naming the operation and the
+/// file) and, once the destination was opened, how much of it was written.
 pub struct CopyError {
-    pub error: io::Error,
+    pub message: String,
     /// (bytes copied, bytes expected) when the destination exists but is partial.
     pub incomplete: Option<(u64, u64)>,
 }
@@ -50,16 +51,19 @@ pub struct CopyError {
 impl From<io::Error> for CopyError {
     fn from(error: io::Error) -> Self {
         CopyError {
-            error,
+            message: msg::io(&error),
             incomplete: None,
         }
     }
 }
 
-pub enum Outcome {
-    Copied(Box<FileReport>),
-    /// `-n` and the destination existed.
-    Kept,
+impl CopyError {
+    fn new(message: String) -> Self {
+        CopyError {
+            message,
+            incomplete: None,
+        }
+    }
 }
 
 fn ctx<'a>(op: &'static str, path: &'a Path) -> impl Fn(io::Error) -> io::Error + 'a {
@@ -67,13 +71,14 @@ fn ctx<'a>(op: &'static str, path: &'a Path) -> impl Fn(io::Error) -> io::Error 
 }
 
 /// Copy the regular file (or, without -r, whatever `src` opens to) `src` to
-/// `dst`, following a symlink at `dst` as GNU cp does.
+/// `dst`, following a symlink at `dst` as GNU cp does. What to do with an
+/// existing `dst` (-n, -u, -i, backups, the same file) was decided before.
 pub fn copy_file(
     src: &Path,
     dst: &Path,
     opts: &Options,
     progress: &mut Progress,
-) -> Result<Outcome, CopyError> {
+) -> Result<Box<FileReport>, CopyError> {
     let start = Instant::now();
     // Stat before opening: opening probes the file with a read at its end,
     // which updates its access time, and -p must keep the old one.
@@ -81,33 +86,25 @@ pub fn copy_file(
     let src_file = ubio::OpenOptions::new()
         .read(true)
         .backend(opts.backend)
-        .open(src)?;
+        .open(src)
+        .map_err(|e| {
+            CopyError::new(format!(
+                "cannot open {} for reading: {}",
+                msg::quote(src),
+                msg::reason(&e)
+            ))
+        })?;
     let src_meta = src_file.get_ref().metadata().map_err(ctx("stat", src))?;
     let src_meta = before_open
         .filter(|m| m.dev() == src_meta.dev() && m.ino() == src_meta.ino())
         .unwrap_or(src_meta);
-    if let Ok(existing) = std::fs::metadata(dst) {
-        if existing.dev() == src_meta.dev() && existing.ino() == src_meta.ino() {
-            return Err(io::Error::other(format!(
-                "copy {} to {}: are the same file",
-                src.display(),
-                dst.display()
-            ))
-            .into());
-        }
-        if existing.is_dir() {
-            return Err(io::Error::other(format!(
-                "copy {} to {}: cannot overwrite a directory with a non-directory",
-                src.display(),
-                dst.display()
-            ))
-            .into());
-        }
-        if opts.no_clobber {
-            return Ok(Outcome::Kept);
-        }
-    }
-    let dst_file = open_destination(dst, src_meta.mode(), opts)?;
+    let dst_file = open_destination(dst, src_meta.mode(), opts).map_err(|e| {
+        CopyError::new(format!(
+            "cannot create regular file {}: {}",
+            msg::quote(dst),
+            msg::reason(&e)
+        ))
+    })?;
     let expected = src_meta.len();
     let mut copied = 0u64;
     let result = (|| -> io::Result<(Method, u64)> {
@@ -135,8 +132,9 @@ pub fn copy_file(
             (Method::Stream, 0)
         };
         dst_file.flush_writeback()?;
-        if opts.preserve {
-            preserve_metadata(dst_file.get_ref(), dst, &src_meta)?;
+        if opts.preserve.any() {
+            super::preserve_xattrs(src, dst, &opts.preserve)?;
+            preserve_metadata(dst_file.get_ref(), dst, &src_meta, &opts.preserve)?;
         }
         if opts.sync {
             dst_file.sync_all()?;
@@ -147,16 +145,16 @@ pub fn copy_file(
     let dst_stats = dst_file.close();
     let total = if src_meta.is_file() { expected } else { copied };
     match (result, dst_stats) {
-        (Ok((method, hole_bytes)), Ok(dst_stats)) => Ok(Outcome::Copied(Box::new(FileReport {
+        (Ok((method, hole_bytes)), Ok(dst_stats)) => Ok(Box::new(FileReport {
             bytes: copied,
             method,
             hole_bytes,
             seconds: start.elapsed().as_secs_f64(),
             src_stats: (method == Method::Stream).then(|| src_stats.ok()).flatten(),
             dst_stats: (method == Method::Stream).then_some(dst_stats),
-        }))),
+        })),
         (Err(error), _) | (Ok(_), Err(error)) => Err(CopyError {
-            error,
+            message: msg::io(&error),
             incomplete: Some((copied, total)),
         }),
     }
@@ -170,7 +168,7 @@ fn open_destination(dst: &Path, src_mode: u32, opts: &Options) -> io::Result<ubi
             .write(true)
             .create(true)
             .truncate(true)
-            .mode(src_mode & 0o777)
+            .mode(opts.preserve.new_file_mode(src_mode))
             .backend(opts.backend)
             .window(opts.window)
             .open(dst)
@@ -324,23 +322,31 @@ fn read_some(src: &ubio::File, buf: &mut [u8], off: u64) -> io::Result<usize> {
     }
 }
 
-/// -p on an open file: owner and group, then the mode (chown clears setuid
-/// bits), then access and modification times.
+/// --preserve on an open file: owner and group, then the mode (chown clears
+/// setuid bits), then access and modification times, then extended attributes.
 pub fn preserve_metadata(
     file: &std::fs::File,
     path: &Path,
     src: &std::fs::Metadata,
+    what: &Preserve,
 ) -> io::Result<()> {
-    match std::os::unix::fs::fchown(file, Some(src.uid()), Some(src.gid())) {
-        // Like GNU cp -p: an unprivileged user cannot give files away; not an error.
-        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {}
-        r => r.map_err(ctx("preserve ownership of", path))?,
+    if what.ownership {
+        match std::os::unix::fs::fchown(file, Some(src.uid()), Some(src.gid())) {
+            // Like GNU cp -p: an unprivileged user cannot give files away; not an error.
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {}
+            r => r.map_err(ctx("preserve ownership of", path))?,
+        }
     }
-    file.set_permissions(std::fs::Permissions::from_mode(src.mode() & 0o7777))
-        .map_err(ctx("preserve mode of", path))?;
-    let times = std::fs::FileTimes::new()
-        .set_accessed(src.accessed().map_err(ctx("stat", path))?)
-        .set_modified(src.modified().map_err(ctx("stat", path))?);
-    file.set_times(times)
-        .map_err(ctx("preserve timestamps of", path))
+    if what.mode {
+        file.set_permissions(std::fs::Permissions::from_mode(src.mode() & 0o7777))
+            .map_err(ctx("preserve mode of", path))?;
+    }
+    if what.timestamps {
+        let times = std::fs::FileTimes::new()
+            .set_accessed(src.accessed().map_err(ctx("stat", path))?)
+            .set_modified(src.modified().map_err(ctx("stat", path))?);
+        file.set_times(times)
+            .map_err(ctx("preserve timestamps of", path))?;
+    }
+    Ok(())
 }

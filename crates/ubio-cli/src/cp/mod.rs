@@ -1,99 +1,39 @@
-//! `ubio cp [-r] [-p] [-n|-f] [-v] [--sparse=WHEN] [--sync] SRC... DST`: copy
-//! like GNU cp without leaving the copy in the page cache. Source pages that
-//! were cached before stay cached; pages the copy brings in are dropped.
+//! `ubio cp [OPTION]... SRC... DST`: copy like GNU cp without leaving the
+//! copy in the page cache. Source pages that were cached before stay cached;
+//! pages the copy brings in are dropped. Links (-l, -s) copy no data.
+//!
+//! The options are GNU cp's daily ones with GNU's meaning (-a, -r, -d, -P,
+//! -L, -H, -p, --preserve, --no-preserve, -n, -f, -i, -u, -b, --backup, -S,
+//! --remove-destination, -t, -T, --parents, -x, -l, -s, -v, --sparse,
+//! --reflink), GNU's messages and exit status (1 for any failure, also a bad
+//! command line); GNU options it does not have are refused by name.
 //!
 //! With -r, symlinks are copied as symlinks and fifos are recreated; sockets
 //! and devices are skipped with a warning (and exit status 1, since the copy is
 //! not complete). As in GNU cp, an error on one file is reported and the
 //! others go on; the exit status is then 1.
 
+mod backup;
 mod file;
+mod options;
 mod progress;
 mod tree;
 
-use crate::{out, size};
+use crate::{msg, out};
 use anyhow::{bail, Result};
-use file::{CopyError, FileReport, Outcome};
+use file::{CopyError, FileReport};
+pub use options::{Args, LinkMode, Options, Preserve, Reflink, Sparse};
 use progress::Progress;
 use std::collections::HashMap;
-use std::io;
+use std::io::{self, BufRead, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 use tree::{Kind, Problem, Step};
 
-#[derive(clap::Args)]
-pub struct Args {
-    /// Sources, then the destination (a directory when there are several sources).
-    #[arg(required = true, num_args = 2.., value_name = "SRC... DST")]
-    paths: Vec<PathBuf>,
-    /// Copy directories recursively (symlinks as symlinks, fifos recreated).
-    #[arg(short = 'r', short_alias = 'R', long)]
-    recursive: bool,
-    /// Preserve mode, ownership and timestamps.
-    #[arg(short = 'p')]
-    preserve: bool,
-    /// Do not overwrite an existing file.
-    #[arg(short = 'n', long, conflicts_with = "force")]
-    no_clobber: bool,
-    /// If a destination cannot be opened, remove it and try again.
-    #[arg(short = 'f', long)]
-    force: bool,
-    /// Print 'src' -> 'dst' for each file copied.
-    #[arg(short = 'v', long)]
-    verbose: bool,
-    /// Holes: auto keeps the source's, always also skips blocks of zeros,
-    /// never writes every byte (and does not clone).
-    #[arg(long, value_enum, default_value = "auto")]
-    sparse: Sparse,
-    /// Clone (FICLONE) where the filesystem can share extents: auto falls
-    /// back to copying, always fails instead.
-    #[arg(long, value_enum, default_value = "auto")]
-    reflink: Reflink,
-    /// fsync each destination before reporting it copied.
-    #[arg(long)]
-    sync: bool,
-    /// Print a JSON summary on stdout.
-    #[arg(long)]
-    json: bool,
-    /// Backend: auto, kernel, emulated, direct or buffered.
-    #[arg(long, default_value = "auto")]
-    backend: ubio::BackendKind,
-    /// Write-behind window (dirty + writeback bytes in flight), e.g. 16M.
-    #[arg(long, value_parser = size::parse_nonzero, default_value = "16M")]
-    window: u64,
-    /// Request size, e.g. 1M.
-    #[arg(long, value_parser = size::parse, default_value = "1M")]
-    block: u64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Sparse {
-    Auto,
-    Always,
-    Never,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Reflink {
-    Auto,
-    Always,
-    Never,
-}
-
-/// What the per-file copy needs from the command line.
-pub struct Options {
-    pub preserve: bool,
-    pub no_clobber: bool,
-    pub force: bool,
-    pub sparse: Sparse,
-    pub reflink: Reflink,
-    pub sync: bool,
-    pub backend: ubio::BackendKind,
-    pub window: u64,
-    pub block: u64,
-}
+/// GNU's last line after a usage error.
+const TRY_HELP: &str = "Try 'ubio cp --help' for more information.";
 
 #[derive(serde::Serialize)]
 struct Summary {
@@ -114,45 +54,115 @@ struct Copied {
     report: Box<FileReport>,
 }
 
+/// The sources and where each goes: into a directory (its name appended, or
+/// with --parents its whole path), or onto a name.
+struct Targets {
+    srcs: Vec<PathBuf>,
+    dir: Option<PathBuf>,
+    onto: Option<PathBuf>,
+}
+
+/// GNU's rules for the last operand, -t and -T, with GNU's messages.
+fn targets(args: &Args) -> Result<Targets> {
+    let paths = args.paths.clone();
+    if let Some(dir) = &args.target_directory {
+        if args.no_target_directory {
+            bail!("cannot combine --target-directory (-t) and --no-target-directory (-T)");
+        }
+        match dir.metadata() {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => bail!("target directory {}: Not a directory", msg::quote(dir)),
+            Err(e) => bail!("target directory {}: {}", msg::quote(dir), msg::reason(&e)),
+        }
+        return Ok(Targets {
+            srcs: paths,
+            dir: Some(dir.clone()),
+            onto: None,
+        });
+    }
+    let Some((dst, srcs)) = paths.split_last() else {
+        bail!("missing file operand\n{TRY_HELP}");
+    };
+    if srcs.is_empty() {
+        bail!(
+            "missing destination file operand after {}\n{TRY_HELP}",
+            msg::quote(dst)
+        );
+    }
+    if args.no_target_directory {
+        if srcs.len() > 1 {
+            bail!("extra operand {}\n{TRY_HELP}", msg::quote(&paths[2]));
+        }
+        return Ok(Targets {
+            srcs: srcs.to_vec(),
+            dir: None,
+            onto: Some(dst.clone()),
+        });
+    }
+    let is_dir = dst.is_dir();
+    if (srcs.len() > 1 || args.parents) && !is_dir {
+        if args.parents {
+            bail!("with --parents, the destination must be a directory\n{TRY_HELP}");
+        }
+        match dst.metadata() {
+            Err(e) => bail!("target {}: {}", msg::quote(dst), msg::reason(&e)),
+            Ok(_) => bail!("target {}: Not a directory", msg::quote(dst)),
+        }
+    }
+    Ok(Targets {
+        srcs: srcs.to_vec(),
+        dir: is_dir.then(|| dst.clone()),
+        onto: (!is_dir).then(|| dst.clone()),
+    })
+}
+
 pub fn run(args: Args) -> Result<ExitCode> {
-    if args.block == 0 {
-        bail!("invalid --block 0: must be at least 1 byte");
-    }
-    let (dst, srcs) = args.paths.split_last().expect("clap requires two paths");
-    let into_dir = dst.is_dir();
-    if srcs.len() > 1 && !into_dir {
-        bail!("target '{}' is not a directory", dst.display());
-    }
+    let opts = args.options()?;
+    let t = targets(&args)?;
     let mut steps = Vec::new();
     let mut problems = Vec::new();
-    for src in srcs {
-        let target = if into_dir {
-            match src.file_name() {
-                Some(name) => dst.join(name),
-                None => {
-                    problems.push(Problem(format!("copy {}: has no file name", src.display())));
+    for src in &t.srcs {
+        let target = match (&t.dir, &t.onto) {
+            (Some(dir), _) if args.parents => {
+                if !tree::parents(src, dir, &mut steps, &mut problems) {
                     continue;
                 }
+                tree::below(dir, src)
             }
-        } else {
-            dst.clone()
+            (Some(dir), _) => match last_name(src) {
+                // As GNU: `cp -r src/.. dir` copies into dir, not dir/..
+                Some(name) if name == ".." => dir.clone(),
+                Some(name) => dir.join(name),
+                None => {
+                    problems.push(Problem(format!(
+                        "cannot copy {}: it has no file name",
+                        msg::quote(src)
+                    )));
+                    continue;
+                }
+            },
+            (None, Some(onto)) => onto.clone(),
+            (None, None) => unreachable!("targets() gives a directory or a name"),
         };
-        tree::plan(src, &target, args.recursive, &mut steps, &mut problems);
+        tree::plan(src, &target, &opts.walk, &mut steps, &mut problems);
     }
-    let opts = Options {
-        preserve: args.preserve,
-        no_clobber: args.no_clobber,
-        force: args.force,
-        sparse: args.sparse,
-        reflink: args.reflink,
-        sync: args.sync,
-        backend: args.backend,
-        window: args.window,
-        block: args.block,
-    };
+    // --parents: each directory made on the way gets its metadata at the
+    // end, after what was copied into it.
+    let parent_ends: Vec<Step> = steps
+        .iter()
+        .filter(|s| s.parent)
+        .map(|s| Step {
+            kind: Kind::DirEnd,
+            src: s.src.clone(),
+            dst: s.dst.clone(),
+            meta: s.meta.clone(),
+            parent: true,
+        })
+        .collect();
+    steps.extend(parent_ends.into_iter().rev());
     let total: u64 = steps
         .iter()
-        .filter(|s| matches!(s.kind, Kind::File))
+        .filter(|s| matches!(s.kind, Kind::File) && opts.link == LinkMode::Copy)
         .map(|s| s.meta.len())
         .sum();
     let mut errors: Vec<String> = problems.into_iter().map(|p| p.0).collect();
@@ -167,6 +177,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         errors: Vec::new(),
         failed_dirs: Vec::new(),
         dir_bits_added: HashMap::new(),
+        made_dirs: Vec::new(),
+        linked: HashMap::new(),
     };
     let start = Instant::now();
     for step in &steps {
@@ -201,6 +213,19 @@ struct Copier {
     failed_dirs: Vec<PathBuf>,
     /// Directories made with u+rwx added so their contents could be written.
     dir_bits_added: HashMap<PathBuf, u32>,
+    /// Directories this copy made (--parents sets metadata only on those).
+    made_dirs: Vec<PathBuf>,
+    /// --preserve=links: the destination of each source inode with more
+    /// than one link, so the next name of it becomes a link too.
+    linked: HashMap<(u64, u64), PathBuf>,
+}
+
+/// What to do about an existing destination.
+enum Go {
+    /// Make it (nothing is there, or it was moved away or removed).
+    Ahead,
+    /// Leave it (-n, -u, or -i answered no).
+    Skip,
 }
 
 impl Copier {
@@ -209,13 +234,9 @@ impl Copier {
             return;
         }
         let result = match step.kind {
-            Kind::File => self.file(step),
             Kind::DirStart => self.dir_start(step),
             Kind::DirEnd => self.dir_end(step),
-            Kind::Symlink => self.special(step, |s, d| {
-                std::os::unix::fs::symlink(std::fs::read_link(s)?, d)
-            }),
-            Kind::Fifo => self.special(step, |_, d| ubio::sys::mkfifo(d, step.meta.mode() & 0o777)),
+            _ => self.non_dir(step),
         };
         if let Err(e) = result {
             self.fail(e);
@@ -230,19 +251,141 @@ impl Copier {
         self.errors.push(message);
     }
 
-    fn say_copied(&mut self, step: &Step) {
+    fn say(&mut self, line: String) {
         if self.verbose {
-            let line = format!("'{}' -> '{}'", step.src.display(), step.dst.display());
             // A closed pipe on -v output must not stop the copy.
             self.progress
                 .suspend(|| drop(out::print(&format!("{line}\n"))));
         }
     }
 
+    fn say_copied(&mut self, step: &Step, backup: Option<&Path>) {
+        let mut line = if step.parent {
+            format!("{} -> {}", step.src.display(), step.dst.display())
+        } else {
+            format!("{} -> {}", msg::quote(&step.src), msg::quote(&step.dst))
+        };
+        if let Some(b) = backup {
+            line += &format!(" (backup: {})", msg::quote(b));
+        }
+        self.say(line);
+    }
+
+    /// A file, symlink or fifo: decide about an existing destination, then
+    /// link it (--preserve=links, -l, -s), copy it or recreate it.
+    fn non_dir(&mut self, step: &Step) -> Result<(), String> {
+        let (go, backup) = self.existing(step)?;
+        if matches!(go, Go::Skip) {
+            if matches!(step.kind, Kind::File) && self.opts.link == LinkMode::Copy {
+                self.progress.add(step.meta.len());
+            }
+            return Ok(());
+        }
+        let id = (step.meta.dev(), step.meta.ino());
+        if self.opts.preserve.links && step.meta.nlink() > 1 {
+            if let Some(first) = self.linked.get(&id) {
+                std::fs::hard_link(first, &step.dst)
+                    .map_err(|e| link_failed("hard link", &step.dst, first, &e))?;
+                self.say_copied(step, backup.as_deref());
+                return Ok(());
+            }
+        }
+        match (self.opts.link, &step.kind) {
+            (LinkMode::Hard, _) => self.hard_link(step)?,
+            (LinkMode::Symbolic, _) => self.symlink(step)?,
+            (LinkMode::Copy, Kind::File) => self.file(step)?,
+            (LinkMode::Copy, Kind::Symlink) => self.special(step, |s, d| {
+                std::os::unix::fs::symlink(std::fs::read_link(s)?, d)
+            })?,
+            (LinkMode::Copy, _) => {
+                self.special(step, |_, d| ubio::sys::mkfifo(d, step.meta.mode() & 0o777))?
+            }
+        }
+        if self.opts.preserve.links && step.meta.nlink() > 1 {
+            self.linked.insert(id, step.dst.clone());
+        }
+        self.say_copied(step, backup.as_deref());
+        Ok(())
+    }
+
+    /// GNU's order for an existing destination: the same file and a
+    /// directory are errors; then -n, -u and -i may keep it; then it is
+    /// backed up (-b) or removed (--remove-destination, or when what
+    /// replaces it cannot be written through it: a link, a symlink, a fifo).
+    fn existing(&mut self, step: &Step) -> Result<(Go, Option<PathBuf>), String> {
+        let here = match step.dst.symlink_metadata() {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Go::Ahead, None)),
+            Err(e) => return Err(msg::on("stat", &step.dst, &e)),
+        };
+        // A symlink at the destination is written through, as GNU cp does.
+        let target = std::fs::metadata(&step.dst).unwrap_or_else(|_| here.clone());
+        let same = |m: &std::fs::Metadata| m.dev() == step.meta.dev() && m.ino() == step.meta.ino();
+        let writes_data = matches!(step.kind, Kind::File) && self.opts.link == LinkMode::Copy;
+        if (writes_data && same(&target)) || same(&here) {
+            return Err(format!(
+                "{} and {} are the same file",
+                msg::quote(&step.src),
+                msg::quote(&step.dst)
+            ));
+        }
+        if target.is_dir() && writes_data || here.is_dir() {
+            return Err(format!(
+                "cannot overwrite directory {} with non-directory",
+                msg::quote(&step.dst)
+            ));
+        }
+        if self.opts.no_clobber {
+            return Ok((Go::Skip, None));
+        }
+        if self.opts.update && !newer(&step.meta, &target) {
+            return Ok((Go::Skip, None));
+        }
+        if self.opts.interactive && !self.ask(&format!("overwrite {}? ", msg::quote(&step.dst))) {
+            return Ok((Go::Skip, None));
+        }
+        if let Some(name) = self.opts.backup.name(&step.dst) {
+            std::fs::rename(&step.dst, &name).map_err(|e| {
+                format!(
+                    "cannot backup {} to {}: {}",
+                    msg::quote(&step.dst),
+                    msg::quote(&name),
+                    msg::reason(&e)
+                )
+            })?;
+            return Ok((Go::Ahead, Some(name)));
+        }
+        let replaced = !writes_data || self.opts.remove_destination;
+        // GNU cp -l and -s replace a file only when told to (-f).
+        let allowed = self.opts.remove_destination
+            || self.opts.force
+            || matches!(self.opts.link, LinkMode::Copy);
+        if replaced && allowed {
+            std::fs::remove_file(&step.dst).map_err(|e| {
+                format!(
+                    "cannot remove {}: {}",
+                    msg::quote(&step.dst),
+                    msg::reason(&e)
+                )
+            })?;
+        }
+        Ok((Go::Ahead, None))
+    }
+
+    /// -i: ask on stderr, read the answer from stdin; yes if it starts with y.
+    fn ask(&mut self, question: &str) -> bool {
+        let mut answer = String::new();
+        self.progress.suspend(|| {
+            eprint!("ubio cp: {question}");
+            let _ = io::stderr().flush();
+            let _ = io::stdin().lock().read_line(&mut answer);
+        });
+        answer.trim_start().starts_with(['y', 'Y'])
+    }
+
     fn file(&mut self, step: &Step) -> Result<(), String> {
         match file::copy_file(&step.src, &step.dst, &self.opts, &mut self.progress) {
-            Ok(Outcome::Copied(report)) => {
-                self.say_copied(step);
+            Ok(report) => {
                 self.copied.push(Copied {
                     src: step.src.clone(),
                     dst: step.dst.clone(),
@@ -250,12 +393,11 @@ impl Copier {
                 });
                 Ok(())
             }
-            Ok(Outcome::Kept) => {
-                self.progress.add(step.meta.len());
-                Ok(())
-            }
-            Err(CopyError { error, incomplete }) => {
-                let mut msg = error.to_string();
+            Err(CopyError {
+                message,
+                incomplete,
+            }) => {
+                let mut msg = message;
                 if let Some((done, expected)) = incomplete {
                     msg = format!(
                         "{msg}\nubio cp: {} is incomplete (failed after {done} of {expected} bytes); {} is unchanged",
@@ -268,6 +410,39 @@ impl Copier {
         }
     }
 
+    /// -l: a hard link to the source (to what a followed symlink names).
+    fn hard_link(&mut self, step: &Step) -> Result<(), String> {
+        let followed = !matches!(step.kind, Kind::Symlink)
+            && step.src.symlink_metadata().is_ok_and(|m| m.is_symlink());
+        let src = if followed {
+            std::fs::canonicalize(&step.src).map_err(|e| msg::on("stat", &step.src, &e))?
+        } else {
+            step.src.clone()
+        };
+        std::fs::hard_link(&src, &step.dst)
+            .map_err(|e| link_failed("hard link", &step.dst, &step.src, &e))
+    }
+
+    /// -s: a symlink to the source. As GNU cp, a relative source works only
+    /// for a link made in the current directory (where it still points at it).
+    fn symlink(&mut self, step: &Step) -> Result<(), String> {
+        if step.src.is_relative() {
+            let parent = step.dst.parent().filter(|p| !p.as_os_str().is_empty());
+            let here = |p: &Path| {
+                let (a, b) = (p.metadata().ok(), Path::new(".").metadata().ok());
+                matches!((a, b), (Some(a), Some(b)) if a.dev() == b.dev() && a.ino() == b.ino())
+            };
+            if !parent.is_none_or(here) {
+                return Err(format!(
+                    "{}: can make relative symbolic links only in current directory",
+                    step.dst.display()
+                ));
+            }
+        }
+        std::os::unix::fs::symlink(&step.src, &step.dst)
+            .map_err(|e| link_failed("symbolic link", &step.dst, &step.src, &e))
+    }
+
     fn dir_start(&mut self, step: &Step) -> Result<(), String> {
         let mode = step.meta.mode() & 0o7777;
         match step.dst.symlink_metadata() {
@@ -276,88 +451,155 @@ impl Copier {
             Ok(_) if step.dst.is_dir() => return Ok(()),
             Ok(_) => {
                 return Err(format!(
-                    "cannot overwrite non-directory '{}' with directory '{}'",
-                    step.dst.display(),
-                    step.src.display()
+                    "cannot overwrite non-directory {} with directory {}",
+                    msg::quote(&step.dst),
+                    msg::quote(&step.src)
                 ))
             }
             Err(_) => {}
         }
+        let mode = self.opts.preserve.new_dir_mode(mode);
         // u+rwx while the contents are copied in, even from a read-only source.
         std::fs::DirBuilder::new()
             .mode(mode | 0o700)
             .create(&step.dst)
-            .map_err(|e| {
-                ubio::error::context(e, "create directory", Some(&step.dst)).to_string()
-            })?;
+            .map_err(|e| msg::on("create directory", &step.dst, &e))?;
         if mode & 0o700 != 0o700 {
             self.dir_bits_added.insert(step.dst.clone(), 0o700 & !mode);
         }
-        self.say_copied(step);
+        self.made_dirs.push(step.dst.clone());
+        self.say_copied(step, None);
         Ok(())
     }
 
     fn dir_end(&mut self, step: &Step) -> Result<(), String> {
-        let err = |op, e| ubio::error::context(e, op, Some(&step.dst)).to_string();
+        let err = |op, e| msg::on(op, &step.dst, &e);
         let added = self.dir_bits_added.remove(&step.dst);
-        if self.opts.preserve {
-            let dir = std::fs::File::open(&step.dst).map_err(|e| err("open", e))?;
-            file::preserve_metadata(&dir, &step.dst, &step.meta).map_err(|e| e.to_string())?;
-        } else if let Some(bits) = added {
+        if step.parent && !self.made_dirs.contains(&step.dst) {
+            return Ok(()); // --parents leaves directories that were there alone
+        }
+        // Take back the u+rwx added while the contents were copied in.
+        if let Some(bits) = added.filter(|_| !self.opts.preserve.mode) {
             let now = step.dst.metadata().map_err(|e| err("stat", e))?.mode();
             std::fs::set_permissions(&step.dst, PermissionsExt::from_mode(now & 0o7777 & !bits))
                 .map_err(|e| err("chmod", e))?;
         }
+        if self.opts.preserve.any() {
+            preserve_xattrs(&step.src, &step.dst, &self.opts.preserve).map_err(|e| msg::io(&e))?;
+            let dir = std::fs::File::open(&step.dst).map_err(|e| err("open", e))?;
+            file::preserve_metadata(&dir, &step.dst, &step.meta, &self.opts.preserve)
+                .map_err(|e| msg::io(&e))?;
+        }
         Ok(())
     }
 
-    /// A symlink or fifo: `make` creates it; an existing destination is kept
-    /// (-n), replaced (-f) or an error.
+    /// A symlink or fifo: `make` creates it (an existing destination was
+    /// dealt with before).
     fn special(
         &mut self,
         step: &Step,
         make: impl Fn(&Path, &Path) -> io::Result<()>,
     ) -> Result<(), String> {
         let what = if matches!(step.kind, Kind::Symlink) {
-            "create symlink"
+            "create symbolic link"
         } else {
             "create fifo"
         };
-        let err = |e| ubio::error::context(e, what, Some(&step.dst)).to_string();
-        if step.dst.symlink_metadata().is_ok() {
-            if self.opts.no_clobber {
-                return Ok(());
-            }
-            if self.opts.force {
-                std::fs::remove_file(&step.dst)
-                    .map_err(|e| ubio::error::context(e, "remove", Some(&step.dst)).to_string())?;
-            }
+        make(&step.src, &step.dst).map_err(|e| msg::on(what, &step.dst, &e))?;
+        if self.opts.preserve.any() {
+            preserve_by_path(
+                &step.dst,
+                &step.meta,
+                matches!(step.kind, Kind::Symlink),
+                &self.opts.preserve,
+            )
+            .map_err(|e| msg::io(&e))?;
         }
-        make(&step.src, &step.dst).map_err(err)?;
-        if self.opts.preserve {
-            preserve_by_path(&step.dst, &step.meta, matches!(step.kind, Kind::Symlink))
-                .map_err(|e| e.to_string())?;
-        }
-        self.say_copied(step);
         Ok(())
     }
 }
 
-/// -p for things not opened (symlinks, fifos): the link itself, not its target.
-fn preserve_by_path(path: &Path, meta: &std::fs::Metadata, is_symlink: bool) -> io::Result<()> {
-    let ctx = |op| move |e| ubio::error::context(e, op, Some(path));
-    match std::os::unix::fs::lchown(path, Some(meta.uid()), Some(meta.gid())) {
-        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {}
-        r => r.map_err(ctx("preserve ownership of"))?,
+/// --preserve=xattr (or all): copy the extended attributes of `src` (a file
+/// or directory; symlinks followed) to `dst`, but the SELinux label (GNU's
+/// `context`). Before the mode, which may forbid writing them. Where they
+/// cannot be copied that is an error only if xattr was asked for by name.
+fn preserve_xattrs(src: &Path, dst: &Path, what: &Preserve) -> io::Result<()> {
+    if !what.xattr {
+        return Ok(());
     }
-    if !is_symlink {
+    let copy = || -> io::Result<()> {
+        let names = xattr::list_deref(src)
+            .map_err(|e| ubio::error::context(e, "list attributes of", Some(src)))?;
+        for name in names.filter(|n| n != "security.selinux") {
+            let value = xattr::get_deref(src, &name)
+                .map_err(|e| ubio::error::context(e, "read attributes of", Some(src)))?;
+            if let Some(value) = value {
+                xattr::set_deref(dst, &name, &value)
+                    .map_err(|e| ubio::error::context(e, "set attributes for", Some(dst)))?;
+            }
+        }
+        Ok(())
+    };
+    match copy() {
+        Err(e) if what.xattr_required => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// The last name in `src` as written, as GNU's basename takes it: "." for
+/// `src/.` (so `cp -a src/. dir` copies the contents of src into dir), ".."
+/// for `a/..`: Path::file_name would skip or refuse those. None for "/".
+fn last_name(src: &Path) -> Option<&std::ffi::OsStr> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = src.as_os_str().as_bytes();
+    let trimmed = &bytes[..bytes.iter().rposition(|&c| c != b'/')? + 1];
+    let start = trimmed
+        .iter()
+        .rposition(|&c| c == b'/')
+        .map_or(0, |i| i + 1);
+    Some(std::ffi::OsStr::from_bytes(&trimmed[start..]))
+}
+
+/// GNU's message for a hard or symbolic link that could not be made.
+fn link_failed(what: &str, dst: &Path, src: &Path, e: &io::Error) -> String {
+    format!(
+        "cannot create {what} {} to {}: {}",
+        msg::quote(dst),
+        msg::quote(src),
+        msg::reason(e)
+    )
+}
+
+/// -u: the source's modification time is later than the destination's.
+fn newer(src: &std::fs::Metadata, dst: &std::fs::Metadata) -> bool {
+    (src.mtime(), src.mtime_nsec()) > (dst.mtime(), dst.mtime_nsec())
+}
+
+/// --preserve for things not opened (symlinks, fifos): the link itself, not its target.
+fn preserve_by_path(
+    path: &Path,
+    meta: &std::fs::Metadata,
+    is_symlink: bool,
+    what: &Preserve,
+) -> io::Result<()> {
+    let ctx = |op| move |e| ubio::error::context(e, op, Some(path));
+    if what.ownership {
+        match std::os::unix::fs::lchown(path, Some(meta.uid()), Some(meta.gid())) {
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {}
+            r => r.map_err(ctx("preserve ownership of"))?,
+        }
+    }
+    if what.mode && !is_symlink {
         std::fs::set_permissions(path, PermissionsExt::from_mode(meta.mode() & 0o7777))
             .map_err(ctx("preserve mode of"))?;
     }
-    ubio::sys::set_times_nofollow(
-        path,
-        (meta.atime(), meta.atime_nsec()),
-        (meta.mtime(), meta.mtime_nsec()),
-    )
-    .map_err(ctx("preserve timestamps of"))
+    if what.timestamps {
+        ubio::sys::set_times_nofollow(
+            path,
+            (meta.atime(), meta.atime_nsec()),
+            (meta.mtime(), meta.mtime_nsec()),
+        )
+        .map_err(ctx("preserve timestamps of"))?;
+    }
+    Ok(())
 }

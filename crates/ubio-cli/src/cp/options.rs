@@ -1,0 +1,340 @@
+//! `ubio cp`'s command line: GNU cp's options with GNU's meaning, and what
+//! they come to for the copy ([`Options`]).
+
+use super::backup::Backup;
+use super::tree::{Deref, Walk};
+use super::TRY_HELP;
+use crate::size;
+use anyhow::{bail, Result};
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Sources, then the destination (a directory when there are several
+    /// sources); with -t, only sources.
+    #[arg(required = true, value_name = "SRC... DST")]
+    pub paths: Vec<PathBuf>,
+    /// Same as -dR --preserve=all.
+    #[arg(short = 'a', long)]
+    archive: bool,
+    /// Copy directories recursively (symlinks as symlinks, fifos recreated).
+    #[arg(short = 'r', short_alias = 'R', long)]
+    recursive: bool,
+    /// Same as --no-dereference --preserve=links.
+    #[arg(short = 'd')]
+    no_dereference_preserve_links: bool,
+    /// Never follow symlinks in sources (copy them as symlinks).
+    #[arg(short = 'P', long, overrides_with_all = ["dereference", "dereference_command_line"])]
+    no_dereference: bool,
+    /// Always follow symlinks in sources.
+    #[arg(short = 'L', long, overrides_with_all = ["no_dereference", "dereference_command_line"])]
+    dereference: bool,
+    /// Follow symlinks named on the command line only.
+    #[arg(short = 'H', overrides_with_all = ["no_dereference", "dereference"])]
+    dereference_command_line: bool,
+    /// Same as --preserve=mode,ownership,timestamps.
+    #[arg(short = 'p')]
+    preserve_default: bool,
+    /// Preserve these attributes: mode, ownership, timestamps, links
+    /// (hard links between sources), xattr, all [default: mode,ownership,timestamps].
+    /// context (SELinux) is refused: ubio cp does not copy it.
+    #[arg(long, value_name = "ATTR_LIST", num_args = 0..=1, require_equals = true,
+          default_missing_value = "mode,ownership,timestamps", action = clap::ArgAction::Append)]
+    preserve: Vec<String>,
+    /// Do not preserve these attributes (mode: new files get 0666 and
+    /// directories 0777, less the umask).
+    #[arg(long, value_name = "ATTR_LIST", require_equals = true, action = clap::ArgAction::Append)]
+    no_preserve: Vec<String>,
+    /// Do not overwrite an existing file (overrides a previous -i).
+    #[arg(short = 'n', long, overrides_with = "interactive")]
+    no_clobber: bool,
+    /// Prompt before overwriting (overrides a previous -n).
+    #[arg(short = 'i', long, overrides_with = "no_clobber")]
+    interactive: bool,
+    /// If a destination cannot be opened, remove it and try again.
+    #[arg(short = 'f', long)]
+    force: bool,
+    /// Remove each existing destination before copying (instead of opening it).
+    #[arg(long)]
+    remove_destination: bool,
+    /// Copy only when the source is newer than the destination or the
+    /// destination is missing (older); all: always; none: never replace (-n).
+    #[arg(short = 'u', long, value_name = "UPDATE", num_args = 0..=1, require_equals = true,
+          default_missing_value = "older", value_parser = ["all", "none", "older"])]
+    update: Option<String>,
+    /// Back up each existing destination: none (off), numbered (t),
+    /// existing (nil), simple (never) [default: $VERSION_CONTROL or existing].
+    #[arg(long, value_name = "CONTROL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "")]
+    backup: Option<String>,
+    /// Like --backup but takes no argument.
+    #[arg(short = 'b')]
+    backup_default: bool,
+    /// Suffix of simple backups [default: $SIMPLE_BACKUP_SUFFIX or ~].
+    #[arg(short = 'S', long, value_name = "SUFFIX")]
+    suffix: Option<OsString>,
+    /// Copy all sources into DIRECTORY.
+    #[arg(short = 't', long, value_name = "DIRECTORY")]
+    pub target_directory: Option<PathBuf>,
+    /// Treat DST as a normal file, never as a directory to copy into.
+    #[arg(short = 'T', long)]
+    pub no_target_directory: bool,
+    /// Use the source's full name under the directory (a/b/f -> DIR/a/b/f).
+    #[arg(long)]
+    pub parents: bool,
+    /// Stay on this file system: directories on others are made, not entered.
+    #[arg(short = 'x', long)]
+    one_file_system: bool,
+    /// Hard-link files instead of copying them.
+    #[arg(short = 'l', long, conflicts_with = "symbolic_link")]
+    link: bool,
+    /// Make symbolic links instead of copying.
+    #[arg(short = 's', long)]
+    symbolic_link: bool,
+    /// Print 'src' -> 'dst' for each file copied.
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
+    /// Holes: auto keeps the source's, always also skips blocks of zeros,
+    /// never writes every byte (and does not clone).
+    #[arg(long, value_enum, default_value = "auto")]
+    sparse: Sparse,
+    /// Clone (FICLONE) where the filesystem can share extents: auto falls
+    /// back to copying, always (the default of a bare --reflink) fails instead.
+    #[arg(long, value_enum, default_value = "auto", num_args = 0..=1, require_equals = true,
+          default_missing_value = "always")]
+    reflink: Reflink,
+    /// fsync each destination before reporting it copied.
+    #[arg(long)]
+    sync: bool,
+    /// Print a JSON summary on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Backend: auto, kernel, emulated, direct or buffered.
+    #[arg(long, default_value = "auto")]
+    backend: ubio::BackendKind,
+    /// Write-behind window (dirty + writeback bytes in flight), e.g. 16M.
+    #[arg(long, value_parser = size::parse_nonzero, default_value = "16M")]
+    window: u64,
+    /// Request size, e.g. 1M.
+    #[arg(long, value_parser = size::parse, default_value = "1M")]
+    block: u64,
+    // GNU cp options ubio cp does not have: refused by name.
+    #[arg(long, hide = true)]
+    attributes_only: bool,
+    #[arg(long, hide = true)]
+    copy_contents: bool,
+    #[arg(long, hide = true)]
+    strip_trailing_slashes: bool,
+    #[arg(long, hide = true)]
+    keep_directory_symlink: bool,
+    #[arg(long, hide = true)]
+    debug: bool,
+    #[arg(short = 'Z', long, hide = true, num_args = 0..=1, require_equals = true,
+          default_missing_value = "")]
+    context: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Sparse {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Reflink {
+    Auto,
+    Always,
+    Never,
+}
+
+/// What a copy of a non-directory makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkMode {
+    Copy,
+    /// -l
+    Hard,
+    /// -s
+    Symbolic,
+}
+
+/// The attributes --preserve keeps.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Preserve {
+    pub mode: bool,
+    pub ownership: bool,
+    pub timestamps: bool,
+    /// Hard links between the sources stay hard links.
+    pub links: bool,
+    /// Extended attributes (but the SELinux label, GNU's `context`).
+    pub xattr: bool,
+    /// --preserve=xattr named: failing to copy them is an error (with `all`
+    /// it is not, as in GNU cp).
+    pub xattr_required: bool,
+    /// --no-preserve=mode: new files get 0666, directories 0777 (less the umask).
+    pub default_mode: bool,
+}
+
+impl Preserve {
+    /// Whether anything is set on each copied file after its data.
+    pub fn any(&self) -> bool {
+        self.mode || self.ownership || self.timestamps || self.xattr
+    }
+
+    /// The mode a new file is created with (the umask applies).
+    pub fn new_file_mode(&self, src_mode: u32) -> u32 {
+        if self.default_mode {
+            0o666
+        } else {
+            src_mode & 0o777
+        }
+    }
+
+    pub fn new_dir_mode(&self, src_mode: u32) -> u32 {
+        if self.default_mode {
+            0o777
+        } else {
+            src_mode
+        }
+    }
+
+    /// Turn the attributes of a --preserve or --no-preserve list on or off.
+    fn set(&mut self, list: &str, on: bool, option: &str) -> Result<()> {
+        for attr in list.split(',') {
+            match attr {
+                "mode" => {
+                    self.mode = on;
+                    self.default_mode = !on;
+                }
+                "ownership" => self.ownership = on,
+                "timestamps" => self.timestamps = on,
+                "links" => self.links = on,
+                // GNU's `all` also tries context and xattr, ignoring failure.
+                "all" => {
+                    self.set("mode,ownership,timestamps,links", on, option)?;
+                    self.xattr = on;
+                    self.xattr_required = false;
+                    if !on {
+                        self.default_mode = false;
+                    }
+                }
+                "xattr" => {
+                    self.xattr = on;
+                    self.xattr_required = on;
+                }
+                "context" if !on => {}
+                "context" => bail!(
+                    "{option}=context is not supported: ubio cp does not copy SELinux contexts"
+                ),
+                _ => bail!(
+                    "invalid argument '{attr}' for '{option}'\nValid arguments are:\n  - 'mode'\n  - 'timestamps'\n  - 'ownership'\n  - 'links'\n  - 'context'\n  - 'xattr'\n  - 'all'\n{TRY_HELP}"
+                ),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What the copy needs from the command line.
+pub struct Options {
+    pub preserve: Preserve,
+    pub no_clobber: bool,
+    pub interactive: bool,
+    pub update: bool,
+    pub force: bool,
+    pub remove_destination: bool,
+    pub backup: Backup,
+    pub link: LinkMode,
+    pub walk: Walk,
+    pub sparse: Sparse,
+    pub reflink: Reflink,
+    pub sync: bool,
+    pub backend: ubio::BackendKind,
+    pub window: u64,
+    pub block: u64,
+}
+
+impl Args {
+    /// The options as the copy uses them; GNU options ubio cp lacks are refused.
+    pub fn options(&self) -> Result<Options> {
+        let unsupported = [
+            (self.attributes_only, "--attributes-only"),
+            (self.copy_contents, "--copy-contents"),
+            (self.strip_trailing_slashes, "--strip-trailing-slashes"),
+            (self.keep_directory_symlink, "--keep-directory-symlink"),
+            (self.debug, "--debug"),
+            (self.context.is_some(), "-Z/--context"),
+        ];
+        if let Some((_, name)) = unsupported.iter().find(|(set, _)| *set) {
+            bail!("option {name} is not supported by ubio cp");
+        }
+        if self.block == 0 {
+            bail!("invalid --block 0: must be at least 1 byte");
+        }
+        let mut preserve = Preserve::default();
+        if self.archive {
+            preserve.set("all", true, "--preserve")?;
+        }
+        if self.no_dereference_preserve_links {
+            preserve.links = true;
+        }
+        if self.preserve_default {
+            preserve.set("mode,ownership,timestamps", true, "--preserve")?;
+        }
+        for list in &self.preserve {
+            preserve.set(list, true, "--preserve")?;
+        }
+        for list in &self.no_preserve {
+            preserve.set(list, false, "--no-preserve")?;
+        }
+        let recursive = self.recursive || self.archive;
+        let link = match (self.link, self.symbolic_link) {
+            (true, _) => LinkMode::Hard,
+            (_, true) => LinkMode::Symbolic,
+            _ => LinkMode::Copy,
+        };
+        let deref = if self.dereference {
+            Deref::Always
+        } else if self.dereference_command_line {
+            Deref::CommandLine
+        } else if self.no_dereference
+            || self.no_dereference_preserve_links
+            || self.archive
+            // GNU: -r copies symlinks as symlinks, unless -l links their targets.
+            || (recursive && link != LinkMode::Hard)
+        {
+            Deref::Never
+        } else {
+            Deref::Always
+        };
+        let backup = if self.backup.is_some() || self.backup_default || self.suffix.is_some() {
+            let control = self.backup.as_deref().filter(|c| !c.is_empty());
+            Backup::new(control, self.suffix.clone())?
+        } else {
+            Backup::none()
+        };
+        let update = self.update.as_deref();
+        Ok(Options {
+            preserve,
+            no_clobber: self.no_clobber || update == Some("none"),
+            interactive: self.interactive,
+            update: update == Some("older"),
+            force: self.force,
+            remove_destination: self.remove_destination,
+            backup,
+            link,
+            walk: Walk {
+                recursive,
+                deref,
+                one_file_system: self.one_file_system,
+            },
+            sparse: self.sparse,
+            reflink: self.reflink,
+            sync: self.sync,
+            backend: self.backend,
+            window: self.window,
+            block: self.block,
+        })
+    }
+}

@@ -1,0 +1,50 @@
+//! `ubio __generate-docs DIR` (hidden): man pages and shell completions made
+//! from the clap definitions themselves, so they never drift from `--help`.
+//! scripts/install.sh runs it and installs what it writes:
+//!
+//!     DIR/man/ubio.1, ubio-cp.1, ubio-bench-run.1, ...  (one page per command)
+//!     DIR/completions/ubio.bash, _ubio (zsh), ubio.fish
+
+use anyhow::{Context, Result};
+use clap::CommandFactory;
+use clap_complete::Shell;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Where to write man/ and completions/.
+    dir: PathBuf,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    let man = args.dir.join("man");
+    let completions = args.dir.join("completions");
+    for d in [&man, &completions] {
+        std::fs::create_dir_all(d).with_context(|| format!("create directory {}", d.display()))?;
+    }
+    let mut cli = crate::Cli::command().disable_help_subcommand(true);
+    cli.build();
+    man_pages(cli, &man)?;
+    for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
+        clap_complete::generate_to(shell, &mut crate::Cli::command(), "ubio", &completions)
+            .with_context(|| format!("write {shell} completion to {}", completions.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// clap_mangen's pages for `cmd` and each visible subcommand, with the
+/// examples (`after_help`) under EXAMPLES rather than clap_mangen's EXTRA.
+fn man_pages(cmd: clap::Command, dir: &Path) -> Result<()> {
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        man_pages(sub.clone(), dir)?;
+    }
+    let page = clap_mangen::Man::new(cmd);
+    let mut roff = Vec::new();
+    page.render(&mut roff)?;
+    let roff = String::from_utf8(roff)?
+        .replace(".SH EXTRA", ".SH EXAMPLES")
+        .replace("Examples:\n", "");
+    let path = dir.join(page.get_filename());
+    std::fs::write(&path, roff).with_context(|| format!("write {}", path.display()))
+}

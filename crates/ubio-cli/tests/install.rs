@@ -1,0 +1,169 @@
+//! The command's help, and scripts/install.sh: `ubio --help` describes every
+//! command and each command's help has examples; the install script puts the
+//! binary, the shim, the man pages and the completions under DESTDIR/PREFIX,
+//! `man -l` renders every page, bash completes `ubio c<TAB>` to cat and cp,
+//! and the installed `ubio run` finds the installed shim.
+
+mod common;
+use common::*;
+
+use std::path::Path;
+use std::process::Command;
+
+const COMMANDS: [&str; 8] = [
+    "probe", "cat", "cp", "stat", "evict", "demo", "run", "bench",
+];
+
+#[test]
+fn help_describes_every_command_and_shows_examples() {
+    let out = ubio().arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    for cmd in COMMANDS {
+        let line = help
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{cmd} ")))
+            .unwrap_or_else(|| panic!("`ubio --help` does not list {cmd}:\n{help}"));
+        let summary = line.trim_start()[cmd.len()..].trim();
+        assert!(summary.len() > 10, "{cmd} has no summary: {line:?}");
+        let out = ubio().args([cmd, "--help"]).output().unwrap();
+        assert!(out.status.success(), "ubio {cmd} --help");
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            text.contains("Examples:\n  ubio "),
+            "ubio {cmd} --help has no example:\n{text}"
+        );
+    }
+    assert!(!help.contains("__worker") && !help.contains("__generate-docs"));
+}
+
+fn run_bash(script: &str) -> String {
+    let out = Command::new("bash").args(["-c", script]).output().unwrap();
+    assert!(out.status.success(), "bash: {}", stderr(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The words bash's completion offers for the command line `words` (the
+/// last one being completed).
+fn complete(script: &Path, words: &[&str]) -> Vec<String> {
+    let line = words.join(" ");
+    let array = words
+        .iter()
+        .map(|w| format!("'{w}'"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let cword = words.len() - 1;
+    let out = run_bash(&format!(
+        "source '{}'; COMP_WORDS=({array}); COMP_CWORD={cword}; COMP_LINE='{line}'; \
+         COMP_POINT=${{#COMP_LINE}}; _ubio ubio '{}' '{}'; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        script.display(),
+        words[cword],
+        words[cword - 1],
+    ));
+    out.lines().map(str::to_owned).collect()
+}
+
+#[test]
+fn install_script_installs_binary_shim_man_pages_and_completions() {
+    let bin_dir = Path::new(UBIO).parent().unwrap();
+    if !bin_dir.join("libubio_preload.so").is_file() {
+        skip(
+            "install_script",
+            "the shim is not built (cargo build --release -p ubio-preload)",
+        );
+        return;
+    }
+    let stage = workdir();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/install.sh");
+    let out = Command::new(script)
+        .arg("--no-build")
+        .env("UBIO_BIN_DIR", bin_dir)
+        .env("DESTDIR", stage.path())
+        .env("PREFIX", "/opt/ubio-test")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "install.sh failed: {}", stderr(&out));
+    let root = stage.path().join("opt/ubio-test");
+
+    // The binary, and `ubio run` finding the shim in ../lib.
+    let ubio = root.join("bin/ubio");
+    let out = Command::new(&ubio)
+        .args(["run", "--", "sh", "-c", "echo \"$LD_PRELOAD\""])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "installed ubio run: {}", stderr(&out));
+    let shim = root.join("lib/libubio_preload.so").canonicalize().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        shim.to_str().unwrap(),
+        "ubio run did not preload the installed shim"
+    );
+
+    // Man pages: one per command, each rendered by man(1).
+    let man1 = root.join("share/man/man1");
+    let mut pages: Vec<String> = std::fs::read_dir(&man1)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    pages.sort();
+    for cmd in COMMANDS {
+        assert!(
+            pages.contains(&format!("ubio-{cmd}.1")),
+            "no man page for {cmd}: {pages:?}"
+        );
+    }
+    assert!(pages.contains(&"ubio.1".to_owned()));
+    if Command::new("man").arg("--version").output().is_err() {
+        skip("install_script man -l", "man is not installed (man-db)");
+    } else {
+        for page in &pages {
+            let out = Command::new("man")
+                .arg("-l")
+                .arg(man1.join(page))
+                .env("MANPAGER", "cat")
+                .env("MANWIDTH", "100")
+                .output()
+                .unwrap();
+            // Words only: man justifies lines with extra spaces.
+            let text = String::from_utf8_lossy(&out.stdout)
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            assert!(out.status.success(), "man -l {page}: {}", stderr(&out));
+            assert!(
+                out.stderr.is_empty(),
+                "man -l {page} warns: {}",
+                stderr(&out)
+            );
+            let name = page.trim_end_matches(".1");
+            assert!(
+                text.contains("NAME") && text.contains(&format!("{name} - ")),
+                "man -l {page}:\n{text}"
+            );
+            if page == "ubio-cp.1" {
+                for want in [
+                    "--backup",
+                    "--parents",
+                    "--preserve",
+                    "--one-file-system",
+                    "EXAMPLES",
+                ] {
+                    assert!(text.contains(want), "ubio-cp(1) lacks {want}:\n{text}");
+                }
+            }
+        }
+    }
+
+    // Completions: bash completes commands and cp's options.
+    let bash = root.join("share/bash-completion/completions/ubio");
+    let registered = run_bash(&format!("source '{}'; complete -p ubio", bash.display()));
+    assert!(registered.contains("-F _ubio ubio"), "{registered}");
+    assert_eq!(complete(&bash, &["ubio", "c"]), ["cat", "cp"]);
+    assert_eq!(complete(&bash, &["ubio", "cp", "--pa"]), ["--parents"]);
+    assert_eq!(complete(&bash, &["ubio", "ev"]), ["evict"]);
+    let zsh = std::fs::read_to_string(root.join("share/zsh/site-functions/_ubio")).unwrap();
+    assert!(zsh.starts_with("#compdef ubio") && zsh.contains("--parents"));
+    let fish =
+        std::fs::read_to_string(root.join("share/fish/vendor_completions.d/ubio.fish")).unwrap();
+    assert!(fish.contains("complete -c ubio") && fish.contains("parents"));
+}
