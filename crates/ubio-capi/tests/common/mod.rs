@@ -1,5 +1,6 @@
 //! What the C and Python binding tests share: skips, where data goes, and
-//! running a command with its output shown.
+//! running a command with its output shown. (Each test binary uses a part.)
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
