@@ -17,10 +17,14 @@
 
 #define CHUNK (1 << 20)
 
+/* A cheap checksum (the sum of the 64-bit words), so that the I/O dominates. */
 static uint64_t sum(uint64_t h, const unsigned char *p, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 0x100000001b3ULL; /* FNV-1a */
+    size_t i = 0;
+    for (uint64_t w; i + 8 <= n; i += 8)
+        memcpy(&w, p + i, 8), h += w;
+    for (; i < n; i++)
+        h += p[i];
     return h;
 }
 
@@ -33,7 +37,7 @@ int main(int argc, char **argv)
     }
     const char *path = argv[1 + plain];
     unsigned char *buf = malloc(CHUNK);
-    uint64_t h = 0xcbf29ce484222325ULL, total = 0;
+    uint64_t h = 0, total = 0;
     ssize_t n;
 
     if (plain) {
@@ -65,7 +69,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "read %s: %s\n", path, strerror(errno));
         return 1;
     }
-    printf("%" PRIu64 " bytes, fnv1a %016" PRIx64 "\n", total, h);
+    printf("%" PRIu64 " bytes, sum %016" PRIx64 "\n", total, h);
     free(buf);
     return 0;
 }
