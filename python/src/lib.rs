@@ -10,6 +10,7 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
+use ubio::residency::Source;
 use ubio::BackendKind;
 use ubio_capi::ops;
 
@@ -272,25 +273,27 @@ impl RawFile {
     }
 }
 
-fn cache_dict<'py>(py: Python<'py>, c: &ops::CacheInfo) -> PyResult<Bound<'py, PyDict>> {
+/// A file's cache counts as a dict: size_bytes, page_size, pages, cached,
+/// dirty, writeback, evicted, recently_evicted (None from mincore()),
+/// source ("cachestat" or "mincore") and note (why mincore(), or None).
+fn cache_dict<'py>(py: Python<'py>, info: &ops::CacheInfo) -> PyResult<Bound<'py, PyDict>> {
+    let c = &info.count;
+    let page = ubio::sys::page_size();
     let d = PyDict::new(py);
-    d.set_item("size_bytes", c.size_bytes)?;
-    d.set_item("page_size", c.page_size)?;
-    d.set_item("pages", c.pages)?;
+    d.set_item("size_bytes", info.size_bytes)?;
+    d.set_item("page_size", page)?;
+    d.set_item("pages", info.size_bytes.div_ceil(page))?;
     d.set_item("cached", c.cached)?;
     d.set_item("dirty", c.dirty)?;
     d.set_item("writeback", c.writeback)?;
     d.set_item("evicted", c.evicted)?;
     d.set_item("recently_evicted", c.recently_evicted)?;
-    d.set_item(
-        "source",
-        if c.note.is_some() {
-            "mincore"
-        } else {
-            "cachestat"
-        },
-    )?;
-    d.set_item("note", c.note.clone())?;
+    let (source, note) = match c.source {
+        Source::Cachestat => ("cachestat", None),
+        Source::Mincore { why, .. } => ("mincore", Some(why.note())),
+    };
+    d.set_item("source", source)?;
+    d.set_item("note", note)?;
     Ok(d)
 }
 

@@ -18,6 +18,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use ubio::residency::Source;
 use ubio::BackendKind;
 
 /// Pick the fastest backend that keeps the contract for the file.
@@ -192,18 +193,19 @@ pub struct ubio_cachestat {
 }
 
 impl From<&ops::CacheInfo> for ubio_cachestat {
-    fn from(c: &ops::CacheInfo) -> Self {
+    fn from(info: &ops::CacheInfo) -> Self {
+        let c = &info.count;
         let unknown = u64::MAX;
         ubio_cachestat {
-            size_bytes: c.size_bytes,
-            page_size: c.page_size,
-            pages: c.pages,
+            size_bytes: info.size_bytes,
+            page_size: ubio::sys::page_size(),
+            pages: info.size_bytes.div_ceil(ubio::sys::page_size()),
             cached: c.cached,
             dirty: c.dirty.unwrap_or(unknown),
             writeback: c.writeback.unwrap_or(unknown),
             evicted: c.evicted.unwrap_or(unknown),
             recently_evicted: c.recently_evicted.unwrap_or(unknown),
-            from_mincore: c.note.is_some(),
+            from_mincore: c.source != Source::Cachestat,
         }
     }
 }
@@ -301,57 +303,45 @@ unsafe fn handle<'a>(f: *const ubio_file) -> io::Result<&'a ubio_file> {
 }
 
 /// # Safety
-/// `buf` is valid for writes of `len` bytes (or `len` is 0).
-unsafe fn buf_mut<'a>(buf: *mut c_void, len: usize) -> io::Result<&'a mut [u8]> {
-    if len == 0 {
-        return Ok(&mut []);
+/// `iov` is NULL or points to `n` iovecs.
+unsafe fn check_iov(iov: *const libc::iovec, n: c_int) -> io::Result<usize> {
+    if n < 0 || (n > 0 && iov.is_null()) {
+        return Err(invalid("bad iovec array"));
     }
-    if buf.is_null() {
-        return Err(invalid("buffer is NULL"));
+    if n > 0 {
+        // SAFETY: `n` readable iovecs, per the contract.
+        let v = unsafe { std::slice::from_raw_parts(iov, n as usize) };
+        if v.iter().any(|e| e.iov_base.is_null() && e.iov_len > 0) {
+            return Err(invalid("buffer is NULL"));
+        }
     }
-    // SAFETY: valid for `len` bytes, per the header.
-    Ok(unsafe { std::slice::from_raw_parts_mut(buf.cast(), len) })
-}
-
-/// # Safety
-/// `buf` is valid for reads of `len` bytes (or `len` is 0).
-unsafe fn buf_ref<'a>(buf: *const c_void, len: usize) -> io::Result<&'a [u8]> {
-    if len == 0 {
-        return Ok(&[]);
-    }
-    if buf.is_null() {
-        return Err(invalid("buffer is NULL"));
-    }
-    // SAFETY: valid for `len` bytes, per the header.
-    Ok(unsafe { std::slice::from_raw_parts(buf.cast(), len) })
+    Ok(n as usize)
 }
 
 /// # Safety
 /// `iov` points to `n` iovecs whose buffers are valid for writes.
 unsafe fn iov_mut<'a>(iov: *const libc::iovec, n: c_int) -> io::Result<&'a mut [IoSliceMut<'a>]> {
-    if n < 0 || (n > 0 && iov.is_null()) {
-        return Err(invalid("bad iovec array"));
-    }
+    // SAFETY: per this function's contract.
+    let n = unsafe { check_iov(iov, n)? };
     if n == 0 {
         return Ok(&mut []);
     }
     // SAFETY: IoSliceMut is ABI-compatible with struct iovec on Unix (std
     // documents it); the array and its buffers are valid, per the header.
     // The array is only read (IoSliceMut::advance is never called on it).
-    Ok(unsafe { std::slice::from_raw_parts_mut(iov as *mut IoSliceMut<'a>, n as usize) })
+    Ok(unsafe { std::slice::from_raw_parts_mut(iov as *mut IoSliceMut<'a>, n) })
 }
 
 /// # Safety
 /// `iov` points to `n` iovecs whose buffers are valid for reads.
 unsafe fn iov_ref<'a>(iov: *const libc::iovec, n: c_int) -> io::Result<&'a [IoSlice<'a>]> {
-    if n < 0 || (n > 0 && iov.is_null()) {
-        return Err(invalid("bad iovec array"));
-    }
+    // SAFETY: per this function's contract.
+    let n = unsafe { check_iov(iov, n)? };
     if n == 0 {
         return Ok(&[]);
     }
     // SAFETY: IoSlice is ABI-compatible with struct iovec on Unix; valid per the header.
-    Ok(unsafe { std::slice::from_raw_parts(iov as *const IoSlice<'a>, n as usize) })
+    Ok(unsafe { std::slice::from_raw_parts(iov as *const IoSlice<'a>, n) })
 }
 
 fn offset(off: libc::off_t) -> io::Result<u64> {
@@ -451,11 +441,12 @@ pub unsafe extern "C" fn ubio_read(
     buf: *mut c_void,
     count: usize,
 ) -> libc::ssize_t {
-    call(-1, || {
-        // SAFETY: per this function's contract.
-        let (h, b) = unsafe { (handle(f)?, buf_mut(buf, count)?) };
-        ssize(h.exclusive().read(b))
-    })
+    let iov = libc::iovec {
+        iov_base: buf,
+        iov_len: count,
+    };
+    // SAFETY: per this function's contract.
+    unsafe { ubio_readv(f, &iov, 1) }
 }
 
 /// As write(2), at the handle's position (at the end with O_APPEND).
@@ -468,11 +459,12 @@ pub unsafe extern "C" fn ubio_write(
     buf: *const c_void,
     count: usize,
 ) -> libc::ssize_t {
-    call(-1, || {
-        // SAFETY: per this function's contract.
-        let (h, b) = unsafe { (handle(f)?, buf_ref(buf, count)?) };
-        ssize(h.exclusive().write(b))
-    })
+    let iov = libc::iovec {
+        iov_base: buf.cast_mut(),
+        iov_len: count,
+    };
+    // SAFETY: per this function's contract (the buffer is only read).
+    unsafe { ubio_writev(f, &iov, 1) }
 }
 
 /// As pread(2): at `offset`; the handle's position does not move.
@@ -486,11 +478,12 @@ pub unsafe extern "C" fn ubio_pread(
     count: usize,
     offset: libc::off_t,
 ) -> libc::ssize_t {
-    call(-1, || {
-        // SAFETY: per this function's contract.
-        let (h, b) = unsafe { (handle(f)?, buf_mut(buf, count)?) };
-        ssize(h.shared().read_at(b, self::offset(offset)?))
-    })
+    let iov = libc::iovec {
+        iov_base: buf,
+        iov_len: count,
+    };
+    // SAFETY: per this function's contract.
+    unsafe { ubio_preadv(f, &iov, 1, offset) }
 }
 
 /// As pwrite(2): at `offset` (at the end with O_APPEND, as Linux does).
@@ -504,11 +497,12 @@ pub unsafe extern "C" fn ubio_pwrite(
     count: usize,
     offset: libc::off_t,
 ) -> libc::ssize_t {
-    call(-1, || {
-        // SAFETY: per this function's contract.
-        let (h, b) = unsafe { (handle(f)?, buf_ref(buf, count)?) };
-        ssize(h.shared().write_at(b, self::offset(offset)?))
-    })
+    let iov = libc::iovec {
+        iov_base: buf.cast_mut(),
+        iov_len: count,
+    };
+    // SAFETY: per this function's contract (the buffer is only read).
+    unsafe { ubio_pwritev(f, &iov, 1, offset) }
 }
 
 /// As readv(2).

@@ -1,11 +1,13 @@
 //! What the C and Python bindings offer beyond a file handle: copying a file
-//! through two streams, a file's page-cache counts, and evicting a file's
-//! clean pages. Shared by both bindings (the Python package links this crate).
+//! through two streams, a file's page-cache counts (ubio::residency::count)
+//! by path, and evicting a file's clean pages. Shared by both bindings (the Python package links this crate).
 
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+use ubio::residency::{self, Count};
+use ubio::sys::FileRange;
 
 /// Chunk size of [`copy`]: large enough that per-call costs vanish.
 const COPY_CHUNK: usize = 1 << 20;
@@ -63,63 +65,25 @@ pub fn copy(src: &Path, dst: &Path, opts: &ubio::OpenOptions) -> io::Result<Copi
     })
 }
 
-/// A file's pages in the page cache. From cachestat() where it works;
-/// otherwise from mincore(), which counts cached pages only (the others are
-/// None) and reports every page resident for a file the caller cannot write.
-#[derive(Debug, Clone, Default)]
+/// A file's size and its pages in the page cache ([`residency::count`]:
+/// cachestat(), or mincore() where cachestat() is missing or refused).
+#[derive(Debug, Clone)]
 pub struct CacheInfo {
     pub size_bytes: u64,
-    pub page_size: u64,
-    pub pages: u64,
-    pub cached: u64,
-    pub dirty: Option<u64>,
-    pub writeback: Option<u64>,
-    pub evicted: Option<u64>,
-    pub recently_evicted: Option<u64>,
-    /// Why the counts come from mincore(), when they do.
-    pub note: Option<String>,
+    pub count: Count,
+}
+
+fn count_file(file: &std::fs::File) -> io::Result<CacheInfo> {
+    Ok(CacheInfo {
+        size_bytes: file.metadata()?.len(),
+        count: residency::count(file.as_fd(), FileRange::WHOLE)?,
+    })
 }
 
 /// The page-cache counts of the file at `path`.
 pub fn cache_info(path: &Path) -> io::Result<CacheInfo> {
     let file = std::fs::File::open(path).map_err(ctx("open", path))?;
-    cache_info_file(&file).map_err(ctx("cachestat", path))
-}
-
-fn cache_info_file(file: &std::fs::File) -> io::Result<CacheInfo> {
-    let page_size = ubio::sys::page_size();
-    let size_bytes = file.metadata()?.len();
-    let base = CacheInfo {
-        size_bytes,
-        page_size,
-        pages: size_bytes.div_ceil(page_size),
-        ..CacheInfo::default()
-    };
-    let note = match ubio::sys::cachestat(file.as_fd(), 0, 0) {
-        Ok(cs) => {
-            return Ok(CacheInfo {
-                cached: cs.nr_cache,
-                dirty: Some(cs.nr_dirty),
-                writeback: Some(cs.nr_writeback),
-                evicted: Some(cs.nr_evicted),
-                recently_evicted: Some(cs.nr_recently_evicted),
-                ..base
-            })
-        }
-        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
-            "cachestat() refused (EPERM: the caller can neither write nor own this file); \
-             mincore() reports every page resident for such files, so cached is an upper bound"
-        }
-        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
-            "cachestat() unavailable (Linux 6.5+); cached pages from mincore()"
-        }
-        Err(e) => return Err(e),
-    };
-    Ok(CacheInfo {
-        cached: ubio::sys::mincore_resident(file.as_fd(), 0, size_bytes)?,
-        note: Some(note.to_string()),
-        ..base
-    })
+    count_file(&file).map_err(ctx("cachestat", path))
 }
 
 /// Drop the clean pages of the file at `path` from the page cache
@@ -128,7 +92,7 @@ fn cache_info_file(file: &std::fs::File) -> io::Result<CacheInfo> {
 /// Refused on tmpfs and ramfs, where the pages are the file's storage.
 pub fn evict(path: &Path, sync: bool) -> io::Result<(CacheInfo, CacheInfo)> {
     let file = std::fs::File::open(path).map_err(ctx("open", path))?;
-    let before = cache_info_file(&file).map_err(ctx("cachestat", path))?;
+    let before = count_file(&file).map_err(ctx("cachestat", path))?;
     let fs = ubio::sys::fs_magic(file.as_fd()).map_err(ctx("statfs", path))?;
     if fs.pages_are_storage() {
         let e = io::Error::from_raw_os_error(libc::EOPNOTSUPP);
@@ -147,7 +111,7 @@ pub fn evict(path: &Path, sync: bool) -> io::Result<(CacheInfo, CacheInfo)> {
     }
     ubio::sys::fadvise(file.as_fd(), 0, 0, ubio::sys::Advice::DontNeed)
         .map_err(ctx("fadvise", path))?;
-    let after = cache_info_file(&file).map_err(ctx("cachestat", path))?;
+    let after = count_file(&file).map_err(ctx("cachestat", path))?;
     Ok((before, after))
 }
 
