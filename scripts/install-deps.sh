@@ -10,14 +10,16 @@
 # gcc, libc6-dev (programs the LD_PRELOAD shim tests run or build), nocache (the
 # copy benchmark of `ubio demo --copy` compares with it), valgrind
 # (scripts/memcheck.sh), man-db (the install test renders the man pages with
-# `man -l`). Runs
+# `man -l`), make, pkg-config (the C API's install and tests), python3,
+# python3-venv (the Python package's tests). Runs
 # `apt-get update` only when something is missing. Also makes sure cargo exists
 # (rustup's stable toolchain; Debian's own cargo is too old for this project).
 set -euo pipefail
 
 export DEBIAN_FRONTEND=noninteractive
 
-PACKAGES=(xfsprogs btrfs-progs e2fsprogs util-linux fio rsync gcc libc6-dev nocache valgrind man-db)
+PACKAGES=(xfsprogs btrfs-progs e2fsprogs util-linux fio rsync gcc libc6-dev nocache valgrind man-db
+    make pkg-config python3 python3-venv)
 if [ "$#" -gt 0 ]; then
     PACKAGES=("$@")
 fi
@@ -77,3 +79,17 @@ if ! command -v cargo >/dev/null 2>&1; then
     fi
 fi
 echo "install-deps: $(cargo --version)"
+
+# maturin (builds the Python wheel) and pytest (python/tests), from PyPI into
+# a venv of their own (Debian's Python refuses pip installs, PEP 668);
+# python/tests/pytest.rs looks for it in the same place.
+if [ "$#" -eq 0 ]; then
+    pyenv="${UBIO_PYENV:-$HOME/.cache/ubio/pyenv}"
+    if [ -x "$pyenv/bin/maturin" ] && "$pyenv/bin/python" -c 'import pytest' 2>/dev/null; then
+        echo "install-deps: maturin and pytest present in $pyenv"
+    else
+        echo "install-deps: installing maturin and pytest into $pyenv"
+        python3 -m venv "$pyenv"
+        "$pyenv/bin/python" -m pip install --quiet --upgrade 'maturin>=1.5,<2' 'pytest>=7'
+    fi
+fi
