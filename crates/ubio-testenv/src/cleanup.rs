@@ -292,6 +292,21 @@ mod signal_tests {
 
     const CHILD: &str = "UBIO_TESTENV_SIGNAL_CHILD";
 
+    /// Runs the test `name` of this module alone in a child process: its
+    /// exit status and stderr.
+    fn child(name: &str) -> (std::process::ExitStatus, String) {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", &format!("cleanup::signal_tests::{name}")])
+            .args(["--nocapture", "--test-threads=1"])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        (
+            out.status,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
     /// In `Return` mode, SIGINT runs the cleanups and then hands control
     /// back: the program goes on and ends itself (exit 0 here), it is not
     /// killed nor exited by this module. Asserted by the child's own
@@ -308,17 +323,7 @@ mod signal_tests {
             eprintln!("event: program resumed after {}", signal_name(sig));
             return;
         }
-        let out = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "cleanup::signal_tests::sigint_cleans_up_then_returns_to_the_program",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD, "1")
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
+        let (status, err) = child("sigint_cleans_up_then_returns_to_the_program");
         let events: Vec<_> = err.lines().filter(|l| l.starts_with("event: ")).collect();
         assert_eq!(
             events,
@@ -329,7 +334,7 @@ mod signal_tests {
             ],
             "{err}"
         );
-        assert!(out.status.success(), "{:?}: {err}", out.status);
+        assert!(status.success(), "{status:?}: {err}");
     }
 
     /// By default the process dies of the signal once the cleanups ran.
@@ -346,19 +351,9 @@ mod signal_tests {
                 std::thread::park();
             }
         }
-        let out = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "cleanup::signal_tests::sigint_by_default_cleans_up_then_dies_of_it",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD, "1")
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
+        let (status, err) = child("sigint_by_default_cleans_up_then_dies_of_it");
         let events: Vec<_> = err.lines().filter(|l| l.starts_with("event: ")).collect();
         assert_eq!(events, ["event: raising", "event: cleanup ran"], "{err}");
-        assert_eq!(out.status.signal(), Some(SIGINT), "{:?}: {err}", out.status);
+        assert_eq!(status.signal(), Some(SIGINT), "{status:?}: {err}");
     }
 }
