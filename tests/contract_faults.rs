@@ -286,6 +286,11 @@ fn check_write_fault(
     verify_prefix(path, seed, 16 * MIB);
 }
 
+/// The filesystem holding `path` refuses to open it with EIO: shut down.
+fn shut_down(path: &Path) -> bool {
+    std::fs::File::open(path).is_err_and(|e| e.raw_os_error() == Some(libc::EIO))
+}
+
 /// Case 8: ENOSPC on a small filesystem comes back from the failing write,
 /// flush or close, and the data flushed before it reads back intact.
 #[test]
@@ -354,6 +359,19 @@ fn device_enospc_from_writeback_reaches_the_caller() {
                 continue;
             };
             let outcome = write_until_error(f, fs_size, 10, 16 * MIB);
+            if backend == BackendKind::Buffered && shut_down(&path) {
+                // The unmanaged baseline runs into the full device with 100+ MiB
+                // dirty; ext4's journal then aborts, and Linux 6.12 shuts the
+                // filesystem down (every open says EIO; 6.1 and 6.18 remount it
+                // read-only): nothing on it can be read back until a remount.
+                let (err, call, at) = outcome;
+                eprintln!(
+                    "{kind} buffered device full: {call} failed after {} MiB: {err}; \
+                     the filesystem shut down, the baseline's prefix is not checked",
+                    at / MIB
+                );
+                continue;
+            }
             check_write_fault(
                 &format!("{kind} {backend} device full"),
                 &path,

@@ -11,7 +11,8 @@
 # keyed by package versions, so a second run downloads and rebuilds nothing
 # but ubio's own binaries):
 # 1. Install what is missing with apt-get (qemu-system-x86, cpio, xz-utils,
-#    zstd, f2fs-tools, xfsprogs, btrfs-progs, e2fsprogs).
+#    zstd, f2fs-tools, xfsprogs, btrfs-progs, e2fsprogs; binutils for strip,
+#    libc6-dev for static linking).
 # 2. For each kernel: apt-get download (with a private sources list naming
 #    the kernel's Debian release and private package lists, whatever the
 #    host runs) the newest linux-image-<series>*-amd64 of the generic
@@ -97,7 +98,8 @@ trap cleanup EXIT
 trap 'echo "guest: interrupted" >&2; exit 130' INT TERM HUP
 
 # 1. Host tools (what is missing), and Rust.
-"$root/scripts/install-deps.sh" qemu-system-x86 cpio xz-utils zstd f2fs-tools xfsprogs btrfs-progs e2fsprogs |
+"$root/scripts/install-deps.sh" qemu-system-x86 cpio xz-utils zstd f2fs-tools xfsprogs btrfs-progs e2fsprogs \
+    binutils libc6-dev |
     sed 's/^/== guest: /'
 export PATH="$PATH:/usr/sbin:/sbin"
 if ! command -v cargo >/dev/null 2>&1 && [ -f "$HOME/.cargo/env" ]; then
@@ -155,7 +157,11 @@ fetch() { # suite package version
 declare -A kpkg kver kdir kdebs
 for k in $KERNELS; do
     suite=$(suite_of "$k")
-    [ -f "$CACHE/apt-$suite/sources.list" ] || apt_update "$suite"
+    # Lists a month old are refreshed (a newer kernel of the series may be out).
+    if [ ! -f "$CACHE/apt-$suite/sources.list" ] ||
+        [ -n "$(find "$CACHE/apt-$suite/sources.list" -mtime +30)" ]; then
+        apt_update "$suite"
+    fi
     read -r p v < <(kernel_pkg "$k" "$suite") || true
     if [ -z "${p:-}" ] || ! deb=$(fetch "$suite" "$p" "$v"); then
         # Lists too old (the mirror keeps only the newest version): refresh once.
