@@ -361,9 +361,10 @@ fn device_enospc_from_writeback_reaches_the_caller() {
             let outcome = write_until_error(f, fs_size, 10, 16 * MIB);
             if backend == BackendKind::Buffered && shut_down(&path) {
                 // The unmanaged baseline runs into the full device with 100+ MiB
-                // dirty; ext4's journal then aborts, and Linux 6.12 shuts the
-                // filesystem down (every open says EIO; 6.1 and 6.18 remount it
-                // read-only): nothing on it can be read back until a remount.
+                // dirty; ext4's journal then aborts, and since Linux 6.12 ext4
+                // no longer remounts read-only after an error (as 6.1 does) but
+                // refuses every open with EIO (commit d3476f3dad4a, seen in the
+                // 6.12 guest): nothing on it can be read back until a remount.
                 let (err, call, at) = outcome;
                 eprintln!(
                     "{kind} buffered device full: {call} failed after {} MiB: {err}; \

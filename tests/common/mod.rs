@@ -45,7 +45,9 @@ impl Target {
 /// Guest mode (UBIO_TEST_ONLY_DIR=1, set by scripts/guest/run.sh inside its
 /// QEMU guest): every case runs only on the filesystem mounted at
 /// UBIO_TEST_DIR, whatever it is (f2fs included), and the fault cases make
-/// scratch filesystems of that kind only.
+/// scratch filesystems of that kind only. The guest runs every test of its
+/// binaries (contract_cache, contract_io, contract_faults): a test that needs
+/// what the guest lacks (cgroups, a network, FUSE) returns early here, saying so.
 pub fn guest_mode() -> bool {
     std::env::var_os("UBIO_TEST_ONLY_DIR").is_some_and(|v| v == "1")
 }
