@@ -13,8 +13,9 @@
 #    and the summary can count them.
 # 4. scripts/memcheck.sh: Miri on the bounce buffers, valgrind on ubio cp/cat
 #    with every backend and on a C program under the shim (about a minute).
-# 5. scripts/guest/run.sh: the contract tests again on Linux 6.1 (no
-#    RWF_DONTCACHE, no cachestat) in a QEMU guest, on f2fs, ext4, xfs, btrfs.
+# 5. scripts/guest/run.sh: the contract tests again in QEMU guests on Linux
+#    6.12 (cachestat, no RWF_DONTCACHE) and 6.1 (neither), on f2fs, ext4,
+#    xfs and btrfs; the summary shows one line per kernel and filesystem.
 #
 # As root, UBIO_NO_SKIP=1 is exported (unless already set): every fixture exists
 # here, so a test that would skip fails instead. Exits non-zero if the build,

@@ -286,6 +286,11 @@ fn check_write_fault(
     verify_prefix(path, seed, 16 * MIB);
 }
 
+/// The filesystem holding `path` refuses to open it with EIO: shut down.
+fn shut_down(path: &Path) -> bool {
+    std::fs::File::open(path).is_err_and(|e| e.raw_os_error() == Some(libc::EIO))
+}
+
 /// Case 8: ENOSPC on a small filesystem comes back from the failing write,
 /// flush or close, and the data flushed before it reads back intact.
 #[test]
@@ -354,6 +359,20 @@ fn device_enospc_from_writeback_reaches_the_caller() {
                 continue;
             };
             let outcome = write_until_error(f, fs_size, 10, 16 * MIB);
+            if backend == BackendKind::Buffered && shut_down(&path) {
+                // The unmanaged baseline runs into the full device with 100+ MiB
+                // dirty; ext4's journal then aborts, and since Linux 6.12 ext4
+                // no longer remounts read-only after an error (as 6.1 does) but
+                // refuses every open with EIO (commit d3476f3dad4a, seen in the
+                // 6.12 guest): nothing on it can be read back until a remount.
+                let (err, call, at) = outcome;
+                eprintln!(
+                    "{kind} buffered device full: {call} failed after {} MiB: {err}; \
+                     the filesystem shut down, the baseline's prefix is not checked",
+                    at / MIB
+                );
+                continue;
+            }
             check_write_fault(
                 &format!("{kind} {backend} device full"),
                 &path,
@@ -664,7 +683,9 @@ fn signals_during_long_calls() {
                 continue;
             };
             streams += 1;
-            let size = 96 * MIB;
+            // The TCG guest delivers each signal slowly: 32 MiB there (two
+            // flushes, still tens of thousands of signals), 96 MiB here.
+            let size = if guest_mode() { 32 * MIB } else { 96 * MIB };
             let mut buf = vec![0u8; 4 * MIB as usize + 3];
             let mut off = 0;
             while off < size {

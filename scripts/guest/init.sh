@@ -2,10 +2,16 @@
 # /init of the test guest that scripts/guest/run.sh boots (busybox sh, PID 1).
 #
 # For each filesystem named by ubio.fs= on the kernel command line: mkfs on
-# the scratch disk /dev/vda, mount it at /mnt, `ubio probe --json`, run each
-# contract test binary in /tests in guest mode (UBIO_TEST_ONLY_DIR=1) against
-# it, unmount. Every outcome is one `GUEST-RESULT <fs> <what>: ok|FAILED ...`
-# line on the serial console; the host parses them. Powers off at the end.
+# the scratch disk /dev/vda, mount it at /mnt, `ubio probe --json`, then
+# every test of every contract test binary in /tests, one process per test
+# (so each has its own time and verdict), in guest mode
+# (UBIO_TEST_ONLY_DIR=1) against it; unmount. Prints on the serial console:
+#   GUEST-KERNEL <uname -r> ...
+#   GUEST-PROBE <fs> <probe JSON on one line>
+#   GUEST-TEST <fs> <binary>::<test>: ok|FAILED ... (<seconds>s)
+#   GUEST-FS <fs>: FAILED <what> (mkfs, mount or umount)
+#   GUEST-DONE <seconds>s
+# The host judges them. Powers off at the end.
 
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/
@@ -18,8 +24,9 @@ mount -t devtmpfs devtmpfs /dev 2>/dev/null
 mount -t tmpfs -o size=64m tmpfs /tmp
 
 say() { echo "$*" > /dev/console; }
+booted=$(date +%s)
 finish() {
-    say "GUEST-DONE"
+    say "GUEST-DONE $(($(date +%s) - booted))s"
     sync
     poweroff -f
     echo o > /proc/sysrq-trigger
@@ -48,7 +55,7 @@ for _ in $(seq 50); do
     sleep 0.1
 done
 if [ ! -b /dev/vda ]; then
-    say "GUEST-RESULT all disk: FAILED no /dev/vda"
+    for fs in $FILESYSTEMS; do say "GUEST-FS $fs: FAILED no /dev/vda"; done
     finish
 fi
 
@@ -69,7 +76,7 @@ for fs in $FILESYSTEMS; do
     # shellcheck disable=SC2086
     if ! mkfs_for "$fs" > /tmp/mkfs.log 2>&1 || ! mount -t "$fs" $opts /dev/vda /mnt 2>> /tmp/mkfs.log; then
         cat /tmp/mkfs.log > /dev/console
-        say "GUEST-RESULT $fs mount: FAILED mkfs or mount"
+        say "GUEST-FS $fs: FAILED mkfs or mount"
         continue
     fi
     mkdir -p /mnt/test /mnt/tmp
@@ -77,34 +84,33 @@ for fs in $FILESYSTEMS; do
 
     ubio probe /mnt/test --json > /tmp/probe.json 2>&1
     say "GUEST-PROBE $fs $(tr -d '\n' < /tmp/probe.json | tr -s ' ')"
-    if grep -A1 '"dontcache"' /tmp/probe.json | grep -q '"available": false' &&
-        grep -q '"auto": "emulated"' /tmp/probe.json; then
-        say "GUEST-RESULT $fs probe: ok (no RWF_DONTCACHE, auto = emulated)"
-    else
-        say "GUEST-RESULT $fs probe: FAILED (expected no RWF_DONTCACHE and auto = emulated)"
-    fi
 
     for t in /tests/*; do
-        name=${t##*/}
-        start=$(date +%s)
-        say "== $fs $name"
-        (
-            cd /mnt/test &&
-                UBIO_TEST_ONLY_DIR=1 UBIO_TEST_DIR=/mnt/test UBIO_TEST_STREAM_MB=$STREAM_MB \
-                    UBIO_NO_SKIP=1 TMPDIR=/mnt/tmp RUST_BACKTRACE=1 \
-                    "$t" --test-threads=1 --nocapture
-            echo $? > /tmp/rc
-        ) 2>&1 | tee /tmp/out > /dev/console
-        rc=$(cat /tmp/rc)
-        secs=$(($(date +%s) - start))
-        summary=$(grep '^test result: ' /tmp/out | tail -1 | sed 's/^test result: //; s/; [0-9]* measured.*//; s/\.//')
-        if [ "$rc" = 0 ] && grep -q '^test result: ok' /tmp/out; then
-            say "GUEST-RESULT $fs $name: ok, ${summary#ok } (${secs}s)"
-        else
-            say "GUEST-RESULT $fs $name: FAILED (exit $rc) ${summary} (${secs}s)"
-        fi
+        bin=${t##*/}
+        "$t" --list --format terse 2> /dev/console | sed -n 's/: test$//p' > /tmp/list
+        [ -s /tmp/list ] || say "GUEST-TEST $fs $bin::list: FAILED (no tests listed)"
+        while read -r name; do
+            start=$(date +%s)
+            say "== $fs $bin::$name"
+            (
+                cd /mnt/test &&
+                    UBIO_TEST_ONLY_DIR=1 UBIO_TEST_DIR=/mnt/test UBIO_TEST_STREAM_MB=$STREAM_MB \
+                        UBIO_NO_SKIP=1 TMPDIR=/mnt/tmp RUST_BACKTRACE=1 \
+                        "$t" --exact "$name" --test-threads=1 --nocapture
+                echo $? > /tmp/rc
+            ) 2>&1 < /dev/null | tee /tmp/out > /dev/console
+            rc=$(cat /tmp/rc)
+            secs=$(($(date +%s) - start))
+            if [ "$rc" = 0 ] && grep -q '^test result: ok. 1 passed' /tmp/out; then
+                say "GUEST-TEST $fs $bin::$name: ok (${secs}s)"
+            elif [ "$rc" = 0 ] && grep -q '^test result: ok. 0 passed; 0 failed; 1 ignored' /tmp/out; then
+                say "GUEST-TEST $fs $bin::$name: ok, ignored (${secs}s)"
+            else
+                say "GUEST-TEST $fs $bin::$name: FAILED (exit $rc) (${secs}s)"
+            fi
+        done < /tmp/list
     done
     rm -rf /mnt/test /mnt/tmp
-    umount /mnt || say "GUEST-RESULT $fs umount: FAILED"
+    umount /mnt || say "GUEST-FS $fs: FAILED umount"
 done
 finish
