@@ -7,76 +7,28 @@ mod common;
 
 use common::*;
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::Duration;
-use ubio_bench::kept_pages::{check_kept, with_damon_retries};
-use ubio_bench::residency_sampler::ResidencySampler;
+use ubio_testenv::kept_pages::{check_kept, with_damon_retries};
+use ubio_testenv::residency_sampler::ResidencySampler;
+use ubio_testenv::stackfs::Overlay;
 
 const SIZE: u64 = 128 * MIB;
 const SAMPLE_EVERY: Duration = Duration::from_millis(1);
 
-/// An overlay mount of a lower and an upper directory, on the working
-/// filesystem (ext4 here); unmounted and removed on drop, or by the cleanup
-/// guard if the test process is interrupted.
-struct Overlay {
-    lower: PathBuf,
-    upper: PathBuf,
-    mnt: PathBuf,
-    _cleanup: ubio_bench::cleanup::CleanupGuard,
-    _tmp: tempfile::TempDir,
-}
-
-impl Overlay {
-    fn mount(test: &str) -> Option<Overlay> {
-        if unsafe_euid() != 0 {
-            skip(test, "mounting overlayfs needs root");
-            return None;
-        }
-        let tmp = tempfile::Builder::new()
-            .prefix("ubio-ovl-")
-            .tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/target"))
-            .unwrap();
-        let d = tmp.path();
-        for sub in ["lower", "upper", "work", "mnt"] {
-            std::fs::create_dir(d.join(sub)).unwrap();
-        }
-        let mnt = d.join("mnt");
-        let opts = format!(
-            "lowerdir={},upperdir={},workdir={}",
-            d.join("lower").display(),
-            d.join("upper").display(),
-            d.join("work").display()
-        );
-        let out = Command::new("mount")
-            .args(["-t", "overlay", "overlay", "-o", &opts])
-            .arg(&mnt)
-            .output()
-            .unwrap();
-        if !out.status.success() {
-            skip(
-                test,
-                &format!("mount -t overlay: {}", String::from_utf8_lossy(&out.stderr)),
-            );
-            return None;
-        }
-        let m = mnt.clone();
-        let cleanup =
-            ubio_bench::cleanup::register(format!("umount {}", mnt.display()), move || {
-                let _ = Command::new("umount").arg(&m).status();
-            });
-        Some(Overlay {
-            lower: d.join("lower"),
-            upper: d.join("upper"),
-            mnt,
-            _cleanup: cleanup,
-            _tmp: tmp,
-        })
+/// An overlay on the working filesystem (ext4 here), or a SKIP.
+fn overlay(test: &str) -> Option<Overlay> {
+    if ubio::sys::geteuid() != 0 {
+        skip(test, "mounting overlayfs needs root");
+        return None;
     }
-}
-
-fn unsafe_euid() -> u32 {
-    ubio::sys::geteuid()
+    match Overlay::mount(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/target"))) {
+        Ok(o) => Some(o),
+        Err(e) => {
+            skip(test, &format!("mount -t overlay: {e}"));
+            None
+        }
+    }
 }
 
 fn read_all(f: &mut ubio::File) -> u64 {
@@ -103,7 +55,7 @@ fn write_pattern(f: &mut ubio::File, size: u64) {
 
 #[test]
 fn probe_on_overlay_names_the_real_file_and_verifies_it() {
-    let Some(o) = Overlay::mount("probe_on_overlay") else {
+    let Some(o) = overlay("probe_on_overlay") else {
         return;
     };
     make_cold_file(&o.lower.join("f"), 1, 4 * MIB);
@@ -147,7 +99,7 @@ fn probe_on_overlay_names_the_real_file_and_verifies_it() {
 /// which stays. Control: a plain read leaves the lower file cached.
 #[test]
 fn read_of_a_lower_file_drops_behind_on_the_lower_file() {
-    let Some(o) = Overlay::mount("overlay_read") else {
+    let Some(o) = overlay("overlay_read") else {
         return;
     };
     let lower = o.lower.join("r");
@@ -207,7 +159,7 @@ fn read_of_a_lower_file_drops_behind_on_the_lower_file() {
 /// writeback pages stay bounded by the window and nothing stays cached.
 #[test]
 fn write_into_the_upper_is_written_behind_and_dropped() {
-    let Some(o) = Overlay::mount("overlay_write") else {
+    let Some(o) = overlay("overlay_write") else {
         return;
     };
     let upper = o.upper.join("w");
@@ -260,7 +212,7 @@ fn verify_pattern_file(path: &Path) {
 /// Without the switch the upper file keeps everything read after the copy-up.
 #[test]
 fn copy_up_in_the_middle_of_a_read_is_followed() {
-    let Some(o) = Overlay::mount("overlay_copy_up") else {
+    let Some(o) = overlay("overlay_copy_up") else {
         return;
     };
     let (lower, upper) = (o.lower.join("c"), o.upper.join("c"));
