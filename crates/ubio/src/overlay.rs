@@ -101,8 +101,8 @@ fn parse_mountinfo_line(line: &str, path: &Path) -> io::Result<Location> {
     let bad = || io::Error::other(format!("unexpected mountinfo line: {line}"));
     let dash = fields.iter().position(|f| *f == "-").ok_or_else(bad)?;
     let (root, mount_point) = (
-        unescape(fields.get(3).ok_or_else(bad)?),
-        unescape(fields.get(4).ok_or_else(bad)?),
+        unescape_mountinfo(fields.get(3).ok_or_else(bad)?),
+        unescape_mountinfo(fields.get(4).ok_or_else(bad)?),
     );
     if fields.get(dash + 1) != Some(&"overlay") {
         return Err(io::Error::other("not an overlay mount"));
@@ -113,7 +113,7 @@ fn parse_mountinfo_line(line: &str, path: &Path) -> io::Result<Location> {
     // commas and colons is safe (fs/overlayfs/params.c: ovl_show_options).
     for opt in opts.split(',') {
         if let Some(v) = opt.strip_prefix("upperdir=") {
-            upperdir = Some(PathBuf::from(unescape(v)));
+            upperdir = Some(PathBuf::from(unescape_mountinfo(v)));
         } else if let Some(v) = opt.strip_prefix("lowerdir=") {
             // "::" separates data-only layers, which hold no visible files.
             let visible = v.split("::").next().unwrap_or(v);
@@ -121,10 +121,10 @@ fn parse_mountinfo_line(line: &str, path: &Path) -> io::Result<Location> {
                 visible
                     .split(':')
                     .filter(|s| !s.is_empty())
-                    .map(|s| PathBuf::from(unescape(s))),
+                    .map(|s| PathBuf::from(unescape_mountinfo(s))),
             );
         } else if let Some(v) = opt.strip_prefix("lowerdir+=") {
-            lowerdirs.push(PathBuf::from(unescape(v)));
+            lowerdirs.push(PathBuf::from(unescape_mountinfo(v)));
         }
     }
     let under_mount = path
@@ -146,8 +146,9 @@ fn parse_mountinfo_line(line: &str, path: &Path) -> io::Result<Location> {
     })
 }
 
-/// Undo mountinfo's octal escapes (`\040` for a space and so on).
-fn unescape(s: &str) -> String {
+/// Undo /proc/self/mountinfo's octal escapes (`\040` for a space, and so
+/// on for tab, newline, backslash and, in overlay options, comma and colon).
+pub fn unescape_mountinfo(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
