@@ -49,6 +49,23 @@ pub fn run(args: Args) -> Result<ExitCode> {
             " no (file not writable by caller)"
         }
     )?;
+    if let Some(r) = &p.real_file {
+        let what = if r.available {
+            "real file:        "
+        } else {
+            "real file:         not found:"
+        };
+        writeln!(o, "{what} {}", r.detail)?;
+    }
+    for (name, check) in [
+        ("sees reads:        ", &p.verified.sees_reads),
+        ("drop works:        ", &p.verified.drop_works),
+        ("writeback works:   ", &p.verified.writeback_works),
+    ] {
+        if let Some(c) = check {
+            writeln!(o, "{name}{} ({})", yn(c.available), c.detail)?;
+        }
+    }
     match p.fs.dio_align {
         Some(a) => writeln!(
             o,

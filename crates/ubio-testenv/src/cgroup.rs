@@ -133,22 +133,7 @@ fn parse_mountinfo_line(line: &str) -> Option<Mount> {
 
 /// mountinfo writes space, tab, newline and backslash as `\ooo` octal escapes.
 pub(crate) fn unescape_mountinfo(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    ubio::overlay::unescape_mountinfo(s)
 }
 
 /// The directory of cgroup `cg_path` under mount `m`, whose root may itself be

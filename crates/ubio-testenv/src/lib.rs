@@ -20,6 +20,7 @@ pub mod reclaim_trace;
 pub mod residency_sampler;
 pub mod sampler_thread;
 pub mod scratchfs;
+pub mod stackfs;
 
 use std::ffi::OsStr;
 use std::fmt::Display;

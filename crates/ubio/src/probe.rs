@@ -71,6 +71,15 @@ pub struct Probe {
     pub regular_file: bool,
     pub cachestat: Support,
     pub mincore_trustworthy: bool,
+    /// The file whose pages I/O through this descriptor fills, when it is
+    /// another one (overlayfs: the real upper or lower file), or why it
+    /// cannot be found.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub real_file: Option<Support>,
+    /// What was checked on this very file rather than assumed: cachestat()
+    /// sees a page a read through the descriptor brought in, fadvise drops
+    /// it, sync_file_range() writes a dirty page back.
+    pub verified: Verified,
     pub auto: BackendKind,
     pub auto_reason: String,
 }
@@ -210,12 +219,134 @@ fn read_ahead_kb(dev: libc::dev_t) -> Option<u64> {
         .and_then(|s| s.trim().parse().ok())
 }
 
+/// The page-cache effects checked on one file by [`verify`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+pub struct Verified {
+    /// cachestat() counted a page that a read through the descriptor had
+    /// just brought in.
+    pub sees_reads: Option<Support>,
+    /// fadvise(DONTNEED) took that page out again.
+    pub drop_works: Option<Support>,
+    /// sync_file_range() wrote a page dirtied through the descriptor back.
+    pub writeback_works: Option<Support>,
+}
+
+/// Check on the file itself (never assume from the filesystem's name) that
+/// residency can be seen and changed: read one page that is not cached
+/// through `fd`, look for it with cachestat() on `pages` (the file that
+/// holds the pages: `fd`'s own, or an overlay's real file), drop it, and
+/// where `scratch` (a file of the caller's own, such as an O_TMPFILE) write
+/// a page and write it back. A page cached beforehand is left alone and
+/// nothing is claimed.
+pub fn verify(fd: BorrowedFd<'_>, pages: BorrowedFd<'_>, scratch: bool) -> Verified {
+    let page = sys::page_size();
+    let mut v = Verified::default();
+    let cached = |r: std::ops::Range<u64>| {
+        sys::cachestat(pages, r).map(|c| (c.nr_cache, c.nr_dirty + c.nr_writeback))
+    };
+    if scratch {
+        let buf = vec![0x5au8; page as usize];
+        let wrote = sys::pwritev2(fd, &[io::IoSlice::new(&buf)], Some(0), RwFlags::NONE);
+        v.writeback_works = Some(match (wrote, cached(0..page)) {
+            (Err(e), _) => Support::no(format!("pwrite: {e}")),
+            (_, Err(e)) => Support::no(format!("cachestat: {e}")),
+            (Ok(_), Ok((0, 0))) => Support::no(
+                "cachestat() saw no page after a write through this descriptor (writes bypass the page cache)",
+            ),
+            // FUSE without writeback caching writes through: the page is clean at once.
+            (Ok(_), Ok((_, 0))) => Support::yes(
+                "writes go through at once: the page written through this descriptor was already clean",
+            ),
+            (Ok(_), Ok(_)) => match sys::sync_file_range(pages, 0, page, sys::SyncFlags::WRITE_AND_WAIT) {
+                Err(e) => Support::no(format!("sync_file_range: {e}")),
+                Ok(()) => match cached(0..page) {
+                    Ok((_, 0)) => Support::yes("a page written through this descriptor was written back by sync_file_range()"),
+                    Ok((_, n)) => Support::no(format!("{n} pages still dirty after sync_file_range(WRITE|WAIT)")),
+                    Err(e) => Support::no(format!("cachestat: {e}")),
+                },
+            },
+        });
+        let _ = sys::fadvise(pages, 0, 0, sys::Advice::DontNeed);
+    }
+    let size = sys::fstat(fd).map(|s| s.st_size as u64).unwrap_or(0);
+    if size < page {
+        return v;
+    }
+    // A page at the end (readahead there is short) not cached by anyone.
+    let off = (size - 1) / page * page;
+    match cached(off..off + page) {
+        Err(e) => {
+            v.sees_reads = Some(Support::no(format!("cachestat: {e}")));
+            return v;
+        }
+        Ok((n, _)) if n > 0 => return v,
+        Ok(_) => {}
+    }
+    let mut byte = [0u8; 1];
+    if let Err(e) = sys::preadv2(
+        fd,
+        &mut [IoSliceMut::new(&mut byte)],
+        Some(off),
+        RwFlags::NONE,
+    ) {
+        v.sees_reads = Some(Support::no(format!("pread: {e}")));
+        return v;
+    }
+    match cached(off..off + page) {
+        Ok((0, _)) => {
+            v.sees_reads = Some(Support::no(
+                "cachestat() counted none of the page a read through this descriptor just brought in",
+            ));
+            // Drop it anyway, through the descriptor (fadvise is forwarded on overlayfs).
+            let _ = sys::fadvise(fd, off, page, sys::Advice::DontNeed);
+        }
+        Ok(_) => {
+            v.sees_reads = Some(Support::yes(
+                "cachestat() counted the page a read through this descriptor brought in",
+            ));
+            let _ = sys::fadvise(pages, off, page, sys::Advice::DontNeed);
+            v.drop_works = Some(match cached(off..off + page) {
+                Ok((0, _)) => Support::yes("fadvise(DONTNEED) dropped it"),
+                Ok((n, _)) => {
+                    Support::no(format!("{n} pages still cached after fadvise(DONTNEED)"))
+                }
+                Err(e) => Support::no(format!("cachestat: {e}")),
+            });
+        }
+        Err(e) => v.sees_reads = Some(Support::no(format!("cachestat: {e}"))),
+    }
+    v
+}
+
 /// Probe an open file.
 pub fn probe_fd(fd: BorrowedFd<'_>, path: Option<&Path>) -> io::Result<Probe> {
+    probe_fd_scratch(fd, path, false)
+}
+
+fn probe_fd_scratch(fd: BorrowedFd<'_>, path: Option<&Path>, scratch: bool) -> io::Result<Probe> {
     let st = sys::fstat(fd)?;
     let fs = fs_caps(fd, &st)?;
     let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
-    let cachestat = match sys::cachestat(fd, sys::FileRange::WHOLE) {
+    let real =
+        (fs.magic == FsMagic::OVERLAYFS && regular).then(|| crate::overlay::RealFile::open(fd));
+    let real_file = real.as_ref().map(|r| match r {
+        Ok(r) => Support::yes(format!("{} ({} layer)", r.path().display(), r.layer())),
+        Err(e) => Support::no(format!(
+            "overlayfs: the real file cannot be found ({e}); cachestat() and sync_file_range() \
+             see only the overlay's empty mapping, so nothing is dropped"
+        )),
+    });
+    let real_fd = match &real {
+        Some(Ok(r)) => File::open(r.path()).ok(),
+        _ => None,
+    };
+    let pages = real_fd.as_ref().map_or(fd, |f| f.as_fd());
+    let verified = if regular && !fs.pseudo {
+        verify(fd, pages, scratch)
+    } else {
+        Verified::default()
+    };
+    let cachestat = match sys::cachestat(pages, sys::FileRange::WHOLE) {
         Ok(_) => Support::yes("cachestat() works on this file"),
         Err(e) => match Fallback::of(&e) {
             Some(Fallback::NotPermitted) => {
@@ -225,9 +356,18 @@ pub fn probe_fd(fd: BorrowedFd<'_>, path: Option<&Path>) -> io::Result<Probe> {
             None => Support::no(format!("cachestat(): {e}")),
         },
     };
-    let blind = crate::residency::blindness(fd);
+    let blind = crate::residency::blindness(pages);
     let flags = sys::getfl(fd).unwrap_or(0);
-    let choice = choose(BackendKind::Auto, &fs, regular, flags, blind.is_none());
+    // Residency is known only where a read's page was seen (or nothing could be read).
+    let seen =
+        verified.sees_reads.as_ref().is_none_or(|s| s.available) && !matches!(real, Some(Err(_)));
+    let choice = choose(
+        BackendKind::Auto,
+        &fs,
+        regular,
+        flags,
+        blind.is_none() && seen,
+    );
     Ok(Probe {
         path: path.map(Path::to_path_buf),
         kernel: sys::kernel_release(),
@@ -235,6 +375,8 @@ pub fn probe_fd(fd: BorrowedFd<'_>, path: Option<&Path>) -> io::Result<Probe> {
         regular_file: regular,
         cachestat,
         mincore_trustworthy: blind.is_none(),
+        real_file,
+        verified,
         auto: choice
             .as_ref()
             .map(|c| c.backend)
@@ -252,12 +394,13 @@ pub fn probe_path(path: &Path) -> io::Result<Probe> {
     let ctx = |e| crate::error::context(e, "probe", Some(path));
     let meta = std::fs::metadata(path).map_err(ctx)?;
     let file = if meta.is_dir() {
-        std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(libc::O_TMPFILE)
-            .open(path)
-            .map_err(ctx)?
+        let (f, name) = scratch_file(path).map_err(ctx)?;
+        let probe = probe_fd_scratch(f.as_fd(), Some(path), true).map_err(ctx);
+        if let Some(name) = name {
+            std::fs::remove_file(&name)
+                .map_err(|e| crate::error::context(e, "remove", Some(&name)))?;
+        }
+        return probe;
     } else if meta.file_type().is_fifo() {
         // Opening a FIFO for reading would block until a writer comes.
         std::fs::OpenOptions::new()
@@ -269,6 +412,28 @@ pub fn probe_path(path: &Path) -> io::Result<Probe> {
         File::open(path).map_err(ctx)?
     };
     probe_fd(file.as_fd(), Some(path)).map_err(ctx)
+}
+
+/// A file of the probe's own in `dir`: unnamed (O_TMPFILE), or named (and
+/// returned with its name, for the caller to remove) where the filesystem
+/// has no O_TMPFILE (FUSE, NFS: EOPNOTSUPP) or on overlayfs, whose real
+/// upper file is found by its name.
+fn scratch_file(dir: &Path) -> io::Result<(File, Option<PathBuf>)> {
+    let mut o = std::fs::OpenOptions::new();
+    o.read(true).write(true);
+    let overlay = sys::fs_magic(File::open(dir)?.as_fd())? == FsMagic::OVERLAYFS;
+    if !overlay {
+        match o.clone().custom_flags(libc::O_TMPFILE).open(dir) {
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EOPNOTSUPP) | Some(libc::EISDIR)
+                ) => {}
+            r => return r.map(|f| (f, None)),
+        }
+    }
+    let name = dir.join(format!(".ubio-probe-{}", std::process::id()));
+    Ok((o.create_new(true).open(&name)?, Some(name)))
 }
 
 /// Decide which backend serves a file. `flags` are the open file's status

@@ -5,13 +5,14 @@
 //! (the shim must hand errno back unchanged); `File` adds context.
 
 use crate::backend::{Backend, BackendKind, Buffered, Direct, Emulated, Kernel, WriteAt};
+use crate::overlay::RealFile;
 use crate::probe::{self, Choice};
-use crate::residency;
+use crate::residency::{self, Blindness};
 use crate::sys;
 use crate::tracker::{Tracker, TrackerConfig};
 use serde::Serialize;
 use std::io::{self, IoSlice, IoSliceMut};
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Default write-behind window: dirty + writeback bytes per stream.
@@ -67,6 +68,12 @@ pub struct Stats {
     pub residency_unknown: Option<String>,
     /// A writeback error happened during the stream.
     pub failed: bool,
+    /// The file whose pages are managed, when it is not the descriptor's
+    /// own (the real upper or lower file of an overlayfs file).
+    pub real_file: Option<String>,
+    /// Drops that left the pages they were meant to take: not zero means
+    /// the drops do not work on this file (a warning is logged once).
+    pub drops_without_effect: u64,
 }
 
 /// A failed write: its own error, or an earlier writeback's, reported now.
@@ -106,10 +113,43 @@ impl Stream {
         let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
         let flags = sys::getfl(fd)?;
         let fs = probe::fs_caps(fd, &st)?;
-        let blind = opts
-            .preserve_cached
-            .then(|| residency::blindness(fd))
-            .flatten();
+        // On overlayfs the pages are the real upper or lower file's.
+        let (real, overlay_blind) = match fs.magic == sys::FsMagic::OVERLAYFS && regular {
+            false => (None, None),
+            true => match RealFile::open(fd) {
+                Ok(r) => {
+                    log::debug!(
+                        "overlay: managing the pages of {} ({} layer)",
+                        r.path().display(),
+                        r.layer()
+                    );
+                    (Some(r), None)
+                }
+                Err(e) => {
+                    let why = Blindness::NoInterface(format!(
+                        "overlayfs: the real file behind this descriptor cannot be found ({e}); \
+                         cachestat() and sync_file_range() see only the overlay's own, empty, mapping"
+                    ));
+                    log::debug!("{why}");
+                    (None, Some(why))
+                }
+            },
+        };
+        let blind = match (&real, overlay_blind) {
+            (_, Some(why)) => Some(why),
+            (Some(r), None) => opts
+                .preserve_cached
+                .then(|| {
+                    std::fs::File::open(r.path())
+                        .ok()
+                        .and_then(|f| residency::blindness(f.as_fd()))
+                })
+                .flatten(),
+            (None, None) => opts
+                .preserve_cached
+                .then(|| residency::blindness(fd))
+                .flatten(),
+        };
         let choice = probe::choose(opts.backend, &fs, regular, flags, blind.is_none())?;
         let backend: Box<dyn Backend> = match choice.backend {
             BackendKind::Kernel => Box::new(Kernel),
@@ -129,7 +169,11 @@ impl Stream {
                 lookahead: fs.lookahead(),
                 preserve_cached: opts.preserve_cached,
             };
-            Tracker::new(backend.caps(), cfg, blind)
+            let t = Tracker::new(backend.caps(), cfg, blind);
+            if let Some(r) = real {
+                t.set_real_file(r);
+            }
+            t
         });
         Ok(Stream {
             backend,
@@ -299,6 +343,8 @@ impl Stream {
             residency_snapshots: counts.residency_snapshots,
             residency_unknown: blind,
             failed,
+            real_file: self.tracker.as_ref().and_then(Tracker::real_file_desc),
+            drops_without_effect: counts.drops_without_effect,
         }
     }
 }

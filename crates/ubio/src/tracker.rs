@@ -10,13 +10,15 @@
 //! waiting for its writeback never stalls another thread's read.
 
 use crate::backend::Caps;
+use crate::overlay::RealFile;
 use crate::readbehind::ReadBehind;
-use crate::residency::{Blindness, Residency, CHUNK};
+use crate::residency::{self, Blindness, Residency, CHUNK};
 use crate::sys::{self, Advice, SyncFlags};
 use crate::writebehind::{Actions, WriteBehind};
+use std::fs::File;
 use std::io;
 use std::ops::Range;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -45,6 +47,9 @@ pub struct TrackerCounts {
     pub writeback_waits: u64,
     pub writeback_wait_time: Duration,
     pub residency_snapshots: u64,
+    /// Drops of pages that were cached before the call and still were
+    /// after it: the drop had no effect.
+    pub drops_without_effect: u64,
 }
 
 /// The counters, updated outside the state lock.
@@ -55,6 +60,8 @@ struct Counters {
     writeback_starts: AtomicU64,
     writeback_waits: AtomicU64,
     writeback_wait_nanos: AtomicU64,
+    drops_without_effect: AtomicU64,
+    warned_no_effect: AtomicBool,
 }
 
 /// What the hooks decide under the lock.
@@ -116,6 +123,9 @@ pub struct Tracker {
     /// the statistics keep saying so).
     failed: AtomicBool,
     counts: Counters,
+    /// The real file behind an overlay descriptor: the page-cache calls go
+    /// to it instead of the descriptor they are given.
+    real: Mutex<Option<RealFile>>,
     #[cfg(test)]
     pub(crate) on_wait: std::sync::OnceLock<WaitHook>,
 }
@@ -136,6 +146,7 @@ impl Tracker {
             has_deferred: AtomicBool::new(false),
             failed: AtomicBool::new(false),
             counts: Counters::default(),
+            real: Mutex::new(None),
             #[cfg(test)]
             on_wait: std::sync::OnceLock::new(),
         }
@@ -166,6 +177,7 @@ impl Tracker {
                 c.writeback_wait_nanos.load(Ordering::Relaxed),
             ),
             residency_snapshots: st.residency.snapshots,
+            drops_without_effect: c.drops_without_effect.load(Ordering::Relaxed),
         };
         let precached = st.residency.precached_pages();
         let blind = st.residency.blindness().map(|b| b.to_string());
@@ -182,6 +194,8 @@ impl Tracker {
     /// the plan after the read). A read that comes back short leaves its
     /// unread tail to the drop at close.
     pub fn before_read(&self, fd: BorrowedFd<'_>, off: u64, len: u64) -> Plan {
+        let real = self.real_file();
+        let fd = real.as_deref().map_or(fd, AsFd::as_fd);
         let mut st = self.state();
         st.residency
             .ensure_known(fd, off, off + len + self.cfg.lookahead);
@@ -190,11 +204,15 @@ impl Tracker {
 
     /// Before I/O the caller makes itself: snapshot `[off, off + len)`.
     pub fn snapshot(&self, fd: BorrowedFd<'_>, off: u64, len: u64) {
+        let real = self.real_file();
+        let fd = real.as_deref().map_or(fd, AsFd::as_fd);
         self.state().residency.ensure_known(fd, off, off + len);
     }
 
     /// After the caller read `n` bytes at `off` itself: drop-behind.
     pub fn after_read(&self, fd: BorrowedFd<'_>, off: u64, n: u64) {
+        let real = self.real_file();
+        let fd = real.as_deref().map_or(fd, AsFd::as_fd);
         let plan = self.plan_read(&mut self.state(), off, n);
         self.run(fd, plan);
     }
@@ -218,6 +236,8 @@ impl Tracker {
     /// Returns true if the range holds pages cached by others (the direct
     /// backend then writes it buffered).
     pub fn before_write(&self, fd: BorrowedFd<'_>, off: u64, len: u64) -> (bool, Plan) {
+        let real = self.real_file();
+        let fd = real.as_deref().map_or(fd, AsFd::as_fd);
         let mut st = self.state();
         st.residency.ensure_known(fd, off, off + len);
         let keep_cached = st.residency.overlaps_precached(&(off..off + len));
@@ -229,6 +249,8 @@ impl Tracker {
     /// foresee (an O_APPEND write that landed elsewhere, or the caller's
     /// own I/O): write behind.
     pub fn after_write(&self, fd: BorrowedFd<'_>, off: u64, n: u64) {
+        let real = self.real_file();
+        let fd = real.as_deref().map_or(fd, AsFd::as_fd);
         let plan = {
             let mut st = self.state();
             let actions = st.write_behind.written(off, n);
@@ -270,6 +292,8 @@ impl Tracker {
     /// Start and wait for the writeback of everything written, drop it, and
     /// return any writeback error not yet reported.
     pub fn flush(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        let real = self.real_file();
+        let fd = real.as_deref().map_or(fd, AsFd::as_fd);
         let plan = {
             let mut st = self.state();
             let actions = st.write_behind.take_all();
@@ -284,6 +308,8 @@ impl Tracker {
     /// writing back first what was dirtied behind the stream. Returns the
     /// flush's error, else one of that last writeback.
     pub fn finish(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        let real = self.real_file();
+        let fd = real.as_deref().map_or(fd, AsFd::as_fd);
         let flushed = self.flush(fd);
         let plan = {
             let mut st = self.state();
@@ -302,6 +328,8 @@ impl Tracker {
     /// Do what a hook decided. Takes no lock (but the error slot's, on an
     /// error).
     pub fn run(&self, fd: BorrowedFd<'_>, plan: Plan) {
+        let real = self.real_file();
+        let fd = real.as_deref().map_or(fd, AsFd::as_fd);
         if !self.caps.kernel_starts_writeback {
             for r in &plan.start {
                 self.counts.writeback_starts.fetch_add(1, Ordering::Relaxed);
@@ -381,7 +409,64 @@ impl Tracker {
                 self.counts
                     .pages_dropped
                     .fetch_add(before.saturating_sub(after), Ordering::Relaxed);
+                if after >= before {
+                    self.note_drop_without_effect(&r, before);
+                }
             }
+        }
+    }
+
+    /// Page-cache calls of an overlay stream go to the real file, which
+    /// changes when a lower file is copied up: then what was known of the
+    /// old file's pages no longer applies.
+    fn real_file(&self) -> Option<Arc<File>> {
+        let (file, changed) = self
+            .real
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()?
+            .current();
+        if changed {
+            let blind = residency::blindness(file.as_fd());
+            self.state().residency = Residency::new(self.cfg.preserve_cached, blind);
+        }
+        Some(file)
+    }
+
+    /// Use `real` (the file behind an overlay descriptor) for every page-cache call.
+    pub fn set_real_file(&self, real: RealFile) {
+        *self.real.lock().unwrap_or_else(|p| p.into_inner()) = Some(real);
+    }
+
+    /// Where the pages really are, when that is not the descriptor's file.
+    pub fn real_file_desc(&self) -> Option<String> {
+        self.real
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|r| format!("{} ({} layer)", r.path().display(), r.layer()))
+    }
+
+    /// A drop left every page it was meant to take: say so once, where it
+    /// keeps happening, instead of reporting success.
+    fn note_drop_without_effect(&self, r: &Range<u64>, cached: u64) {
+        let n = self
+            .counts
+            .drops_without_effect
+            .fetch_add(1, Ordering::Relaxed)
+            + 1;
+        log::debug!(
+            "fadvise(DONTNEED) {}..{} had no effect ({cached} pages still cached)",
+            r.start,
+            r.end
+        );
+        if n >= 8
+            && self.counts.pages_dropped.load(Ordering::Relaxed) == 0
+            && !self.counts.warned_no_effect.swap(true, Ordering::Relaxed)
+        {
+            log::warn!(
+                "{n} drops of this stream's pages had no effect: its pages stay in the page cache"
+            );
         }
     }
 }
