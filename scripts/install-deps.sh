@@ -11,8 +11,8 @@
 # copy benchmark of `ubio demo --copy` compares with it), valgrind
 # (scripts/memcheck.sh), man-db (the install test renders the man pages with
 # `man -l`), make, pkg-config (the C API's install and tests), python3,
-# python3-venv (the Python package's tests), bindfs (the FUSE
-# contract tests), nfs-kernel-server and iproute2 (the NFS contract tests). Runs
+# python3-venv (the Python package's tests), bindfs (the FUSE contract
+# tests). Runs
 # `apt-get update` only when something is missing. Also makes sure cargo exists
 # (rustup's stable toolchain; Debian's own cargo is too old for this project).
 set -euo pipefail
@@ -20,7 +20,7 @@ set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
 PACKAGES=(xfsprogs btrfs-progs e2fsprogs util-linux fio rsync gcc libc6-dev nocache valgrind man-db
-    make pkg-config python3 python3-venv bindfs nfs-kernel-server iproute2)
+    make pkg-config python3 python3-venv bindfs)
 if [ "$#" -gt 0 ]; then
     PACKAGES=("$@")
 fi
