@@ -12,7 +12,9 @@
 # (scripts/memcheck.sh), man-db (the install test renders the man pages with
 # `man -l`), make, pkg-config (the C API's install and tests), python3,
 # python3-venv (the Python package's tests), bindfs (the FUSE contract
-# tests). Runs
+# tests), zstd, xz-utils, musl-tools (programs the `ubio run` tests run or
+# build: crates/ubio-cli/tests/run_programs.rs), and golang-go and nodejs where
+# no go or node is on the PATH already. Runs
 # `apt-get update` only when something is missing. Also makes sure cargo exists
 # (rustup's stable toolchain; Debian's own cargo is too old for this project).
 set -euo pipefail
@@ -20,7 +22,9 @@ set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
 PACKAGES=(xfsprogs btrfs-progs e2fsprogs util-linux fio rsync gcc libc6-dev nocache valgrind man-db
-    make pkg-config python3 python3-venv bindfs)
+    make pkg-config python3 python3-venv bindfs zstd xz-utils musl-tools)
+command -v go >/dev/null 2>&1 || PACKAGES+=(golang-go)
+command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)
 if [ "$#" -gt 0 ]; then
     PACKAGES=("$@")
 fi

@@ -1,22 +1,50 @@
-//! `ubio run [--window SIZE] [--backend NAME] [--log] -- CMD [ARGS...]`: run
-//! an unmodified program with the LD_PRELOAD shim (libubio_preload.so), so
-//! that its file I/O is uncached. The settings reach the shim through the
-//! environment (UBIO_WINDOW, UBIO_BACKEND, UBIO_LOG); children of the
-//! program inherit them. `ubio` replaces itself with the program (exec), so
-//! the exit status is the program's.
-//!
-//! A statically linked program cannot load the shim: `ubio run` says so on
-//! stderr and runs it anyway, uncached no more (refusing would break
-//! scripts that wrap whatever they are given).
+//! `ubio run [--window SIZE] [--backend NAME] [--log] -- CMD [ARGS...]` and
+//! `ubio run --pid PID`: uncached I/O for unmodified programs, two ways at
+//! once. The LD_PRELOAD shim (libubio_preload.so) goes into every
+//! dynamically linked program of the tree and manages the files the
+//! program reads and writes through read()/write() and their kin: exactly,
+//! and it can make a writer wait. The engine (ubio::follow), in this
+//! process, watches the file positions of every process of the tree and
+//! covers what the shim cannot see: stdio, statically linked programs,
+//! inherited descriptors; files the shim manages are claimed by it and left
+//! alone. `ubio` stays the program's parent until it exits, then exits as
+//! it did (same code, or killed by the same signal).
 
 use anyhow::{bail, Context, Result};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use std::ffi::{OsStr, OsString};
-use std::io::Read;
-use std::os::unix::process::CommandExt;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::os::fd::AsFd;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use ubio::follow::{FollowOptions, FollowStats, Follower};
+
+const EXACT_AND_BEST_EFFORT: &str = "\
+Two mechanisms cover the program and every process it starts:
+  - the shim (LD_PRELOAD), in dynamically linked programs, for files they read and
+    write with read()/write() and their kin (cat, cp, gzip, tar, python, perl, node):
+    exact. Reads: drop-behind, pages cached before kept. Writes: dirty + writeback
+    stays within --window; the writer waits for its writeback when it is ahead.
+  - the engine, in `ubio`, for everything else: stdio (fread/fwrite: sha256sum, md5sum,
+    zstd, base64), statically linked programs (Go, musl), descriptors inherited from
+    the shell or passed across fork and exec. It watches each open file's position
+    (/proc/PID/fdinfo) every 2-10 ms (faster streams, shorter intervals) and applies
+    the same policies through its own descriptor. Best effort: pages passed before it
+    first saw a file are the stream's own only if the rest of the file is cold (else
+    kept); a writer cannot be made to wait, so dirty + writeback stays near --window
+    plus what the writer writes between two looks only while the device keeps up
+    (a writer faster than its device is held back by the kernel's dirty limits only);
+    readers through pread() or mmap() move no position and are not seen.
+With --pid, only the engine (a running process cannot load the shim); leaving (when
+the process exits, or on Ctrl-C) sends it no signal and leaves nothing open in it.";
 
 #[derive(clap::Args)]
+#[command(after_long_help = EXACT_AND_BEST_EFFORT)]
 pub struct Args {
     /// Dirty + writeback bytes per file (e.g. 16M).
     #[arg(long, value_parser = crate::size::parse_nonzero)]
@@ -25,12 +53,17 @@ pub struct Args {
     #[arg(long)]
     backend: Option<ubio::BackendKind>,
     /// Log each managed file's backend and statistics at close (to stderr,
-    /// or to the file named by UBIO_LOG_FILE).
+    /// or to the file named by UBIO_LOG_FILE), and the engine's work and CPU
+    /// time at the end.
     #[arg(long)]
     log: bool,
+    /// Attach to a running process and its children instead of starting a
+    /// command, until it exits or ubio is interrupted (Ctrl-C).
+    #[arg(long, value_name = "PID", conflicts_with = "command")]
+    pid: Option<u32>,
     /// The command and its arguments.
     #[arg(
-        required = true,
+        required_unless_present = "pid",
         trailing_var_arg = true,
         allow_hyphen_values = true,
         value_name = "CMD"
@@ -38,9 +71,20 @@ pub struct Args {
     command: Vec<OsString>,
 }
 
+/// How long the engine waits, at the end, for the writeback of what the
+/// program wrote before dropping it (what is still dirty then stays).
+const FINAL_WRITEBACK: Duration = Duration::from_secs(600);
+
 const LIB: &str = "libubio_preload.so";
 
 pub fn run(args: Args) -> Result<ExitCode> {
+    let opts = FollowOptions {
+        window: args.window.unwrap_or(ubio::DEFAULT_WINDOW),
+        ..FollowOptions::default()
+    };
+    if let Some(pid) = args.pid {
+        return attach(pid, opts, args.log);
+    }
     let lib = find_shim()?;
     let (cmd, rest) = args.command.split_first().expect("clap requires CMD");
     let Some(exe) = which(cmd) else {
@@ -51,12 +95,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         eprintln!("ubio run: {}: Is a directory", exe.display());
         return Ok(ExitCode::from(126));
     }
-    if let Some(why) = not_dynamic(&exe) {
-        eprintln!(
-            "ubio run: warning: {} {why}: the shim cannot be loaded into it; running it with ordinary (cached) I/O",
-            exe.display()
-        );
-    }
+    let mut engine = Follower::new(opts);
     let mut preload = OsString::from(&lib);
     if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
         preload.push(":");
@@ -64,6 +103,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     let mut c = std::process::Command::new(cmd);
     c.args(rest).env("LD_PRELOAD", preload);
+    match engine.listen() {
+        Ok(name) => {
+            c.env(ubio::follow::claims::ENV, name);
+        }
+        // Without claims both may manage a file: harmless (each drops only
+        // what it may), but say so.
+        Err(e) => log::warn!("engine: cannot listen for the shim's claims: {e}"),
+    }
     if let Some(w) = args.window {
         c.env("UBIO_WINDOW", w.to_string());
     }
@@ -73,14 +120,147 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if args.log {
         c.env("UBIO_LOG", "debug");
     }
-    let err = c.exec();
-    let code = if err.kind() == std::io::ErrorKind::NotFound {
-        127
-    } else {
-        126
+    let mut child = match c.spawn() {
+        Ok(ch) => ch,
+        Err(err) => {
+            let code = if err.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            };
+            eprintln!("ubio run: {}", crate::msg::on("run", Path::new(cmd), &err));
+            return Ok(ExitCode::from(code));
+        }
     };
-    eprintln!("ubio run: cannot run {}: {err}", Path::new(cmd).display());
-    Ok(ExitCode::from(code))
+    let pid = child.id();
+    // Ctrl-C and Ctrl-\ reach the program from the terminal: ubio only
+    // outlives them to clean up. TERM and HUP sent to ubio are passed on.
+    let caught = catch(&[SIGINT, SIGQUIT, SIGTERM, SIGHUP])?;
+    engine.add_root(pid);
+    let pidfd = ubio::sys::pidfd_open(pid).context("pidfd_open of the program")?;
+    keep_up();
+    loop {
+        let wait = engine.look();
+        let sig = caught.swap(0, Ordering::SeqCst) as i32;
+        if sig == SIGTERM || sig == SIGHUP {
+            let _ = ubio::sys::kill(pid, sig);
+        }
+        if ubio::sys::poll_readable(pidfd.as_fd(), wait)? {
+            break;
+        }
+    }
+    let status = child.wait().context("waiting for the program")?;
+    let stats = engine.finish(FINAL_WRITEBACK);
+    if args.log {
+        report(&stats);
+    }
+    if let Some(code) = status.code() {
+        return Ok(ExitCode::from(code as u8));
+    }
+    let sig = status.signal().unwrap_or(libc::SIGKILL);
+    ubio::sys::raise_default(sig);
+    Ok(ExitCode::from(128 + sig as u8))
+}
+
+/// `ubio run --pid PID`: the engine alone, on a process that is running
+/// already, until it exits or ubio is interrupted.
+fn attach(pid: u32, opts: FollowOptions, log: bool) -> Result<ExitCode> {
+    if pid == std::process::id() {
+        bail!("--pid {pid}: that is ubio itself");
+    }
+    let pidfd =
+        ubio::sys::pidfd_open(pid).with_context(|| format!("--pid {pid}: no such process"))?;
+    let caught = catch(&[SIGINT, SIGTERM, SIGHUP])?;
+    let mut engine = Follower::new(opts);
+    engine.add_root(pid);
+    keep_up();
+    loop {
+        let wait = engine.look();
+        if caught.load(Ordering::SeqCst) != 0 || ubio::sys::poll_readable(pidfd.as_fd(), wait)? {
+            break;
+        }
+    }
+    let stats = engine.finish(FINAL_WRITEBACK);
+    if log {
+        report(&stats);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The engine must look every few milliseconds, also while the program
+/// and others keep both cores busy: it asks for a better nice value (for
+/// this thread only: the program keeps its own). Where not allowed, it runs
+/// as it is.
+fn keep_up() {
+    if let Err(e) = ubio::sys::set_nice(-10) {
+        log::debug!("engine: cannot raise its priority: {e}");
+    }
+}
+
+/// The last of `signals` that arrived (0: none yet), instead of their
+/// default action.
+fn catch(signals: &[i32]) -> Result<Arc<AtomicUsize>> {
+    let caught = Arc::new(AtomicUsize::new(0));
+    for &sig in signals {
+        signal_hook::flag::register_usize(sig, Arc::clone(&caught), sig as usize)?;
+    }
+    Ok(caught)
+}
+
+/// The engine's work, per file and in total, with its own CPU time: to
+/// UBIO_LOG_FILE when set (with the shim's log), else to stderr.
+fn report(s: &FollowStats) {
+    let mut out = String::new();
+    const MIB: f64 = (1u64 << 20) as f64;
+    for f in &s.files {
+        let _ = writeln!(
+            out,
+            "ubio run: engine: {}: {}; read {:.1} MiB, written {:.1} MiB; pages dropped {}, preserved {}; writeback starts {}{}",
+            f.path.display(),
+            if f.managed { "managed" } else { "not managed" },
+            f.bytes_read as f64 / MIB,
+            f.bytes_written as f64 / MIB,
+            f.pages_dropped,
+            f.pages_preserved,
+            f.writeback_starts,
+            if f.managed { String::new() } else { format!(" ({})", f.why) }
+                + &f.residency_unknown.as_ref().map(|r| format!("; {r}")).unwrap_or_default(),
+        );
+    }
+    let (user, sys) = ubio::sys::cpu_time_self().unwrap_or_default();
+    let cpu = user + sys;
+    let gib = (s.bytes_read + s.bytes_written) as f64 / (1u64 << 30) as f64;
+    let _ = writeln!(
+        out,
+        "ubio run: engine: {} looks, every {:.1}-{:.1} ms; followed {:.1} MiB read, {:.1} MiB written; \
+         CPU {:.1} ms (user {:.1}, system {:.1}){}",
+        s.looks,
+        s.min_interval.as_secs_f64() * 1e3,
+        s.max_interval.as_secs_f64() * 1e3,
+        s.bytes_read as f64 / MIB,
+        s.bytes_written as f64 / MIB,
+        cpu.as_secs_f64() * 1e3,
+        user.as_secs_f64() * 1e3,
+        sys.as_secs_f64() * 1e3,
+        if gib > 0.0 {
+            format!(", {:.1} ms per GiB", cpu.as_secs_f64() * 1e3 / gib)
+        } else {
+            String::new()
+        }
+    ); // Where the shim's log goes (UBIO_LOG_FILE), else stderr.
+    let to_file = std::env::var_os("UBIO_LOG_FILE").and_then(|p| {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(p)
+            .ok()
+    });
+    match to_file {
+        Some(mut f) => {
+            let _ = f.write_all(out.as_bytes());
+        }
+        None => eprint!("{out}"),
+    }
 }
 
 /// The shim: UBIO_PRELOAD if set, else next to this binary (target/<profile>/
@@ -116,83 +296,4 @@ fn which(cmd: &OsStr) -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)
         .map(|d| d.join(p))
         .find(|c| c.is_file())
-}
-
-/// Why the shim cannot go into `exe`, if it cannot: an ELF executable
-/// without a PT_INTERP program header is statically linked (the dynamic
-/// loader that honours LD_PRELOAD never runs). Scripts (#!) and unreadable
-/// files are left for the kernel to judge.
-fn not_dynamic(exe: &Path) -> Option<&'static str> {
-    let mut head = Vec::new();
-    std::fs::File::open(exe)
-        .ok()?
-        .take(64 << 10)
-        .read_to_end(&mut head)
-        .ok()?;
-    if head.len() < 64 || &head[..4] != b"\x7fELF" {
-        return None;
-    }
-    let le = head[5] == 1;
-    let u16_at = |o: usize| {
-        let b = [head[o], head[o + 1]];
-        if le {
-            u16::from_le_bytes(b)
-        } else {
-            u16::from_be_bytes(b)
-        }
-    };
-    let u32_at = |o: usize| {
-        let b = [head[o], head[o + 1], head[o + 2], head[o + 3]];
-        if le {
-            u32::from_le_bytes(b)
-        } else {
-            u32::from_be_bytes(b)
-        }
-    };
-    let u64_at = |o: usize| {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(&head[o..o + 8]);
-        if le {
-            u64::from_le_bytes(b)
-        } else {
-            u64::from_be_bytes(b)
-        }
-    };
-    // ELFCLASS32: e_phoff at 28 (4 bytes), e_phentsize at 42, e_phnum at 44.
-    // ELFCLASS64: e_phoff at 32 (8 bytes), e_phentsize at 54, e_phnum at 56.
-    let (phoff, entsize, num) = match head[4] {
-        1 => (
-            u32_at(28) as usize,
-            u16_at(42) as usize,
-            u16_at(44) as usize,
-        ),
-        2 => (
-            u64_at(32) as usize,
-            u16_at(54) as usize,
-            u16_at(56) as usize,
-        ),
-        _ => return None,
-    };
-    const PT_INTERP: u32 = 3;
-    for i in 0..num {
-        let o = phoff.checked_add(i.checked_mul(entsize)?)?;
-        if o + 4 > head.len() {
-            return None; // headers beyond what we read: do not guess
-        }
-        if u32_at(o) == PT_INTERP {
-            return None;
-        }
-    }
-    Some("is statically linked")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dynamic_programs_are_recognised() {
-        assert_eq!(not_dynamic(Path::new("/bin/sh")), None);
-        assert_eq!(not_dynamic(Path::new("/etc/passwd")), None);
-    }
 }

@@ -265,7 +265,6 @@ fn permission_denied() {
         return;
     }
     let mut t = Tree::new();
-    let denied = "Permission denied";
     t.case(
         &["cat", "priv"],
         true,
@@ -308,7 +307,7 @@ fn permission_denied() {
         &["run", "--", "./priv"],
         true,
         Exit::Code(126),
-        &["cannot run ./priv", denied],
+        &["ubio run: cannot run './priv': Permission denied"],
     );
     t.case(&["demo", "--dir", "ro"], true, Exit::Fails, &["ro"]);
     assert_eq!(std::fs::read(t.p("priv")).unwrap(), b"secret");

@@ -1,7 +1,7 @@
 //! Settings, read once from the environment in the constructor (`ubio run`
 //! sets them from its flags): UBIO_WINDOW (bytes, K/M/G suffixes allowed),
-//! UBIO_BACKEND (auto, kernel, emulated, direct, buffered), UBIO_LOG=debug
-//! and UBIO_LOG_FILE.
+//! UBIO_BACKEND (auto, kernel, emulated, direct, buffered), UBIO_LOG=debug,
+//! UBIO_LOG_FILE and UBIO_ENGINE.
 
 use std::ffi::CString;
 use std::sync::OnceLock;
@@ -14,6 +14,9 @@ pub struct Config {
     pub debug: bool,
     /// Where the debug log goes (appended); stderr when unset.
     pub log_file: Option<CString>,
+    /// The socket of `ubio run`'s engine (UBIO_ENGINE): files managed here
+    /// are claimed there, so that the engine leaves them alone.
+    pub engine: Option<String>,
 }
 
 static CONFIG: OnceLock<Config> = OnceLock::new();
@@ -54,6 +57,7 @@ fn from_env() -> Config {
         stream,
         debug,
         log_file,
+        engine: var(ubio::follow::claims::ENV),
     };
     if debug {
         for p in problems {

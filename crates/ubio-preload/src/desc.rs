@@ -34,6 +34,8 @@ pub struct Desc {
     /// Stop managing: the file was mapped, or its O_DIRECT/O_APPEND flag
     /// changed (the stream's choice no longer fits).
     passthrough: AtomicBool,
+    /// Claimed from `ubio run`'s engine (at the first managed I/O).
+    claimed: AtomicBool,
     /// Serialises the "read at the position, then move it" of read()/readv()
     /// between threads of this process sharing the description.
     pos: Mutex<()>,
@@ -55,6 +57,7 @@ impl Desc {
             ino: st.st_ino,
             fds: AtomicUsize::new(0),
             passthrough: AtomicBool::new(false),
+            claimed: AtomicBool::new(false),
             pos: Mutex::new(()),
         }
     }
@@ -80,6 +83,26 @@ impl Desc {
         self.stream
             .as_ref()
             .filter(|s| s.choice().managed && s.is_regular())
+    }
+
+    /// Tell the engine of `ubio run`, if there is one, that this process
+    /// manages (or, `claim` false, stopped managing) the file, once.
+    fn tell_engine(&self, claim: bool) {
+        let Some(name) = &config::get().engine else {
+            return;
+        };
+        if self.claimed.swap(claim, Ordering::AcqRel) == claim {
+            return;
+        }
+        let c = ubio::follow::claims::Claim {
+            claim,
+            pid: std::process::id(),
+            dev: self.dev,
+            ino: self.ino,
+        };
+        if let Err(e) = ubio::follow::claims::send(name, &c) {
+            log::debug(&format!("cannot reach the engine {name}: {e}"));
+        }
     }
 
     /// Stop managing this description (flush what was written first).
@@ -145,6 +168,16 @@ pub fn managed(fd: i32) -> Option<Arc<Desc>> {
     lookup_or_create(fd).filter(|d| d.stream().is_some())
 }
 
+/// As [`managed`], for a read, write or copy that the shim is about to
+/// manage: from now on the file is the shim's, and the engine is told.
+/// (Not for advice calls: stdio readers call fadvise themselves and then
+/// read where the shim cannot see.)
+pub fn managed_io(fd: i32) -> Option<Arc<Desc>> {
+    let d = managed(fd)?;
+    d.tell_engine(true);
+    Some(d)
+}
+
 /// `fd` is a new descriptor (open, dup target): any state in its slot
 /// belongs to an earlier descriptor closed behind our back.
 pub fn forget(fd: i32) {
@@ -177,6 +210,7 @@ fn finish(d: &Desc, fd: i32) -> io::Result<()> {
     // SAFETY: the caller keeps `fd` open during the call.
     let bfd = unsafe { BorrowedFd::borrow_raw(fd) };
     let res = s.finish(bfd);
+    d.tell_engine(false);
     let st = s.stats();
     // A description this process only duplicated or mapped is not worth a line.
     if log::enabled() && st.bytes_read + st.bytes_written > 0 {

@@ -359,7 +359,8 @@ fn shim_run_errors() {
         .unwrap();
     assert_eq!(o.status.code(), Some(127));
     assert!(String::from_utf8_lossy(&o.stderr).contains("command not found"));
-    // A statically linked program runs, with a warning.
+    // A statically linked program runs (the shim cannot go into it; the
+    // engine of `ubio run` covers it).
     let ldconfig = ["/sbin/ldconfig", "/usr/sbin/ldconfig"]
         .into_iter()
         .find(|p| Path::new(p).exists());
@@ -370,12 +371,8 @@ fn shim_run_errors() {
         .args(["run", "--", ldconfig, "--version"])
         .output()
         .unwrap();
-    assert!(o.status.success());
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("statically linked"),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!o.stdout.is_empty(), "ldconfig --version printed nothing");
 }
 
 #[test]

@@ -23,6 +23,7 @@ pub mod backend;
 mod buffer;
 pub mod error;
 mod file;
+pub mod follow;
 pub mod overlay;
 pub mod probe;
 mod readbehind;

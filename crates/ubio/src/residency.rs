@@ -254,6 +254,15 @@ impl Residency {
         ranges.into_iter().flat_map(|r| self.droppable(r)).collect()
     }
 
+    /// Record `range` as known and holding no page of others, without
+    /// looking: for an observer that arrives after the stream (the engine of
+    /// `ubio run`) and has decided from elsewhere whose the pages are.
+    pub fn mark_cold(&mut self, range: Range<u64>) {
+        if !range.is_empty() {
+            self.known.insert(range);
+        }
+    }
+
     /// Make sure `[start, end)` (widened to chunks) has been snapshotted.
     pub fn ensure_known(&mut self, fd: BorrowedFd<'_>, start: u64, end: u64) {
         if self.blind.is_some() || start >= end || (self.hot.start <= start && end <= self.hot.end)

@@ -75,6 +75,9 @@ struct State {
     /// many threads write (each waits for what is outstanding, as they did
     /// when the wait held the lock), while readers go on.
     waits: Vec<Wait>,
+    /// Written ranges whose writeback was started and whose pages are
+    /// dropped once it completes (the `*_nowait` hooks, which never wait).
+    draining: Vec<Range<u64>>,
 }
 
 #[derive(Debug, Clone)]
@@ -141,6 +144,7 @@ impl Tracker {
                 read_behind: ReadBehind::new(cfg.read_lag),
                 write_behind: WriteBehind::new(cfg.window),
                 waits: Vec::new(),
+                draining: Vec::new(),
             }),
             deferred: Mutex::new(None),
             has_deferred: AtomicBool::new(false),
@@ -207,6 +211,13 @@ impl Tracker {
         let real = self.real_file();
         let fd = real.as_deref().map_or(fd, AsFd::as_fd);
         self.state().residency.ensure_known(fd, off, off + len);
+    }
+
+    /// Record `range` as holding no page of others, without looking: for an
+    /// observer that arrives after the stream (the engine of `ubio run`) and
+    /// has decided from elsewhere whose the pages are.
+    pub fn mark_cold(&self, range: Range<u64>) {
+        self.state().residency.mark_cold(range);
     }
 
     /// After the caller read `n` bytes at `off` itself: drop-behind.
@@ -323,6 +334,97 @@ impl Tracker {
         self.run(fd, plan);
         flushed?;
         self.take_deferred().map_or(Ok(()), Err)
+    }
+
+    /// Drop everything the stream brought in (readahead past the last read
+    /// included) that was not cached before; what is dirty in it is
+    /// written back first. [`finish`](Self::finish) without the flush, for
+    /// callers that flushed with [`flush_nowait`](Self::flush_nowait) and
+    /// [`drain`](Self::drain).
+    pub fn drop_all(&self, fd: BorrowedFd<'_>) {
+        let plan = {
+            let mut st = self.state();
+            let consumed = st.read_behind.take_all();
+            Plan {
+                drop: droppable(&st.residency, consumed),
+                drop_closing: st.residency.all_droppable(),
+                ..Plan::default()
+            }
+        };
+        self.run(fd, plan);
+    }
+
+    /// After `n` bytes were written at `off` by someone who cannot be made
+    /// to wait (another process, seen by the engine of `ubio run`): the same
+    /// write-behind as [`after_write`](Self::after_write), but the ranges it
+    /// would wait for are left to [`drain`](Self::drain).
+    pub fn after_write_nowait(&self, fd: BorrowedFd<'_>, off: u64, n: u64) {
+        let plan = {
+            let mut st = self.state();
+            let actions = st.write_behind.written(off, n);
+            Self::plan_nowait(&mut st, actions)
+        };
+        self.run(fd, plan);
+    }
+
+    /// Start the writeback of everything written, without waiting;
+    /// [`drain`](Self::drain) drops it once written back.
+    pub fn flush_nowait(&self, fd: BorrowedFd<'_>) {
+        let plan = {
+            let mut st = self.state();
+            let actions = st.write_behind.take_all();
+            Self::plan_nowait(&mut st, actions)
+        };
+        self.run(fd, plan);
+    }
+
+    fn plan_nowait(st: &mut State, actions: Actions) -> Plan {
+        st.draining.extend(actions.wait_and_drop);
+        Plan {
+            start: actions.start,
+            ..Plan::default()
+        }
+    }
+
+    /// Drop the pages of written ranges whose writeback has completed
+    /// (cachestat: nothing dirty or under writeback); start writeback again
+    /// where pages were dirtied anew. True while ranges remain.
+    pub fn drain(&self, fd: BorrowedFd<'_>) -> bool {
+        let draining = std::mem::take(&mut self.state().draining);
+        if draining.is_empty() {
+            return false;
+        }
+        let mut done = Vec::new();
+        let mut left = Vec::new();
+        for r in draining {
+            match sys::cachestat(fd, r.clone()) {
+                Ok(c) if c.nr_dirty + c.nr_writeback == 0 => done.push(r),
+                Ok(c) => {
+                    if c.nr_writeback == 0 {
+                        self.counts.writeback_starts.fetch_add(1, Ordering::Relaxed);
+                        if let Err(e) =
+                            sys::sync_file_range(fd, r.start, r.end - r.start, SyncFlags::WRITE)
+                        {
+                            self.record_error(e);
+                        }
+                    }
+                    left.push(r);
+                }
+                // Cannot look: give up on these pages rather than spin.
+                Err(_) => {}
+            }
+        }
+        let (plan, busy) = {
+            let mut st = self.state();
+            st.draining.extend(left);
+            let plan = Plan {
+                drop: droppable(&st.residency, done),
+                ..Plan::default()
+            };
+            (plan, !st.draining.is_empty())
+        };
+        self.run(fd, plan);
+        busy
     }
 
     /// Do what a hook decided. Takes no lock (but the error slot's, on an

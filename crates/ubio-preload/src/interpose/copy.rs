@@ -27,7 +27,7 @@ impl Side {
     fn new(fd: c_int, off: *mut i64) -> Option<Side> {
         Some(Side {
             fd,
-            d: desc::managed(fd)?,
+            d: desc::managed_io(fd)?,
             off,
         })
     }

@@ -8,6 +8,7 @@
 mod cache;
 mod copy;
 mod fs;
+mod proc;
 mod rw;
 
 pub use cache::{
@@ -18,6 +19,9 @@ pub use copy::{copy_file_range, ficlone, mkfifo, seek_data, seek_hole, set_times
 pub use fs::{
     access_fd, fallocate, fs_magic, fstat, ftruncate, geteuid, getfl, kernel_release, lseek_cur,
     lseek_set, reopen, statx_dio_align, DioAlign, FsMagic,
+};
+pub use proc::{
+    cpu_time_self, kill, pidfd_getfd, pidfd_open, poll_readable, raise_default, set_nice,
 };
 pub use rw::{preadv2, pwritev2, RwFlags};
 

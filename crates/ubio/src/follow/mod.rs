@@ -1,0 +1,522 @@
+//! The engine outside the process: applies the contract to the files of
+//! other processes (a process tree started by `ubio run`, or one already
+//! running) by watching their file positions, for every program whatever
+//! its language, libc use or linking: stdio (which the LD_PRELOAD shim
+//! cannot see), statically linked programs, inherited descriptors.
+//!
+//! Each look ("tick"): the tree is refreshed from /proc, every regular file
+//! open in it is found with its position and flags (/proc/PID/fdinfo), and
+//! how far each open file description moved since the last look is handed
+//! to the library's own policies through a [`Tracker`]: drop-behind for
+//! what was read, write-behind for what was written. The engine acts on the
+//! file through a descriptor of its own (a reopen of /proc/PID/fd/N, or
+//! pidfd_getfd where the reopen is refused); fadvise, sync_file_range and
+//! cachestat act on the inode whoever's descriptor is used. It never waits
+//! on the program's descriptors, sends no signal, does not ptrace.
+//!
+//! Residency is snapshotted when a file is first seen (the whole file: cold
+//! files cost one cachestat). What the stream passed before that moment
+//! cannot be told apart from pages others had cached: it is taken as the
+//! stream's own when the rest of the file is cold (nothing cached beyond
+//! the stream's readahead), and kept otherwise.
+//!
+//! What is best effort: a writer cannot be made to wait. Writeback is
+//! started as soon as half a window is written and pages are dropped once
+//! written back, so dirty + writeback stays near the window plus what the
+//! writer writes in one look, as long as the device keeps up; a writer
+//! faster than its device is held back only by the kernel's dirty limits.
+//! Readers through pread or mmap do not move the position and are not seen.
+//!
+//! Files the shim manages (it claims them, see [`claims`]) are left to it.
+
+pub mod claims;
+pub mod procfs;
+
+use crate::backend::Caps;
+use crate::probe;
+use crate::residency::{self, CHUNK};
+use crate::sys::{self, FileRange};
+use crate::tracker::{Tracker, TrackerConfig};
+use crate::BackendKind;
+use claims::{Claim, ClaimListener};
+use procfs::{Seen, Tree};
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io;
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// How the engine manages files and how often it looks.
+#[derive(Debug, Clone, Copy)]
+pub struct FollowOptions {
+    /// Dirty + writeback bytes per file (write-behind window).
+    pub window: u64,
+    /// How far behind the read position read pages may stay.
+    pub read_lag: u64,
+    /// Bounds of the interval between looks.
+    pub min_interval: Duration,
+    pub max_interval: Duration,
+    /// The interval is chosen so that the fastest stream moves about this
+    /// much between looks.
+    pub bytes_per_look: u64,
+}
+
+impl Default for FollowOptions {
+    fn default() -> Self {
+        FollowOptions {
+            window: crate::DEFAULT_WINDOW,
+            read_lag: crate::DEFAULT_READ_LAG,
+            min_interval: Duration::from_millis(2),
+            max_interval: Duration::from_millis(10),
+            bytes_per_look: 4 << 20,
+        }
+    }
+}
+
+type Key = (u64, u64);
+
+/// One file (inode) the engine follows.
+struct Followed {
+    path: PathBuf,
+    file: File,
+    /// None when the file is not managed (tmpfs, O_DIRECT...): `why` says.
+    tracker: Option<Tracker>,
+    why: String,
+    /// Positions of the open file descriptions seen at the last look.
+    cursors: Vec<u64>,
+    bytes_read: u64,
+    bytes_written: u64,
+    /// Known to residency up to here: the end of file at first sight, then
+    /// as far as the streams went (pages beyond the old end are new).
+    known_to: u64,
+    /// No description of it is open any more: finishing.
+    closed: bool,
+    /// A shim manages it: the engine only keeps its first-sight snapshot,
+    /// to drop at the end what the shim may have left (a program that
+    /// closed the descriptor behind the shim's back).
+    claimed: bool,
+}
+
+/// What the engine did to one file (for `ubio run --log`).
+#[derive(Debug, Clone)]
+pub struct FileReport {
+    pub path: PathBuf,
+    pub managed: bool,
+    pub why: String,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub pages_dropped: u64,
+    pub pages_preserved: u64,
+    pub writeback_starts: u64,
+    pub residency_unknown: Option<String>,
+}
+
+/// Totals of the engine's work.
+#[derive(Debug, Clone, Default)]
+pub struct FollowStats {
+    pub looks: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub pages_dropped: u64,
+    pub min_interval: Duration,
+    pub max_interval: Duration,
+    pub files: Vec<FileReport>,
+}
+
+/// The engine.
+pub struct Follower {
+    opts: FollowOptions,
+    tree: Tree,
+    files: HashMap<Key, Followed>,
+    /// Files a shim manages: (pid, key) claims.
+    claimed: HashSet<(u32, Key)>,
+    listener: Option<ClaimListener>,
+    /// Bytes per second, smoothed: the fastest recent motion of all files.
+    speed: f64,
+    last_look: Option<Instant>,
+    stats: FollowStats,
+}
+
+impl Follower {
+    pub fn new(opts: FollowOptions) -> Follower {
+        Follower {
+            opts,
+            tree: Tree::default(),
+            files: HashMap::new(),
+            claimed: HashSet::new(),
+            listener: None,
+            speed: 0.0,
+            last_look: None,
+            stats: FollowStats {
+                min_interval: Duration::MAX,
+                ..FollowStats::default()
+            },
+        }
+    }
+
+    /// Listen for the shim's claims; returns the name to pass in
+    /// [`claims::ENV`].
+    pub fn listen(&mut self) -> io::Result<String> {
+        let l = ClaimListener::bind()?;
+        let name = l.name().to_string();
+        self.listener = Some(l);
+        Ok(name)
+    }
+
+    /// Follow `pid` and its descendants.
+    pub fn add_root(&mut self, pid: u32) {
+        self.tree.add_root(pid);
+    }
+
+    /// The tree has no live process left.
+    pub fn tree_is_empty(&self) -> bool {
+        self.tree.is_empty()
+    }
+
+    /// Look once: find the tree's files and apply the policies to how they
+    /// moved. Returns how long to wait before the next look.
+    pub fn look(&mut self) -> Duration {
+        let now = Instant::now();
+        let elapsed = self.last_look.map(|t| now - t);
+        self.last_look = Some(now);
+        self.stats.looks += 1;
+        if let Some(l) = &self.listener {
+            for c in l.take() {
+                self.on_claim(c);
+            }
+        }
+        let _ = self.tree.refresh();
+        let seen = self.tree.scan();
+        let live: HashSet<u32> = self.tree.members().collect();
+        self.claimed.retain(|(pid, _)| live.contains(pid));
+        let mut by_file: HashMap<Key, Vec<Seen>> = HashMap::new();
+        for s in seen {
+            by_file.entry((s.dev, s.ino)).or_default().push(s);
+        }
+        let mut moved_max = 0u64;
+        for (key, seen) in &by_file {
+            let claimed = self.claimed.iter().any(|(_, k)| k == key);
+            if !self.files.contains_key(key) {
+                match self.first_sight(&seen[0]) {
+                    Some(f) => self.files.insert(*key, f),
+                    None => continue,
+                };
+            }
+            let f = self.files.get_mut(key).expect("inserted above");
+            f.closed = false;
+            if claimed {
+                f.claimed = true;
+                continue;
+            }
+            moved_max = moved_max.max(f.moved(seen));
+        }
+        for (key, f) in self.files.iter_mut() {
+            if !by_file.contains_key(key) && !f.closed {
+                f.close();
+            }
+            if let Some(t) = &f.tracker {
+                t.drain(f.file.as_fd());
+            }
+        }
+        // A file nobody has open and whose writeback is done: drop the rest.
+        let done: Vec<Key> = self
+            .files
+            .iter_mut()
+            .filter_map(|(k, f)| {
+                let idle = f.closed && f.tracker.as_ref().is_none_or(|t| !t.drain(f.file.as_fd()));
+                idle.then_some(*k)
+            })
+            .collect();
+        for k in done {
+            if let Some(f) = self.files.remove(&k) {
+                self.retire(f);
+            }
+        }
+        self.next_interval(moved_max, elapsed)
+    }
+
+    /// Faster streams, shorter intervals: the fastest file should move about
+    /// `bytes_per_look` between looks; bounded both ways.
+    fn next_interval(&mut self, moved: u64, elapsed: Option<Duration>) -> Duration {
+        if let Some(e) = elapsed.filter(|e| !e.is_zero()) {
+            let now = moved as f64 / e.as_secs_f64();
+            // Rise at once, decay over a few looks.
+            self.speed = if now > self.speed {
+                now
+            } else {
+                0.7 * self.speed + 0.3 * now
+            };
+        }
+        let want = Duration::try_from_secs_f64(self.opts.bytes_per_look as f64 / self.speed)
+            .unwrap_or(self.opts.max_interval);
+        let i = want.clamp(self.opts.min_interval, self.opts.max_interval);
+        self.stats.min_interval = self.stats.min_interval.min(i);
+        self.stats.max_interval = self.stats.max_interval.max(i);
+        i
+    }
+
+    fn on_claim(&mut self, c: Claim) {
+        let key = (c.dev, c.ino);
+        if c.claim {
+            self.claimed.insert((c.pid, key));
+            // The shim snapshotted before its first read: leave it the file
+            // (what the engine saw moving is the shim's).
+            if let Some(f) = self.files.get_mut(&key) {
+                log::debug!("{}: managed by the shim of pid {}", f.path.display(), c.pid);
+                f.claimed = true;
+            }
+        } else {
+            self.claimed.remove(&(c.pid, key));
+        }
+    }
+
+    /// Open a file seen for the first time, decide whether it is managed,
+    /// and snapshot its residency.
+    fn first_sight(&mut self, s: &Seen) -> Option<Followed> {
+        let link = format!("/proc/{}/fd/{}", s.pid, s.fd);
+        let path = std::fs::read_link(&link).unwrap_or_else(|_| PathBuf::from(&link));
+        let file = match File::open(&link) {
+            Ok(f) => f,
+            // A file this user may not read (write-only to us): a duplicate
+            // of the program's descriptor instead.
+            Err(_) => sys::pidfd_open(s.pid)
+                .and_then(|p| sys::pidfd_getfd(p.as_fd(), s.fd))
+                .ok()?,
+        };
+        let st = sys::fstat(file.as_fd()).ok()?;
+        if (st.st_dev, st.st_ino) != (s.dev, s.ino) {
+            return None; // the descriptor changed under us; next look
+        }
+        let fd = file.as_fd();
+        let blind = residency::blindness(fd);
+        let fs = probe::fs_caps(fd, &st).ok()?;
+        let choice = probe::choose(
+            BackendKind::Emulated,
+            &fs,
+            true,
+            s.info.flags,
+            blind.is_none(),
+        );
+        let (managed, why) = match choice {
+            Ok(c) => (c.managed, c.reason),
+            Err(e) => (false, e.to_string()),
+        };
+        let tracker = managed.then(|| {
+            let cfg = TrackerConfig {
+                window: self.opts.window,
+                read_lag: self.opts.read_lag,
+                lookahead: fs.lookahead(),
+                preserve_cached: true,
+            };
+            let t = Tracker::new(Caps::default(), cfg, blind);
+            snapshot_first_sight(&t, &file, s, st.st_size as u64, cfg.lookahead);
+            t
+        });
+        log::debug!(
+            "{}: seen in pid {} fd {} at {}: {}",
+            path.display(),
+            s.pid,
+            s.fd,
+            s.info.pos,
+            why
+        );
+        Some(Followed {
+            path,
+            file,
+            tracker,
+            why,
+            // What this description passed before the engine saw it is
+            // handed to the policies too (residency decides what may go).
+            cursors: vec![0],
+            bytes_read: 0,
+            bytes_written: 0,
+            known_to: (st.st_size as u64).div_ceil(CHUNK) * CHUNK,
+            closed: false,
+            claimed: false,
+        })
+    }
+
+    /// Stop following `f`: drop what its streams brought in.
+    fn retire(&mut self, f: Followed) {
+        if let Some(t) = &f.tracker {
+            t.drop_all(f.file.as_fd());
+        }
+        self.stats.bytes_read += f.bytes_read;
+        self.stats.bytes_written += f.bytes_written;
+        let report = f.report();
+        self.stats.pages_dropped += report.pages_dropped;
+        if report.bytes_read + report.bytes_written > 0 {
+            self.stats.files.push(report);
+        }
+    }
+
+    /// The tree is gone or the caller leaves: write back what was written
+    /// and wait for it (polling cachestat, never the program's descriptors),
+    /// then drop everything the streams brought in. `deadline` bounds the
+    /// wait for writeback; what is still dirty then is left to the kernel.
+    pub fn finish(&mut self, deadline: Duration) -> FollowStats {
+        let until = Instant::now() + deadline;
+        for f in self.files.values_mut() {
+            f.close();
+        }
+        loop {
+            let mut busy = false;
+            for f in self.files.values_mut() {
+                if let Some(t) = &f.tracker {
+                    busy |= t.drain(f.file.as_fd());
+                }
+            }
+            if !busy || Instant::now() >= until {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        for (_, f) in std::mem::take(&mut self.files) {
+            self.retire(f);
+        }
+        if self.stats.min_interval == Duration::MAX {
+            self.stats.min_interval = Duration::ZERO;
+        }
+        self.stats.clone()
+    }
+}
+
+/// Residency at first sight: the whole file, once. The part the stream
+/// may have passed already (up to its position plus readahead) cannot be
+/// told apart from pages others had cached; it is taken as the stream's
+/// own when the file goes on beyond it and nothing is cached there (a cold
+/// file being streamed), and for a description open for writing, chunk by
+/// chunk where pages are dirty or under writeback (fresh writes). The rest
+/// is snapshotted: what is cached there stays (so a small file read whole
+/// before the engine saw it, a program's own modules say, is kept). Beyond
+/// the end of file nothing can be anybody else's: a writer's new pages go
+/// ([`Followed::advance`] marks them as the file grows).
+fn snapshot_first_sight(t: &Tracker, file: &File, s: &Seen, size: u64, lookahead: u64) {
+    let fd = file.as_fd();
+    let pos = s.info.pos;
+    // Even at position 0 the first read (and its readahead) may be under way.
+    {
+        let head_end = (pos + lookahead).div_ceil(CHUNK) * CHUNK;
+        if head_end < size
+            && sys::cachestat(fd, FileRange::ToEnd(head_end)).is_ok_and(|c| c.nr_cache == 0)
+        {
+            t.mark_cold(0..head_end);
+        } else if s.info.flags & libc::O_ACCMODE != libc::O_RDONLY {
+            let mut at = 0;
+            while at < pos.min(size) {
+                let chunk = at..at + CHUNK;
+                if sys::cachestat(fd, chunk.clone()).is_ok_and(|c| c.nr_dirty + c.nr_writeback > 0)
+                {
+                    t.mark_cold(chunk.clone());
+                }
+                at = chunk.end;
+            }
+        }
+    }
+    t.snapshot(fd, 0, size);
+}
+
+impl Followed {
+    /// Apply what the descriptions of this file did since the last look;
+    /// returns the largest distance one of them moved.
+    fn moved(&mut self, seen: &[Seen]) -> u64 {
+        let mut obs: Vec<(u64, i32)> = seen.iter().map(|s| (s.info.pos, s.info.flags)).collect();
+        obs.sort_unstable();
+        obs.dedup_by_key(|o| o.0);
+        let mut old = std::mem::take(&mut self.cursors);
+        old.sort_unstable();
+        let mut max = 0;
+        for &(pos, flags) in &obs {
+            // The description this one continues: the furthest old position
+            // not past it (dups and forks share a description, hence a position).
+            if let Some(i) = old.iter().rposition(|&c| c <= pos) {
+                let from = old.remove(i);
+                if pos > from {
+                    max = max.max(pos - from);
+                    self.advance(from, pos, flags);
+                }
+            }
+            self.cursors.push(pos);
+        }
+        max
+    }
+
+    /// No description of the file is open any more (or the engine leaves):
+    /// what was written after the last look went up to the end of file
+    /// (positions are gone with the descriptors); start its writeback.
+    fn close(&mut self) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        if self.claimed {
+            // Whatever the shim wrote past the end of file seen first is new.
+            let size = sys::fstat(self.file.as_fd()).map_or(0, |st| st.st_size as u64);
+            let end = size.div_ceil(CHUNK) * CHUNK;
+            if let (Some(t), true) = (&self.tracker, end > self.known_to) {
+                t.mark_cold(self.known_to..end);
+                self.known_to = end;
+            }
+            return;
+        }
+        if self.bytes_written > 0 {
+            let size = sys::fstat(self.file.as_fd()).map_or(0, |st| st.st_size as u64);
+            let last = self.cursors.iter().copied().max().unwrap_or(0);
+            if size > last {
+                self.advance(last, size, libc::O_WRONLY);
+            }
+        }
+        if let Some(t) = &self.tracker {
+            t.flush_nowait(self.file.as_fd());
+        }
+    }
+
+    fn advance(&mut self, from: u64, to: u64, flags: i32) {
+        let Some(t) = &self.tracker else {
+            return;
+        };
+        let fd = self.file.as_fd();
+        let n = to - from;
+        if to > self.known_to {
+            let end = to.div_ceil(CHUNK) * CHUNK;
+            t.mark_cold(self.known_to..end);
+            self.known_to = end;
+        }
+        let written = match flags & libc::O_ACCMODE {
+            libc::O_WRONLY => true,
+            libc::O_RDONLY => false,
+            // Read and write: what is dirty behind it was written.
+            _ => sys::cachestat(fd, FileRange::at(from, n))
+                .is_ok_and(|c| c.nr_dirty + c.nr_writeback > 0),
+        };
+        if written {
+            self.bytes_written += n;
+            t.after_write_nowait(fd, from, n);
+        } else {
+            self.bytes_read += n;
+            t.after_read(fd, from, n);
+        }
+    }
+
+    fn report(&self) -> FileReport {
+        let (counts, preserved, blind) = match &self.tracker {
+            Some(t) => {
+                let (counts, preserved, blind, _) = t.report();
+                (counts, preserved, blind)
+            }
+            None => Default::default(),
+        };
+        FileReport {
+            path: self.path.clone(),
+            managed: self.tracker.is_some(),
+            why: self.why.clone(),
+            bytes_read: self.bytes_read,
+            bytes_written: self.bytes_written,
+            pages_dropped: counts.pages_dropped,
+            pages_preserved: preserved,
+            writeback_starts: counts.writeback_starts,
+            residency_unknown: blind,
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! What the engine reads in /proc: which processes form the tree, which
+//! descriptors each has, and each descriptor's position and flags (fdinfo).
+//! No /proc/PID/task/*/children here (CONFIG_PROC_CHILDREN is often off):
+//! the tree is found from parent pids, reading the stat of new pids only.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::Path;
+
+/// A descriptor's state as /proc/PID/fdinfo/FD shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FdInfo {
+    /// The file position of the open file description.
+    pub pos: u64,
+    /// Its status flags (O_ACCMODE, O_APPEND, O_DIRECT...).
+    pub flags: i32,
+    pub mnt_id: u64,
+    pub ino: u64,
+}
+
+/// Parse fdinfo text: `pos:\t123\nflags:\t0100002\nmnt_id:\t25\nino:\t42\n...`
+/// (flags in octal).
+pub fn parse_fdinfo(text: &str) -> Option<FdInfo> {
+    let (mut pos, mut flags, mut mnt_id, mut ino) = (None, None, 0, 0);
+    for line in text.lines() {
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
+        let v = v.trim();
+        match k {
+            "pos" => pos = v.parse().ok(),
+            "flags" => flags = i32::from_str_radix(v, 8).ok(),
+            "mnt_id" => mnt_id = v.parse().unwrap_or(0),
+            "ino" => ino = v.parse().unwrap_or(0),
+            _ => {}
+        }
+    }
+    Some(FdInfo {
+        pos: pos?,
+        flags: flags?,
+        mnt_id,
+        ino,
+    })
+}
+
+/// The parent pid in /proc/PID/stat (the field after the state, after the
+/// last ')' since the command name may hold anything).
+pub fn ppid(pid: u32) -> io::Result<u32> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let rest = s.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    rest.split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("/proc/{pid}/stat")))
+}
+
+/// Every pid in /proc.
+pub fn all_pids() -> io::Result<Vec<u32>> {
+    Ok(std::fs::read_dir("/proc")?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect())
+}
+
+/// One descriptor of a member process, watched through its fdinfo file
+/// (kept open: one pread per look; it shows whatever file the number
+/// refers to at that moment, so the inode is compared each time).
+struct Watched {
+    info: File,
+    last: Option<FdInfo>,
+    /// (st_dev, st_ino) if it is a regular file.
+    regular: Option<(u64, u64)>,
+}
+
+/// A regular file open in a process of the tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seen {
+    pub pid: u32,
+    pub fd: i32,
+    pub dev: u64,
+    pub ino: u64,
+    pub info: FdInfo,
+}
+
+/// The process tree below some roots and its open regular files.
+#[derive(Default)]
+pub struct Tree {
+    members: BTreeMap<u32, HashMap<i32, Watched>>,
+    /// Pids known not to be members (never re-read: a process does not
+    /// move into the tree; its children are new pids).
+    others: HashSet<u32>,
+    /// The last pid the kernel handed out when /proc was last listed.
+    last_pid: Option<u32>,
+}
+
+/// The pid most recently handed out in this pid namespace (the last field
+/// of /proc/loadavg): while it stays the same, no process was created.
+pub fn last_pid() -> Option<u32> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .nth(4)?
+        .parse()
+        .ok()
+}
+
+impl Tree {
+    /// Follow `pid` and every process it forks from now on (and those it
+    /// has forked already, found at the next [`refresh`](Self::refresh)).
+    pub fn add_root(&mut self, pid: u32) {
+        self.others.remove(&pid);
+        self.members.entry(pid).or_default();
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    pub fn members(&self) -> impl Iterator<Item = u32> + '_ {
+        self.members.keys().copied()
+    }
+
+    pub fn contains(&self, pid: u32) -> bool {
+        self.members.contains_key(&pid)
+    }
+
+    /// Find new members (pids whose parent is a member) and forget pids
+    /// that are gone. Lists /proc only when a process was created since the
+    /// last time (one read of /proc/loadavg otherwise).
+    pub fn refresh(&mut self) -> io::Result<()> {
+        let last = last_pid();
+        if last.is_some() && last == self.last_pid {
+            return Ok(());
+        }
+        self.last_pid = last;
+        let pids = all_pids()?;
+        let live: HashSet<u32> = pids.iter().copied().collect();
+        self.members.retain(|p, _| live.contains(p));
+        self.others.retain(|p| live.contains(p));
+        let mut fresh: Vec<(u32, u32)> = pids
+            .into_iter()
+            .filter(|p| !self.members.contains_key(p) && !self.others.contains(p))
+            .filter_map(|p| Some((p, ppid(p).ok()?)))
+            .collect();
+        // A new process may be the child of another new one: repeat until
+        // nothing more joins.
+        loop {
+            let before = fresh.len();
+            fresh.retain(|&(p, pp)| {
+                if self.members.contains_key(&pp) {
+                    self.members.entry(p).or_default();
+                    false
+                } else {
+                    true
+                }
+            });
+            if fresh.len() == before {
+                break;
+            }
+        }
+        self.others.extend(fresh.into_iter().map(|(p, _)| p));
+        Ok(())
+    }
+
+    /// Every regular file open in the members now, with its position.
+    /// Members whose descriptors cannot be listed any more (they exited)
+    /// are dropped.
+    pub fn scan(&mut self) -> Vec<Seen> {
+        let mut out = Vec::new();
+        let mut gone = Vec::new();
+        for (&pid, fds) in self.members.iter_mut() {
+            let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+                // Gone, or briefly unreadable (during an exec): only the
+                // first loses it.
+                if !Path::new(&format!("/proc/{pid}")).exists() {
+                    gone.push(pid);
+                }
+                continue;
+            };
+            let now: HashSet<i32> = dir
+                .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect();
+            fds.retain(|fd, _| now.contains(fd));
+            for fd in now {
+                if let Some(s) = look(pid, fd, fds) {
+                    out.push(s);
+                }
+            }
+        }
+        for pid in gone {
+            self.members.remove(&pid);
+        }
+        out
+    }
+}
+
+/// Read one descriptor's fdinfo; classify the file behind it when it is
+/// new or changed.
+fn look(pid: u32, fd: i32, fds: &mut HashMap<i32, Watched>) -> Option<Seen> {
+    let w = match fds.get_mut(&fd) {
+        Some(w) => w,
+        None => {
+            let info = File::open(format!("/proc/{pid}/fdinfo/{fd}")).ok()?;
+            fds.entry(fd).or_insert(Watched {
+                info,
+                last: None,
+                regular: None,
+            })
+        }
+    };
+    let mut buf = [0u8; 512];
+    let n = w.info.read_at(&mut buf, 0).ok()?;
+    let info = parse_fdinfo(std::str::from_utf8(&buf[..n]).ok()?)?;
+    let changed = w
+        .last
+        .is_none_or(|l| l.ino != info.ino || l.mnt_id != info.mnt_id);
+    if changed {
+        w.regular = std::fs::metadata(format!("/proc/{pid}/fd/{fd}"))
+            .ok()
+            .filter(|m| m.file_type().is_file())
+            .map(|m| (m.dev(), m.ino()));
+    }
+    w.last = Some(info);
+    let (dev, ino) = w.regular?;
+    Some(Seen {
+        pid,
+        fd,
+        dev,
+        ino,
+        info,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fdinfo_is_parsed() {
+        let t = "pos:\t8192\nflags:\t0100001\nmnt_id:\t31\nino:\t1234\n";
+        assert_eq!(
+            parse_fdinfo(t),
+            Some(FdInfo {
+                pos: 8192,
+                flags: 0o100001,
+                mnt_id: 31,
+                ino: 1234
+            })
+        );
+        assert_eq!(parse_fdinfo("flags:\t0\n"), None);
+    }
+
+    #[test]
+    fn own_descriptors_are_seen_with_their_position() {
+        use std::io::{Seek, SeekFrom};
+        let dir =
+            tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, vec![0u8; 10000]).unwrap();
+        let mut f = File::open(&p).unwrap();
+        f.seek(SeekFrom::Start(4321)).unwrap();
+        let mut t = Tree::default();
+        t.add_root(std::process::id());
+        let ino = f.metadata().unwrap().ino();
+        let seen = t.scan();
+        let s = seen
+            .iter()
+            .find(|s| s.ino == ino)
+            .expect("our file is seen");
+        assert_eq!(s.info.pos, 4321);
+        assert_eq!(s.info.flags & libc::O_ACCMODE, libc::O_RDONLY);
+    }
+}

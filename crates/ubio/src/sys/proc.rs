@@ -1,0 +1,96 @@
+//! Other processes: pidfd_open, pidfd_getfd and poll on a pidfd; the
+//! caller's own CPU time; dying of a signal as a child did.
+
+use super::cvt;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd};
+use std::time::Duration;
+
+/// `pidfd_open(pid, 0)`: a descriptor for process `pid` that becomes
+/// readable when it exits. Holds no reference that keeps the process alive.
+///
+/// See pidfd_open(2); since Linux 5.3.
+pub fn pidfd_open(pid: u32) -> io::Result<File> {
+    // SAFETY: no pointers are passed.
+    let fd = cvt(unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) })?;
+    // SAFETY: the kernel returned a new descriptor that nothing else owns.
+    Ok(unsafe { File::from_raw_fd(fd as i32) })
+}
+
+/// `pidfd_getfd(pidfd, targetfd, 0)`: a duplicate, in this process, of
+/// descriptor `targetfd` of the process behind `pidfd` (the same open file
+/// description, so the same file position and writeback error state).
+/// Needs ptrace access to that process.
+///
+/// See pidfd_getfd(2); since Linux 5.6.
+pub fn pidfd_getfd(pidfd: BorrowedFd<'_>, targetfd: i32) -> io::Result<File> {
+    // SAFETY: no pointers are passed.
+    let fd = cvt(unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), targetfd, 0) })?;
+    // SAFETY: the kernel returned a new descriptor that nothing else owns.
+    Ok(unsafe { File::from_raw_fd(fd as i32) })
+}
+
+/// `poll([{fd, POLLIN}], 1, timeout)`: true if `fd` became readable (for a
+/// pidfd: the process exited) within `timeout`. EINTR counts as "not yet".
+///
+/// See poll(2).
+pub fn poll_readable(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: `p` is one valid pollfd for the duration of the call.
+    match cvt(unsafe { libc::poll(&mut p, 1, ms) } as libc::c_long) {
+        Ok(n) => Ok(n > 0),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// User and system CPU time of the calling process so far
+/// (`getrusage(RUSAGE_SELF)`), children not included.
+///
+/// See getrusage(2).
+pub fn cpu_time_self() -> io::Result<(Duration, Duration)> {
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: `ru` is a valid out-pointer for struct rusage.
+    cvt(unsafe { libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()) } as libc::c_long)?;
+    // SAFETY: getrusage succeeded and filled it.
+    let ru = unsafe { ru.assume_init() };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    Ok((tv(ru.ru_utime), tv(ru.ru_stime)))
+}
+
+/// Reset `sig` to its default action and send it to the calling process:
+/// how a wrapper ends "killed by signal N" like the child it ran. Returns
+/// only if the signal does not end the process (then the caller exits).
+///
+/// See signal(2), raise(3).
+pub fn raise_default(sig: i32) {
+    // SAFETY: restoring the default disposition and raising a signal touch
+    // no memory of ours.
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+        libc::raise(sig);
+    }
+}
+
+/// `kill(pid, sig)`: send `sig` to process `pid`.
+///
+/// See kill(2).
+pub fn kill(pid: u32, sig: i32) -> io::Result<()> {
+    // SAFETY: no pointers are passed.
+    cvt(unsafe { libc::kill(pid as libc::pid_t, sig) } as libc::c_long).map(drop)
+}
+
+/// `setpriority(PRIO_PROCESS, 0, nice)`: the calling thread's nice value
+/// (Linux applies it per thread). Lowering it needs CAP_SYS_NICE.
+///
+/// See setpriority(2).
+pub fn set_nice(nice: i32) -> io::Result<()> {
+    // SAFETY: no pointers are passed.
+    cvt(unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } as libc::c_long).map(drop)
+}
