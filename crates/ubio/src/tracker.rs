@@ -206,11 +206,16 @@ impl Tracker {
         self.plan_read(&mut st, off, len)
     }
 
-    /// Before I/O the caller makes itself: snapshot `[off, off + len)`.
+    /// Before I/O the caller makes itself (copy_file_range, sendfile):
+    /// snapshot `[off, off + len)` and the lookahead beyond it, which the
+    /// kernel's readahead may fill during the call (taken for others' pages
+    /// otherwise, and kept: a whole source stayed cached under `cp`).
     pub fn snapshot(&self, fd: BorrowedFd<'_>, off: u64, len: u64) {
         let real = self.real_file();
         let fd = real.as_deref().map_or(fd, AsFd::as_fd);
-        self.state().residency.ensure_known(fd, off, off + len);
+        self.state()
+            .residency
+            .ensure_known(fd, off, off + len + self.cfg.lookahead);
     }
 
     /// Record `range` as holding no page of others, without looking: for an
