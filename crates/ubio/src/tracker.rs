@@ -399,17 +399,22 @@ impl Tracker {
         if draining.is_empty() {
             return false;
         }
+        let real = self.real_file();
+        let real_fd = real.as_deref().map_or(fd, AsFd::as_fd);
         let mut done = Vec::new();
         let mut left = Vec::new();
         for r in draining {
-            match sys::cachestat(fd, r.clone()) {
+            match sys::cachestat(real_fd, r.clone()) {
                 Ok(c) if c.nr_dirty + c.nr_writeback == 0 => done.push(r),
                 Ok(c) => {
                     if c.nr_writeback == 0 {
                         self.counts.writeback_starts.fetch_add(1, Ordering::Relaxed);
-                        if let Err(e) =
-                            sys::sync_file_range(fd, r.start, r.end - r.start, SyncFlags::WRITE)
-                        {
+                        if let Err(e) = sys::sync_file_range(
+                            real_fd,
+                            r.start,
+                            r.end - r.start,
+                            SyncFlags::WRITE,
+                        ) {
                             self.record_error(e);
                         }
                     }
