@@ -24,7 +24,14 @@ use std::sync::Arc;
 use std::time::Duration;
 use ubio::follow::{FollowOptions, FollowStats, Follower};
 
-const EXACT_AND_BEST_EFFORT: &str = "\
+/// `--help`: the examples (as `-h` shows them), then what is exact and what is
+/// best effort.
+const EXAMPLES_EXACT_AND_BEST_EFFORT: &str = "\
+Examples:
+  ubio run -- tar cf /mnt/backup.tar /data
+  ubio run --window 64M --log -- rsync -a src/ dst/
+  ubio run --pid 4242          # a backup that is already running
+
 Two mechanisms cover the program and every process it starts:
   - the shim (LD_PRELOAD), in dynamically linked programs, for files they read and
     write with read()/write() and their kin (cat, cp, gzip, tar, python, perl, node):
@@ -44,7 +51,7 @@ With --pid, only the engine (a running process cannot load the shim); leaving (w
 the process exits, or on Ctrl-C) sends it no signal and leaves nothing open in it.";
 
 #[derive(clap::Args)]
-#[command(after_long_help = EXACT_AND_BEST_EFFORT)]
+#[command(after_long_help = EXAMPLES_EXACT_AND_BEST_EFFORT)]
 pub struct Args {
     /// Dirty + writeback bytes per file (e.g. 16M).
     #[arg(long, value_parser = crate::size::parse_nonzero)]
