@@ -324,19 +324,9 @@ impl Tracker {
     /// writing back first what was dirtied behind the stream. Returns the
     /// flush's error, else one of that last writeback.
     pub fn finish(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
-        let real = self.real_file();
-        let fd = real.as_deref().map_or(fd, AsFd::as_fd);
+        // flush and run (under drop_all) each act on the real file themselves.
         let flushed = self.flush(fd);
-        let plan = {
-            let mut st = self.state();
-            let consumed = st.read_behind.take_all();
-            Plan {
-                drop: droppable(&st.residency, consumed),
-                drop_closing: st.residency.all_droppable(),
-                ..Plan::default()
-            }
-        };
-        self.run(fd, plan);
+        self.drop_all(fd);
         flushed?;
         self.take_deferred().map_or(Ok(()), Err)
     }
