@@ -144,7 +144,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
     // outlives them to clean up. TERM and HUP sent to ubio are passed on.
     let caught = catch(&[SIGINT, SIGQUIT, SIGTERM, SIGHUP])?;
     engine.add_root(pid);
-    let pidfd = ubio::sys::pidfd_open(pid).context("pidfd_open of the program")?;
+    // The pidfd wakes us the moment the program exits. Without pidfd_open
+    // (Linux < 5.3, or valgrind, which does not know the call) we are still
+    // the program's parent and poll for its exit between looks.
+    let pidfd = match ubio::sys::pidfd_open(pid) {
+        Ok(fd) => Some(fd),
+        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => None,
+        Err(e) => return Err(e).context("pidfd_open of the program"),
+    };
     keep_up();
     loop {
         let wait = engine.look();
@@ -152,7 +159,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
         if sig == SIGTERM || sig == SIGHUP {
             let _ = ubio::sys::kill(pid, sig);
         }
-        if ubio::sys::poll_readable(pidfd.as_fd(), wait)? {
+        let exited = match &pidfd {
+            Some(fd) => ubio::sys::poll_readable(fd.as_fd(), wait)?,
+            None => {
+                std::thread::sleep(wait);
+                child.try_wait().context("waiting for the program")?.is_some()
+            }
+        };
+        if exited {
             break;
         }
     }
