@@ -11,7 +11,6 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 struct Installed {
-    _tmp: tempfile::TempDir,
     prefix: PathBuf,
     test_bin: PathBuf,
 }
@@ -53,23 +52,22 @@ fn installed(test: &str) -> Option<&'static Installed> {
     }
     INSTALLED
         .get_or_init(|| {
-            let tmp = tempfile::Builder::new()
-                .prefix("ubio-capi-")
-                .tempdir()
-                .unwrap();
-            let prefix = tmp.path().join("prefix");
+            // Under target/, replaced by each run: a TempDir held in a static
+            // is never dropped, so it left a 35 MB install in /tmp per run.
+            let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("ubio-capi-install");
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir).unwrap();
+            }
+            std::fs::create_dir_all(&dir).unwrap();
+            let prefix = dir.join("prefix");
             make_install(&prefix, None);
-            let test_bin = tmp.path().join("test_ubio");
+            let test_bin = dir.join("test_ubio");
             run(Command::new("cc")
                 .args(["-O2", "-Wall", "-Wextra", "-Werror", "-pthread", "-o"])
                 .arg(&test_bin)
                 .arg(crate_dir().join("tests/c/test_ubio.c"))
                 .args(pkg_config(&prefix, &["--cflags", "--libs"])));
-            Some(Installed {
-                _tmp: tmp,
-                prefix,
-                test_bin,
-            })
+            Some(Installed { prefix, test_bin })
         })
         .as_ref()
 }
