@@ -46,27 +46,13 @@ struct Report {
 }
 
 fn evict(path: &Path, sync: bool) -> io::Result<Evicted> {
-    let ctx = |op| move |e| ubio::error::context(e, op, Some(path));
-    let file = std::fs::File::open(path).map_err(ctx("open"))?;
-    let before = stat::cache_info(&file).map_err(ctx("cachestat"))?;
-    let fs = ubio::sys::fs_magic(file.as_fd()).map_err(ctx("statfs"))?;
-    if fs.pages_are_storage() {
-        return Err(io::Error::other(format!(
-            "cannot evict {}: on {} the cached pages are the file's storage",
-            msg::quote(path),
-            fs.name()
-        )));
-    }
-    if sync {
-        ubio::sys::sync_file_range(file.as_fd(), 0, 0, ubio::sys::SyncFlags::WRITE_AND_WAIT)
-            .map_err(ctx("sync_file_range"))?;
-    }
-    ubio::sys::fadvise(file.as_fd(), 0, 0, ubio::sys::Advice::DontNeed).map_err(ctx("fadvise"))?;
-    let after = stat::cache_info(&file).map_err(ctx("cachestat"))?;
+    let file = std::fs::File::open(path)
+        .map_err(|e| ubio::error::context(e, "open", Some(path)))?;
+    let e = ubio::evict::evict(file.as_fd(), path, sync)?;
     Ok(Evicted {
         path: path.to_path_buf(),
-        before,
-        after,
+        before: e.before.into(),
+        after: e.after.into(),
     })
 }
 

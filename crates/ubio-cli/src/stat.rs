@@ -52,6 +52,9 @@ pub struct CacheInfo {
     /// Why cachestat() was not used, and what that means for the numbers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// On overlayfs: the real upper or lower file whose pages were counted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub real_file: Option<PathBuf>,
 }
 
 /// Totals over files; counts from mincore() add to `cached` only.
@@ -82,26 +85,32 @@ impl Totals {
     }
 }
 
-/// The page-cache state of an open regular file ([`ubio::residency::count`]).
+/// The page-cache state of an open regular file ([`ubio::residency::FileCount`]).
 pub fn cache_info(file: &std::fs::File) -> io::Result<CacheInfo> {
-    use ubio::residency::{count, Source as From};
-    let size_bytes = file.metadata()?.len();
-    let c = count(file.as_fd(), ubio::sys::FileRange::WHOLE)?;
-    let (source, note) = match c.source {
-        From::Cachestat => (Source::Cachestat, None),
-        From::Mincore { why, .. } => (Source::Mincore, Some(why.note().to_string())),
-    };
-    Ok(CacheInfo {
-        size_bytes,
-        pages: size_bytes.div_ceil(ubio::sys::page_size()),
-        cached: c.cached,
-        dirty: c.dirty,
-        writeback: c.writeback,
-        evicted: c.evicted,
-        recently_evicted: c.recently_evicted,
-        source,
-        note,
-    })
+    ubio::residency::FileCount::of(file.as_fd()).map(CacheInfo::from)
+}
+
+impl From<ubio::residency::FileCount> for CacheInfo {
+    fn from(f: ubio::residency::FileCount) -> CacheInfo {
+        use ubio::residency::Source as From;
+        let c = f.count;
+        let (source, note) = match c.source {
+            From::Cachestat => (Source::Cachestat, None),
+            From::Mincore { why, .. } => (Source::Mincore, Some(why.note().to_string())),
+        };
+        CacheInfo {
+            size_bytes: f.size_bytes,
+            pages: f.pages,
+            cached: c.cached,
+            dirty: c.dirty,
+            writeback: c.writeback,
+            evicted: c.evicted,
+            recently_evicted: c.recently_evicted,
+            source,
+            note,
+            real_file: f.real_file,
+        }
+    }
 }
 
 /// The regular files named by `paths`: a symlink named on the command line
