@@ -596,15 +596,6 @@ struct Exerciser<'c> {
     got: Vec<u8>,
 }
 
-/// A slice of `len` bytes inside `v` whose address is aligned to `align`.
-fn aligned_slice(v: &mut Vec<u8>, len: usize, align: usize) -> &mut [u8] {
-    if v.len() < len + align {
-        v.resize(len + align, 0);
-    }
-    let skip = v.as_ptr().align_offset(align);
-    &mut v[skip..skip + len]
-}
-
 /// Write `data` at `off` into the model, extending it with zeros as a file
 /// grows. (A function of the model alone, so that it can take one of the
 /// exerciser's own buffers.)
@@ -1008,14 +999,12 @@ impl<'c> Exerciser<'c> {
                     *self.unsupported.entry(op.kind().name()).or_default() += 1;
                     return Ok(());
                 };
-                let mut raw = std::mem::take(&mut self.buf);
-                let slice = aligned_slice(&mut raw, len as usize, d.mem_align);
-                fill(data, slice);
-                let r = d.file.write_all_at(slice, off);
+                let mut block = ubio::AlignedBuf::new(len as usize, d.mem_align);
+                fill(data, &mut block);
+                let r = d.file.write_all_at(&block, off);
                 if r.is_ok() {
-                    model_write(&mut self.model, off, slice);
+                    model_write(&mut self.model, off, &block);
                 }
-                self.buf = raw;
                 r.map_err(|e| self.io_fail(op, "O_DIRECT pwrite (second handle)", e))?;
                 self.second_written += len;
             }
