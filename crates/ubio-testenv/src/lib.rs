@@ -18,6 +18,7 @@ pub mod kept_pages;
 pub mod procfs;
 pub mod reclaim_trace;
 pub mod residency_sampler;
+pub mod rng;
 pub mod sampler_thread;
 pub mod scratchfs;
 pub mod stackfs;
