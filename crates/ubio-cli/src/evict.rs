@@ -15,18 +15,11 @@ use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Files (and directories with -r).
-    #[arg(required = true)]
-    paths: Vec<PathBuf>,
-    /// Descend into directories (symlinks are not followed; special files are skipped).
-    #[arg(short = 'r', short_alias = 'R', long)]
-    recursive: bool,
+    #[command(flatten)]
+    files: stat::Files,
     /// Write dirty pages back (and wait) before dropping, so they can go too.
     #[arg(long)]
     sync: bool,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    json: bool,
 }
 
 #[derive(serde::Serialize)]
@@ -57,7 +50,7 @@ fn evict(path: &Path, sync: bool) -> io::Result<Evicted> {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    let (paths, mut errors) = stat::regular_files(&args.paths, args.recursive);
+    let (paths, mut errors) = stat::regular_files(&args.files.paths, args.files.recursive);
     let mut files = Vec::new();
     let (mut total_before, mut total_after) = (Totals::default(), Totals::default());
     for path in paths {
@@ -77,7 +70,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         total_after,
         errors: errors.clone(),
     };
-    out::finish("evict", &errors, args.json.then_some(&report), || {
+    out::finish("evict", &errors, args.files.json.then_some(&report), || {
         if report.files.is_empty() {
             String::new()
         } else {

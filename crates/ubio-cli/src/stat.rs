@@ -18,15 +18,22 @@ use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct Args {
+    #[command(flatten)]
+    files: Files,
+}
+
+/// The files `stat` and `evict` act on, and how they report.
+#[derive(clap::Args)]
+pub struct Files {
     /// Files (and directories with -r).
     #[arg(required = true)]
-    paths: Vec<PathBuf>,
+    pub paths: Vec<PathBuf>,
     /// Descend into directories (symlinks are not followed; special files are skipped).
     #[arg(short = 'r', short_alias = 'R', long)]
-    recursive: bool,
+    pub recursive: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
-    json: bool,
+    pub json: bool,
 }
 
 /// Where the page counts came from.
@@ -175,7 +182,7 @@ struct FileEntry {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    let (paths, mut errors) = regular_files(&args.paths, args.recursive);
+    let (paths, mut errors) = regular_files(&args.files.paths, args.files.recursive);
     let mut files = Vec::new();
     let mut total = Totals::default();
     for path in paths {
@@ -196,7 +203,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         total,
         errors: errors.clone(),
     };
-    out::finish("stat", &errors, args.json.then_some(&report), || {
+    out::finish("stat", &errors, args.files.json.then_some(&report), || {
         table(&report.files, &report.total)
     })
 }
