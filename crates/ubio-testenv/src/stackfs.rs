@@ -44,17 +44,54 @@ pub struct Overlay {
 
 impl Overlay {
     pub fn mount(parent: &Path) -> io::Result<Overlay> {
-        let tmp = make_dirs(parent, "ubio-ovl-", &["lower", "upper", "work", "mnt"])?;
+        Self::mount_with(parent, false)
+    }
+
+    /// An overlay whose layers cannot be found from /proc/self/mountinfo:
+    /// they are mounted through a bind mount of another directory, detached
+    /// (`umount --lazy`) once the overlay is up, so the paths in its options
+    /// name empty directories, as inside a container whose layers live in
+    /// another mount namespace. `lower` and `upper` still name the real
+    /// layers, for the test's own cachestat().
+    pub fn mount_hidden(parent: &Path) -> io::Result<Overlay> {
+        Self::mount_with(parent, true)
+    }
+
+    fn mount_with(parent: &Path, hidden: bool) -> io::Result<Overlay> {
+        let tmp = make_dirs(
+            parent,
+            "ubio-ovl-",
+            &["lower", "upper", "work", "mnt", "shown"],
+        )?;
         let d = tmp.path();
         let mnt = d.join("mnt");
+        // The directory the overlay's options name: `d` itself, or `shown`,
+        // a bind mount of `d` detached after mounting.
+        let named = if hidden {
+            d.join("shown")
+        } else {
+            d.to_path_buf()
+        };
+        let mount = crate::require_tool("mount")?;
+        let mut bound = None;
+        if hidden {
+            crate::run_tool(
+                &mount,
+                &["--bind".as_ref(), d.as_os_str(), named.as_os_str()],
+            )?;
+            let n = named.clone();
+            bound = Some(cleanup::register(
+                format!("umount {}", n.display()),
+                move || unmount(&n),
+            ));
+        }
         let opts = format!(
             "lowerdir={},upperdir={},workdir={}",
-            d.join("lower").display(),
-            d.join("upper").display(),
-            d.join("work").display()
+            named.join("lower").display(),
+            named.join("upper").display(),
+            named.join("work").display()
         );
-        let mount = crate::require_tool("mount")?;
-        crate::run_tool(
+        let mounted = crate::run_tool(
             &mount,
             &[
                 "-t".as_ref(),
@@ -64,7 +101,11 @@ impl Overlay {
                 opts.as_ref(),
                 mnt.as_ref(),
             ],
-        )?;
+        );
+        // Unmounted (lazily if busy): the overlay keeps its layers, and the
+        // path its options name is an empty directory again.
+        drop(bound);
+        mounted?;
         let m = mnt.clone();
         let guard = cleanup::register(format!("umount {}", mnt.display()), move || unmount(&m));
         Ok(Overlay {

@@ -129,6 +129,10 @@ pub struct Tracker {
     /// The real file behind an overlay descriptor: the page-cache calls go
     /// to it instead of the descriptor they are given.
     real: Mutex<Option<RealFile>>,
+    /// Set when the real file behind an overlay descriptor cannot be found:
+    /// why, and that the calls go through the overlay descriptor with only
+    /// what overlayfs forwards (see [`Tracker::set_overlay_fallback`]).
+    fallback: std::sync::OnceLock<String>,
     #[cfg(test)]
     pub(crate) on_wait: std::sync::OnceLock<WaitHook>,
 }
@@ -151,6 +155,7 @@ impl Tracker {
             failed: AtomicBool::new(false),
             counts: Counters::default(),
             real: Mutex::new(None),
+            fallback: std::sync::OnceLock::new(),
             #[cfg(test)]
             on_wait: std::sync::OnceLock::new(),
         }
@@ -287,8 +292,14 @@ impl Tracker {
             st.waits.push(wait.clone());
             wait_and_drop.push((wait, droppable(&st.residency, vec![r])));
         }
+        // Through an overlay, writeback is started with fadvise(DONTNEED),
+        // which also drops what is clean: only in pages that are the stream's.
+        let start = match self.fallback.get() {
+            Some(_) => droppable(&st.residency, actions.start),
+            None => actions.start,
+        };
         Plan {
-            start: actions.start,
+            start,
             also_wait,
             wait_and_drop,
             ..Plan::default()
@@ -393,18 +404,19 @@ impl Tracker {
         let real_fd = real.as_deref().map_or(fd, AsFd::as_fd);
         let mut done = Vec::new();
         let mut left = Vec::new();
+        // Through an overlay, dirty pages cannot be seen: wait for them all.
+        if self.fallback.get().is_some() {
+            if let Err(e) = sys::fdatasync(fd) {
+                self.record_error(e);
+            }
+        }
         for r in draining {
-            match sys::cachestat(real_fd, r.clone()) {
-                Ok(c) if c.nr_dirty + c.nr_writeback == 0 => done.push(r),
+            match self.cached(real_fd, r.clone()) {
+                Ok(c) if c.dirty_writeback == 0 || c.through_overlay => done.push(r),
                 Ok(c) => {
-                    if c.nr_writeback == 0 {
+                    if c.writeback == 0 {
                         self.counts.writeback_starts.fetch_add(1, Ordering::Relaxed);
-                        if let Err(e) = sys::sync_file_range(
-                            real_fd,
-                            r.start,
-                            r.end - r.start,
-                            SyncFlags::WRITE,
-                        ) {
+                        if let Err(e) = self.start_writeback(real_fd, &r) {
                             self.record_error(e);
                         }
                     }
@@ -435,16 +447,13 @@ impl Tracker {
         if !self.caps.kernel_starts_writeback {
             for r in &plan.start {
                 self.counts.writeback_starts.fetch_add(1, Ordering::Relaxed);
-                if let Err(e) = sys::sync_file_range(fd, r.start, r.end - r.start, SyncFlags::WRITE)
-                {
+                if let Err(e) = self.start_writeback(fd, r) {
                     self.record_error(e);
                 }
             }
         }
         for r in &plan.also_wait {
-            if let Err(e) =
-                sys::sync_file_range(fd, r.start, r.end - r.start, SyncFlags::WRITE_AND_WAIT)
-            {
+            if let Err(e) = self.wait_writeback(fd, r) {
                 self.record_error(e);
             }
         }
@@ -455,7 +464,7 @@ impl Tracker {
             }
             let r = &wait.range;
             let t = Instant::now();
-            let res = sys::sync_file_range(fd, r.start, r.end - r.start, SyncFlags::WRITE_AND_WAIT);
+            let res = self.wait_writeback(fd, r);
             let c = &self.counts;
             c.writeback_waits.fetch_add(1, Ordering::Relaxed);
             c.writeback_wait_nanos
@@ -468,6 +477,48 @@ impl Tracker {
         }
         self.drop_exact(fd, plan.drop, false);
         self.drop_exact(fd, plan.drop_closing, true);
+    }
+
+    /// Start the writeback of `r`: sync_file_range(WRITE), or through an
+    /// overlay fadvise(DONTNEED), which overlayfs forwards and which starts
+    /// the writeback of the real file's dirty pages (mm/fadvise.c).
+    fn start_writeback(&self, fd: BorrowedFd<'_>, r: &Range<u64>) -> io::Result<()> {
+        match self.fallback.get() {
+            Some(_) => sys::fadvise(fd, r.start, r.end - r.start, Advice::DontNeed),
+            None => sys::sync_file_range(fd, r.start, r.end - r.start, SyncFlags::WRITE),
+        }
+    }
+
+    /// Wait for the writeback of `r`: sync_file_range(WRITE|WAIT), or
+    /// through an overlay fdatasync() of the whole file (sync_file_range
+    /// acts on the overlay's own empty mapping and returns at once).
+    fn wait_writeback(&self, fd: BorrowedFd<'_>, r: &Range<u64>) -> io::Result<()> {
+        match self.fallback.get() {
+            Some(_) => sys::fdatasync(fd),
+            None => sys::sync_file_range(fd, r.start, r.end - r.start, SyncFlags::WRITE_AND_WAIT),
+        }
+    }
+
+    /// The pages of `r` in the page cache: cachestat(), or through an
+    /// overlay mincore() of a mapping of the descriptor (overlayfs maps the
+    /// real file), which cannot tell dirty pages.
+    fn cached(&self, fd: BorrowedFd<'_>, r: Range<u64>) -> io::Result<Cached> {
+        if self.fallback.get().is_some() {
+            let readable = residency::readable_fd(fd)?;
+            let cached = sys::mincore_resident(readable.fd(), r.start, r.end - r.start)?;
+            return Ok(Cached {
+                cached,
+                dirty_writeback: cached,
+                writeback: 0,
+                through_overlay: true,
+            });
+        }
+        sys::cachestat(fd, r).map(|c| Cached {
+            cached: c.nr_cache,
+            dirty_writeback: c.nr_dirty + c.nr_writeback,
+            writeback: c.nr_writeback,
+            through_overlay: false,
+        })
     }
 
     fn record_error(&self, e: io::Error) {
@@ -485,8 +536,8 @@ impl Tracker {
     fn drop_exact(&self, fd: BorrowedFd<'_>, ranges: Vec<Range<u64>>, closing: bool) {
         for r in ranges {
             let len = r.end - r.start;
-            let stat = sys::cachestat(fd, r.clone());
-            let before = stat.as_ref().map(|c| c.nr_cache).unwrap_or(u64::MAX);
+            let stat = self.cached(fd, r.clone());
+            let before = stat.as_ref().map(|c| c.cached).unwrap_or(u64::MAX);
             if before == 0 {
                 continue;
             }
@@ -494,8 +545,8 @@ impl Tracker {
             // a hole punched or a truncation through its descriptor) would
             // only be queued for writeback by fadvise(DONTNEED), and stay
             // cached: write them back and wait first.
-            if closing && stat.is_ok_and(|c| c.nr_dirty + c.nr_writeback > 0) {
-                if let Err(e) = sys::sync_file_range(fd, r.start, len, SyncFlags::WRITE_AND_WAIT) {
+            if closing && stat.is_ok_and(|c| c.dirty_writeback > 0) {
+                if let Err(e) = self.wait_writeback(fd, &r) {
                     self.record_error(e);
                 }
             }
@@ -505,8 +556,9 @@ impl Tracker {
                 continue;
             }
             if before != u64::MAX {
-                let after = sys::cachestat(fd, r.clone())
-                    .map(|c| c.nr_cache)
+                let after = self
+                    .cached(fd, r.clone())
+                    .map(|c| c.cached)
                     .unwrap_or(before);
                 self.counts
                     .pages_dropped
@@ -540,6 +592,24 @@ impl Tracker {
         *self.real.lock().unwrap_or_else(|p| p.into_inner()) = Some(real);
     }
 
+    /// The real file behind this overlay descriptor cannot be found
+    /// (`why`): go on through the descriptor with what overlayfs forwards
+    /// to the real file. mincore() of a mapping of the descriptor sees the
+    /// real file's pages (overlayfs maps the real file); fadvise() is
+    /// forwarded, and DONTNEED also starts the writeback of dirty pages;
+    /// fdatasync() waits for it. So reads drop behind, writes are written
+    /// behind (each wait syncs the whole file), and pages cached before are
+    /// kept; only dirty pages cannot be counted.
+    pub fn set_overlay_fallback(&self, why: String) {
+        self.state().residency.use_mincore_only();
+        let _ = self.fallback.set(why);
+    }
+
+    /// Why the stream works through the overlay descriptor, if it does.
+    pub fn overlay_fallback(&self) -> Option<String> {
+        self.fallback.get().cloned()
+    }
+
     /// Where the pages really are, when that is not the descriptor's file.
     pub fn real_file_desc(&self) -> Option<String> {
         self.real
@@ -571,6 +641,16 @@ impl Tracker {
             );
         }
     }
+}
+
+/// A range's pages as [`Tracker::cached`] sees them.
+#[derive(Debug, Clone, Copy)]
+struct Cached {
+    cached: u64,
+    /// Through an overlay, unknown: every cached page counts.
+    dirty_writeback: u64,
+    writeback: u64,
+    through_overlay: bool,
 }
 
 /// The parts of `ranges` (widened to chunks, so that large folios go
