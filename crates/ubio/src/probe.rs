@@ -122,10 +122,19 @@ fn probe_fs(fd: BorrowedFd<'_>, st: &libc::stat) -> io::Result<FsCaps> {
         (Err(e), _) => Support::no(format!("could not open the file for reading to probe: {e}")),
         (Ok(r), true) => probe_dontcache(r.fd(), st.st_size as u64),
     };
-    let (direct_io, dio_align) = if regular {
-        probe_direct(fd)
-    } else {
+    let (direct_io, dio_align) = if !regular {
         (Support::no("not a regular file"), None)
+    } else if magic.direct_io_drops_file_cache() {
+        (
+            Support::no(format!(
+                "O_DIRECT on {} writes back and drops the whole file's page cache, others' pages \
+                 included: not used",
+                magic.name()
+            )),
+            None,
+        )
+    } else {
+        probe_direct(fd)
     };
     Ok(FsCaps {
         fs_type: magic.name(),

@@ -133,6 +133,10 @@ pub struct Tracker {
     /// why, and that the calls go through the overlay descriptor with only
     /// what overlayfs forwards (see [`Tracker::set_overlay_fallback`]).
     fallback: std::sync::OnceLock<String>,
+    /// Written pages drop only after fdatasync() ([`Tracker::try_commit`]).
+    needs_commit: AtomicBool,
+    /// fdatasync() was tried and did not help: do not try again.
+    commit_useless: AtomicBool,
     #[cfg(test)]
     pub(crate) on_wait: std::sync::OnceLock<WaitHook>,
 }
@@ -156,6 +160,8 @@ impl Tracker {
             counts: Counters::default(),
             real: Mutex::new(None),
             fallback: std::sync::OnceLock::new(),
+            needs_commit: AtomicBool::new(false),
+            commit_useless: AtomicBool::new(false),
             #[cfg(test)]
             on_wait: std::sync::OnceLock::new(),
         }
@@ -470,13 +476,13 @@ impl Tracker {
             c.writeback_wait_nanos
                 .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
             match res {
-                Ok(()) => self.drop_exact(fd, parts, false),
+                Ok(()) => self.drop_exact(fd, parts, false, true),
                 Err(e) => self.record_error(e),
             }
             wait.done.store(true, Ordering::Release);
         }
-        self.drop_exact(fd, plan.drop, false);
-        self.drop_exact(fd, plan.drop_closing, true);
+        self.drop_exact(fd, plan.drop, false, false);
+        self.drop_exact(fd, plan.drop_closing, true, true);
     }
 
     /// Start the writeback of `r`: sync_file_range(WRITE), or through an
@@ -533,7 +539,18 @@ impl Tracker {
 
     /// Drop the pages of `ranges`; `closing`: write back dirty pages in
     /// them first (only at close, where nothing would drop them later).
-    fn drop_exact(&self, fd: BorrowedFd<'_>, ranges: Vec<Range<u64>>, closing: bool) {
+    /// `written`: the ranges hold pages the stream wrote (see `needs_commit`).
+    fn drop_exact(
+        &self,
+        fd: BorrowedFd<'_>,
+        ranges: Vec<Range<u64>>,
+        closing: bool,
+        written: bool,
+    ) {
+        let commit = written && self.needs_commit.load(Ordering::Relaxed);
+        if commit && !ranges.is_empty() {
+            self.commit(fd);
+        }
         for r in ranges {
             let len = r.end - r.start;
             let stat = self.cached(fd, r.clone());
@@ -556,10 +573,13 @@ impl Tracker {
                 continue;
             }
             if before != u64::MAX {
-                let after = self
+                let mut after = self
                     .cached(fd, r.clone())
                     .map(|c| c.cached)
                     .unwrap_or(before);
+                if written && after > 0 && !commit {
+                    after = self.try_commit(fd, &r, after);
+                }
                 self.counts
                     .pages_dropped
                     .fetch_add(before.saturating_sub(after), Ordering::Relaxed);
@@ -567,6 +587,44 @@ impl Tracker {
                     self.note_drop_without_effect(&r, before);
                 }
             }
+        }
+    }
+
+    /// Written pages that are clean yet stay after fadvise(DONTNEED): an
+    /// NFS client keeps pages written with an unstable WRITE until a COMMIT
+    /// (nfs_release_folio() refuses them), which fdatasync() sends. Commit
+    /// and drop again; if that took the pages, commit before every later
+    /// drop of written pages (`needs_commit`), else never try again. Returns
+    /// the pages left.
+    fn try_commit(&self, fd: BorrowedFd<'_>, r: &Range<u64>, left: u64) -> u64 {
+        if self.commit_useless.load(Ordering::Relaxed) {
+            return left;
+        }
+        let clean = self
+            .cached(fd, r.clone())
+            .is_ok_and(|c| c.dirty_writeback == 0 && !c.through_overlay);
+        if !clean {
+            return left;
+        }
+        self.commit(fd);
+        let _ = sys::fadvise(fd, r.start, r.end - r.start, Advice::DontNeed);
+        let now = self.cached(fd, r.clone()).map_or(left, |c| c.cached);
+        if now < left {
+            log::debug!(
+                "written pages dropped only after fdatasync() (unstable writes, as on NFS): \
+                 committing before each drop of written pages"
+            );
+            self.needs_commit.store(true, Ordering::Relaxed);
+        } else {
+            self.commit_useless.store(true, Ordering::Relaxed);
+        }
+        now
+    }
+
+    /// fdatasync(): commits what was written (NFS) and reports writeback errors.
+    fn commit(&self, fd: BorrowedFd<'_>) {
+        if let Err(e) = sys::fdatasync(fd) {
+            self.record_error(e);
         }
     }
 
