@@ -94,13 +94,14 @@ mkfs_for() {
 
 # Mount the filesystem to test at /mnt. nfs: an ext4 at /srv, exported to
 # 127.0.0.1 and mounted over NFSv4.2 (the kernel parses the options itself:
-# no mount.nfs helper, so the address is given).
+# no mount.nfs helper, so the address is given). No fsid=0 export: the
+# NFSv4 pseudo-root is /, so tests can export more (stackfs::NfsMount).
 mount_fs() {
     case "$1" in
     nfs)
         mount -t ext4 -o noinit_itable /dev/vda /srv &&
-            /usr/sbin/exportfs -o rw,sync,no_root_squash,no_subtree_check,insecure,fsid=0 127.0.0.1:/srv &&
-            /usr/sbin/mount -i -t nfs4 -o vers=4.2,addr=127.0.0.1,clientaddr=127.0.0.1 127.0.0.1:/ /mnt
+            /usr/sbin/exportfs -o rw,sync,no_root_squash,no_subtree_check,insecure 127.0.0.1:/srv &&
+            /usr/sbin/mount -i -t nfs4 -o vers=4.2,addr=127.0.0.1,clientaddr=127.0.0.1 127.0.0.1:/srv /mnt
         ;;
     ext4) mount -t ext4 -o noinit_itable /dev/vda /mnt ;;
     *) mount -t "$1" /dev/vda /mnt ;;

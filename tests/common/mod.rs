@@ -52,7 +52,7 @@ pub fn guest_mode() -> bool {
     std::env::var_os("UBIO_TEST_ONLY_DIR").is_some_and(|v| v == "1")
 }
 
-fn guest_dir() -> PathBuf {
+pub fn guest_dir() -> PathBuf {
     std::env::var_os("UBIO_TEST_DIR")
         .map(PathBuf::from)
         .expect("UBIO_TEST_ONLY_DIR=1 needs UBIO_TEST_DIR (the filesystem to test)")

@@ -1,6 +1,6 @@
 //! Filesystems stacked on a directory, for the contract tests: an overlayfs
-//! mount (a container's root) and a bindfs FUSE mount (a passthrough
-//! daemon). Each lives in a temporary directory under `parent`, and is
+//! mount (a container's root), a bindfs FUSE mount (a passthrough daemon)
+//! and an NFS mount of a directory the kernel NFS server exports. Each lives in a temporary directory under `parent`, and is
 //! unmounted and removed when dropped, or by the cleanup guard when the test
 //! process is interrupted. Needs root.
 
@@ -199,5 +199,57 @@ impl Drop for Bindfs {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+}
+
+/// `dir` exported by the kernel NFS server to 127.0.0.1 and mounted over
+/// NFSv4.2 at `mnt` (a temporary directory under `parent`); unexported and
+/// unmounted when dropped. Needs nfsd and mountd running (the 6.12 test
+/// guest starts them) and exportfs.
+pub struct NfsMount {
+    pub mnt: PathBuf,
+    _cleanup: CleanupGuard,
+    _tmp: tempfile::TempDir,
+}
+
+impl NfsMount {
+    pub fn export(dir: &Path, parent: &Path) -> io::Result<NfsMount> {
+        let exportfs = crate::require_tool("exportfs")?;
+        let mount = crate::require_tool("mount")?;
+        let tmp = make_dirs(parent, "ubio-nfs-", &["mnt"])?;
+        let mnt = tmp.path().join("mnt");
+        let client = format!("127.0.0.1:{}", dir.display());
+        crate::run_tool(
+            &exportfs,
+            &[
+                "-o".as_ref(),
+                "rw,sync,no_root_squash,no_subtree_check,insecure".as_ref(),
+                client.as_ref(),
+            ],
+        )?;
+        let (m, c, e) = (mnt.clone(), client.clone(), exportfs.clone());
+        let guard = cleanup::register(format!("umount {}", mnt.display()), move || {
+            unmount(&m);
+            let _ = Command::new(&e).arg("-u").arg(&c).status();
+        });
+        // The kernel parses the options itself (no mount.nfs helper): -i,
+        // and the address given.
+        crate::run_tool(
+            &mount,
+            &[
+                "-i".as_ref(),
+                "-t".as_ref(),
+                "nfs4".as_ref(),
+                "-o".as_ref(),
+                "vers=4.2,addr=127.0.0.1,clientaddr=127.0.0.1".as_ref(),
+                client.as_ref(),
+                mnt.as_ref(),
+            ],
+        )?;
+        Ok(NfsMount {
+            mnt,
+            _cleanup: guard,
+            _tmp: tmp,
+        })
     }
 }
