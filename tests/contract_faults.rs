@@ -20,7 +20,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use ubio::BackendKind;
 use ubio_testenv::kept_pages::{check_kept, with_damon_retries};
-use ubio_testenv::scratchfs::ScratchFs;
+use ubio_testenv::scratchfs::{FsKind, ScratchFs};
+use ubio_testenv::stackfs::NfsMount;
 
 const NOBODY: u32 = 65534;
 /// Set in the child that [`supervised`] starts.
@@ -408,6 +409,9 @@ fn writeback_eio_reaches_the_caller() {
     if supervised("writeback_eio_reaches_the_caller", Duration::from_secs(300)) {
         return;
     }
+    if guest_mode() && fs_name(&guest_dir()) == "nfs" {
+        return writeback_eio_under_nfs();
+    }
     let mut faults = 0;
     for kind in fault_kinds("eio") {
         for backend in all_backends() {
@@ -439,6 +443,38 @@ fn writeback_eio_reaches_the_caller() {
         }
     }
     report_faults("eio_writeback", faults);
+}
+
+/// Under NFS (the 6.12 guest, whose NFS server runs): the server's ext4
+/// starts failing writes; the error reaches the client's stream through the
+/// COMMIT (the server's fsync) that ubio sends before it drops written pages.
+fn writeback_eio_under_nfs() {
+    // The server's filesystem and the client mount on the guest's tmpfs, not
+    // under the NFS mount the tests run in.
+    std::env::set_var("TMPDIR", "/tmp");
+    let mut faults = 0;
+    for backend in all_backends() {
+        let fs = ScratchFs::create_eio(FsKind::Ext4, 256 * MIB).unwrap();
+        let nfs = NfsMount::export(fs.mount_point(), Path::new("/tmp")).unwrap();
+        let path = nfs.mnt.join(format!("eio-{backend}"));
+        let Some(f) = open_with_flushed_prefix(&path, backend, 9) else {
+            continue;
+        };
+        fs.fail_writes().unwrap();
+        let outcome = write_until_error(f, 128 * MIB, 9, 16 * MIB);
+        if baseline_shut_down("nfs buffered eio", backend, &path, &outcome) {
+            continue;
+        }
+        check_write_fault(
+            &format!("nfs (server ext4) {backend} eio"),
+            &path,
+            &[libc::EIO, libc::EROFS],
+            outcome,
+            9,
+        );
+        faults += 1;
+    }
+    report_faults("eio_writeback_nfs", faults);
 }
 
 /// Read `path` through `f` from its position to the end, checking every

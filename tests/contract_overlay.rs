@@ -31,6 +31,21 @@ fn overlay(test: &str) -> Option<Overlay> {
     }
 }
 
+/// An overlay whose layers cannot be found from mountinfo, or a SKIP.
+fn hidden_overlay(test: &str) -> Option<Overlay> {
+    if ubio::sys::geteuid() != 0 {
+        skip(test, "mounting overlayfs needs root");
+        return None;
+    }
+    match Overlay::mount_hidden(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/target"))) {
+        Ok(o) => Some(o),
+        Err(e) => {
+            skip(test, &format!("mount -t overlay: {e}"));
+            None
+        }
+    }
+}
+
 fn read_all(f: &mut ubio::File) -> u64 {
     let mut buf = vec![0u8; MIB as usize];
     let mut total = 0;
@@ -94,6 +109,59 @@ fn probe_on_overlay_names_the_real_file_and_verifies_it() {
     assert!(left.is_empty(), "probe left its scratch file: {left:?}");
 }
 
+/// Where the real file cannot be found, the probe says so and what it falls
+/// back to, and verifies the fallback on the file: mincore() of the
+/// overlay's mapping sees a read's page, fadvise drops it (checked on the
+/// real lower file too), and fdatasync writes a page back.
+#[test]
+fn probe_through_hidden_layers_reports_and_verifies_the_fallback() {
+    let Some(o) = hidden_overlay("probe_overlay_fallback") else {
+        return;
+    };
+    let lower = o.lower.join("f");
+    make_cold_file(&lower, 1, 4 * MIB);
+    let p = ubio::probe_path(&o.mnt.join("f")).unwrap();
+    let real = p
+        .real_file
+        .as_ref()
+        .expect("an overlay file says where its pages are");
+    assert!(
+        !real.available && real.detail.contains("falling back"),
+        "{real:?}"
+    );
+    assert!(!p.cachestat.available, "{:?}", p.cachestat);
+    let seen = p
+        .verified
+        .sees_reads
+        .as_ref()
+        .expect("a cold page was read");
+    assert!(
+        seen.available && seen.detail.contains("mincore"),
+        "{seen:?}"
+    );
+    assert!(
+        p.verified.drop_works.as_ref().is_some_and(|d| d.available),
+        "{p:?}"
+    );
+    assert_eq!(
+        cached_pages(&lower),
+        0,
+        "the probe left the lower file's page cached"
+    );
+    assert!(
+        p.auto_reason.contains("through the overlay"),
+        "{}",
+        p.auto_reason
+    );
+    let p = ubio::probe_path(&o.mnt).unwrap();
+    let wb = p
+        .verified
+        .writeback_works
+        .as_ref()
+        .expect("the scratch file was written");
+    assert!(wb.available && wb.detail.contains("fdatasync"), "{wb:?}");
+}
+
 /// Reading a lower file through the overlay: the lower file's cache stays
 /// under 64 MiB and is empty after close, except a region cached before,
 /// which stays. Control: a plain read leaves the lower file cached.
@@ -102,6 +170,40 @@ fn read_of_a_lower_file_drops_behind_on_the_lower_file() {
     let Some(o) = overlay("overlay_read") else {
         return;
     };
+    read_drops_behind(&o, "overlay_read", |stats| {
+        assert!(
+            stats
+                .real_file
+                .as_deref()
+                .is_some_and(|r| r.contains("lower")),
+            "{stats:?}"
+        );
+        assert_eq!(stats.overlay_fallback, None, "{stats:?}");
+    });
+}
+
+/// The same where the real file cannot be found (the layers' paths in
+/// mountinfo name empty directories): the stream falls back to the overlay
+/// descriptor (mincore of its mapping, fadvise) and says so, and the lower
+/// file's pages are still dropped behind and a precached region kept.
+#[test]
+fn read_through_hidden_layers_falls_back_and_drops_behind() {
+    let Some(o) = hidden_overlay("overlay_read_fallback") else {
+        return;
+    };
+    read_drops_behind(&o, "overlay_read_fallback", |stats| {
+        assert_eq!(stats.real_file, None, "{stats:?}");
+        assert!(
+            stats
+                .overlay_fallback
+                .as_deref()
+                .is_some_and(|f| f.contains("falling back")),
+            "{stats:?}"
+        );
+    });
+}
+
+fn read_drops_behind(o: &Overlay, test: &str, check_stats: impl Fn(&ubio::Stats)) {
     let lower = o.lower.join("r");
     make_cold_file(&lower, 2, SIZE);
     let path = o.mnt.join("r");
@@ -119,7 +221,7 @@ fn read_of_a_lower_file_drops_behind_on_the_lower_file() {
         control * PAGE >= SIZE / 2,
         "the control read cached only {control} pages"
     );
-    with_damon_retries("overlay_read", || {
+    with_damon_retries(test, || {
         evict(&lower);
         precache(&lower, 40 * MIB, 8 * MIB);
         let sampler = ResidencySampler::start(&lower, SAMPLE_EVERY).unwrap();
@@ -132,13 +234,7 @@ fn read_of_a_lower_file_drops_behind_on_the_lower_file() {
             "ubio: peak {} MiB, {after} pages after; {stats:?}",
             peaks.max_cached * PAGE / MIB
         );
-        assert!(
-            stats
-                .real_file
-                .as_deref()
-                .is_some_and(|r| r.contains("lower")),
-            "{stats:?}"
-        );
+        check_stats(&stats);
         assert!(
             peaks.max_cached * PAGE < 64 * MIB,
             "peak {} pages",
@@ -162,6 +258,32 @@ fn write_into_the_upper_is_written_behind_and_dropped() {
     let Some(o) = overlay("overlay_write") else {
         return;
     };
+    write_behind(&o, |stats| {
+        assert!(
+            stats
+                .real_file
+                .as_deref()
+                .is_some_and(|r| r.contains("upper")),
+            "{stats:?}"
+        );
+    });
+}
+
+/// The same where the real file cannot be found: writeback is started with
+/// fadvise(DONTNEED) and waited for with fdatasync() through the overlay,
+/// and the upper file's dirty pages stay bounded all the same.
+#[test]
+fn write_through_hidden_layers_falls_back_and_writes_behind() {
+    let Some(o) = hidden_overlay("overlay_write_fallback") else {
+        return;
+    };
+    write_behind(&o, |stats| {
+        assert_eq!(stats.real_file, None, "{stats:?}");
+        assert!(stats.overlay_fallback.is_some(), "{stats:?}");
+    });
+}
+
+fn write_behind(o: &Overlay, check_stats: impl Fn(&ubio::Stats)) {
     let upper = o.upper.join("w");
     let sampler = ResidencySampler::follow_all(vec![upper.clone()], SAMPLE_EVERY);
     let mut f = ubio::File::create(o.mnt.join("w")).unwrap();
@@ -174,13 +296,7 @@ fn write_into_the_upper_is_written_behind_and_dropped() {
         peaks.max_dirty_writeback * PAGE / MIB,
         peaks.max_cached * PAGE / MIB
     );
-    assert!(
-        stats
-            .real_file
-            .as_deref()
-            .is_some_and(|r| r.contains("upper")),
-        "{stats:?}"
-    );
+    check_stats(&stats);
     assert!(
         peaks.max_dirty_writeback * PAGE <= 2 * ubio::DEFAULT_WINDOW + 16 * MIB,
         "dirty+writeback peaked at {} pages",

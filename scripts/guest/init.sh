@@ -2,7 +2,9 @@
 # /init of the test guest that scripts/guest/run.sh boots (busybox sh, PID 1).
 #
 # For each filesystem named by ubio.fs= on the kernel command line: mkfs on
-# the scratch disk /dev/vda, mount it at /mnt, `ubio probe --json`, then
+# the scratch disk /dev/vda, mount it at /mnt (for nfs: an ext4 at /srv,
+# exported by the kernel NFS server over loopback and mounted by the kernel
+# NFS client at /mnt), `ubio probe --json`, then
 # every test of every contract test binary in /tests, one process per test
 # (so each has its own time and verdict), in guest mode
 # (UBIO_TEST_ONLY_DIR=1) against it; unmount. Prints on the serial console:
@@ -59,22 +61,61 @@ if [ ! -b /dev/vda ]; then
     finish
 fi
 
+# The kernel NFS server, NFSv4 only (so neither rpcbind nor statd): nfsd
+# and mountd (which answers nfsd's export upcalls) from Debian's
+# nfs-kernel-server. Started at boot, so that its grace period (no OPEN
+# before it ends; 10 s, the least) passes while other filesystems are tested.
+nfs_server_start() {
+    ip link set lo up
+    mkdir -p /proc/fs/nfsd /var/lib/nfs/v4recovery /srv /run
+    mount -t nfsd nfsd /proc/fs/nfsd &&
+        echo 10 > /proc/fs/nfsd/nfsv4leasetime &&
+        echo 10 > /proc/fs/nfsd/nfsv4gracetime &&
+        : > /etc/exports && : > /var/lib/nfs/etab && : > /var/lib/nfs/rmtab &&
+        /usr/sbin/rpc.mountd -N 2 -N 3 --no-udp &&
+        /usr/sbin/rpc.nfsd -N 3 --no-udp -p 2049 4
+}
+case ",$(arg fs)," in
+*,nfs,*)
+    nfs_server_start > /tmp/nfsd.log 2>&1 || { cat /tmp/nfsd.log > /dev/console; say "GUEST-FS nfs: FAILED nfsd did not start"; }
+    ;;
+esac
+
 # Full paths: busybox sh runs its own applets (mke2fs, mount) before $PATH.
 mkfs_for() {
     case "$1" in
     f2fs) /usr/sbin/mkfs.f2fs -q -f /dev/vda ;;
-    ext4) /usr/sbin/mkfs.ext4 -q -F -b 4096 -E lazy_itable_init=1,lazy_journal_init=1 /dev/vda ;;
+    ext4 | nfs) /usr/sbin/mkfs.ext4 -q -F -b 4096 -E lazy_itable_init=1,lazy_journal_init=1 /dev/vda ;;
     xfs) /usr/sbin/mkfs.xfs -q -f /dev/vda ;;
     btrfs) /usr/sbin/mkfs.btrfs -q -f /dev/vda ;;
     *) echo "unknown filesystem $1"; return 1 ;;
     esac
 }
 
+# Mount the filesystem to test at /mnt. nfs: an ext4 at /srv, exported to
+# 127.0.0.1 and mounted over NFSv4.2 (the kernel parses the options itself:
+# no mount.nfs helper, so the address is given). No fsid=0 export: the
+# NFSv4 pseudo-root is /, so tests can export more (stackfs::NfsMount).
+mount_fs() {
+    case "$1" in
+    nfs)
+        mount -t ext4 -o noinit_itable /dev/vda /srv &&
+            /usr/sbin/exportfs -o rw,sync,no_root_squash,no_subtree_check,insecure 127.0.0.1:/srv &&
+            /usr/sbin/mount -i -t nfs4 -o vers=4.2,addr=127.0.0.1,clientaddr=127.0.0.1 127.0.0.1:/srv /mnt
+        ;;
+    ext4) mount -t ext4 -o noinit_itable /dev/vda /mnt ;;
+    *) mount -t "$1" /dev/vda /mnt ;;
+    esac
+}
+umount_fs() {
+    umount /mnt || return 1
+    if [ "$1" = nfs ]; then
+        /usr/sbin/exportfs -u 127.0.0.1:/srv && umount /srv
+    fi
+}
+
 for fs in $FILESYSTEMS; do
-    opts=
-    [ "$fs" = ext4 ] && opts="-o noinit_itable"
-    # shellcheck disable=SC2086
-    if ! mkfs_for "$fs" > /tmp/mkfs.log 2>&1 || ! mount -t "$fs" $opts /dev/vda /mnt 2>> /tmp/mkfs.log; then
+    if ! mkfs_for "$fs" > /tmp/mkfs.log 2>&1 || ! mount_fs "$fs" >> /tmp/mkfs.log 2>&1; then
         cat /tmp/mkfs.log > /dev/console
         say "GUEST-FS $fs: FAILED mkfs or mount"
         continue
@@ -111,6 +152,6 @@ for fs in $FILESYSTEMS; do
         done < /tmp/list
     done
     rm -rf /mnt/test /mnt/tmp
-    umount /mnt || say "GUEST-FS $fs: FAILED umount"
+    umount_fs "$fs" || say "GUEST-FS $fs: FAILED umount"
 done
 finish

@@ -2,8 +2,10 @@
 # The kernel and filesystem matrix: boot Debian's Linux 6.12 (trixie:
 # cachestat, no RWF_DONTCACHE) and Linux 6.1 (bookworm: neither) in QEMU,
 # each kernel once, and run ubio's contract tests on f2fs, ext4, xfs and
-# btrfs inside each, so the emulated path is proven on real older kernels
-# and on a filesystem (f2fs) this machine's kernel does not have.
+# btrfs inside each, and on an NFS client mount in the 6.12 guest (a kernel
+# NFS server in the guest exports an ext4 over loopback), so the emulated
+# path is proven on real older kernels and on filesystems (f2fs, nfs) this
+# machine's kernel does not have.
 #
 #   scripts/guest/run.sh
 #
@@ -18,11 +20,14 @@
 #    host runs) the newest linux-image-<series>*-amd64 of the generic
 #    flavour (it has f2fs), and busybox-static; extract the PVH vmlinux
 #    from vmlinuz (xz or zstd) and the modules for virtio-blk, loop, ext4,
-#    xfs, btrfs, f2fs and their dependencies (modules.dep from `busybox
-#    depmod`; xz-compressed modules are unpacked) into a modules cpio.
+#    xfs, btrfs, f2fs, nfsd, nfsv4 and their dependencies (modules.dep from
+#    `busybox depmod`; xz-compressed modules are unpacked) into a modules
+#    cpio. With NFS: nfs-kernel-server and libwrap0 of the host's release,
+#    downloaded and extracted (never installed).
 # 3. A base initramfs (uncompressed cpio) for every kernel: busybox,
-#    mkfs.f2fs, mke2fs, mkfs.xfs, mkfs.btrfs, losetup and mount with their
-#    libraries, and scripts/guest/init.sh as /init.
+#    mkfs.f2fs, mke2fs, mkfs.xfs, mkfs.btrfs, losetup and mount, and
+#    rpc.nfsd, rpc.mountd and exportfs, with their libraries, and
+#    scripts/guest/init.sh as /init.
 # 4. cargo builds `ubio` and the contract test binaries statically (glibc
 #    crt-static, in target/guest) and appends them as a last cpio.
 # 5. qemu-system-x86_64 with KVM if a quick boot check passes there, else
@@ -37,8 +42,9 @@
 #    are removed on exit, failure or Ctrl-C.
 #
 # Environment: UBIO_GUEST_KERNELS (default "6.12 6.1"), UBIO_GUEST_FS
-# (default "f2fs ext4 xfs btrfs"), UBIO_GUEST_STREAM_MB (the contract's big
-# streams, default 128: twice the 64 MiB read bound, four times the write
+# (default "f2fs ext4 xfs btrfs"), UBIO_GUEST_NFS (the kernels whose guest
+# also tests nfs after those, default 6.12; empty for none),
+# UBIO_GUEST_STREAM_MB (the contract's big streams, default 128: twice the 64 MiB read bound, four times the write
 # bound), UBIO_GUEST_TIMEOUT (seconds for the guests, default 3600: a run
 # takes 33 minutes on this 2-core VM while five other builds run),
 # UBIO_GUEST_ACCEL (kvm or tcg, to skip the check), UBIO_GUEST_KEEP_LOG (a
@@ -54,6 +60,9 @@ STREAM_MB=${UBIO_GUEST_STREAM_MB:-128}
 TIMEOUT=${UBIO_GUEST_TIMEOUT:-3600}
 CACHE=${UBIO_GUEST_CACHE:-$HOME/.cache/ubio-guest}
 TESTS="contract_cache contract_io contract_faults"
+# Kernels whose guest also tests an NFS client mount (a kernel NFS server
+# in the guest exports an ext4 over loopback): the host kernel has neither.
+NFS_KERNELS=${UBIO_GUEST_NFS-6.12}
 
 # The Debian release that ships each kernel series.
 suite_of() {
@@ -75,6 +84,12 @@ expect_of() { # series -> "cachestat dontcache auto"
     echo "$cs $dc emulated"
 }
 for k in $KERNELS; do suite_of "$k" > /dev/null; done
+# The filesystems tested in a kernel's guest, in order.
+fs_of() { # series
+    local n out=$FILESYSTEMS
+    case " $out " in *" nfs "*) ;; *) for n in $NFS_KERNELS; do [ "$n" = "$1" ] && out+=" nfs"; done ;; esac
+    echo $out
+}
 
 started=$SECONDS
 phase_start=$SECONDS
@@ -188,7 +203,10 @@ fi
 phase download
 
 # The kernel: PVH vmlinux (boots directly, no decompression under TCG) and
-# a cpio of the modules, in load order.
+# a cpio of the modules, in load order (the NFS server and client ones in
+# every kernel: loaded, they cost nothing where NFS is not tested).
+guest_nfs_modules="nfsd nfsv4 nfs"
+modkey=$(echo "$guest_nfs_modules" | sha256sum | cut -c1-8)
 extract_kernel() { # series
     local k=$1 d=${kdir[$1]} krel=${kpkg[$1]#linux-image-} vmlinuz off magic unpack mods dep name path seen m
     echo "== guest: extracting ${kpkg[$k]} ${kver[$k]}"
@@ -223,7 +241,7 @@ extract_kernel() { # series
         order+=("$m")
     }
     for name in crc32c_generic crc32c-intel crc32_generic xxhash_generic blake2b_generic sha256_generic \
-        virtio_pci virtio_blk loop ext4 xfs btrfs f2fs; do
+        virtio_pci virtio_blk loop ext4 xfs btrfs f2fs $guest_nfs_modules; do
         path=$(awk -F: -v n="/$name.ko" '!p && (substr($1, length($1) - length(n) + 1) == n ||
             substr($1, length($1) - length(n) - 2) == n ".xz") {print $1; p = 1}' "$dep")
         [ -n "$path" ] && add "$path"
@@ -240,16 +258,33 @@ extract_kernel() { # series
     done
     (cd "$d/root" && find . | LC_ALL=C sort | cpio -o -H newc --quiet) > "$d/modules.cpio"
     rm -rf "$d/pkg" "$d/root"
-    touch "$d/ok"
+    touch "$d/ok-$modkey"
 }
 for k in $KERNELS; do
-    [ -f "${kdir[$k]}/ok" ] || extract_kernel "$k"
+    [ -f "${kdir[$k]}/ok-$modkey" ] || extract_kernel "$k"
 done
+
+# The NFS server's userspace (rpc.nfsd, rpc.mountd, exportfs) from the
+# host's Debian release, whose libraries the other tools bring: apt-get
+# download and extract, never installed (its package starts services).
+nfsdir=
+if [ -n "$NFS_KERNELS" ]; then
+    hsuite=$(. /etc/os-release && echo "$VERSION_CODENAME")
+    [ -f "$CACHE/apt-$hsuite/sources.list" ] || apt_update "$hsuite"
+    nfsdir="$CACHE/nfs"
+    nfsvers=
+    for p in nfs-kernel-server libwrap0; do
+        v=$(apt_in "$hsuite" apt-cache policy "$p" | awk '/Candidate:/ {print $2}')
+        deb=$(fetch "$hsuite" "$p" "$v") || { echo "guest: apt-get download $p=$v failed" >&2; exit 1; }
+        nfsvers+="$p=$v "
+        [ -f "$nfsdir/ok-$p-$v" ] || { dpkg-deb -x "$deb" "$nfsdir" && touch "$nfsdir/ok-$p-$v"; }
+    done
+fi
 
 # 3. The base initramfs: busybox, filesystem tools and their libraries, /init.
 tools="mkfs.f2fs mkfs.ext4 mkfs.xfs mkfs.btrfs losetup mount umount"
 toolver=$(dpkg-query -W -f '${Version} ' f2fs-tools e2fsprogs xfsprogs btrfs-progs util-linux mount 2>/dev/null || true)
-key=$(cat scripts/guest/init.sh - <<<"$bbver $toolver" | sha256sum | cut -c1-16)
+key=$(cat scripts/guest/init.sh - <<<"$bbver $toolver ${nfsvers:-}" | sha256sum | cut -c1-16)
 base="$CACHE/base-$key.cpio"
 if [ ! -f "$base" ]; then
     echo "== guest: building the base initramfs ($key)"
@@ -262,11 +297,21 @@ if [ ! -f "$base" ]; then
     echo "root:x:0:0:root:/:/bin/sh" > "$r/etc/passwd"
     echo "nobody:x:65534:65534:nobody:/:/bin/sh" >> "$r/etc/passwd"
     printf 'root:x:0:\nnogroup:x:65534:\n' > "$r/etc/group"
-    for t in $tools; do
-        p=$(command -v "$t")
-        cp -L "$p" "$r/usr/sbin/$t"
-        for lib in $(ldd "$p" | awk '/=> \// {print $3} /^\t\/lib64/ {print $1}'); do
-            cp -Ln "$lib" "$r$lib" 2>/dev/null || { mkdir -p "$r$(dirname "$lib")"; cp -Ln "$lib" "$r$lib"; }
+    paths=()
+    for t in $tools; do paths+=("$(command -v "$t")"); done
+    if [ -n "$nfsdir" ]; then
+        for t in rpc.nfsd rpc.mountd exportfs; do paths+=("$nfsdir/usr/sbin/$t"); done
+        mkdir -p "$r/var/lib/nfs"
+        cp /etc/netconfig "$r/etc/netconfig"
+        printf '127.0.0.1 localhost\n' > "$r/etc/hosts"
+    fi
+    for p in "${paths[@]}"; do
+        cp -L "$p" "$r/usr/sbin/${p##*/}"
+        for lib in $(LD_LIBRARY_PATH=${nfsdir:+$nfsdir/usr/lib/x86_64-linux-gnu} ldd "$p" |
+            awk '/=> \// {print $3} /^\t\/lib64/ {print $1}'); do
+            [ -e "$r${lib#"$nfsdir"}" ] && continue
+            mkdir -p "$r$(dirname "${lib#"$nfsdir"}")"
+            cp -L "$lib" "$r${lib#"$nfsdir"}"
         done
     done
     (cd "$r" && find . | LC_ALL=C sort | cpio -o -H newc --quiet) > "$base.tmp"
@@ -376,12 +421,11 @@ if [ -z "$accel" ]; then
 fi
 phase accel-check
 
-fs_csv=$(echo "$FILESYSTEMS" | tr ' ' ,)
 pids=()
 declare -A kpid
 for k in $KERNELS; do
-    echo "== guest: booting ${kpkg[$k]} ${kver[$k]} with $accel (-smp 2, 3 GiB), filesystems: $FILESYSTEMS, streams of $STREAM_MB MiB"
-    qemu_start "$accel" "$k" "$work/console-$k.log" "ubio.fs=$fs_csv ubio.stream_mb=$STREAM_MB"
+    echo "== guest: booting ${kpkg[$k]} ${kver[$k]} with $accel (-smp 2, 3 GiB), filesystems: $(fs_of "$k"), streams of $STREAM_MB MiB"
+    qemu_start "$accel" "$k" "$work/console-$k.log" "ubio.fs=$(fs_of "$k" | tr ' ' ,) ubio.stream_mb=$STREAM_MB"
     pids+=("$qemu_pid")
     kpid[$k]=$qemu_pid
 done
@@ -410,7 +454,7 @@ for k in $KERNELS; do
         echo "GUEST-RESULT $k all: FAILED (the guest never started /init)"
         kfail=1
     fi
-    for fs in $FILESYSTEMS; do
+    for fs in $(fs_of "$k"); do
         why=()
         probe=$(grep -m1 "^GUEST-PROBE $fs " "$log" || true)
         cs=$(echo "$probe" | sed -nE 's/.*"cachestat": \{ "available": ([a-z]+).*/\1/p')
@@ -443,6 +487,9 @@ for k in $KERNELS; do
         fi
         yn() { case "$1" in true) echo yes ;; false) echo no ;; *) echo "?" ;; esac; }
         what="cachestat $(yn "$cs"), RWF_DONTCACHE $(yn "$dc"), auto ${auto:-?}; $(IFS=,; echo "${parts[*]}" | sed 's/,/, /g') passed; ${fs_secs}s"
+        # Cases that ran but could not inject their fault on this filesystem.
+        n=$(grep -c ": device faults are injected under local filesystems only, not under $fs\$" "$log" || true)
+        [ "$n" -gt 0 ] && what+="; $n device-fault cases inject nothing under $fs"
         if [ "${#why[@]}" -eq 0 ]; then
             echo "GUEST-RESULT $k $fs: ok ($what)"
         else

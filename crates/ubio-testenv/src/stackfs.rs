@@ -1,6 +1,6 @@
 //! Filesystems stacked on a directory, for the contract tests: an overlayfs
-//! mount (a container's root) and a bindfs FUSE mount (a passthrough
-//! daemon). Each lives in a temporary directory under `parent`, and is
+//! mount (a container's root), a bindfs FUSE mount (a passthrough daemon)
+//! and an NFS mount of a directory the kernel NFS server exports. Each lives in a temporary directory under `parent`, and is
 //! unmounted and removed when dropped, or by the cleanup guard when the test
 //! process is interrupted. Needs root.
 
@@ -44,17 +44,54 @@ pub struct Overlay {
 
 impl Overlay {
     pub fn mount(parent: &Path) -> io::Result<Overlay> {
-        let tmp = make_dirs(parent, "ubio-ovl-", &["lower", "upper", "work", "mnt"])?;
+        Self::mount_with(parent, false)
+    }
+
+    /// An overlay whose layers cannot be found from /proc/self/mountinfo:
+    /// they are mounted through a bind mount of another directory, detached
+    /// (`umount --lazy`) once the overlay is up, so the paths in its options
+    /// name empty directories, as inside a container whose layers live in
+    /// another mount namespace. `lower` and `upper` still name the real
+    /// layers, for the test's own cachestat().
+    pub fn mount_hidden(parent: &Path) -> io::Result<Overlay> {
+        Self::mount_with(parent, true)
+    }
+
+    fn mount_with(parent: &Path, hidden: bool) -> io::Result<Overlay> {
+        let tmp = make_dirs(
+            parent,
+            "ubio-ovl-",
+            &["lower", "upper", "work", "mnt", "shown"],
+        )?;
         let d = tmp.path();
         let mnt = d.join("mnt");
+        // The directory the overlay's options name: `d` itself, or `shown`,
+        // a bind mount of `d` detached after mounting.
+        let named = if hidden {
+            d.join("shown")
+        } else {
+            d.to_path_buf()
+        };
+        let mount = crate::require_tool("mount")?;
+        let mut bound = None;
+        if hidden {
+            crate::run_tool(
+                &mount,
+                &["--bind".as_ref(), d.as_os_str(), named.as_os_str()],
+            )?;
+            let n = named.clone();
+            bound = Some(cleanup::register(
+                format!("umount {}", n.display()),
+                move || unmount(&n),
+            ));
+        }
         let opts = format!(
             "lowerdir={},upperdir={},workdir={}",
-            d.join("lower").display(),
-            d.join("upper").display(),
-            d.join("work").display()
+            named.join("lower").display(),
+            named.join("upper").display(),
+            named.join("work").display()
         );
-        let mount = crate::require_tool("mount")?;
-        crate::run_tool(
+        let mounted = crate::run_tool(
             &mount,
             &[
                 "-t".as_ref(),
@@ -64,7 +101,11 @@ impl Overlay {
                 opts.as_ref(),
                 mnt.as_ref(),
             ],
-        )?;
+        );
+        // Unmounted (lazily if busy): the overlay keeps its layers, and the
+        // path its options name is an empty directory again.
+        drop(bound);
+        mounted?;
         let m = mnt.clone();
         let guard = cleanup::register(format!("umount {}", mnt.display()), move || unmount(&m));
         Ok(Overlay {
@@ -158,5 +199,57 @@ impl Drop for Bindfs {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+}
+
+/// `dir` exported by the kernel NFS server to 127.0.0.1 and mounted over
+/// NFSv4.2 at `mnt` (a temporary directory under `parent`); unexported and
+/// unmounted when dropped. Needs nfsd and mountd running (the 6.12 test
+/// guest starts them) and exportfs.
+pub struct NfsMount {
+    pub mnt: PathBuf,
+    _cleanup: CleanupGuard,
+    _tmp: tempfile::TempDir,
+}
+
+impl NfsMount {
+    pub fn export(dir: &Path, parent: &Path) -> io::Result<NfsMount> {
+        let exportfs = crate::require_tool("exportfs")?;
+        let mount = crate::require_tool("mount")?;
+        let tmp = make_dirs(parent, "ubio-nfs-", &["mnt"])?;
+        let mnt = tmp.path().join("mnt");
+        let client = format!("127.0.0.1:{}", dir.display());
+        crate::run_tool(
+            &exportfs,
+            &[
+                "-o".as_ref(),
+                "rw,sync,no_root_squash,no_subtree_check,insecure".as_ref(),
+                client.as_ref(),
+            ],
+        )?;
+        let (m, c, e) = (mnt.clone(), client.clone(), exportfs.clone());
+        let guard = cleanup::register(format!("umount {}", mnt.display()), move || {
+            unmount(&m);
+            let _ = Command::new(&e).arg("-u").arg(&c).status();
+        });
+        // The kernel parses the options itself (no mount.nfs helper): -i,
+        // and the address given.
+        crate::run_tool(
+            &mount,
+            &[
+                "-i".as_ref(),
+                "-t".as_ref(),
+                "nfs4".as_ref(),
+                "-o".as_ref(),
+                "vers=4.2,addr=127.0.0.1,clientaddr=127.0.0.1".as_ref(),
+                client.as_ref(),
+                mnt.as_ref(),
+            ],
+        )?;
+        Ok(NfsMount {
+            mnt,
+            _cleanup: guard,
+            _tmp: tmp,
+        })
     }
 }

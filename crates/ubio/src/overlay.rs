@@ -14,6 +14,12 @@
 //! through a descriptor opened before then go to the new upper file from
 //! the next call on (measured on 6.18). [`RealFile::current`] notices the
 //! upper appearing and switches to it.
+//!
+//! Where the real file cannot be found (the layers are not reachable from
+//! this mount namespace, as inside a container, or were detached after
+//! mounting), streams fall back to what overlayfs forwards to the real
+//! file: mmap (so mincore() sees its pages), fadvise() and fdatasync()
+//! ([`fallback_note`], [`crate::tracker::Tracker::set_overlay_fallback`]).
 
 use crate::sys;
 use std::fs::File;
@@ -165,6 +171,17 @@ pub fn unescape_mountinfo(s: &str) -> String {
         }
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// What a stream or the probe says when the real file cannot be found
+/// (`e`, from [`RealFile::open`]) and it falls back to the overlay
+/// descriptor.
+pub fn fallback_note(e: &io::Error) -> String {
+    format!(
+        "overlayfs: the real file behind this descriptor cannot be found ({e}); falling back to \
+         what overlayfs forwards: residency from mincore() of the overlay's mapping, drops and \
+         writeback starts with fadvise(DONTNEED), waits with fdatasync() of the whole file"
+    )
 }
 
 /// How often a stream on a lower file looks for its copy-up.

@@ -122,10 +122,19 @@ fn probe_fs(fd: BorrowedFd<'_>, st: &libc::stat) -> io::Result<FsCaps> {
         (Err(e), _) => Support::no(format!("could not open the file for reading to probe: {e}")),
         (Ok(r), true) => probe_dontcache(r.fd(), st.st_size as u64),
     };
-    let (direct_io, dio_align) = if regular {
-        probe_direct(fd)
-    } else {
+    let (direct_io, dio_align) = if !regular {
         (Support::no("not a regular file"), None)
+    } else if magic.direct_io_drops_file_cache() {
+        (
+            Support::no(format!(
+                "O_DIRECT on {} writes back and drops the whole file's page cache, others' pages \
+                 included: not used",
+                magic.name()
+            )),
+            None,
+        )
+    } else {
+        probe_direct(fd)
     };
     Ok(FsCaps {
         fs_type: magic.name(),
@@ -237,14 +246,44 @@ pub struct Verified {
 /// holds the pages: `fd`'s own, or an overlay's real file), drop it, and
 /// where `scratch` (a file of the caller's own, such as an O_TMPFILE) write
 /// a page and write it back. A page cached beforehand is left alone and
-/// nothing is claimed.
-pub fn verify(fd: BorrowedFd<'_>, pages: BorrowedFd<'_>, scratch: bool) -> Verified {
+/// nothing is claimed. `through_overlay`: `fd` is an overlay descriptor
+/// whose real file was not found; look with mincore() of its mapping (which
+/// is the real file's) and write back with fdatasync(), as streams then do.
+pub fn verify(
+    fd: BorrowedFd<'_>,
+    pages: BorrowedFd<'_>,
+    scratch: bool,
+    through_overlay: bool,
+) -> Verified {
     let page = sys::page_size();
     let mut v = Verified::default();
-    let cached = |r: std::ops::Range<u64>| {
-        sys::cachestat(pages, r).map(|c| (c.nr_cache, c.nr_dirty + c.nr_writeback))
+    let cached = |r: std::ops::Range<u64>| match through_overlay {
+        // Dirty pages cannot be told: every resident page may be.
+        true => sys::mincore_resident(pages, r.start, r.end - r.start).map(|n| (n, n)),
+        false => sys::cachestat(pages, r).map(|c| (c.nr_cache, c.nr_dirty + c.nr_writeback)),
     };
-    if scratch {
+    if scratch && through_overlay {
+        let buf = vec![0x5au8; page as usize];
+        let wrote = sys::pwritev2(fd, &[io::IoSlice::new(&buf)], Some(0), RwFlags::NONE);
+        v.writeback_works = Some(match (wrote, cached(0..page)) {
+            (Err(e), _) => Support::no(format!("pwrite: {e}")),
+            (_, Err(e)) => Support::no(format!("mincore: {e}")),
+            (Ok(_), Ok((0, _))) => Support::no(
+                "mincore() saw no page after a write through this descriptor",
+            ),
+            // Dirty pages stay after fadvise(DONTNEED): gone means written back.
+            (Ok(_), Ok(_)) => match sys::fdatasync(fd)
+                .and_then(|()| sys::fadvise(fd, 0, page, sys::Advice::DontNeed))
+                .and_then(|()| cached(0..page))
+            {
+                Ok((0, _)) => Support::yes(
+                    "a page written through this descriptor was written back by fdatasync() and dropped",
+                ),
+                Ok((n, _)) => Support::no(format!("{n} pages still cached after fdatasync() and fadvise(DONTNEED)")),
+                Err(e) => Support::no(format!("fdatasync/fadvise/mincore: {e}")),
+            },
+        });
+    } else if scratch {
         let buf = vec![0x5au8; page as usize];
         let wrote = sys::pwritev2(fd, &[io::IoSlice::new(&buf)], Some(0), RwFlags::NONE);
         v.writeback_works = Some(match (wrote, cached(0..page)) {
@@ -276,7 +315,7 @@ pub fn verify(fd: BorrowedFd<'_>, pages: BorrowedFd<'_>, scratch: bool) -> Verif
     let off = (size - 1) / page * page;
     match cached(off..off + page) {
         Err(e) => {
-            v.sees_reads = Some(Support::no(format!("cachestat: {e}")));
+            v.sees_reads = Some(Support::no(format!("cachestat/mincore: {e}")));
             return v;
         }
         Ok((n, _)) if n > 0 => return v,
@@ -295,15 +334,16 @@ pub fn verify(fd: BorrowedFd<'_>, pages: BorrowedFd<'_>, scratch: bool) -> Verif
     match cached(off..off + page) {
         Ok((0, _)) => {
             v.sees_reads = Some(Support::no(
-                "cachestat() counted none of the page a read through this descriptor just brought in",
+                "the page a read through this descriptor just brought in was not counted",
             ));
             // Drop it anyway, through the descriptor (fadvise is forwarded on overlayfs).
             let _ = sys::fadvise(fd, off, page, sys::Advice::DontNeed);
         }
         Ok(_) => {
-            v.sees_reads = Some(Support::yes(
-                "cachestat() counted the page a read through this descriptor brought in",
-            ));
+            v.sees_reads = Some(Support::yes(match through_overlay {
+                true => "mincore() of the overlay's mapping counted the page a read through this descriptor brought in",
+                false => "cachestat() counted the page a read through this descriptor brought in",
+            }));
             let _ = sys::fadvise(pages, off, page, sys::Advice::DontNeed);
             v.drop_works = Some(match cached(off..off + page) {
                 Ok((0, _)) => Support::yes("fadvise(DONTNEED) dropped it"),
@@ -313,7 +353,7 @@ pub fn verify(fd: BorrowedFd<'_>, pages: BorrowedFd<'_>, scratch: bool) -> Verif
                 Err(e) => Support::no(format!("cachestat: {e}")),
             });
         }
-        Err(e) => v.sees_reads = Some(Support::no(format!("cachestat: {e}"))),
+        Err(e) => v.sees_reads = Some(Support::no(format!("cachestat/mincore: {e}"))),
     }
     v
 }
@@ -331,22 +371,24 @@ fn probe_fd_scratch(fd: BorrowedFd<'_>, path: Option<&Path>, scratch: bool) -> i
         (fs.magic == FsMagic::OVERLAYFS && regular).then(|| crate::overlay::RealFile::open(fd));
     let real_file = real.as_ref().map(|r| match r {
         Ok(r) => Support::yes(format!("{} ({} layer)", r.path().display(), r.layer())),
-        Err(e) => Support::no(format!(
-            "overlayfs: the real file cannot be found ({e}); cachestat() and sync_file_range() \
-             see only the overlay's empty mapping, so nothing is dropped"
-        )),
+        Err(e) => Support::no(crate::overlay::fallback_note(e)),
     });
     let real_fd = match &real {
         Some(Ok(r)) => File::open(r.path()).ok(),
         _ => None,
     };
     let pages = real_fd.as_ref().map_or(fd, |f| f.as_fd());
+    // The real file not found: look through the overlay's mapping, as streams do.
+    let through_overlay = matches!(real, Some(Err(_)));
     let verified = if regular && !fs.pseudo {
-        verify(fd, pages, scratch)
+        verify(fd, pages, scratch, through_overlay)
     } else {
         Verified::default()
     };
     let cachestat = match sys::cachestat(pages, sys::FileRange::WHOLE) {
+        Ok(_) if through_overlay => Support::no(
+            "cachestat() on an overlay descriptor counts the overlay's own, empty, mapping",
+        ),
         Ok(_) => Support::yes("cachestat() works on this file"),
         Err(e) => match Fallback::of(&e) {
             Some(Fallback::NotPermitted) => {
@@ -359,8 +401,7 @@ fn probe_fd_scratch(fd: BorrowedFd<'_>, path: Option<&Path>, scratch: bool) -> i
     let blind = crate::residency::blindness(pages);
     let flags = sys::getfl(fd).unwrap_or(0);
     // Residency is known only where a read's page was seen (or nothing could be read).
-    let seen =
-        verified.sees_reads.as_ref().is_none_or(|s| s.available) && !matches!(real, Some(Err(_)));
+    let seen = verified.sees_reads.as_ref().is_none_or(|s| s.available);
     let choice = choose(
         BackendKind::Auto,
         &fs,
@@ -382,6 +423,12 @@ fn probe_fd_scratch(fd: BorrowedFd<'_>, path: Option<&Path>, scratch: bool) -> i
             .map(|c| c.backend)
             .unwrap_or(BackendKind::Buffered),
         auto_reason: match choice {
+            Ok(c) if through_overlay && c.managed => {
+                format!(
+                    "{}; through the overlay descriptor (its real file was not found)",
+                    c.reason
+                )
+            }
             Ok(c) => c.reason,
             Err(e) => e.to_string(),
         },

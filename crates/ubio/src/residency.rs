@@ -264,6 +264,10 @@ pub struct Residency {
     blind: Option<Blindness>,
     /// A read-only descriptor for mincore() when the stream's own is write-only.
     mincore_fd: Option<std::fs::File>,
+    /// Look with mincore() only: cachestat() sees another mapping than the
+    /// one I/O fills (an overlay descriptor whose real file is not found;
+    /// its mmap maps the real file).
+    mincore_only: bool,
     pub snapshots: u64,
 }
 
@@ -288,6 +292,11 @@ impl Residency {
 
     pub fn blindness(&self) -> Option<&Blindness> {
         self.blind.as_ref()
+    }
+
+    /// From now on look with mincore() only (see `mincore_only`).
+    pub fn use_mincore_only(&mut self) {
+        self.mincore_only = true;
     }
 
     /// Pages (4 KiB) that were cached before the stream and are left alone.
@@ -361,7 +370,11 @@ impl Residency {
 
     fn snapshot(&mut self, fd: BorrowedFd<'_>, range: Range<u64>) {
         self.snapshots += 1;
-        match sys::cachestat(fd, range.clone()) {
+        let stat = match self.mincore_only {
+            true => Err(io::Error::other("cachestat() sees another mapping")),
+            false => sys::cachestat(fd, range.clone()),
+        };
+        match stat {
             Ok(cs) if cs.nr_cache == 0 => {
                 self.known.insert(range);
             }
@@ -467,7 +480,7 @@ pub fn blindness(fd: BorrowedFd<'_>) -> Option<Blindness> {
 
 /// mincore() tells the truth for files the caller owns or can write
 /// (mm/mincore.c: can_do_mincore()).
-fn mincore_trustworthy(fd: BorrowedFd<'_>) -> bool {
+pub(crate) fn mincore_trustworthy(fd: BorrowedFd<'_>) -> bool {
     let euid = sys::geteuid();
     euid == 0
         || sys::fstat(fd).is_ok_and(|st| st.st_uid == euid)

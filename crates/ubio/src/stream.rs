@@ -74,6 +74,9 @@ pub struct Stats {
     /// Drops that left the pages they were meant to take: not zero means
     /// the drops do not work on this file (a warning is logged once).
     pub drops_without_effect: u64,
+    /// Why the stream works through the overlay descriptor with what
+    /// overlayfs forwards (its real file was not found), if it does.
+    pub overlay_fallback: Option<String>,
 }
 
 /// A failed write: its own error, or an earlier writeback's, reported now.
@@ -114,7 +117,7 @@ impl Stream {
         let flags = sys::getfl(fd)?;
         let fs = probe::fs_caps(fd, &st)?;
         // On overlayfs the pages are the real upper or lower file's.
-        let (real, overlay_blind) = match fs.magic == sys::FsMagic::OVERLAYFS && regular {
+        let (real, fallback) = match fs.magic == sys::FsMagic::OVERLAYFS && regular {
             false => (None, None),
             true => match RealFile::open(fd) {
                 Ok(r) => {
@@ -126,17 +129,21 @@ impl Stream {
                     (Some(r), None)
                 }
                 Err(e) => {
-                    let why = Blindness::NoInterface(format!(
-                        "overlayfs: the real file behind this descriptor cannot be found ({e}); \
-                         cachestat() and sync_file_range() see only the overlay's own, empty, mapping"
-                    ));
+                    let why = crate::overlay::fallback_note(&e);
                     log::debug!("{why}");
                     (None, Some(why))
                 }
             },
         };
-        let blind = match (&real, overlay_blind) {
-            (_, Some(why)) => Some(why),
+        let blind = match (&real, &fallback) {
+            // mincore() of the overlay's mapping, which must tell the truth.
+            (_, Some(why)) => {
+                (opts.preserve_cached && !residency::mincore_trustworthy(fd)).then(|| {
+                    Blindness::NoInterface(format!(
+                        "{why}; mincore untrustworthy for a file the caller cannot write"
+                    ))
+                })
+            }
             (Some(r), None) => opts
                 .preserve_cached
                 .then(|| {
@@ -172,6 +179,9 @@ impl Stream {
             let t = Tracker::new(backend.caps(), cfg, blind);
             if let Some(r) = real {
                 t.set_real_file(r);
+            }
+            if let Some(why) = fallback {
+                t.set_overlay_fallback(why);
             }
             t
         });
@@ -345,6 +355,7 @@ impl Stream {
             failed,
             real_file: self.tracker.as_ref().and_then(Tracker::real_file_desc),
             drops_without_effect: counts.drops_without_effect,
+            overlay_fallback: self.tracker.as_ref().and_then(Tracker::overlay_fallback),
         }
     }
 }

@@ -129,6 +129,14 @@ pub struct Tracker {
     /// The real file behind an overlay descriptor: the page-cache calls go
     /// to it instead of the descriptor they are given.
     real: Mutex<Option<RealFile>>,
+    /// Set when the real file behind an overlay descriptor cannot be found:
+    /// why, and that the calls go through the overlay descriptor with only
+    /// what overlayfs forwards (see [`Tracker::set_overlay_fallback`]).
+    fallback: std::sync::OnceLock<String>,
+    /// Written pages drop only after fdatasync() ([`Tracker::try_commit`]).
+    needs_commit: AtomicBool,
+    /// fdatasync() was tried and did not help: do not try again.
+    commit_useless: AtomicBool,
     #[cfg(test)]
     pub(crate) on_wait: std::sync::OnceLock<WaitHook>,
 }
@@ -151,6 +159,9 @@ impl Tracker {
             failed: AtomicBool::new(false),
             counts: Counters::default(),
             real: Mutex::new(None),
+            fallback: std::sync::OnceLock::new(),
+            needs_commit: AtomicBool::new(false),
+            commit_useless: AtomicBool::new(false),
             #[cfg(test)]
             on_wait: std::sync::OnceLock::new(),
         }
@@ -287,8 +298,14 @@ impl Tracker {
             st.waits.push(wait.clone());
             wait_and_drop.push((wait, droppable(&st.residency, vec![r])));
         }
+        // Through an overlay, writeback is started with fadvise(DONTNEED),
+        // which also drops what is clean: only in pages that are the stream's.
+        let start = match self.fallback.get() {
+            Some(_) => droppable(&st.residency, actions.start),
+            None => actions.start,
+        };
         Plan {
-            start: actions.start,
+            start,
             also_wait,
             wait_and_drop,
             ..Plan::default()
@@ -393,18 +410,19 @@ impl Tracker {
         let real_fd = real.as_deref().map_or(fd, AsFd::as_fd);
         let mut done = Vec::new();
         let mut left = Vec::new();
+        // Through an overlay, dirty pages cannot be seen: wait for them all.
+        if self.fallback.get().is_some() {
+            if let Err(e) = sys::fdatasync(fd) {
+                self.record_error(e);
+            }
+        }
         for r in draining {
-            match sys::cachestat(real_fd, r.clone()) {
-                Ok(c) if c.nr_dirty + c.nr_writeback == 0 => done.push(r),
+            match self.cached(real_fd, r.clone()) {
+                Ok(c) if c.dirty_writeback == 0 || c.through_overlay => done.push(r),
                 Ok(c) => {
-                    if c.nr_writeback == 0 {
+                    if c.writeback == 0 {
                         self.counts.writeback_starts.fetch_add(1, Ordering::Relaxed);
-                        if let Err(e) = sys::sync_file_range(
-                            real_fd,
-                            r.start,
-                            r.end - r.start,
-                            SyncFlags::WRITE,
-                        ) {
+                        if let Err(e) = self.start_writeback(real_fd, &r) {
                             self.record_error(e);
                         }
                     }
@@ -435,16 +453,13 @@ impl Tracker {
         if !self.caps.kernel_starts_writeback {
             for r in &plan.start {
                 self.counts.writeback_starts.fetch_add(1, Ordering::Relaxed);
-                if let Err(e) = sys::sync_file_range(fd, r.start, r.end - r.start, SyncFlags::WRITE)
-                {
+                if let Err(e) = self.start_writeback(fd, r) {
                     self.record_error(e);
                 }
             }
         }
         for r in &plan.also_wait {
-            if let Err(e) =
-                sys::sync_file_range(fd, r.start, r.end - r.start, SyncFlags::WRITE_AND_WAIT)
-            {
+            if let Err(e) = self.wait_writeback(fd, r) {
                 self.record_error(e);
             }
         }
@@ -455,19 +470,61 @@ impl Tracker {
             }
             let r = &wait.range;
             let t = Instant::now();
-            let res = sys::sync_file_range(fd, r.start, r.end - r.start, SyncFlags::WRITE_AND_WAIT);
+            let res = self.wait_writeback(fd, r);
             let c = &self.counts;
             c.writeback_waits.fetch_add(1, Ordering::Relaxed);
             c.writeback_wait_nanos
                 .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
             match res {
-                Ok(()) => self.drop_exact(fd, parts, false),
+                Ok(()) => self.drop_exact(fd, parts, false, true),
                 Err(e) => self.record_error(e),
             }
             wait.done.store(true, Ordering::Release);
         }
-        self.drop_exact(fd, plan.drop, false);
-        self.drop_exact(fd, plan.drop_closing, true);
+        self.drop_exact(fd, plan.drop, false, false);
+        self.drop_exact(fd, plan.drop_closing, true, true);
+    }
+
+    /// Start the writeback of `r`: sync_file_range(WRITE), or through an
+    /// overlay fadvise(DONTNEED), which overlayfs forwards and which starts
+    /// the writeback of the real file's dirty pages (mm/fadvise.c).
+    fn start_writeback(&self, fd: BorrowedFd<'_>, r: &Range<u64>) -> io::Result<()> {
+        match self.fallback.get() {
+            Some(_) => sys::fadvise(fd, r.start, r.end - r.start, Advice::DontNeed),
+            None => sys::sync_file_range(fd, r.start, r.end - r.start, SyncFlags::WRITE),
+        }
+    }
+
+    /// Wait for the writeback of `r`: sync_file_range(WRITE|WAIT), or
+    /// through an overlay fdatasync() of the whole file (sync_file_range
+    /// acts on the overlay's own empty mapping and returns at once).
+    fn wait_writeback(&self, fd: BorrowedFd<'_>, r: &Range<u64>) -> io::Result<()> {
+        match self.fallback.get() {
+            Some(_) => sys::fdatasync(fd),
+            None => sys::sync_file_range(fd, r.start, r.end - r.start, SyncFlags::WRITE_AND_WAIT),
+        }
+    }
+
+    /// The pages of `r` in the page cache: cachestat(), or through an
+    /// overlay mincore() of a mapping of the descriptor (overlayfs maps the
+    /// real file), which cannot tell dirty pages.
+    fn cached(&self, fd: BorrowedFd<'_>, r: Range<u64>) -> io::Result<Cached> {
+        if self.fallback.get().is_some() {
+            let readable = residency::readable_fd(fd)?;
+            let cached = sys::mincore_resident(readable.fd(), r.start, r.end - r.start)?;
+            return Ok(Cached {
+                cached,
+                dirty_writeback: cached,
+                writeback: 0,
+                through_overlay: true,
+            });
+        }
+        sys::cachestat(fd, r).map(|c| Cached {
+            cached: c.nr_cache,
+            dirty_writeback: c.nr_dirty + c.nr_writeback,
+            writeback: c.nr_writeback,
+            through_overlay: false,
+        })
     }
 
     fn record_error(&self, e: io::Error) {
@@ -482,11 +539,22 @@ impl Tracker {
 
     /// Drop the pages of `ranges`; `closing`: write back dirty pages in
     /// them first (only at close, where nothing would drop them later).
-    fn drop_exact(&self, fd: BorrowedFd<'_>, ranges: Vec<Range<u64>>, closing: bool) {
+    /// `written`: the ranges hold pages the stream wrote (see `needs_commit`).
+    fn drop_exact(
+        &self,
+        fd: BorrowedFd<'_>,
+        ranges: Vec<Range<u64>>,
+        closing: bool,
+        written: bool,
+    ) {
+        let commit = written && self.needs_commit.load(Ordering::Relaxed);
+        if commit && !ranges.is_empty() {
+            self.commit(fd);
+        }
         for r in ranges {
             let len = r.end - r.start;
-            let stat = sys::cachestat(fd, r.clone());
-            let before = stat.as_ref().map(|c| c.nr_cache).unwrap_or(u64::MAX);
+            let stat = self.cached(fd, r.clone());
+            let before = stat.as_ref().map(|c| c.cached).unwrap_or(u64::MAX);
             if before == 0 {
                 continue;
             }
@@ -494,8 +562,8 @@ impl Tracker {
             // a hole punched or a truncation through its descriptor) would
             // only be queued for writeback by fadvise(DONTNEED), and stay
             // cached: write them back and wait first.
-            if closing && stat.is_ok_and(|c| c.nr_dirty + c.nr_writeback > 0) {
-                if let Err(e) = sys::sync_file_range(fd, r.start, len, SyncFlags::WRITE_AND_WAIT) {
+            if closing && stat.is_ok_and(|c| c.dirty_writeback > 0) {
+                if let Err(e) = self.wait_writeback(fd, &r) {
                     self.record_error(e);
                 }
             }
@@ -505,9 +573,13 @@ impl Tracker {
                 continue;
             }
             if before != u64::MAX {
-                let after = sys::cachestat(fd, r.clone())
-                    .map(|c| c.nr_cache)
+                let mut after = self
+                    .cached(fd, r.clone())
+                    .map(|c| c.cached)
                     .unwrap_or(before);
+                if written && after > 0 && !commit {
+                    after = self.try_commit(fd, &r, after);
+                }
                 self.counts
                     .pages_dropped
                     .fetch_add(before.saturating_sub(after), Ordering::Relaxed);
@@ -515,6 +587,44 @@ impl Tracker {
                     self.note_drop_without_effect(&r, before);
                 }
             }
+        }
+    }
+
+    /// Written pages that are clean yet stay after fadvise(DONTNEED): an
+    /// NFS client keeps pages written with an unstable WRITE until a COMMIT
+    /// (nfs_release_folio() refuses them), which fdatasync() sends. Commit
+    /// and drop again; if that took the pages, commit before every later
+    /// drop of written pages (`needs_commit`), else never try again. Returns
+    /// the pages left.
+    fn try_commit(&self, fd: BorrowedFd<'_>, r: &Range<u64>, left: u64) -> u64 {
+        if self.commit_useless.load(Ordering::Relaxed) {
+            return left;
+        }
+        let clean = self
+            .cached(fd, r.clone())
+            .is_ok_and(|c| c.dirty_writeback == 0 && !c.through_overlay);
+        if !clean {
+            return left;
+        }
+        self.commit(fd);
+        let _ = sys::fadvise(fd, r.start, r.end - r.start, Advice::DontNeed);
+        let now = self.cached(fd, r.clone()).map_or(left, |c| c.cached);
+        if now < left {
+            log::debug!(
+                "written pages dropped only after fdatasync() (unstable writes, as on NFS): \
+                 committing before each drop of written pages"
+            );
+            self.needs_commit.store(true, Ordering::Relaxed);
+        } else {
+            self.commit_useless.store(true, Ordering::Relaxed);
+        }
+        now
+    }
+
+    /// fdatasync(): commits what was written (NFS) and reports writeback errors.
+    fn commit(&self, fd: BorrowedFd<'_>) {
+        if let Err(e) = sys::fdatasync(fd) {
+            self.record_error(e);
         }
     }
 
@@ -538,6 +648,24 @@ impl Tracker {
     /// Use `real` (the file behind an overlay descriptor) for every page-cache call.
     pub fn set_real_file(&self, real: RealFile) {
         *self.real.lock().unwrap_or_else(|p| p.into_inner()) = Some(real);
+    }
+
+    /// The real file behind this overlay descriptor cannot be found
+    /// (`why`): go on through the descriptor with what overlayfs forwards
+    /// to the real file. mincore() of a mapping of the descriptor sees the
+    /// real file's pages (overlayfs maps the real file); fadvise() is
+    /// forwarded, and DONTNEED also starts the writeback of dirty pages;
+    /// fdatasync() waits for it. So reads drop behind, writes are written
+    /// behind (each wait syncs the whole file), and pages cached before are
+    /// kept; only dirty pages cannot be counted.
+    pub fn set_overlay_fallback(&self, why: String) {
+        self.state().residency.use_mincore_only();
+        let _ = self.fallback.set(why);
+    }
+
+    /// Why the stream works through the overlay descriptor, if it does.
+    pub fn overlay_fallback(&self) -> Option<String> {
+        self.fallback.get().cloned()
     }
 
     /// Where the pages really are, when that is not the descriptor's file.
@@ -571,6 +699,16 @@ impl Tracker {
             );
         }
     }
+}
+
+/// A range's pages as [`Tracker::cached`] sees them.
+#[derive(Debug, Clone, Copy)]
+struct Cached {
+    cached: u64,
+    /// Through an overlay, unknown: every cached page counts.
+    dirty_writeback: u64,
+    writeback: u64,
+    through_overlay: bool,
 }
 
 /// The parts of `ranges` (widened to chunks, so that large folios go

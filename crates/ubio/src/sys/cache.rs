@@ -145,6 +145,17 @@ pub fn sync_file_range(
     cvt(ret as libc::c_long).map(drop)
 }
 
+/// `fdatasync(fd)`: write back the file's dirty data and wait for it.
+/// Reports (and consumes, for this open file) writeback errors. Unlike
+/// sync_file_range(), overlayfs forwards it to the real file.
+///
+/// See fdatasync(2).
+pub fn fdatasync(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: no pointers are passed.
+    let ret = unsafe { libc::fdatasync(fd.as_raw_fd()) };
+    cvt(ret as libc::c_long).map(drop)
+}
+
 /// What [`cachestat`] reports for a range, in pages.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct CacheStat {

@@ -12,8 +12,8 @@ mod proc;
 mod rw;
 
 pub use cache::{
-    cachestat, fadvise, mincore_range, mincore_resident, sync_file_range, Advice, CacheStat,
-    FileRange, SyncFlags,
+    cachestat, fadvise, fdatasync, mincore_range, mincore_resident, sync_file_range, Advice,
+    CacheStat, FileRange, SyncFlags,
 };
 pub use copy::{copy_file_range, ficlone, mkfifo, seek_data, seek_hole, set_times_nofollow};
 pub use fs::{
