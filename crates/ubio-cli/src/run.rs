@@ -30,7 +30,7 @@ const EXAMPLES_EXACT_AND_BEST_EFFORT: &str = "\
 Examples:
   ubio run -- tar cf /mnt/backup.tar /data
   ubio run --window 64M --log -- rsync -a src/ dst/
-  ubio run --pid 4242          # a backup that is already running
+  ubio run --pid 4242          # a backup that is already running (or: ubio attach 4242)
 
 Two mechanisms cover the program and every process it starts:
   - the shim (LD_PRELOAD), in dynamically linked programs, for files they read and
@@ -76,6 +76,30 @@ pub struct Args {
         value_name = "CMD"
     )]
     command: Vec<OsString>,
+}
+
+/// `ubio attach PID`: the same as `ubio run --pid PID`.
+#[derive(clap::Args)]
+pub struct AttachArgs {
+    /// Dirty + writeback bytes per file (e.g. 16M).
+    #[arg(long, value_parser = crate::size::parse_nonzero)]
+    window: Option<u64>,
+    /// Log the engine's work per file and its CPU time at the end.
+    #[arg(long)]
+    log: bool,
+    /// The running process (its children are followed too).
+    #[arg(value_name = "PID")]
+    pid: u32,
+}
+
+pub fn attach_cmd(a: AttachArgs) -> Result<ExitCode> {
+    run(Args {
+        window: a.window,
+        backend: None,
+        log: a.log,
+        pid: Some(a.pid),
+        command: Vec::new(),
+    })
 }
 
 /// How long the engine waits, at the end, for the writeback of what the

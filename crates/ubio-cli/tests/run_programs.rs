@@ -6,7 +6,8 @@
 //! page cache (cachestat every 2 ms) within 64 MiB and nothing left after
 //! exit; the outputs' dirty + writeback within the engine's stated bound;
 //! pages cached before kept. And `ubio run --pid` on a running reader and
-//! writer, with the same checks, leaving the process undisturbed.
+//! writer (the writer through its alias `ubio attach`), with the same
+//! checks, leaving the process undisturbed.
 //!
 //! Needs the workspace built (`ubio` and libubio_preload.so next to it).
 
@@ -436,8 +437,11 @@ fn attach_to_a_running_reader_and_writer() {
         let pid = prog.id();
         wait_open(pid, &file);
         let sampler = ResidencySampler::follow_all(vec![file.clone()], SAMPLE_EVERY);
+        // Both spellings: `ubio attach PID` is `ubio run --pid PID`.
+        let how: &[&str] = if write { &["attach"] } else { &["run", "--pid"] };
         let ubio = Command::new(UBIO)
-            .args(["run", "--pid", &pid.to_string()])
+            .args(how)
+            .arg(pid.to_string())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
