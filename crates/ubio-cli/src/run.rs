@@ -43,10 +43,13 @@ Two mechanisms cover the program and every process it starts:
     (/proc/PID/fdinfo) every 2-10 ms (faster streams, shorter intervals) and applies
     the same policies through its own descriptor. Best effort: pages passed before it
     first saw a file are the stream's own only if the rest of the file is cold (else
-    kept); a writer cannot be made to wait, so dirty + writeback stays near --window
-    plus what the writer writes between two looks only while the device keeps up
-    (a writer faster than its device is held back by the kernel's dirty limits only);
-    readers through pread() or mmap() move no position and are not seen.
+    kept); readers through pread() or mmap() move no position and are not seen; a
+    writer cannot be made to wait. Writeback starts (on a thread of its own) within
+    a look of half a window written, and pages go once written back, so a writer's
+    dirty + writeback stays within --window + what it wrote - what the device has
+    written back since: about --window + its speed x (a look + the device's latency)
+    on a device as fast as the writer, growing by (writer - device) bytes a second on
+    a slower one, up to the kernel's dirty limits, which then make the writer wait.
 With --pid, only the engine (a running process cannot load the shim); leaving (when
 the process exits, or on Ctrl-C) sends it no signal and leaves nothing open in it.";
 
