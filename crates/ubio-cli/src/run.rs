@@ -44,8 +44,8 @@ Two mechanisms cover the program and every process it starts:
     the same policies through its own descriptor. Best effort: pages passed before it
     first saw a file are the stream's own only if the rest of the file is cold (else
     kept); readers through pread() or mmap() move no position and are not seen; a
-    writer cannot be made to wait. Writeback starts (on a thread of its own) within
-    a look of half a window written, and pages go once written back, so a writer's
+    writer cannot be made to wait. Writeback starts within a look of half a
+    window written, and pages go once written back, so a writer's
     dirty + writeback stays within --window + what it wrote - what the device has
     written back since: about --window + its speed x (a look + the device's latency)
     on a device as fast as the writer, growing by (writer - device) bytes a second on
