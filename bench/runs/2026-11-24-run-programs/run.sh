@@ -11,7 +11,8 @@ D=target/bench-run-programs
 # A copy of the binaries, so that builds between rounds cannot change them.
 mkdir -p $D/bin && cp target/release/ubio target/release/libubio_preload.so $D/bin/
 rm -f $R/runs.jsonl
-for round in 1 2 3; do
+# 3 rounds were planned; 2 ran (README.md).
+for round in 1 2; do
     echo "== round $round $(date -u +%H:%M:%S)"
     /work/bin/measure python3 bench/run_programs.py round --dir $D --ubio $D/bin/ubio --jsonl $R/runs.jsonl
 done
