@@ -63,6 +63,9 @@ enum Command {
         after_help = "Examples:\n  ubio run -- tar cf /mnt/backup.tar /data\n  ubio run --window 64M --log -- rsync -a src/ dst/"
     )]
     Run(run::Args),
+    /// Apply uncached I/O to a running process and its children (`ubio run --pid PID`)
+    #[command(after_help = "Examples:\n  ubio attach 4242          # a backup that is already running\n  ubio attach --log $(pgrep -o restic)")]
+    Attach(run::AttachArgs),
     #[command(
         after_help = "Examples:\n  ubio bench run --workload seq-read --dataset 4G --limit 1G\n  ubio bench compare old/report.json new/report.json"
     )]
@@ -83,6 +86,7 @@ impl Command {
             Command::Evict(_) => "evict",
             Command::Demo(_) => "demo",
             Command::Run(_) => "run",
+            Command::Attach(_) => "attach",
             Command::Bench(_) => "bench",
             Command::Worker(_) => "__worker",
             Command::GenerateDocs(_) => "__generate-docs",
@@ -120,6 +124,7 @@ fn main() -> ExitCode {
         Command::Evict(a) => evict::run(a),
         Command::Demo(a) => demo::run(a),
         Command::Run(a) => run::run(a),
+        Command::Attach(a) => run::attach_cmd(a),
         Command::Bench(a) => bench::run(a),
         Command::Worker(a) => worker::run(a),
         Command::GenerateDocs(a) => docs::run(a),

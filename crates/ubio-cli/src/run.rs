@@ -30,7 +30,7 @@ const EXAMPLES_EXACT_AND_BEST_EFFORT: &str = "\
 Examples:
   ubio run -- tar cf /mnt/backup.tar /data
   ubio run --window 64M --log -- rsync -a src/ dst/
-  ubio run --pid 4242          # a backup that is already running
+  ubio run --pid 4242          # a backup that is already running (or: ubio attach 4242)
 
 Two mechanisms cover the program and every process it starts:
   - the shim (LD_PRELOAD), in dynamically linked programs, for files they read and
@@ -43,10 +43,13 @@ Two mechanisms cover the program and every process it starts:
     (/proc/PID/fdinfo) every 2-10 ms (faster streams, shorter intervals) and applies
     the same policies through its own descriptor. Best effort: pages passed before it
     first saw a file are the stream's own only if the rest of the file is cold (else
-    kept); a writer cannot be made to wait, so dirty + writeback stays near --window
-    plus what the writer writes between two looks only while the device keeps up
-    (a writer faster than its device is held back by the kernel's dirty limits only);
-    readers through pread() or mmap() move no position and are not seen.
+    kept); readers through pread() or mmap() move no position and are not seen; a
+    writer cannot be made to wait. Writeback starts within a look of half a
+    window written, and pages go once written back, so a writer's
+    dirty + writeback stays within --window + what it wrote - what the device has
+    written back since: about --window + its speed x (a look + the device's latency)
+    on a device as fast as the writer, growing by (writer - device) bytes a second on
+    a slower one, up to the kernel's dirty limits, which then make the writer wait.
 With --pid, only the engine (a running process cannot load the shim); leaving (when
 the process exits, or on Ctrl-C) sends it no signal and leaves nothing open in it.";
 
@@ -76,6 +79,30 @@ pub struct Args {
         value_name = "CMD"
     )]
     command: Vec<OsString>,
+}
+
+/// `ubio attach PID`: the same as `ubio run --pid PID`.
+#[derive(clap::Args)]
+pub struct AttachArgs {
+    /// Dirty + writeback bytes per file (e.g. 16M).
+    #[arg(long, value_parser = crate::size::parse_nonzero)]
+    window: Option<u64>,
+    /// Log the engine's work per file and its CPU time at the end.
+    #[arg(long)]
+    log: bool,
+    /// The running process (its children are followed too).
+    #[arg(value_name = "PID")]
+    pid: u32,
+}
+
+pub fn attach_cmd(a: AttachArgs) -> Result<ExitCode> {
+    run(Args {
+        window: a.window,
+        backend: None,
+        log: a.log,
+        pid: Some(a.pid),
+        command: Vec::new(),
+    })
 }
 
 /// How long the engine waits, at the end, for the writeback of what the

@@ -10,8 +10,8 @@ use common::*;
 use std::path::Path;
 use std::process::Command;
 
-const COMMANDS: [&str; 8] = [
-    "probe", "cat", "cp", "stat", "evict", "demo", "run", "bench",
+const COMMANDS: [&str; 9] = [
+    "probe", "cat", "cp", "stat", "evict", "demo", "run", "attach", "bench",
 ];
 
 #[test]

@@ -6,7 +6,8 @@
 //! page cache (cachestat every 2 ms) within 64 MiB and nothing left after
 //! exit; the outputs' dirty + writeback within the engine's stated bound;
 //! pages cached before kept. And `ubio run --pid` on a running reader and
-//! writer, with the same checks, leaving the process undisturbed.
+//! writer (the writer through its alias `ubio attach`), with the same
+//! checks, leaving the process undisturbed.
 //!
 //! Needs the workspace built (`ubio` and libubio_preload.so next to it).
 
@@ -436,8 +437,11 @@ fn attach_to_a_running_reader_and_writer() {
         let pid = prog.id();
         wait_open(pid, &file);
         let sampler = ResidencySampler::follow_all(vec![file.clone()], SAMPLE_EVERY);
+        // Both spellings: `ubio attach PID` is `ubio run --pid PID`.
+        let how: &[&str] = if write { &["attach"] } else { &["run", "--pid"] };
         let ubio = Command::new(UBIO)
-            .args(["run", "--pid", &pid.to_string()])
+            .args(how)
+            .arg(pid.to_string())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
@@ -512,4 +516,228 @@ fn leaving_on_ctrl_c_leaves_the_process_alone() {
         String::from_utf8_lossy(&out.stdout).trim(),
         (4 << 20).to_string()
     );
+}
+
+/// Cached pages of `path` in `range` (cachestat).
+fn cached_in(path: &Path, range: std::ops::Range<u64>) -> u64 {
+    let r = sys::FileRange::Bytes(range);
+    ubio::residency::count_path(path, r).unwrap().cached * PAGE
+}
+
+/// Read `range` of `path` (another process's reads, as far as `ubio run`'s
+/// program is concerned).
+fn read_range(path: &Path, range: std::ops::Range<u64>) {
+    use std::os::unix::fs::FileExt;
+    let f = File::open(path).unwrap();
+    let mut buf = vec![0u8; MIB as usize];
+    let mut at = range.start;
+    while at < range.end {
+        at += f.read_at(&mut buf, at).unwrap() as u64;
+    }
+}
+
+/// What the engine may keep of a stream's own pages when it first sees a
+/// file that is not cold: the stream's first reads and their readahead
+/// (8 MiB here) before its first look.
+const FIRST_SIGHT: u64 = 32 * MIB;
+
+/// Pages another process cached before the program ran (the middle 64 MiB
+/// of the input) stay cached through a whole stream under `ubio run`: for a
+/// static program (the engine's path) and for cat (the shim's). A control
+/// file cached the same way and untouched meanwhile tells what this VM's
+/// own reclaim of cold pages (DAMON) took during the run.
+#[test]
+fn pages_cached_before_stay_cached() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = workdir();
+    let built = match build(dir.path()) {
+        Ok(b) => b,
+        Err(e) => return skip("pages_cached_before_stay_cached", &e),
+    };
+    let input = dir.path().join("in");
+    let control = dir.path().join("control");
+    write_input(&input);
+    std::fs::copy(&input, &control).unwrap();
+    let middle = 96 * MIB..160 * MIB;
+    let mut cases = vec![
+        ("engine: static Go read/write loop", format!("{} -rw in out", built.gocopy.display())),
+        ("shim: cat", "cat in > out".to_string()),
+    ];
+    if let Some(p) = &built.cstdio {
+        cases.push(("engine: static musl stdio, < in > out", format!("{} < in > out", p.display())));
+    }
+    for (name, cmd) in cases {
+        evict(&input);
+        evict(&control);
+        let _ = std::fs::remove_file(dir.path().join("out"));
+        read_range(&input, middle.clone());
+        read_range(&control, middle.clone());
+        let before = cached_in(&input, middle.clone());
+        let before_all = cached(&input);
+        let control_before = cached_in(&control, middle.clone());
+        assert_eq!(before, middle.end - middle.start, "{name}: the read did not cache the middle");
+        let out = Command::new(UBIO)
+            .args(["run", "--", "sh", "-c", &cmd])
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let after = cached_in(&input, middle.clone());
+        let after_all = cached(&input);
+        let reclaimed = control_before - cached_in(&control, middle.clone());
+        eprintln!(
+            "{name}: middle {} -> {} MiB cached (control lost {} MiB), whole input {:.1} -> {:.1} MiB",
+            before / MIB,
+            after / MIB,
+            reclaimed / MIB,
+            before_all as f64 / MIB as f64,
+            after_all as f64 / MIB as f64
+        );
+        assert!(out.status.success(), "{name}: {:?} {}", out.status, String::from_utf8_lossy(&out.stderr));
+        assert_eq!(hash_file(&dir.path().join("out")), hash_file(&input), "{name}: copy differs");
+        assert!(
+            after + reclaimed >= before,
+            "{name}: {} of the {} MiB cached before were dropped (the control lost {} MiB)",
+            (before - after) / MIB,
+            before / MIB,
+            reclaimed / MIB
+        );
+        // The stream's own pages went: nothing beyond what was cached before,
+        // for the shim; the engine keeps what the stream passed before it
+        // first saw the file when the rest of the file is not cold (best
+        // effort, README): the first read and its readahead, a few MiB.
+        let slack = if name.starts_with("engine") { FIRST_SIGHT } else { 0 };
+        assert!(
+            after_all <= before_all + slack,
+            "{name}: {after_all} B cached after, {before_all} B before"
+        );
+    }
+}
+
+/// One look at a file being written: when, how long it was, its dirty +
+/// writeback and its cached bytes.
+#[derive(Debug, Clone, Copy)]
+struct WriteSample {
+    at: Duration,
+    size: u64,
+    dirty_writeback: u64,
+    cached: u64,
+}
+
+/// Sample `path` (once it exists) every 2 ms until stopped.
+fn sample_writes(path: PathBuf) -> ubio_testenv::sampler_thread::SamplerThread<Vec<WriteSample>> {
+    use std::sync::atomic::Ordering;
+    ubio_testenv::sampler_thread::SamplerThread::spawn(move |stop| {
+        let t0 = Instant::now();
+        let mut v = Vec::new();
+        let mut file = None;
+        loop {
+            let last = stop.load(Ordering::Acquire);
+            if file.is_none() {
+                file = File::open(&path).ok();
+            }
+            if let Some(f) = &file {
+                let c = sys::cachestat(f.as_fd(), sys::FileRange::WHOLE)?;
+                v.push(WriteSample {
+                    at: t0.elapsed(),
+                    size: f.metadata()?.len(),
+                    dirty_writeback: (c.nr_dirty + c.nr_writeback) * PAGE,
+                    cached: c.nr_cache * PAGE,
+                });
+            }
+            if last {
+                return Ok(v);
+            }
+            std::thread::sleep(SAMPLE_EVERY);
+        }
+    })
+}
+
+/// Writers on a device throttled to RATE (blkio v1 on a loop device with
+/// direct I/O, ext4): the bound of dirty + writeback is what the design
+/// says. The shim makes cp wait: within the window plus one step, exactly.
+/// The engine cannot make a static writer wait: it starts writeback as soon
+/// as half a window is written and drops what is written back, so at any
+/// moment dirty + writeback is at most what was written minus what a device
+/// of RATE completed since the first write, counted from REACTION later,
+/// plus the window (without the engine nothing would be written back for
+/// 30 s: dirty_expire_centisecs; the kernel's background threshold is GiBs
+/// away); and nothing is left cached at the end.
+#[test]
+fn writers_on_a_throttled_device() {
+    use ubio_testenv::scratchfs::{FsKind, ScratchFs};
+    const RATE: u64 = 32 * MIB;
+    const LEN: u64 = 64 * MIB;
+    const WINDOW: u64 = 16 * MIB;
+    /// From the first write to writeback under way at RATE: half a window
+    /// written (microseconds at memory speed), a look (at most 10 ms), the
+    /// throttle's first slice (blk-throttle accounts in 100 ms slices).
+    const REACTION: Duration = Duration::from_millis(250);
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !common::root_or_skip("writers_on_a_throttled_device") {
+        return;
+    }
+    let dir = workdir();
+    let built = match build(dir.path()) {
+        Ok(b) => b,
+        Err(e) => return skip("writers_on_a_throttled_device", &e),
+    };
+    let input = dir.path().join("in");
+    common::write_cold(&input, &common::data(LEN as usize, 3));
+    let fs = ScratchFs::create(FsKind::Ext4, 256 * MIB, &Default::default()).unwrap();
+    let out = fs.mount_point().join("out");
+    let cases = [
+        ("engine: static Go read/write loop", vec![built.gocopy.clone().into_os_string(), "-rw".into()]),
+        ("shim: cp", vec!["cp".into()]),
+    ];
+    for (name, prog) in cases {
+        let _ = std::fs::remove_file(&out);
+        fs.set_write_bps(RATE).unwrap();
+        let sampler = sample_writes(out.clone());
+        let t = Instant::now();
+        let status = Command::new(UBIO)
+            .args(["run", "--window", "16M", "--"])
+            .args(&prog)
+            .arg(&input)
+            .arg(&out)
+            .status()
+            .unwrap();
+        let took = t.elapsed();
+        let samples = sampler.finish().unwrap();
+        fs.set_write_bps(0).unwrap();
+        assert!(status.success(), "{name}: {status:?}");
+        assert_eq!(hash_file(&out), hash_file(&input), "{name}: copy differs");
+        let first = samples.iter().find(|s| s.size > 0).expect("no write seen").at;
+        let peak = samples.iter().map(|s| s.dirty_writeback).max().unwrap();
+        let peak_cached = samples.iter().map(|s| s.cached).max().unwrap();
+        let left = samples.last().unwrap().cached;
+        eprintln!(
+            "{name}: {LEN_MIB} MiB at {rate} MiB/s in {:.2} s: dirty+writeback peak {:.1} MiB, cached peak {:.1} MiB, left {left} B ({} samples)",
+            took.as_secs_f64(),
+            peak as f64 / MIB as f64,
+            peak_cached as f64 / MIB as f64,
+            samples.len(),
+            LEN_MIB = LEN / MIB,
+            rate = RATE / MIB,
+        );
+        assert_eq!(left, 0, "{name}: left cached after exit");
+        if name.starts_with("shim") {
+            // Exact: the writer waits for its writeback a window ahead.
+            assert!(peak <= WINDOW + 2 * MIB, "{name}: dirty+writeback peak {peak} B");
+            continue;
+        }
+        for s in &samples {
+            let since = s.at.saturating_sub(first).saturating_sub(REACTION);
+            let completed = (RATE as f64 * since.as_secs_f64()) as u64;
+            let bound = s.size.saturating_sub(completed) + WINDOW;
+            assert!(
+                s.dirty_writeback <= bound,
+                "{name}: at {:?} after the first write, {} MiB written, {:.1} MiB dirty+writeback > bound {:.1} MiB",
+                s.at - first,
+                s.size / MIB,
+                s.dirty_writeback as f64 / MIB as f64,
+                bound as f64 / MIB as f64
+            );
+        }
+    }
 }
