@@ -2,9 +2,11 @@
 //! exporters and the seed suite. The environment it runs in (scratch
 //! filesystems, memory cgroups, cleanup on signals) is `ubio-testenv`.
 
+pub mod backing;
 pub mod clock;
 pub mod cpu;
 pub mod harness;
+pub mod page_reporting;
 pub mod rng;
 pub mod stats;
 pub mod victim;

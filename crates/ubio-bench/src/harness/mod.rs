@@ -11,6 +11,7 @@
 // gives.
 pub mod mode;
 pub mod schema;
+pub mod schedule;
 pub mod engine;
 pub mod sampler;
 pub mod runner;
