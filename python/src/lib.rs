@@ -10,7 +10,7 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
-use ubio::residency::Source;
+use ubio::residency::{FileCount, Source};
 use ubio::BackendKind;
 use ubio_capi::ops;
 
@@ -276,13 +276,13 @@ impl RawFile {
 /// A file's cache counts as a dict: size_bytes, page_size, pages, cached,
 /// dirty, writeback, evicted, recently_evicted (None from mincore()),
 /// source ("cachestat" or "mincore") and note (why mincore(), or None).
-fn cache_dict<'py>(py: Python<'py>, info: &ops::CacheInfo) -> PyResult<Bound<'py, PyDict>> {
+fn cache_dict<'py>(py: Python<'py>, info: &FileCount) -> PyResult<Bound<'py, PyDict>> {
     let c = &info.count;
     let page = ubio::sys::page_size();
     let d = PyDict::new(py);
     d.set_item("size_bytes", info.size_bytes)?;
     d.set_item("page_size", page)?;
-    d.set_item("pages", info.size_bytes.div_ceil(page))?;
+    d.set_item("pages", info.pages)?;
     d.set_item("cached", c.cached)?;
     d.set_item("dirty", c.dirty)?;
     d.set_item("writeback", c.writeback)?;
@@ -327,10 +327,10 @@ fn stat(py: Python<'_>, path: PathBuf) -> PyResult<Bound<'_, PyDict>> {
 #[pyfunction]
 #[pyo3(signature = (path, *, sync=false))]
 fn evict(py: Python<'_>, path: PathBuf, sync: bool) -> PyResult<Bound<'_, PyDict>> {
-    let (before, after) = py.detach(|| ops::evict(&path, sync)).map_err(os_error)?;
+    let evicted = py.detach(|| ops::evict(&path, sync)).map_err(os_error)?;
     let d = PyDict::new(py);
-    d.set_item("before", cache_dict(py, &before)?)?;
-    d.set_item("after", cache_dict(py, &after)?)?;
+    d.set_item("before", cache_dict(py, &evicted.before)?)?;
+    d.set_item("after", cache_dict(py, &evicted.after)?)?;
     Ok(d)
 }
 

@@ -8,21 +8,12 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use ubio::sys::{self, Advice};
 use ubio_testenv::scratchfs::{FsKind, ScratchFs, ScratchOpts};
+pub use ubio_testenv::skip;
 
 pub const KIB: u64 = 1 << 10;
 pub const MIB: u64 = 1 << 20;
 pub const GIB: u64 = 1 << 30;
 pub const PAGE: u64 = 4096;
-
-/// Print `SKIP name: reason`; with UBIO_NO_SKIP=1 (scripts/test.sh sets it
-/// as root, where every feature exists) a skip is a failure instead.
-pub fn skip(name: &str, reason: &str) {
-    let line = format!("SKIP {name}: {reason}");
-    if std::env::var_os("UBIO_NO_SKIP").is_some_and(|v| v == "1") {
-        panic!("{line} (UBIO_NO_SKIP=1 turns skips into failures)");
-    }
-    eprintln!("{line}");
-}
 
 /// A directory on one filesystem kind, removed (and unmounted) on drop.
 pub struct Target {

@@ -8,14 +8,7 @@
 /// `clock_gettime(CLOCK_MONOTONIC)` in seconds: comparable across processes
 /// on this machine, never goes backwards, does not count suspend.
 pub fn monotonic_secs() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always
-    // exists on Linux, so the call cannot fail.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+    ubio::sys::clock_monotonic().as_secs_f64()
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::io;
+use ubio::sys::Usage;
 
 /// User and system CPU seconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -37,27 +38,20 @@ impl CpuTimes {
 /// `getrusage(RUSAGE_SELF)`: the CPU time of every thread of this process so
 /// far (not of its children).
 pub fn process_times() -> io::Result<CpuTimes> {
-    rusage(libc::RUSAGE_SELF)
+    rusage(Usage::Process)
 }
 
 /// `getrusage(RUSAGE_CHILDREN)`: the CPU time of this process's children
 /// (and theirs) that have been waited for.
 pub fn children_times() -> io::Result<CpuTimes> {
-    rusage(libc::RUSAGE_CHILDREN)
+    rusage(Usage::Children)
 }
 
-fn rusage(who: libc::c_int) -> io::Result<CpuTimes> {
-    // SAFETY: rusage is plain old data; all-zero is a valid value.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `ru` is a valid, writable rusage; `who` is RUSAGE_SELF or
-    // RUSAGE_CHILDREN, which always exist.
-    if unsafe { libc::getrusage(who, &mut ru) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+fn rusage(who: Usage) -> io::Result<CpuTimes> {
+    let (user, sys) = ubio::sys::cpu_time(who)?;
     Ok(CpuTimes {
-        user_secs: secs(ru.ru_utime),
-        sys_secs: secs(ru.ru_stime),
+        user_secs: user.as_secs_f64(),
+        sys_secs: sys.as_secs_f64(),
     })
 }
 
@@ -81,13 +75,7 @@ fn parse_pid_stat(stat: &str, hz: f64) -> Option<CpuTimes> {
 }
 
 fn clock_ticks() -> f64 {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if hz > 0 {
-        hz as f64
-    } else {
-        100.0
-    }
+    ubio::sys::clock_ticks() as f64
 }
 
 #[cfg(test)]

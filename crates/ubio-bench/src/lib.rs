@@ -2,6 +2,8 @@
 //! exporters and the seed suite. The environment it runs in (scratch
 //! filesystems, memory cgroups, cleanup on signals) is `ubio-testenv`.
 
+#![deny(unsafe_code)] // io_uring's submission queue (engine/uring.rs) is the exception
+
 pub mod backing;
 pub mod clock;
 pub mod cpu;

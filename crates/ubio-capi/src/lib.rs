@@ -18,7 +18,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-use ubio::residency::Source;
+use ubio::residency::{FileCount, Source};
 use ubio::BackendKind;
 
 /// Pick the fastest backend that keeps the contract for the file.
@@ -192,14 +192,14 @@ pub struct ubio_cachestat {
     pub from_mincore: bool,
 }
 
-impl From<&ops::CacheInfo> for ubio_cachestat {
-    fn from(info: &ops::CacheInfo) -> Self {
+impl From<&FileCount> for ubio_cachestat {
+    fn from(info: &FileCount) -> Self {
         let c = &info.count;
         let unknown = u64::MAX;
         ubio_cachestat {
             size_bytes: info.size_bytes,
             page_size: ubio::sys::page_size(),
-            pages: info.size_bytes.div_ceil(ubio::sys::page_size()),
+            pages: info.pages,
             cached: c.cached,
             dirty: c.dirty.unwrap_or(unknown),
             writeback: c.writeback.unwrap_or(unknown),
@@ -782,10 +782,10 @@ pub unsafe extern "C" fn ubio_evict(
         if flags & !UBIO_EVICT_SYNC != 0 {
             return Err(invalid("unknown ubio_evict flags"));
         }
-        let (_, a) = ops::evict(path, flags & UBIO_EVICT_SYNC != 0)?;
+        let evicted = ops::evict(path, flags & UBIO_EVICT_SYNC != 0)?;
         // SAFETY: NULL or valid, per the contract.
         if let Some(o) = unsafe { after.as_mut() } {
-            *o = ubio_cachestat::from(&a);
+            *o = ubio_cachestat::from(&evicted.after);
         }
         Ok(0)
     })

@@ -1,13 +1,12 @@
 //! What the C and Python bindings offer beyond a file handle: copying a file
-//! through two streams, a file's page-cache counts (ubio::residency::count)
-//! by path, and evicting a file's clean pages. Shared by both bindings (the Python package links this crate).
+//! through two streams, and a file's page-cache counts and eviction by path. Shared by both bindings (the Python package links this crate).
 
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use ubio::residency::{self, Count};
-use ubio::sys::FileRange;
+use ubio::evict::Evicted;
+use ubio::residency::FileCount;
 
 /// Chunk size of [`copy`]: large enough that per-call costs vanish.
 const COPY_CHUNK: usize = 1 << 20;
@@ -65,54 +64,17 @@ pub fn copy(src: &Path, dst: &Path, opts: &ubio::OpenOptions) -> io::Result<Copi
     })
 }
 
-/// A file's size and its pages in the page cache ([`residency::count`]:
-/// cachestat(), or mincore() where cachestat() is missing or refused).
-#[derive(Debug, Clone)]
-pub struct CacheInfo {
-    pub size_bytes: u64,
-    pub count: Count,
-}
-
-fn count_file(file: &std::fs::File) -> io::Result<CacheInfo> {
-    Ok(CacheInfo {
-        size_bytes: file.metadata()?.len(),
-        count: residency::count(file.as_fd(), FileRange::WHOLE)?,
-    })
-}
-
-/// The page-cache counts of the file at `path`.
-pub fn cache_info(path: &Path) -> io::Result<CacheInfo> {
+/// The page-cache counts of the file at `path` (on overlayfs, of the real
+/// file holding its pages).
+pub fn cache_info(path: &Path) -> io::Result<FileCount> {
     let file = std::fs::File::open(path).map_err(ctx("open", path))?;
-    count_file(&file).map_err(ctx("cachestat", path))
+    FileCount::of(file.as_fd()).map_err(ctx("cachestat", path))
 }
 
-/// Drop the clean pages of the file at `path` from the page cache
-/// (posix_fadvise DONTNEED); with `sync`, write dirty pages back first and
-/// wait (no durability promised). Returns the counts before and after.
-/// Refused on tmpfs and ramfs, where the pages are the file's storage.
-pub fn evict(path: &Path, sync: bool) -> io::Result<(CacheInfo, CacheInfo)> {
+/// [`ubio::evict::evict`] of the file at `path`.
+pub fn evict(path: &Path, sync: bool) -> io::Result<Evicted> {
     let file = std::fs::File::open(path).map_err(ctx("open", path))?;
-    let before = count_file(&file).map_err(ctx("cachestat", path))?;
-    let fs = ubio::sys::fs_magic(file.as_fd()).map_err(ctx("statfs", path))?;
-    if fs.pages_are_storage() {
-        let e = io::Error::from_raw_os_error(libc::EOPNOTSUPP);
-        return Err(io::Error::new(
-            e.kind(),
-            ubio::error::Error {
-                op: "evict (the cached pages are the file's storage on this filesystem)",
-                path: Some(path.to_path_buf()),
-                source: e,
-            },
-        ));
-    }
-    if sync {
-        ubio::sys::sync_file_range(file.as_fd(), 0, 0, ubio::sys::SyncFlags::WRITE_AND_WAIT)
-            .map_err(ctx("sync_file_range", path))?;
-    }
-    ubio::sys::fadvise(file.as_fd(), 0, 0, ubio::sys::Advice::DontNeed)
-        .map_err(ctx("fadvise", path))?;
-    let after = count_file(&file).map_err(ctx("cachestat", path))?;
-    Ok((before, after))
+    ubio::evict::evict(file.as_fd(), path, sync)
 }
 
 /// The errno for an error from ubio: the kernel's where there is one,

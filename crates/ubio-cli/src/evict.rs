@@ -15,18 +15,11 @@ use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Files (and directories with -r).
-    #[arg(required = true)]
-    paths: Vec<PathBuf>,
-    /// Descend into directories (symlinks are not followed; special files are skipped).
-    #[arg(short = 'r', short_alias = 'R', long)]
-    recursive: bool,
+    #[command(flatten)]
+    files: stat::Files,
     /// Write dirty pages back (and wait) before dropping, so they can go too.
     #[arg(long)]
     sync: bool,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    json: bool,
 }
 
 #[derive(serde::Serialize)]
@@ -46,32 +39,18 @@ struct Report {
 }
 
 fn evict(path: &Path, sync: bool) -> io::Result<Evicted> {
-    let ctx = |op| move |e| ubio::error::context(e, op, Some(path));
-    let file = std::fs::File::open(path).map_err(ctx("open"))?;
-    let before = stat::cache_info(&file).map_err(ctx("cachestat"))?;
-    let fs = ubio::sys::fs_magic(file.as_fd()).map_err(ctx("statfs"))?;
-    if fs.pages_are_storage() {
-        return Err(io::Error::other(format!(
-            "cannot evict {}: on {} the cached pages are the file's storage",
-            msg::quote(path),
-            fs.name()
-        )));
-    }
-    if sync {
-        ubio::sys::sync_file_range(file.as_fd(), 0, 0, ubio::sys::SyncFlags::WRITE_AND_WAIT)
-            .map_err(ctx("sync_file_range"))?;
-    }
-    ubio::sys::fadvise(file.as_fd(), 0, 0, ubio::sys::Advice::DontNeed).map_err(ctx("fadvise"))?;
-    let after = stat::cache_info(&file).map_err(ctx("cachestat"))?;
+    let file = std::fs::File::open(path)
+        .map_err(|e| ubio::error::context(e, "open", Some(path)))?;
+    let e = ubio::evict::evict(file.as_fd(), path, sync)?;
     Ok(Evicted {
         path: path.to_path_buf(),
-        before,
-        after,
+        before: e.before.into(),
+        after: e.after.into(),
     })
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    let (paths, mut errors) = stat::regular_files(&args.paths, args.recursive);
+    let (paths, mut errors) = stat::regular_files(&args.files.paths, args.files.recursive);
     let mut files = Vec::new();
     let (mut total_before, mut total_after) = (Totals::default(), Totals::default());
     for path in paths {
@@ -91,7 +70,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         total_after,
         errors: errors.clone(),
     };
-    out::finish("evict", &errors, args.json.then_some(&report), || {
+    out::finish("evict", &errors, args.files.json.then_some(&report), || {
         if report.files.is_empty() {
             String::new()
         } else {

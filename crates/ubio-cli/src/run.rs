@@ -248,7 +248,7 @@ fn report(s: &FollowStats) {
                 + &f.residency_unknown.as_ref().map(|r| format!("; {r}")).unwrap_or_default(),
         );
     }
-    let (user, sys) = ubio::sys::cpu_time_self().unwrap_or_default();
+    let (user, sys) = ubio::sys::cpu_time(ubio::sys::Usage::Process).unwrap_or_default();
     let cpu = user + sys;
     let gib = (s.bytes_read + s.bytes_written) as f64 / (1u64 << 30) as f64;
     let _ = writeln!(

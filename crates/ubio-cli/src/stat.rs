@@ -18,15 +18,22 @@ use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct Args {
+    #[command(flatten)]
+    files: Files,
+}
+
+/// The files `stat` and `evict` act on, and how they report.
+#[derive(clap::Args)]
+pub struct Files {
     /// Files (and directories with -r).
     #[arg(required = true)]
-    paths: Vec<PathBuf>,
+    pub paths: Vec<PathBuf>,
     /// Descend into directories (symlinks are not followed; special files are skipped).
     #[arg(short = 'r', short_alias = 'R', long)]
-    recursive: bool,
+    pub recursive: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
-    json: bool,
+    pub json: bool,
 }
 
 /// Where the page counts came from.
@@ -52,6 +59,9 @@ pub struct CacheInfo {
     /// Why cachestat() was not used, and what that means for the numbers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// On overlayfs: the real upper or lower file whose pages were counted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub real_file: Option<PathBuf>,
 }
 
 /// Totals over files; counts from mincore() add to `cached` only.
@@ -82,26 +92,32 @@ impl Totals {
     }
 }
 
-/// The page-cache state of an open regular file ([`ubio::residency::count`]).
+/// The page-cache state of an open regular file ([`ubio::residency::FileCount`]).
 pub fn cache_info(file: &std::fs::File) -> io::Result<CacheInfo> {
-    use ubio::residency::{count, Source as From};
-    let size_bytes = file.metadata()?.len();
-    let c = count(file.as_fd(), ubio::sys::FileRange::WHOLE)?;
-    let (source, note) = match c.source {
-        From::Cachestat => (Source::Cachestat, None),
-        From::Mincore { why, .. } => (Source::Mincore, Some(why.note().to_string())),
-    };
-    Ok(CacheInfo {
-        size_bytes,
-        pages: size_bytes.div_ceil(ubio::sys::page_size()),
-        cached: c.cached,
-        dirty: c.dirty,
-        writeback: c.writeback,
-        evicted: c.evicted,
-        recently_evicted: c.recently_evicted,
-        source,
-        note,
-    })
+    ubio::residency::FileCount::of(file.as_fd()).map(CacheInfo::from)
+}
+
+impl From<ubio::residency::FileCount> for CacheInfo {
+    fn from(f: ubio::residency::FileCount) -> CacheInfo {
+        use ubio::residency::Source as From;
+        let c = f.count;
+        let (source, note) = match c.source {
+            From::Cachestat => (Source::Cachestat, None),
+            From::Mincore { why, .. } => (Source::Mincore, Some(why.note().to_string())),
+        };
+        CacheInfo {
+            size_bytes: f.size_bytes,
+            pages: f.pages,
+            cached: c.cached,
+            dirty: c.dirty,
+            writeback: c.writeback,
+            evicted: c.evicted,
+            recently_evicted: c.recently_evicted,
+            source,
+            note,
+            real_file: f.real_file,
+        }
+    }
 }
 
 /// The regular files named by `paths`: a symlink named on the command line
@@ -166,7 +182,7 @@ struct FileEntry {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    let (paths, mut errors) = regular_files(&args.paths, args.recursive);
+    let (paths, mut errors) = regular_files(&args.files.paths, args.files.recursive);
     let mut files = Vec::new();
     let mut total = Totals::default();
     for path in paths {
@@ -187,7 +203,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         total,
         errors: errors.clone(),
     };
-    out::finish("stat", &errors, args.json.then_some(&report), || {
+    out::finish("stat", &errors, args.files.json.then_some(&report), || {
         table(&report.files, &report.total)
     })
 }

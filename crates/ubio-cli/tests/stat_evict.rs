@@ -247,3 +247,40 @@ fn stat_into_a_closed_pipe_exits_zero() {
     let (_, out) = head_then_close(ubio().args(["stat", "-r"]).arg(dir.path()), 0);
     assert_quiet_success(&out);
 }
+
+/// Through an overlay, stat counts and evict drops the pages of the real
+/// file (the lower one after a read, the upper one after a write): the
+/// overlay inode's own mapping is always empty.
+#[test]
+fn stat_and_evict_through_overlay_act_on_the_real_file() {
+    if !root_or_skip("stat_and_evict_through_overlay") {
+        return;
+    }
+    let parent = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target"));
+    let o = ubio_testenv::stackfs::Overlay::mount(parent).unwrap();
+    let (merged, lower) = (o.mnt.join("f"), o.lower.join("f"));
+    write_cold(&lower, &data(16 * MIB, 3));
+    with_damon_retries("stat through overlay", || {
+        read_prefix(&merged, 16 * MIB);
+        let cached = count(&lower).cached;
+        let v = json(&run(&[&"stat", &"--json", &merged]));
+        let f = &v["files"][0];
+        assert_eq!(f["real_file"].as_str(), Some(lower.to_str().unwrap()));
+        let reported = f["cached"].as_u64().unwrap();
+        // The reader left the whole lower file cached; stat saw it, not 0.
+        if cached < 4096 || reported.abs_diff(cached) > 64 {
+            return Err(format!("lower file: {cached} pages cached, stat said {reported}"));
+        }
+        Ok(())
+    });
+    json(&run(&[&"evict", &"--json", &merged]));
+    assert_eq!(count(&lower).cached, 0, "evict left the lower file cached");
+
+    // A write goes to the upper file (dirty): evict --sync writes it back and drops it.
+    std::fs::write(o.mnt.join("w"), data(8 * MIB, 4)).unwrap();
+    let upper = o.upper.join("w");
+    assert!(count(&upper).cached >= 2048, "control: the write is not cached");
+    let v = json(&run(&[&"evict", &"--sync", &"--json", &o.mnt.join("w")]));
+    assert_eq!(v["files"][0]["after"]["real_file"].as_str(), upper.to_str());
+    assert_eq!(count(&upper).cached, 0, "evict --sync left the upper file cached");
+}

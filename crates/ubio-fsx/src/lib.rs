@@ -29,6 +29,8 @@ use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+pub use ubio_testenv::rng::mix;
+use ubio_testenv::rng::{SplitMix64, GOLDEN_GAMMA};
 use ubio::sys;
 use ubio::BackendKind;
 
@@ -36,40 +38,14 @@ const PAGE: u64 = 4096;
 /// ubio's residency granularity (ubio::residency::CHUNK).
 const CHUNK: u64 = ubio::residency::CHUNK;
 
-/// A small, fast, seedable generator (splitmix64): the whole sequence of
-/// operations and their data follows from the seed.
-#[derive(Debug, Clone)]
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        mix(self.0)
-    }
-    /// Uniform in `[0, n)` (`n` > 0).
-    fn below(&mut self, n: u64) -> u64 {
-        ((self.next_u64() as u128 * n as u128) >> 64) as u64
-    }
-    fn chance(&mut self, one_in: u64) -> bool {
-        self.below(one_in) == 0
-    }
-}
-
-/// The splitmix64 finaliser.
-pub fn mix(x: u64) -> u64 {
-    let mut z = x;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+/// The exerciser's generator: the whole sequence of operations and their
+/// data follows from the seed.
+type Rng = SplitMix64;
 
 /// The data of a write: a function of its seed and the position in it.
 fn fill(seed: u64, buf: &mut [u8]) {
     for (i, chunk) in buf.chunks_mut(8).enumerate() {
-        let w = mix(seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)).to_le_bytes();
+        let w = mix(seed ^ (i as u64).wrapping_mul(GOLDEN_GAMMA)).to_le_bytes();
         chunk.copy_from_slice(&w[..chunk.len()]);
     }
 }
@@ -596,15 +572,6 @@ struct Exerciser<'c> {
     got: Vec<u8>,
 }
 
-/// A slice of `len` bytes inside `v` whose address is aligned to `align`.
-fn aligned_slice(v: &mut Vec<u8>, len: usize, align: usize) -> &mut [u8] {
-    if v.len() < len + align {
-        v.resize(len + align, 0);
-    }
-    let skip = v.as_ptr().align_offset(align);
-    &mut v[skip..skip + len]
-}
-
 /// Write `data` at `off` into the model, extending it with zeros as a file
 /// grows. (A function of the model alone, so that it can take one of the
 /// exerciser's own buffers.)
@@ -1008,14 +975,12 @@ impl<'c> Exerciser<'c> {
                     *self.unsupported.entry(op.kind().name()).or_default() += 1;
                     return Ok(());
                 };
-                let mut raw = std::mem::take(&mut self.buf);
-                let slice = aligned_slice(&mut raw, len as usize, d.mem_align);
-                fill(data, slice);
-                let r = d.file.write_all_at(slice, off);
+                let mut block = ubio::AlignedBuf::new(len as usize, d.mem_align);
+                fill(data, &mut block);
+                let r = d.file.write_all_at(&block, off);
                 if r.is_ok() {
-                    model_write(&mut self.model, off, slice);
+                    model_write(&mut self.model, off, &block);
                 }
-                self.buf = raw;
                 r.map_err(|e| self.io_fail(op, "O_DIRECT pwrite (second handle)", e))?;
                 self.second_written += len;
             }

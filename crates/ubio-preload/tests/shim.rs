@@ -16,23 +16,10 @@ use std::time::Duration;
 use ubio::sys::{self, Advice};
 use ubio_testenv::kept_pages::with_damon_retries;
 use ubio_testenv::residency_sampler::ResidencySampler;
+use ubio_testenv::{profile_dir, skip};
 
 const MIB: u64 = 1 << 20;
 const PAGE: u64 = 4096;
-
-fn skip(name: &str, reason: &str) {
-    let line = format!("SKIP {name}: {reason}");
-    if std::env::var_os("UBIO_NO_SKIP").is_some_and(|v| v == "1") {
-        panic!("{line} (UBIO_NO_SKIP=1 turns skips into failures)");
-    }
-    eprintln!("{line}");
-}
-
-/// target/<profile>/ (the test binary is in target/<profile>/deps/).
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
 
 fn ubio_bin() -> PathBuf {
     let p = profile_dir().join("ubio");

@@ -50,11 +50,6 @@ pub fn own_memory_cgroup() -> io::Result<PathBuf> {
     locate_own().map(|(path, _)| path)
 }
 
-/// [`own_memory_cgroup`] plus the interface version it was found through.
-pub fn own_memory_cgroup_with_version() -> io::Result<(PathBuf, CgroupVersion)> {
-    locate_own()
-}
-
 fn locate_own() -> io::Result<(PathBuf, CgroupVersion)> {
     let cgroup_file = fs::read_to_string("/proc/self/cgroup")
         .map_err(|e| context(e, "read /proc/self/cgroup"))?;

@@ -357,3 +357,23 @@ mod signal_tests {
         assert_eq!(status.signal(), Some(SIGINT), "{status:?}: {err}");
     }
 }
+
+/// Have the child that `cmd` starts be killed (SIGKILL) when the thread that
+/// started it ends, however that happens: a helper process (a copy tool, a
+/// memory balloon) must not outlive a benchmark killed on Ctrl-C, or the
+/// cgroup it runs in could not be removed and its memory not freed.
+///
+/// See prctl(2), PR_SET_PDEATHSIG.
+pub fn die_with_parent(cmd: &mut std::process::Command) -> &mut std::process::Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: runs in the forked child before exec and only calls prctl,
+    // which is async-signal-safe; no allocation, no locks.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}

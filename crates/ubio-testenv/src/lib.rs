@@ -18,6 +18,7 @@ pub mod kept_pages;
 pub mod procfs;
 pub mod reclaim_trace;
 pub mod residency_sampler;
+pub mod rng;
 pub mod sampler_thread;
 pub mod scratchfs;
 pub mod stackfs;
@@ -75,6 +76,27 @@ fn is_executable(path: &Path) -> bool {
     path.metadata()
         .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         .unwrap_or(false)
+}
+
+/// Reports a test that cannot run here as `SKIP name: reason` on stderr
+/// (scripts/test.sh counts these lines). With `UBIO_NO_SKIP=1` (CI as root,
+/// where every fixture exists) a skip is a failure instead.
+pub fn skip(name: &str, reason: &str) {
+    let line = format!("SKIP {name}: {reason}");
+    if std::env::var_os("UBIO_NO_SKIP").is_some_and(|v| v == "1") {
+        panic!("{line} (UBIO_NO_SKIP=1 turns skips into failures)");
+    }
+    eprintln!("{line}");
+}
+
+/// target/<profile>/ of a running test binary (which lives in
+/// target/<profile>/deps/): where the workspace's programs were built.
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("test binaries live in target/<profile>/deps/")
+        .to_path_buf()
 }
 
 /// Whether the process runs with effective uid 0. Loop devices, mounts, cgroups

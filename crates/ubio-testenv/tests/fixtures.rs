@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 
 use ubio_testenv::cgroup::{own_memory_cgroup, MemCgroup};
 use ubio_testenv::scratchfs::{is_mounted, FsKind, ScratchFs, ScratchOpts, BTRFS_MIXED_BELOW};
-use ubio_testenv::{is_root, require_tool};
+use ubio_testenv::{is_root, require_tool, skip};
 
 const MIB: u64 = 1 << 20;
 
@@ -36,14 +36,6 @@ fn can_run(name: &str, tools: &[&str], needs_cgroup: bool) -> bool {
     let Some(reason) = reason else { return true };
     skip(name, &reason);
     false
-}
-
-/// Prints `SKIP <name>: <reason>`, or fails under UBIO_NO_SKIP=1.
-fn skip(name: &str, reason: &str) {
-    if std::env::var("UBIO_NO_SKIP").is_ok_and(|v| v == "1") {
-        panic!("{name} cannot run: {reason} (UBIO_NO_SKIP=1 turns skips into failures)");
-    }
-    eprintln!("SKIP {name}: {reason}");
 }
 
 /// Every loop device's backing file (`losetup --list`), one per line.

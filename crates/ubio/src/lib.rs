@@ -22,6 +22,7 @@ pub mod backend;
 #[allow(unsafe_code)]
 mod buffer;
 pub mod error;
+pub mod evict;
 mod file;
 pub mod follow;
 pub mod overlay;

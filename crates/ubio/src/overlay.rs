@@ -211,6 +211,11 @@ impl RealFile {
         self.layer
     }
 
+    /// The real file as it was last opened (see [`RealFile::current`]).
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+
     /// The real file now, and whether it changed since the last call (a
     /// lower file was copied up: the caller starts over on the new one).
     pub fn current(&mut self) -> (Arc<File>, bool) {

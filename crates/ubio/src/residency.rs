@@ -126,6 +126,78 @@ pub fn count_path(path: &Path, range: impl Into<FileRange>) -> io::Result<Count>
     count(f.as_fd(), range).map_err(|e| crate::error::context(e, "cachestat", Some(path)))
 }
 
+/// A whole file's size and page-cache state, counted on the file that holds
+/// the pages: for an overlayfs descriptor, the real upper or lower file
+/// (cachestat() on the overlay's own mapping always says 0). What `ubio
+/// stat`, `ubio evict`, the C API and the Python module report.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FileCount {
+    pub size_bytes: u64,
+    /// Pages of [`page_size`] bytes the file spans.
+    pub pages: u64,
+    pub count: Count,
+    /// The real file behind an overlay descriptor, when that is what was counted.
+    pub real_file: Option<std::path::PathBuf>,
+}
+
+impl FileCount {
+    /// Count the whole file behind `fd`.
+    pub fn of(fd: BorrowedFd<'_>) -> io::Result<FileCount> {
+        FileCount::with(&PageHolder::of(fd)?, fd)
+    }
+
+    pub(crate) fn with(holder: &PageHolder, fd: BorrowedFd<'_>) -> io::Result<FileCount> {
+        let size_bytes = sys::fstat(fd)?.st_size as u64;
+        Ok(FileCount {
+            size_bytes,
+            pages: size_bytes.div_ceil(page_size()),
+            count: count(holder.fd(fd), FileRange::WHOLE)?,
+            real_file: holder.real_path(),
+        })
+    }
+}
+
+/// The file whose mapping holds the pages of `fd`'s file: `fd`'s own, or
+/// the real file behind an overlayfs descriptor. An overlay whose real file
+/// cannot be found is an error (its own mapping would count 0 pages).
+pub(crate) enum PageHolder {
+    Own,
+    Real(crate::overlay::RealFile),
+}
+
+impl PageHolder {
+    pub(crate) fn of(fd: BorrowedFd<'_>) -> io::Result<PageHolder> {
+        if sys::fs_magic(fd)? != sys::FsMagic::OVERLAYFS {
+            return Ok(PageHolder::Own);
+        }
+        crate::overlay::RealFile::open(fd)
+            .map(PageHolder::Real)
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "overlayfs: the real file holding the pages cannot be found ({e}); \
+                         the overlay's own mapping is always empty"
+                    ),
+                )
+            })
+    }
+
+    pub(crate) fn fd<'a>(&'a self, own: BorrowedFd<'a>) -> BorrowedFd<'a> {
+        match self {
+            PageHolder::Own => own,
+            PageHolder::Real(r) => r.fd(),
+        }
+    }
+
+    fn real_path(&self) -> Option<std::path::PathBuf> {
+        match self {
+            PageHolder::Own => None,
+            PageHolder::Real(r) => Some(r.path().to_path_buf()),
+        }
+    }
+}
+
 /// A descriptor of the same file that can be read: `fd` itself, or a
 /// read-only reopen of a write-only one.
 pub(crate) enum Readable<'a> {

@@ -18,6 +18,9 @@ pub mod data;
 pub mod support;
 mod sync_io;
 mod tools;
+// Pushing an SQE is unsafe in the io_uring crate: the buffers must outlive
+// the request, which the engine guarantees by waiting for every completion.
+#[allow(unsafe_code)]
 mod uring;
 
 use super::mode::{Backable, BenchMode, Tool, WorkloadKind};
@@ -338,26 +341,40 @@ pub fn check_mode(mode: BenchMode, w: &Workload, dir: &Path, ubio_exe: &Path) ->
     let mut buf = vec![0u8; block as usize];
     fill(&mut buf);
     std::fs::write(&probe, &buf).map_err(|e| crate::path_context(e, "write", &probe))?;
-    let result = match mode {
-        BenchMode::Buffered | BenchMode::Fadvise => Ok(()),
-        BenchMode::Dontcache => support::check_mode(support::Mode::Dontcache, &probe),
-        BenchMode::Odirect => support::check_mode(support::Mode::Odirect, &probe)
-            .and_then(|()| check_direct_block(w.block_bytes, &probe)),
-        BenchMode::DontcacheUring => uring::probe(&probe, false, block as usize),
-        BenchMode::OdirectUring => check_direct_block(w.block_bytes, &probe)
-            .and_then(|()| uring::probe(&probe, true, block as usize)),
-        BenchMode::Ubio(kind) => ubio::OpenOptions::new()
+    let result = check_caps(mode, w.block_bytes, block as usize, &probe);
+    let _ = std::fs::remove_file(&probe);
+    result
+}
+
+/// Whether the kernel paths in `mode`'s row of the capability table work on
+/// the file `probe`: RWF_DONTCACHE, O_DIRECT (and `block` fitting its
+/// alignment), io_uring; a ubio mode opens its backend.
+fn check_caps(mode: BenchMode, block: u64, probe_len: usize, probe: &Path) -> io::Result<()> {
+    if let BenchMode::Ubio(kind) = mode {
+        return ubio::OpenOptions::new()
             .read(true)
             .write(true)
             .backend(kind)
-            .open(&probe)
+            .open(probe)
             .and_then(|f| f.close())
             .map(drop)
-            .map_err(|e| unsupported(format!("{mode}: {e}"))),
-        BenchMode::Tool(_) | BenchMode::Backed(_) => unreachable!("checked above"),
-    };
-    let _ = std::fs::remove_file(&probe);
-    result
+            .map_err(|e| io::Error::new(io::ErrorKind::Unsupported, format!("{mode}: {e}")));
+    }
+    let caps = mode.caps();
+    let direct = caps.open_flags & libc::O_DIRECT != 0;
+    if caps.rw_flags & ubio::sys::RwFlags::DONTCACHE.0 != 0 && !caps.uring {
+        support::check_dontcache(probe)?;
+    }
+    if direct {
+        if !caps.uring {
+            support::check_direct(probe)?;
+        }
+        check_direct_block(block, probe)?;
+    }
+    if caps.uring {
+        uring::probe(probe, direct, probe_len)?;
+    }
+    Ok(())
 }
 
 /// O_DIRECT moves whole aligned requests: the block must be a multiple of

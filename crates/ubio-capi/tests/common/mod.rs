@@ -4,21 +4,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// Print `SKIP name: reason`; with UBIO_NO_SKIP=1 a skip is a failure.
-pub fn skip(name: &str, reason: &str) {
-    let line = format!("SKIP {name}: {reason}");
-    if std::env::var_os("UBIO_NO_SKIP").is_some_and(|v| v == "1") {
-        panic!("{line} (UBIO_NO_SKIP=1 turns skips into failures)");
-    }
-    println!("{line}");
-}
-
-/// target/release (from the test binary: target/release/deps/NAME).
-pub fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
+#[allow(unused_imports)] // each test binary uses a part
+pub use ubio_testenv::{profile_dir, skip};
 
 /// The workspace root.
 pub fn workspace() -> PathBuf {

@@ -8,17 +8,9 @@ use std::io::{Read, Write};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+pub use ubio_testenv::skip;
 
 pub const UBIO: &str = env!("CARGO_BIN_EXE_ubio");
-
-/// Prints `SKIP <name>: <reason>`, or fails under UBIO_NO_SKIP=1.
-pub fn skip(name: &str, reason: &str) {
-    let line = format!("SKIP {name}: {reason}");
-    if std::env::var_os("UBIO_NO_SKIP").is_some_and(|v| v == "1") {
-        panic!("{line} (UBIO_NO_SKIP=1 turns skips into failures)");
-    }
-    eprintln!("{line}");
-}
 
 /// Root is needed for loop filesystems, ownership and other users: true if
 /// we have it, else a skip.

@@ -2,14 +2,9 @@
 
 use std::path::PathBuf;
 use ubio_testenv::scratchfs::{FsKind, ScratchFs, ScratchOpts};
+pub use ubio_testenv::profile_dir;
 
 pub const MIB: u64 = 1 << 20;
-
-/// target/<profile>/ (the test binary is in target/<profile>/deps/).
-pub fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
 
 /// target/ of the workspace: loop images go there (not /tmp, maybe tmpfs).
 pub fn target_dir() -> PathBuf {

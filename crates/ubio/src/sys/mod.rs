@@ -21,7 +21,8 @@ pub use fs::{
     lseek_set, reopen, statx_dio_align, DioAlign, FsMagic,
 };
 pub use proc::{
-    cpu_time_self, kill, pidfd_getfd, pidfd_open, poll_readable, raise_default, set_nice,
+    clock_monotonic, clock_ticks, cpu_time, kill, pidfd_getfd, pidfd_open, poll_readable,
+    raise_default, set_nice, Usage,
 };
 pub use rw::{preadv2, pwritev2, RwFlags};
 

@@ -50,18 +50,57 @@ pub fn poll_readable(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> 
     }
 }
 
-/// User and system CPU time of the calling process so far
-/// (`getrusage(RUSAGE_SELF)`), children not included.
+/// Whose CPU time [`cpu_time`] reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Usage {
+    /// The calling process (`RUSAGE_SELF`), children not included.
+    Process,
+    /// Its children (and theirs) that have been waited for (`RUSAGE_CHILDREN`).
+    Children,
+}
+
+/// User and system CPU time so far (`getrusage`).
 ///
 /// See getrusage(2).
-pub fn cpu_time_self() -> io::Result<(Duration, Duration)> {
+pub fn cpu_time(who: Usage) -> io::Result<(Duration, Duration)> {
+    let who = match who {
+        Usage::Process => libc::RUSAGE_SELF,
+        Usage::Children => libc::RUSAGE_CHILDREN,
+    };
     let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
     // SAFETY: `ru` is a valid out-pointer for struct rusage.
-    cvt(unsafe { libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()) } as libc::c_long)?;
+    cvt(unsafe { libc::getrusage(who, ru.as_mut_ptr()) } as libc::c_long)?;
     // SAFETY: getrusage succeeded and filled it.
     let ru = unsafe { ru.assume_init() };
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     Ok((tv(ru.ru_utime), tv(ru.ru_stime)))
+}
+
+/// `clock_gettime(CLOCK_MONOTONIC)`: time since boot, suspend not counted;
+/// the same clock in every process (unlike an `Instant`, it can be sent).
+///
+/// See clock_gettime(2).
+pub fn clock_monotonic() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer; CLOCK_MONOTONIC always exists on
+    // Linux, so the call cannot fail.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`): the unit of the CPU
+/// times in /proc/PID/stat. 100 if sysconf cannot tell.
+///
+/// See sysconf(3), proc_pid_stat(5).
+pub fn clock_ticks() -> u64 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    match unsafe { libc::sysconf(libc::_SC_CLK_TCK) } {
+        hz if hz > 0 => hz as u64,
+        _ => 100,
+    }
 }
 
 /// Reset `sig` to its default action and send it to the calling process:

@@ -121,7 +121,7 @@ pub fn offsets(kind: WorkloadKind, layout: &Layout, file_id: u64, seed: u64) -> 
     let blocks = layout.blocks_per_file();
     let mut v: Vec<u64> = (0..blocks).collect();
     if matches!(kind, WorkloadKind::RandRead | WorkloadKind::RandWrite) {
-        let mut rng = SplitMix64(seed ^ file_id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut rng = SplitMix64(seed ^ file_id.wrapping_mul(crate::rng::GOLDEN_GAMMA));
         for i in (1..v.len()).rev() {
             let j = rng.below(i as u64 + 1) as usize;
             v.swap(i, j);

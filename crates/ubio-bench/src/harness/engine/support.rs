@@ -11,32 +11,25 @@ use std::path::Path;
 /// Alignment of the `O_DIRECT` buffer, offsets and request sizes.
 pub const DIRECT_ALIGN: u64 = 4096;
 
-/// The kernel paths whose support [`check_mode`] checks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// preadv2/pwritev2 with RWF_DONTCACHE.
-    Dontcache,
-    /// O_DIRECT.
-    Odirect,
+/// Checks, without timing anything, that RWF_DONTCACHE reads work on
+/// `path` (an existing file), with the library's probe
+/// ([`ubio::probe::check_dontcache`]).
+pub fn check_dontcache(path: &Path) -> io::Result<()> {
+    let f = File::open(path).map_err(|e| path_context(e, "open", path))?;
+    let end = f
+        .metadata()
+        .map_err(|e| path_context(e, "stat", path))?
+        .len();
+    ubio::probe::check_dontcache(f.as_fd(), end).map_err(|e| dontcache_err(e, "read", path))
 }
 
-/// Checks, without timing anything, that `mode` can work on `path` (an
-/// existing file that this process may write), with the library's probes
-/// ([`ubio::probe::check_dontcache`], [`ubio::probe::open_direct`]).
-pub fn check_mode(mode: Mode, path: &Path) -> io::Result<()> {
+/// Checks that `path` (an existing file) can be opened with O_DIRECT
+/// ([`ubio::probe::open_direct`]).
+pub fn check_direct(path: &Path) -> io::Result<()> {
     let f = File::open(path).map_err(|e| path_context(e, "open", path))?;
-    match mode {
-        Mode::Dontcache => {
-            let end = f
-                .metadata()
-                .map_err(|e| path_context(e, "stat", path))?
-                .len();
-            ubio::probe::check_dontcache(f.as_fd(), end).map_err(|e| dontcache_err(e, "read", path))
-        }
-        Mode::Odirect => ubio::probe::open_direct(f.as_fd(), libc::O_RDONLY)
-            .map(drop)
-            .map_err(|e| direct_err(e, path)),
-    }
+    ubio::probe::open_direct(f.as_fd(), libc::O_RDONLY)
+        .map(drop)
+        .map_err(|e| direct_err(e, path))
 }
 
 /// EOPNOTSUPP from an RWF_DONTCACHE call, said plainly.
@@ -89,11 +82,11 @@ pub fn fill(buf: &mut [u8]) {
 mod tests {
     use super::*;
 
-    /// Why `mode` cannot run in `dir`, or None.
-    fn unsupported(mode: Mode, dir: &Path) -> Option<String> {
+    /// Why `check` says its kernel path cannot run in `dir`, or None.
+    fn unsupported(check: fn(&Path) -> io::Result<()>, dir: &Path) -> Option<String> {
         let probe = dir.join("probe");
         std::fs::write(&probe, b"").unwrap();
-        let r = check_mode(mode, &probe);
+        let r = check(&probe);
         std::fs::remove_file(&probe).unwrap();
         match r {
             Err(e) if e.kind() == io::ErrorKind::Unsupported => Some(e.to_string()),
@@ -107,9 +100,12 @@ mod tests {
     #[test]
     fn kernel_paths_work_here_or_say_what_to_do() {
         let dir = tempfile::tempdir().unwrap();
-        for mode in [Mode::Dontcache, Mode::Odirect] {
-            if let Some(why) = unsupported(mode, dir.path()) {
-                assert!(why.contains("out of the modes"), "{mode:?}: {why}");
+        for (name, check) in [
+            ("dontcache", check_dontcache as fn(&Path) -> io::Result<()>),
+            ("odirect", check_direct),
+        ] {
+            if let Some(why) = unsupported(check, dir.path()) {
+                assert!(why.contains("out of the modes"), "{name}: {why}");
             }
         }
     }

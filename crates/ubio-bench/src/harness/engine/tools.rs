@@ -9,7 +9,6 @@ use crate::clock::monotonic_secs;
 use crate::harness::mode::{Tool, WorkloadKind};
 use crate::path_context;
 use std::io::{self, Read};
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -76,18 +75,9 @@ pub(super) fn lane(
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        // SAFETY: runs in the forked child before exec and only calls prctl,
-        // which is async-signal-safe; no allocation, no locks.
-        unsafe {
-            cmd.pre_exec(|| {
-                // A tool must not outlive the engine (killed on Ctrl-C), or
-                // its cgroup could not be removed.
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(())
-            })
-        };
+        // A tool must not outlive the engine (killed on Ctrl-C), or its
+        // cgroup could not be removed.
+        ubio_testenv::cleanup::die_with_parent(&mut cmd);
         let mut child = cmd.spawn().map_err(|e| {
             io::Error::new(e.kind(), format!("{}: start `{cmdline}`: {e}", tool.name()))
         })?;
