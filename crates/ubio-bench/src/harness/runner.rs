@@ -53,6 +53,9 @@ use ubio_testenv::residency_sampler::ResidencySampler;
 const WARM_TIMEOUT: Duration = Duration::from_secs(120);
 /// How often the dataset's page-cache peaks are sampled during a run.
 const PEAK_EVERY: Duration = Duration::from_millis(10);
+/// The longest a backed mode waits for a free page reporting pass that
+/// the settle armed (its delay is about 2 s here).
+const REPORTING_PASS: Duration = Duration::from_millis(2500);
 /// How long a worker may take to start.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -491,14 +494,12 @@ impl Bench<'_> {
         solo: Option<&VictimSolo>,
     ) -> io::Result<Run> {
         let kind = self.config.workload.kind;
-        // From before the backing: memory handed back between its release
-        // and the run's start undoes it, and shows.
-        let reported = page_reporting::Reported::start(Path::new(page_reporting::SYSFS));
         let prefaulted_bytes = if mode.caps().prefault {
             Some(self.back_pages(label)?)
         } else {
             None
         };
+        let reported = page_reporting::Reported::start(Path::new(page_reporting::SYSFS));
         self.progress.run_started(label, self.layout.total_bytes());
         let client = self.spawn(self.job(kind, mode))?;
         let start = loop {
@@ -656,10 +657,17 @@ impl Bench<'_> {
             "{label}: backing {} MiB of pages first (fault in, release)",
             bytes >> 20
         ));
-        // A reporting pass during the backing hands part of it back at
-        // once; the next pass is at least its delay (~2 s) away, so back
-        // again then.
+        // The pages the settle just freed armed a reporting pass (~2 s
+        // later): let it go by first (at most REPORTING_PASS), so that it
+        // does not hand the backing back during the run.
         let sysfs = Path::new(page_reporting::SYSFS);
+        let waiting = page_reporting::Reported::start(sysfs);
+        let since = Instant::now();
+        while waiting.bytes_since() == Some(0) && since.elapsed() < REPORTING_PASS {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // A pass during the backing hands part of it back at once; the
+        // next is at least its delay away, so back again then.
         for _ in 0..3 {
             let before = page_reporting::Reported::start(sysfs);
             crate::backing::prefault_and_release(bytes)?;

@@ -275,8 +275,9 @@ pub struct RunSummary {
     #[serde(default)]
     pub cpu_sys_secs_per_gb: f64,
     /// Memory the guest handed back to its host during the run (free page
-    /// reporting's reported_kib, after - before; for a backed mode from
-    /// before its backing); null without it.
+    /// reporting's reported_kib, after - before: for a backed mode, what
+    /// of its backing went back before its pages were taken); null
+    /// without it.
     #[serde(default)]
     pub reported_to_host_bytes: Option<u64>,
     /// Pages reclaimed per GB moved: pgsteal (kswapd + direct, whole
