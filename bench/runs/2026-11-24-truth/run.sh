@@ -11,6 +11,9 @@
 #   reads-cgroup    cold 4 GiB reads in a 1 GiB memory cgroup
 #   reads-free      cold 4 GiB reads without a memory limit
 #   copies          4 GiB single-file copies to durability (copy, then fsync)
+#   tree            a tree of 20k small files and 4 x 256 MiB copied to
+#                   durability (cp -r, rsync -a, xcp -r, ubio cp -r): tree.py,
+#                   since the harness runs one command per file of equal size
 # SEED=N repeats the orders of an earlier run (default: from the clock).
 # ROUNDS=N (default 5) and SIZE (default 4G) for a smaller trial.
 #
@@ -22,12 +25,12 @@
 # figure is the one a bare-metal machine, which has no host faults, would see.
 #
 # Needs root, ~10 GiB free under DIR (default /var/tmp) and the tools
-# (scripts/install-deps.sh: rsync, nocache, xcp). About 25 minutes at 4G x 5.
+# (scripts/install-deps.sh: rsync, nocache, xcp). About 35 minutes at 4G x 5.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 out="${1:-$here}"
 shift || true
-parts=("${@:-reads-cgroup reads-free copies}")
+parts=("${@:-reads-cgroup reads-free copies tree}")
 # shellcheck disable=SC2206
 parts=(${parts[*]})
 cd "$here/../../.."
@@ -51,6 +54,8 @@ for part in "${parts[@]}"; do
     reads-cgroup) "$ubio" bench run "${reads[@]}" "${common[@]}" --limit 1G --out "$out/$part" > "$out/$part.txt" 2> >(tee "$out/$part.log" >&2) ;;
     reads-free) "$ubio" bench run "${reads[@]}" "${common[@]}" --no-limit --out "$out/$part" > "$out/$part.txt" 2> >(tee "$out/$part.log" >&2) ;;
     copies) "$ubio" bench run "${copies[@]}" "${common[@]}" --no-limit --out "$out/$part" > "$out/$part.txt" 2> >(tee "$out/$part.log" >&2) ;;
-    *) echo "run.sh: unknown part '$part' (reads-cgroup, reads-free, copies)" >&2; exit 2 ;;
+    tree) python3 "$here/tree.py" "$ubio" "$dir" "$out/tree" --rounds "${TREE_ROUNDS:-4}" --seed "$seed" \
+        --large-size 256 > "$out/tree.txt" ;;
+    *) echo "run.sh: unknown part '$part' (reads-cgroup, reads-free, copies, tree)" >&2; exit 2 ;;
     esac
 done
