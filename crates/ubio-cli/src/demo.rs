@@ -5,7 +5,7 @@
 //! than the cgroup's limit is written and then read (two harness runs,
 //! seq-write then seq-read; with --copy, one run of the copy workload) in
 //! each of the modes asked for (by default plain buffered I/O and ubio),
-//! rounds interleaved, while a victim process keeps re-reading a hot file
+//! each round in a random order, while a victim process keeps re-reading a hot file
 //! that fits. The harness does all of it (cgroup, victim and its solo
 //! baseline, warm-up, sampling, summaries, cleanup on error and Ctrl-C);
 //! the demo picks the configuration, prints a short side-by-side table and

@@ -39,7 +39,7 @@ pub struct Scale {
     /// Limit of the memory cgroup ("RAM" of the seeds).
     #[serde(rename = "memory_limit_bytes")]
     pub memory_limit: u64,
-    /// Measured rounds per experiment (interleaved).
+    /// Measured rounds per experiment (each in a new random order).
     pub rounds: u32,
     /// Seconds a random-read run lasts.
     pub random_secs: f64,

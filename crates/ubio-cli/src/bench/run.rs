@@ -1,5 +1,5 @@
 //! `ubio bench run`: one benchmark (a workload, several modes, rounds
-//! interleaved) through `ubio_bench::harness::runner`, with progress on
+//! each round in a random order) through `ubio_bench::harness::runner`, with progress on
 //! stderr and the report files in --out.
 
 use crate::size;
@@ -17,7 +17,7 @@ use ubio_bench::harness::schedule;
 use ubio_bench::harness::schema::{Backing, Config, Report, Run, Sample, Target, Workload};
 use ubio_testenv::scratchfs::FsKind;
 
-/// Measure one workload in several modes, interleaved, inside a memory
+/// Measure one workload in several modes, each round in a random order, inside a memory
 /// cgroup (optionally next to a victim re-reading a hot file); write
 /// report.json, samples.csv, runs.csv, report.md and report.html to --out
 /// after every run.
