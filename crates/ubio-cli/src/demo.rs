@@ -22,7 +22,7 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
-use ubio_bench::harness::mode::{BenchMode, Tool, WorkloadKind};
+use ubio_bench::harness::mode::{Backable, BenchMode, Tool, WorkloadKind};
 use ubio_bench::harness::runner::{self, RunOptions};
 use ubio_bench::harness::schedule;
 use ubio_bench::harness::schema::{Config, ModeSummary, Report, Target, Workload};
@@ -60,8 +60,12 @@ pub struct Args {
     /// fadvise, ubio, ubio:<backend> (auto, kernel, emulated, direct,
     /// buffered); with --copy also cp, nocache-cp, dd-nocache, rsync,
     /// ubio-cp, ubio-run-cp. A mode that cannot run here is left out with a
-    /// warning. [default: buffered,ubio; with --copy: cp, nocache-cp,
-    /// dd-nocache, rsync (if installed), ubio-cp, ubio-run-cp]
+    /// warning. NAME+backed (buffered, cp, rsync, xcp) runs NAME right after
+    /// memory of its pages' size was faulted in and released: the baseline
+    /// as bare metal would see it on a VM with free page reporting.
+    /// [default: buffered,buffered+backed,ubio; with --copy: cp, cp+backed,
+    /// nocache-cp, dd-nocache, rsync, xcp (those installed), ubio-cp,
+    /// ubio-run-cp]
     #[arg(long)]
     modes: Option<String>,
     /// Copy the dataset (one file to a new file, timed to durability: the
@@ -210,6 +214,7 @@ fn configs(a: &Args) -> Result<Vec<Config>> {
         None if a.copy => default_copy_modes(),
         None => vec![
             BenchMode::Buffered,
+            BenchMode::Backed(Backable::Buffered),
             BenchMode::Ubio(ubio::BackendKind::Auto),
         ],
     };
@@ -255,9 +260,10 @@ fn parse_modes(list: &str, copy: bool) -> Result<Vec<BenchMode>> {
     Ok(modes)
 }
 
-/// Every copy tool that is installed here.
+/// Every copy tool that is installed here, and cp's backed twin (the
+/// baseline as bare metal would see it).
 fn default_copy_modes() -> Vec<BenchMode> {
-    Tool::ALL
+    let mut modes: Vec<BenchMode> = Tool::ALL
         .into_iter()
         .filter(|t| t.caps().workload == WorkloadKind::Copy)
         .filter(|t| {
@@ -267,7 +273,9 @@ fn default_copy_modes() -> Vec<BenchMode> {
                 .all(|p| ubio_testenv::require_tool(p).is_ok())
         })
         .map(BenchMode::Tool)
-        .collect()
+        .collect();
+    modes.insert(1, BenchMode::Backed(Backable::Tool(Tool::Cp)));
+    modes
 }
 
 fn modes_list(modes: &[BenchMode]) -> String {
@@ -521,6 +529,9 @@ fn conclude(reports: &[Report]) -> Vec<String> {
             }
             if let Some(ratio) = u.speed_vs_baseline {
                 let _ = write!(s, ", at {ratio:.2}x {}'s speed", label(b.mode));
+            }
+            if let Some(ratio) = u.speed_vs_backed_baseline {
+                let _ = write!(s, " ({ratio:.2}x with its pages backed, as on bare metal)");
             }
         }
         s.push('.');
