@@ -209,6 +209,8 @@ mod tests {
         let mut off = report.clone();
         off.environment.free_page_reporting = None;
         assert!(render(&off).contains("No free page reporting here"));
+        off.environment.virtualization = Default::default();
+        assert!(render(&off).contains("predates the record of the VM"));
     }
 
     #[test]

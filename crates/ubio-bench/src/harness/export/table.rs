@@ -27,6 +27,11 @@ pub const HEADLINE_NOTE: &str =
 /// baseline's pages cost a host fault each unless they were backed first.
 pub fn page_reporting_note(report: &Report) -> String {
     let twin = backed_baseline_mode(report);
+    if report.environment.virtualization.summary.is_empty() {
+        return "This report predates the record of the VM and its free page reporting: on a VM \
+                that hands free memory back to its host, buffered I/O is slower than on bare metal."
+            .to_owned();
+    }
     match (&report.environment.free_page_reporting, twin) {
         (Some(_), Some(twin)) => format!(
             "This machine ({}) hands free memory back to its host (free page reporting), so a \
@@ -168,10 +173,17 @@ pub fn environment(report: &Report) -> Vec<(String, String)> {
         ("CPU".into(), format!("{} × {}", e.cpus, e.cpu_model)),
         ("memory".into(), human_bytes(e.mem_total_bytes)),
         ("cgroup".into(), e.cgroup_version.clone()),
-        ("virtualization".into(), e.virtualization.summary.clone()),
+        (
+            "virtualization".into(),
+            match e.virtualization.summary.as_str() {
+                "" => "not recorded".to_owned(),
+                s => s.to_owned(),
+            },
+        ),
         (
             "free page reporting".into(),
             match &e.free_page_reporting {
+                None if e.virtualization.summary.is_empty() => "not recorded".to_owned(),
                 None => "off (no /sys/module/page_reporting)".to_owned(),
                 Some(p) => {
                     let params: Vec<String> = p.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -243,17 +255,18 @@ pub fn config(report: &Report) -> Vec<(String, String)> {
                 .collect();
             format!("seed {}; {}", s.seed, rounds.join("; "))
         }
-        None => "the modes' order every round (before randomized orders)".to_owned(),
+        None => "the modes' order, every round (a report from before randomized orders)".to_owned(),
+    };
+    let each = if report.schedule.is_some() {
+        "each in a random order"
+    } else {
+        "interleaved"
     };
     vec![
         ("workload".into(), workload),
         (
             "modes".into(),
-            format!(
-                "{} (× {} rounds, each in a random order)",
-                modes.join(", "),
-                c.rounds
-            ),
+            format!("{} (× {} rounds, {each})", modes.join(", "), c.rounds),
         ),
         ("order".into(), order),
         ("target".into(), target),
