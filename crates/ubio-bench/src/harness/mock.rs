@@ -243,7 +243,7 @@ fn mock_run(rng: &mut Rng, profile: &Profile, round: u32, solo: f64) -> Run {
         victim_solo_ops_per_s: Some(solo),
         fast_peaks: None,
         reported_to_host_bytes: Some(
-            (moved as f64 * profile.cache_fraction * rng.jitter(0.5) / 4.0) as u64,
+            (moved as f64 * profile.cache_fraction * rng.jitter(0.5) / 16.0) as u64,
         ),
     });
     Run {

@@ -206,6 +206,12 @@ mod tests {
         let html = render(&report);
         assert!(html.contains("vs buffered+backed (bare metal)"));
         assert!(html.contains("a bare-metal machine would see"), "{html}");
+        let mut undone = report.clone();
+        for r in &mut undone.runs {
+            r.summary.reported_to_host_bytes = r.prefaulted_bytes;
+        }
+        assert!(render(&undone).contains("but perhaps only in part"));
+        assert!(!html.contains("but perhaps only in part"));
         let mut off = report.clone();
         off.environment.free_page_reporting = None;
         assert!(render(&off).contains("No free page reporting here"));
