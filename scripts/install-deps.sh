@@ -98,3 +98,15 @@ if [ "$#" -eq 0 ]; then
         "$pyenv/bin/python" -m pip install --quiet --upgrade 'maturin>=1.5,<2' 'pytest>=7'
     fi
 fi
+
+# xcp (a parallel cp in Rust, from crates.io): a copy tool the benchmark
+# compares with (`ubio bench run --modes xcp`); a run without it leaves it out
+# with a warning.
+if [ "$#" -eq 0 ]; then
+    if command -v xcp >/dev/null 2>&1; then
+        echo "install-deps: $(xcp --version 2>/dev/null || echo xcp) present"
+    else
+        echo "install-deps: installing xcp with cargo install"
+        cargo install --locked xcp
+    fi
+fi

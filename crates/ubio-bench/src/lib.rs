@@ -4,9 +4,11 @@
 
 #![deny(unsafe_code)] // io_uring's submission queue (engine/uring.rs) is the exception
 
+pub mod backing;
 pub mod clock;
 pub mod cpu;
 pub mod harness;
+pub mod page_reporting;
 pub mod rng;
 pub mod stats;
 pub mod victim;

@@ -5,7 +5,7 @@
 //! than the cgroup's limit is written and then read (two harness runs,
 //! seq-write then seq-read; with --copy, one run of the copy workload) in
 //! each of the modes asked for (by default plain buffered I/O and ubio),
-//! rounds interleaved, while a victim process keeps re-reading a hot file
+//! each round in a random order, while a victim process keeps re-reading a hot file
 //! that fits. The harness does all of it (cgroup, victim and its solo
 //! baseline, warm-up, sampling, summaries, cleanup on error and Ctrl-C);
 //! the demo picks the configuration, prints a short side-by-side table and
@@ -14,6 +14,7 @@
 
 use crate::bench::run::{git_commit, TermProgress};
 use crate::size;
+use crate::size::human as human_bytes;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -21,9 +22,9 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
-use crate::size::human as human_bytes;
-use ubio_bench::harness::mode::{BenchMode, CopyTool, WorkloadKind};
+use ubio_bench::harness::mode::{Backable, BenchMode, Tool, WorkloadKind};
 use ubio_bench::harness::runner::{self, RunOptions};
+use ubio_bench::harness::schedule;
 use ubio_bench::harness::schema::{Config, ModeSummary, Report, Target, Workload};
 use ubio_bench::harness::summary::baseline_mode;
 
@@ -46,16 +47,25 @@ pub struct Args {
     /// three quarters of --limit [default: half of --limit].
     #[arg(long, value_parser = size::parse)]
     hot: Option<u64>,
-    /// Measured rounds; in each, every mode runs once (in --modes order).
+    /// Measured rounds; in each, every mode runs once, in a new random order.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=100))]
     rounds: u32,
-    /// The modes to compare, comma-separated, in the order they run:
+    /// Seed of the modes' order in the rounds (printed, and kept in the
+    /// reports) [default: from the clock].
+    #[arg(long)]
+    seed: Option<u64>,
+    /// The modes to compare, comma-separated (each round runs them in a
+    /// random order):
     /// buffered, dontcache, dontcache-uring, odirect, odirect-uring,
     /// fadvise, ubio, ubio:<backend> (auto, kernel, emulated, direct,
     /// buffered); with --copy also cp, nocache-cp, dd-nocache, rsync,
     /// ubio-cp, ubio-run-cp. A mode that cannot run here is left out with a
-    /// warning. [default: buffered,ubio; with --copy: cp, nocache-cp,
-    /// dd-nocache, rsync (if installed), ubio-cp, ubio-run-cp]
+    /// warning. NAME+backed (buffered, cp, rsync, xcp) runs NAME right after
+    /// memory of its pages' size was faulted in and released: the baseline
+    /// as bare metal would see it on a VM with free page reporting.
+    /// [default: buffered,buffered+backed,ubio; with --copy: cp, cp+backed,
+    /// nocache-cp, dd-nocache, rsync, xcp (those installed), ubio-cp,
+    /// ubio-run-cp]
     #[arg(long)]
     modes: Option<String>,
     /// Copy the dataset (one file to a new file, timed to durability: the
@@ -113,6 +123,7 @@ fn demo(args: Args) -> Result<ExitCode> {
     let configs = configs(&args)?;
     let exe = std::env::current_exe().context("find the ubio binary for the worker processes")?;
     let progress = TermProgress::new(false);
+    let seed = args.seed.unwrap_or_else(schedule::seed_from_clock);
     let mut reports = Vec::new();
     for config in &configs {
         let kind = config.workload.kind;
@@ -121,6 +132,7 @@ fn demo(args: Args) -> Result<ExitCode> {
         options.verify = args.verify;
         options.victim_solo_secs = args.solo_secs;
         options.git_commit = git_commit(&exe);
+        options.order_seed = seed;
         progress.line(&format!(
             "== {kind}: {} of {} in a {} memory cgroup, {}",
             human_bytes(config.workload.dataset_bytes),
@@ -202,6 +214,7 @@ fn configs(a: &Args) -> Result<Vec<Config>> {
         None if a.copy => default_copy_modes(),
         None => vec![
             BenchMode::Buffered,
+            BenchMode::Backed(Backable::Buffered),
             BenchMode::Ubio(ubio::BackendKind::Auto),
         ],
     };
@@ -247,15 +260,22 @@ fn parse_modes(list: &str, copy: bool) -> Result<Vec<BenchMode>> {
     Ok(modes)
 }
 
-/// Every copy tool, rsync only where it is installed (the harness leaves
-/// out, with a warning, any other that is missing).
+/// Every copy tool that is installed here, and cp's backed twin (the
+/// baseline as bare metal would see it).
 fn default_copy_modes() -> Vec<BenchMode> {
-    let rsync = ubio_testenv::require_tool("rsync").is_ok();
-    CopyTool::ALL
+    let mut modes: Vec<BenchMode> = Tool::ALL
         .into_iter()
-        .filter(|&t| t != CopyTool::Rsync || rsync)
+        .filter(|t| t.caps().workload == WorkloadKind::Copy)
+        .filter(|t| {
+            t.caps()
+                .programs
+                .iter()
+                .all(|p| ubio_testenv::require_tool(p).is_ok())
+        })
         .map(BenchMode::Tool)
-        .collect()
+        .collect();
+    modes.insert(1, BenchMode::Backed(Backable::Tool(Tool::Cp)));
+    modes
 }
 
 fn modes_list(modes: &[BenchMode]) -> String {
@@ -281,19 +301,19 @@ fn label(m: BenchMode) -> String {
         BenchMode::Buffered => "buffered I/O".to_owned(),
         BenchMode::Dontcache => "RWF_DONTCACHE".to_owned(),
         BenchMode::Odirect => "O_DIRECT".to_owned(),
-        BenchMode::Tool(CopyTool::NocacheCp) => "nocache cp".to_owned(),
-        BenchMode::Tool(CopyTool::UbioCp) => "ubio cp".to_owned(),
-        BenchMode::Tool(CopyTool::UbioRunCp) => "ubio run -- cp".to_owned(),
+        BenchMode::Tool(Tool::NocacheCp) => "nocache cp".to_owned(),
+        BenchMode::Tool(Tool::UbioCp) => "ubio cp".to_owned(),
+        BenchMode::Tool(Tool::UbioRunCp) => "ubio run -- cp".to_owned(),
+        BenchMode::Tool(Tool::UbioCat) => "ubio cat".to_owned(),
+        BenchMode::Tool(Tool::UbioRunCat) => "ubio run -- cat".to_owned(),
+        BenchMode::Backed(b) => format!("{} (pages backed first)", label(b.mode())),
         m => m.to_string(),
     }
 }
 
 /// ubio itself, or a command that runs through it.
 fn is_ubio(m: BenchMode) -> bool {
-    matches!(
-        m,
-        BenchMode::Ubio(_) | BenchMode::Tool(CopyTool::UbioCp | CopyTool::UbioRunCp)
-    )
+    m.caps().ubio
 }
 
 /// The mode summaries that have figures (at least one run that did not fail).
@@ -336,9 +356,12 @@ fn render(reports: &[Report], conclusion: &[String]) -> String {
         "backend",
         "MB/s [min-max]",
         "vs base",
+        "vs base+backed",
         "cache peak",
         "dirty+wb peak",
         "CPU s/GB",
+        "sys s/GB",
+        "to host",
         "reader % of alone (worst)",
     ]
     .map(str::to_owned)
@@ -360,8 +383,20 @@ fn render(reports: &[Report], conclusion: &[String]) -> String {
     }
     o.push_str(
         "\ncache peak: the most of the dataset's files in the page cache (cachestat, sampled every second); \
-         CPU: user + system of the workload per GB moved.\n",
+         CPU: user + system of the workload per GB moved, sys: its system time; to host: memory \
+         the VM handed back to its host during the run (free page reporting).\n",
     );
+    if let Some(first) = reports.first() {
+        let _ = writeln!(
+            o,
+            "{}",
+            wrap(
+                &ubio_bench::harness::export::table::page_reporting_note(first),
+                100,
+                ""
+            )
+        );
+    }
     if !conclusion.is_empty() {
         o.push('\n');
         for s in conclusion {
@@ -381,7 +416,7 @@ fn row(op: &str, m: &ModeSummary) -> Vec<String> {
     let Some(speed) = m.mb_per_s.filter(|_| m.runs_ok > 0) else {
         let mut r = vec![op.to_owned(), m.mode.to_string(), m.backend.clone()];
         r.push(format!("failed ({} run(s))", m.runs_failed));
-        r.resize(9, dash());
+        r.resize(12, dash());
         return r;
     };
     // A copy tool's backend is its own name: say it once.
@@ -397,10 +432,16 @@ fn row(op: &str, m: &ModeSummary) -> Vec<String> {
         format!("{:.0} [{:.0}-{:.0}]", speed.median, speed.min, speed.max),
         m.speed_vs_baseline
             .map_or_else(dash, |r| format!("{r:.2}x")),
+        m.speed_vs_backed_baseline
+            .map_or_else(dash, |r| format!("{r:.2}x")),
         human_bytes(m.peak_dataset_cached_bytes),
         human_bytes(m.peak_dataset_dirty_writeback_bytes),
         m.cpu_secs_per_gb
             .map_or_else(dash, |c| format!("{:.2}", c.median)),
+        m.cpu_sys_secs_per_gb
+            .map_or_else(dash, |c| format!("{:.2}", c.median)),
+        m.reported_to_host_bytes
+            .map_or_else(dash, |b| human_bytes(b.median as u64)),
         m.victim
             .and_then(|v| {
                 Some(format!(
@@ -488,6 +529,9 @@ fn conclude(reports: &[Report]) -> Vec<String> {
             }
             if let Some(ratio) = u.speed_vs_baseline {
                 let _ = write!(s, ", at {ratio:.2}x {}'s speed", label(b.mode));
+            }
+            if let Some(ratio) = u.speed_vs_backed_baseline {
+                let _ = write!(s, " ({ratio:.2}x with its pages backed, as on bare metal)");
             }
         }
         s.push('.');

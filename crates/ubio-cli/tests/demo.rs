@@ -80,8 +80,10 @@ fn tiny_demo_compares_buffered_and_ubio_and_cleans_up() {
         table_rows(&stderr),
         [
             ("write", "buffered"),
+            ("write", "buffered+backed"),
             ("write", "ubio"),
             ("read", "buffered"),
+            ("read", "buffered+backed"),
             ("read", "ubio")
         ]
         .map(|(a, b)| (a.to_owned(), b.to_owned()))
@@ -100,7 +102,7 @@ fn tiny_demo_compares_buffered_and_ubio_and_cleans_up() {
         assert_eq!(r["complete"], true, "{kind}");
         assert_eq!(
             r["config"]["modes"],
-            serde_json::json!(["buffered", "ubio"])
+            serde_json::json!(["buffered", "buffered+backed", "ubio"])
         );
         assert_eq!(r["config"]["memory_limit_bytes"], 128u64 << 20);
         assert_eq!(

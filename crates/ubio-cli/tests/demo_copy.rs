@@ -32,13 +32,19 @@ fn tiny_copy_demo_verifies_every_tool_and_cleans_up() {
     };
     let mut want = vec![
         "cp",
+        "cp+backed",
         "nocache-cp",
         "dd-nocache",
         "rsync",
+        "xcp",
         "ubio-cp",
         "ubio-run-cp",
     ];
-    for (mode, program) in [("nocache-cp", "nocache"), ("rsync", "rsync")] {
+    for (mode, program) in [
+        ("nocache-cp", "nocache"),
+        ("rsync", "rsync"),
+        ("xcp", "xcp"),
+    ] {
         if !in_path(program) {
             skip(
                 &format!("{NAME} ({mode})"),

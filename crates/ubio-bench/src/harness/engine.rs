@@ -23,7 +23,7 @@ mod tools;
 #[allow(unsafe_code)]
 mod uring;
 
-use super::mode::{BenchMode, CopyTool};
+use super::mode::{Backable, BenchMode, Tool, WorkloadKind};
 use super::schema::Workload;
 use crate::clock::monotonic_secs;
 use crate::cpu::{self, CpuTimes};
@@ -248,15 +248,30 @@ pub fn run(
 fn lane(job: &EngineJob, thread: u32, shared: &Shared) -> io::Result<LaneOutcome> {
     match job.mode {
         BenchMode::Tool(tool) => tools::lane(job, tool, thread, shared),
+        // The twin moves its bytes as its mode does (the parent backed its
+        // pages before starting the worker).
+        BenchMode::Backed(b) => lane(
+            &EngineJob {
+                mode: b.mode(),
+                ..job.clone()
+            },
+            thread,
+            shared,
+        ),
         _ if job.mode.caps().uring => uring::lane(job, thread, shared),
         _ => sync_io::lane(job, thread, shared),
     }
 }
 
-/// Tools write their copies themselves: progress is what the copies hold.
+/// Copy tools write their copies themselves: progress is what the copies
+/// hold. (Read tools count each file when it is done.)
 fn progress_bytes(job: &EngineJob, shared: &Shared) -> u64 {
     let counted = shared.bytes.load(Ordering::Relaxed);
-    if !matches!(job.mode, BenchMode::Tool(_)) {
+    let tool = match job.mode {
+        BenchMode::Tool(t) | BenchMode::Backed(Backable::Tool(t)) => t,
+        _ => return counted,
+    };
+    if tool.caps().workload != WorkloadKind::Copy {
         return counted;
     }
     let on_disk: u64 = job
@@ -288,7 +303,7 @@ fn check_job(job: &EngineJob) -> io::Result<()> {
     let w = &job.workload;
     if !job.mode.supports(w.kind) {
         return bad(format!(
-            "mode {} cannot run a {} workload (tools only copy)",
+            "mode {} cannot run a {} workload (a tool runs only its own)",
             job.mode, w.kind
         ));
     }
@@ -310,10 +325,14 @@ pub fn check_mode(mode: BenchMode, w: &Workload, dir: &Path, ubio_exe: &Path) ->
     let unsupported = |m: String| io::Error::new(io::ErrorKind::Unsupported, m);
     if !mode.supports(w.kind) {
         return Err(unsupported(format!(
-            "{mode} only copies (the workload is {})",
+            "{mode} does not run a {} workload",
             w.kind
         )));
     }
+    let mode = match mode {
+        BenchMode::Backed(b) => b.mode(),
+        m => m,
+    };
     if let BenchMode::Tool(tool) = mode {
         return check_tool(tool, ubio_exe);
     }
@@ -379,33 +398,34 @@ fn check_direct_block(block: u64, probe: &Path) -> io::Result<()> {
     Ok(())
 }
 
-fn check_tool(tool: CopyTool, ubio_exe: &Path) -> io::Result<()> {
+fn check_tool(tool: Tool, ubio_exe: &Path) -> io::Result<()> {
     let unsupported = |m: String| io::Error::new(io::ErrorKind::Unsupported, m);
-    for p in tools::programs(tool) {
+    let caps = tool.caps();
+    for p in caps.programs {
         ubio_testenv::require_tool(p).map_err(|e| {
-            let hint = if *p == "nocache" {
-                "`nocache` is not installed (Debian package nocache; scripts/install-deps.sh installs it)".to_owned()
-            } else {
-                e.to_string()
-            };
-            unsupported(format!("{}: {hint}", tool.name()))
+            unsupported(format!(
+                "{}: `{p}` is not installed ({e}); get it with {}",
+                tool.name(),
+                caps.install
+            ))
         })?;
     }
-    if matches!(tool, CopyTool::UbioCp | CopyTool::UbioRunCp) && !ubio_exe.is_file() {
+    if caps.ubio && !ubio_exe.is_file() {
         return Err(unsupported(format!(
             "{}: no ubio binary at {}",
             tool.name(),
             ubio_exe.display()
         )));
     }
-    if tool == CopyTool::UbioRunCp {
+    if caps.shim {
         let out = std::process::Command::new(ubio_exe)
             .args(["run", "--", "true"])
             .stdin(std::process::Stdio::null())
             .output()?;
         if !out.status.success() {
             return Err(unsupported(format!(
-                "ubio-run-cp: `ubio run -- true` failed ({}): {}",
+                "{}: `ubio run -- true` failed ({}): {}",
+                tool.name(),
                 out.status,
                 String::from_utf8_lossy(&out.stderr).trim()
             )));

@@ -197,7 +197,11 @@ impl Fio {
     pub fn checks(self, report: &Report) -> (Vec<FioCheck>, Vec<String>) {
         let mut warnings = self.failures;
         let mut checks = Vec::new();
-        for (mode, command) in self.commands {
+        // In the modes' order, not the (random) order they first ran in.
+        let mut commands = self.commands;
+        let rank = |m: &BenchMode| report.config.modes.iter().position(|c| c == m);
+        commands.sort_by_key(|(m, _)| rank(m));
+        for (mode, command) in commands {
             let fio_runs: Vec<f64> = self
                 .runs
                 .iter()

@@ -1,12 +1,16 @@
 //! A made-up but realistic [`Report`] for testing the results side (summaries,
 //! exporters, compare, the CLI) without a disk: a 64 KiB sequential write of
-//! 4 GB under a 256 MiB cgroup, four modes, three rounds, a victim, one
-//! failed run, a fio check and a warning, with per-second samples from a
-//! seeded generator (the same seed gives the same report).
+//! 4 GB under a 256 MiB cgroup, five modes (buffered's backed twin among
+//! them), three rounds in the order of a [`Schedule`] (the runner's seam:
+//! the same walk over the rounds, without processes), a victim, one failed
+//! run, a fio check and a warning, with per-second samples from a seeded
+//! generator (the same seed gives the same report and order).
 
-use super::mode::{BenchMode, WorkloadKind};
+use super::mode::{Backable, BenchMode, WorkloadKind};
+use super::schedule::Schedule;
 use super::schema::{
-    Backing, Config, Environment, FioCheck, Report, Run, Sample, Target, VictimSolo, Workload,
+    Backing, Config, Environment, FioCheck, Report, Run, Sample, Target, VictimSolo,
+    Virtualization, Workload,
 };
 use super::summary::{summarize_modes, summarize_run, RunInput};
 use crate::rng::SplitMix64;
@@ -24,7 +28,7 @@ struct Profile {
     victim_fraction: f64,
 }
 
-const PROFILES: [Profile; 4] = [
+const PROFILES: [Profile; 5] = [
     Profile {
         mode: BenchMode::Buffered,
         backend: "std",
@@ -56,6 +60,14 @@ const PROFILES: [Profile; 4] = [
         cache_fraction: 0.05,
         cpu_per_s: 0.5,
         victim_fraction: 0.93,
+    },
+    Profile {
+        mode: BenchMode::Backed(Backable::Buffered),
+        backend: "std",
+        mb_per_s: 520.0,
+        cache_fraction: 0.9,
+        cpu_per_s: 0.4,
+        victim_fraction: 0.4,
     },
 ];
 
@@ -90,6 +102,19 @@ pub fn report(seed: u64) -> Report {
         device: "loop on /dev/shm".into(),
         probe: serde_json::json!({ "backend": "kernel" }),
         tools: [("fio".to_owned(), "fio-3.33".to_owned())].into(),
+        virtualization: Virtualization {
+            summary: "Firecracker (kvm) VM, in a docker container".into(),
+            vm: Some("kvm".into()),
+            container: Some("docker".into()),
+            dmi: None,
+            cpuinfo_hypervisor: true,
+            hypervisor: Some("Firecracker".into()),
+        },
+        free_page_reporting: Some(
+            [("page_reporting_order", "9"), ("reported_kib", "3605112")]
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .into(),
+        ),
     };
     let config = Config {
         workload: Workload {
@@ -118,16 +143,17 @@ pub fn report(seed: u64) -> Report {
     let solo = Summary::of(&solo).expect("samples");
     report.victim_solo = Some(VictimSolo { ops_per_s: solo });
 
-    for round in 1..=ROUNDS {
-        for profile in &PROFILES {
-            let mut run = mock_run(&mut rng, profile, round, solo.median);
-            // One failure, to show that failed runs stay out of the summaries.
-            if profile.mode == BenchMode::Odirect && round == 2 {
-                run.error = Some("pwrite: Input/output error (mock)".into());
-            }
-            report.runs.push(run);
+    let schedule = Schedule::new(seed, &report.config.modes, ROUNDS);
+    for (round, mode) in schedule.runs() {
+        let profile = PROFILES.iter().find(|p| p.mode == mode).expect("a profile");
+        let mut run = mock_run(&mut rng, profile, round, solo.median);
+        // One failure, to show that failed runs stay out of the summaries.
+        if profile.mode == BenchMode::Odirect && round == 2 {
+            run.error = Some("pwrite: Input/output error (mock)".into());
         }
+        report.runs.push(run);
     }
+    report.schedule = Some(schedule);
     report.modes = summarize_modes(&report);
     let buffered = report.modes[0].mb_per_s.expect("buffered ran").median;
     report.fio.push(FioCheck {
@@ -216,6 +242,9 @@ fn mock_run(rng: &mut Rng, profile: &Profile, round: u32, solo: f64) -> Run {
         final_dataset_cached_bytes: Some(cached / 2),
         victim_solo_ops_per_s: Some(solo),
         fast_peaks: None,
+        reported_to_host_bytes: Some(
+            (moved as f64 * profile.cache_fraction * rng.jitter(0.5) / 16.0) as u64,
+        ),
     });
     Run {
         mode: profile.mode,
@@ -228,6 +257,7 @@ fn mock_run(rng: &mut Rng, profile: &Profile, round: u32, solo: f64) -> Run {
         samples,
         summary,
         ubio_stats: None,
+        prefaulted_bytes: profile.mode.caps().prefault.then_some(moved),
     }
 }
 

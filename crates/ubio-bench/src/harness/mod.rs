@@ -3,7 +3,7 @@
 //! A benchmark is a [`schema::Config`] (a workload, modes, a target, a memory
 //! limit, an optional victim) run as phases, hyperfine-style: prepare the
 //! target and dataset, warm up, measure every mode round after round
-//! (interleaved, the dataset's own pages dropped between runs, one sample
+//! (each round in a new random order, the dataset's own pages dropped between runs, one sample
 //! per second and page-cache peaks every 10 ms), then summarise. The result is a [`schema::Report`], written as JSON after
 //! every run; the exporters, `compare` and the seed suite read only that.
 
@@ -11,6 +11,7 @@
 // gives.
 pub mod mode;
 pub mod schema;
+pub mod schedule;
 pub mod engine;
 pub mod sampler;
 pub mod runner;

@@ -68,7 +68,9 @@ impl FromStr for WorkloadKind {
 /// How the bytes move.
 ///
 /// The in-process modes run in the harness's own worker threads; the tool
-/// modes run an external command per file (copies only).
+/// modes run an external command per file (a copy or a read, see
+/// [`Tool::caps`]); a backed mode is a baseline run right after its pages'
+/// memory was faulted in and released (see [`crate::backing`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub enum BenchMode {
@@ -87,13 +89,50 @@ pub enum BenchMode {
     Fadvise,
     /// A `ubio::File` with the given backend (`ubio` = auto).
     Ubio(BackendKind),
-    /// Copies only: an external command per file.
-    Tool(CopyTool),
+    /// An external command per file (copies or reads, per the tool).
+    Tool(Tool),
+    /// A mode that fills the page cache, run right after memory of the
+    /// size of the pages it will take was faulted in and released
+    /// ("buffered+backed", "cp+backed"): on a VM that hands free memory
+    /// back to its host (free page reporting), the baseline's figure when
+    /// its pages need no host fault, as on bare metal.
+    Backed(Backable),
 }
 
-/// External copy commands compared in copy workloads.
+/// The modes that have a backed twin: those whose data goes through the
+/// page cache as a plain program's does (`page_cache` in the table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CopyTool {
+pub enum Backable {
+    Buffered,
+    Tool(Tool),
+}
+
+impl Backable {
+    /// The mode it is the twin of.
+    pub fn mode(self) -> BenchMode {
+        match self {
+            Backable::Buffered => BenchMode::Buffered,
+            Backable::Tool(t) => BenchMode::Tool(t),
+        }
+    }
+
+    /// The twin of `mode`, if its row says it fills the page cache.
+    pub fn of(mode: BenchMode) -> Option<Backable> {
+        if !mode.caps().page_cache {
+            return None;
+        }
+        match mode {
+            BenchMode::Buffered => Some(Backable::Buffered),
+            BenchMode::Tool(t) => Some(Backable::Tool(t)),
+            _ => None,
+        }
+    }
+}
+
+/// External commands: copy tools (cp, xcp, rsync, ...) and read tools
+/// (cat, dd, ...), each run once per file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Tool {
     /// coreutils `cp`.
     Cp,
     /// `nocache cp` (the nocache package's LD_PRELOAD wrapper).
@@ -102,30 +141,139 @@ pub enum CopyTool {
     DdNocache,
     /// `rsync` (whole-file, to a local path).
     Rsync,
+    /// `xcp` (a parallel cp in Rust, from crates.io).
+    Xcp,
     /// `ubio cp`.
     UbioCp,
     /// `ubio run -- cp` (the LD_PRELOAD shim around coreutils cp).
     UbioRunCp,
+    /// `cat FILE > /dev/null`.
+    Cat,
+    /// `dd if=FILE of=/dev/null bs=<block>`.
+    Dd,
+    /// `ubio cat FILE > /dev/null`.
+    UbioCat,
+    /// `ubio run -- cat FILE > /dev/null`.
+    UbioRunCat,
 }
 
-impl CopyTool {
-    pub const ALL: [CopyTool; 6] = [
-        CopyTool::Cp,
-        CopyTool::NocacheCp,
-        CopyTool::DdNocache,
-        CopyTool::Rsync,
-        CopyTool::UbioCp,
-        CopyTool::UbioRunCp,
+/// What a tool is and needs: its row of the tool table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolCaps {
+    /// The one workload it runs: `Copy` (SRC to DST, then the harness
+    /// fsyncs DST) or `SeqRead` (FILE to /dev/null).
+    pub workload: WorkloadKind,
+    /// Programs it needs on PATH (besides the ubio binary).
+    pub programs: &'static [&'static str],
+    /// How to get a missing program, for the message that leaves it out.
+    pub install: &'static str,
+    /// It is ubio's (runs the ubio binary).
+    pub ubio: bool,
+    /// It runs under `ubio run` (the shim must work here).
+    pub shim: bool,
+    /// Its data goes through the page cache as a plain program's does: a
+    /// baseline, with a backed twin.
+    pub page_cache: bool,
+}
+
+impl Tool {
+    pub const ALL: [Tool; 11] = [
+        Tool::Cp,
+        Tool::NocacheCp,
+        Tool::DdNocache,
+        Tool::Rsync,
+        Tool::Xcp,
+        Tool::UbioCp,
+        Tool::UbioRunCp,
+        Tool::Cat,
+        Tool::Dd,
+        Tool::UbioCat,
+        Tool::UbioRunCat,
     ];
 
     pub fn name(self) -> &'static str {
         match self {
-            CopyTool::Cp => "cp",
-            CopyTool::NocacheCp => "nocache-cp",
-            CopyTool::DdNocache => "dd-nocache",
-            CopyTool::Rsync => "rsync",
-            CopyTool::UbioCp => "ubio-cp",
-            CopyTool::UbioRunCp => "ubio-run-cp",
+            Tool::Cp => "cp",
+            Tool::NocacheCp => "nocache-cp",
+            Tool::DdNocache => "dd-nocache",
+            Tool::Rsync => "rsync",
+            Tool::Xcp => "xcp",
+            Tool::UbioCp => "ubio-cp",
+            Tool::UbioRunCp => "ubio-run-cp",
+            Tool::Cat => "cat",
+            Tool::Dd => "dd",
+            Tool::UbioCat => "ubio-cat",
+            Tool::UbioRunCat => "ubio-run-cat",
+        }
+    }
+
+    /// The tool's row of the table.
+    pub fn caps(self) -> ToolCaps {
+        const APT: &str =
+            "Debian packages coreutils, nocache, rsync; scripts/install-deps.sh installs them";
+        let copy = ToolCaps {
+            workload: WorkloadKind::Copy,
+            programs: &["cp"],
+            install: APT,
+            ubio: false,
+            shim: false,
+            page_cache: true,
+        };
+        let read = ToolCaps {
+            workload: WorkloadKind::SeqRead,
+            programs: &["cat"],
+            ..copy
+        };
+        match self {
+            Tool::Cp => copy,
+            Tool::NocacheCp => ToolCaps {
+                programs: &["nocache", "cp"],
+                page_cache: false,
+                ..copy
+            },
+            Tool::DdNocache => ToolCaps {
+                programs: &["dd"],
+                page_cache: false,
+                ..copy
+            },
+            Tool::Rsync => ToolCaps {
+                programs: &["rsync"],
+                ..copy
+            },
+            Tool::Xcp => ToolCaps {
+                programs: &["xcp"],
+                install: "`cargo install xcp` (scripts/install-deps.sh does it)",
+                ..copy
+            },
+            Tool::UbioCp => ToolCaps {
+                programs: &[],
+                ubio: true,
+                page_cache: false,
+                ..copy
+            },
+            Tool::UbioRunCp => ToolCaps {
+                ubio: true,
+                shim: true,
+                page_cache: false,
+                ..copy
+            },
+            Tool::Cat => read,
+            Tool::Dd => ToolCaps {
+                programs: &["dd"],
+                ..read
+            },
+            Tool::UbioCat => ToolCaps {
+                programs: &[],
+                ubio: true,
+                page_cache: false,
+                ..read
+            },
+            Tool::UbioRunCat => ToolCaps {
+                ubio: true,
+                shim: true,
+                page_cache: false,
+                ..read
+            },
         }
     }
 }
@@ -163,6 +311,14 @@ pub struct ModeCaps {
     pub aligned: bool,
     /// fio's mirror of the mode, if fio has one.
     pub fio: Option<FioJob>,
+    /// Its data goes through the page cache as a plain program's does: a
+    /// baseline of the comparisons, with a backed twin.
+    pub page_cache: bool,
+    /// Before each run, memory of the size of the pages the run will take
+    /// is faulted in and released ([`crate::backing`]).
+    pub prefault: bool,
+    /// ubio's own (in process or a ubio command).
+    pub ubio: bool,
 }
 
 impl ModeCaps {
@@ -173,6 +329,9 @@ impl ModeCaps {
         uring: false,
         aligned: false,
         fio: None,
+        page_cache: false,
+        prefault: false,
+        ubio: false,
     };
 }
 
@@ -193,6 +352,7 @@ impl BenchMode {
         match self {
             BenchMode::Buffered => ModeCaps {
                 fio: fio("psync", false, false, false),
+                page_cache: true,
                 ..plain
             },
             BenchMode::Dontcache => ModeCaps {
@@ -223,7 +383,25 @@ impl BenchMode {
                 advise_dontneed: true,
                 ..plain
             },
-            BenchMode::Ubio(_) | BenchMode::Tool(_) => plain,
+            BenchMode::Ubio(_) => ModeCaps {
+                ubio: true,
+                ..plain
+            },
+            BenchMode::Tool(t) => {
+                let t = t.caps();
+                ModeCaps {
+                    page_cache: t.page_cache,
+                    ubio: t.ubio,
+                    ..plain
+                }
+            }
+            // The twin moves its bytes as the mode it twins; fio has no
+            // backed variant.
+            BenchMode::Backed(b) => ModeCaps {
+                prefault: true,
+                fio: None,
+                ..b.mode().caps()
+            },
         }
     }
 }
@@ -249,12 +427,13 @@ impl BenchMode {
 
     /// The modes a benchmark compares when none are named: every in-process
     /// mode with ubio's automatic choice only (the ubio:<backend> ones on
-    /// request); for copies, buffered, ubio and every tool.
+    /// request); for copies, buffered, ubio and every copy tool.
     pub fn defaults(kind: WorkloadKind) -> Vec<BenchMode> {
         match kind {
             WorkloadKind::Copy => [BenchMode::Buffered, BenchMode::Ubio(BackendKind::Auto)]
                 .into_iter()
-                .chain(CopyTool::ALL.map(BenchMode::Tool))
+                .chain(Tool::ALL.map(BenchMode::Tool))
+                .filter(|m| m.supports(kind))
                 .collect(),
             _ => BenchMode::in_process()
                 .into_iter()
@@ -263,9 +442,13 @@ impl BenchMode {
         }
     }
 
-    /// Whether the mode can run `kind` (tools only copy).
+    /// Whether the mode can run `kind` (a tool runs its one workload).
     pub fn supports(self, kind: WorkloadKind) -> bool {
-        !matches!(self, BenchMode::Tool(_)) || kind == WorkloadKind::Copy
+        match self {
+            BenchMode::Tool(t) => t.caps().workload == kind,
+            BenchMode::Backed(b) => b.mode().supports(kind),
+            _ => true,
+        }
     }
 }
 
@@ -302,13 +485,26 @@ impl fmt::Display for BenchMode {
             BenchMode::Ubio(BackendKind::Auto) => f.write_str("ubio"),
             BenchMode::Ubio(k) => write!(f, "ubio:{k}"),
             BenchMode::Tool(t) => f.write_str(t.name()),
+            BenchMode::Backed(b) => write!(f, "{}{BACKED_SUFFIX}", b.mode()),
         }
     }
 }
 
+/// What a backed twin's name ends with ("cp+backed").
+pub const BACKED_SUFFIX: &str = "+backed";
+
 impl FromStr for BenchMode {
     type Err = String;
     fn from_str(s: &str) -> Result<BenchMode, String> {
+        if let Some(base) = s.strip_suffix(BACKED_SUFFIX) {
+            let mode: BenchMode = base.parse()?;
+            return Backable::of(mode).map(BenchMode::Backed).ok_or_else(|| {
+                format!(
+                    "'{s}': only modes whose data goes through the page cache as a plain \
+                     program's does (buffered, cp, rsync, xcp, cat, dd) have a backed twin"
+                )
+            });
+        }
         let simple = match s {
             "buffered" => Some(BenchMode::Buffered),
             "dontcache" => Some(BenchMode::Dontcache),
@@ -322,15 +518,16 @@ impl FromStr for BenchMode {
         if let Some(m) = simple {
             return Ok(m);
         }
-        if let Some(tool) = CopyTool::ALL.into_iter().find(|t| t.name() == s) {
+        if let Some(tool) = Tool::ALL.into_iter().find(|t| t.name() == s) {
             return Ok(BenchMode::Tool(tool));
         }
         match s.split_once(':') {
             Some(("ubio", k)) => Ok(BenchMode::Ubio(k.parse()?)),
             _ => Err(format!(
                 "unknown mode '{s}' (expected buffered, dontcache, dontcache-uring, odirect, \
-                 odirect-uring, fadvise, ubio, ubio:<backend>, or for copies cp, nocache-cp, \
-                 dd-nocache, rsync, ubio-cp, ubio-run-cp)"
+                 odirect-uring, fadvise, ubio, ubio:<backend>; for copies cp, nocache-cp, \
+                 dd-nocache, rsync, xcp, ubio-cp, ubio-run-cp; for seq-read cat, dd, ubio-cat, \
+                 ubio-run-cat; any of buffered, cp, rsync, xcp, cat, dd with +backed)"
             )),
         }
     }
@@ -356,7 +553,17 @@ mod tests {
     #[test]
     fn every_mode_round_trips_through_its_name() {
         let mut all = BenchMode::in_process();
-        all.extend(CopyTool::ALL.map(BenchMode::Tool));
+        all.extend(Tool::ALL.map(BenchMode::Tool));
+        let twins: Vec<BenchMode> = all
+            .iter()
+            .filter_map(|&m| Backable::of(m).map(BenchMode::Backed))
+            .collect();
+        assert_eq!(
+            twins.len(),
+            6,
+            "buffered, cp, rsync, xcp, cat, dd: {twins:?}"
+        );
+        all.extend(twins);
         for m in all {
             assert_eq!(m.to_string().parse::<BenchMode>(), Ok(m), "{m}");
         }
@@ -378,7 +585,7 @@ mod tests {
 
     #[test]
     fn defaults_are_ubio_auto_and_the_rest_or_tools_for_copies() {
-        assert!(BenchMode::defaults(WorkloadKind::Copy).contains(&BenchMode::Tool(CopyTool::Rsync)));
+        assert!(BenchMode::defaults(WorkloadKind::Copy).contains(&BenchMode::Tool(Tool::Rsync)));
         assert!(!BenchMode::defaults(WorkloadKind::SeqRead)
             .iter()
             .any(|m| matches!(m, BenchMode::Tool(_))));
@@ -423,13 +630,47 @@ mod tests {
         assert!(od.aligned && od.open_flags & libc::O_DIRECT != 0 && !od.uring);
         assert!(BenchMode::Fadvise.caps().advise_dontneed);
         assert_eq!(BenchMode::Fadvise.caps().fio, None);
-        assert_eq!(BenchMode::Ubio(BackendKind::Auto).caps(), ModeCaps::PLAIN);
+        assert_eq!(
+            BenchMode::Ubio(BackendKind::Auto).caps(),
+            ModeCaps {
+                ubio: true,
+                ..ModeCaps::PLAIN
+            }
+        );
     }
 
     #[test]
-    fn tools_only_copy() {
-        assert!(BenchMode::Tool(CopyTool::Cp).supports(WorkloadKind::Copy));
-        assert!(!BenchMode::Tool(CopyTool::Cp).supports(WorkloadKind::SeqRead));
+    fn tools_run_their_one_workload() {
+        assert!(BenchMode::Tool(Tool::Cp).supports(WorkloadKind::Copy));
+        assert!(!BenchMode::Tool(Tool::Cp).supports(WorkloadKind::SeqRead));
+        assert!(BenchMode::Tool(Tool::UbioRunCat).supports(WorkloadKind::SeqRead));
+        assert!(!BenchMode::Tool(Tool::Cat).supports(WorkloadKind::Copy));
         assert!(BenchMode::Buffered.supports(WorkloadKind::Copy));
+        let twin: BenchMode = "cat+backed".parse().unwrap();
+        assert!(twin.supports(WorkloadKind::SeqRead) && !twin.supports(WorkloadKind::Copy));
+    }
+
+    #[test]
+    fn only_page_cache_modes_have_a_backed_twin() {
+        let twin: BenchMode = "buffered+backed".parse().unwrap();
+        assert_eq!(twin, BenchMode::Backed(Backable::Buffered));
+        let caps = twin.caps();
+        assert!(caps.prefault && caps.page_cache && caps.fio.is_none());
+        assert!(!BenchMode::Buffered.caps().prefault);
+        for bad in [
+            "ubio+backed",
+            "ubio-cp+backed",
+            "dontcache+backed",
+            "nocache-cp+backed",
+        ] {
+            let err = bad.parse::<BenchMode>().unwrap_err();
+            assert!(err.contains("backed twin"), "{bad}: {err}");
+        }
+        assert!("nope+backed"
+            .parse::<BenchMode>()
+            .unwrap_err()
+            .contains("unknown mode"));
+        assert!(BenchMode::Tool(Tool::UbioCat).caps().ubio);
+        assert!(!BenchMode::Tool(Tool::Cat).caps().ubio);
     }
 }

@@ -8,7 +8,9 @@
 //!    cgroup, and measure it alone;
 //! 3. warm up: one untimed buffered pass of the workload, which touches the
 //!    memory the runs will use (fresh VM memory is slow on first touch);
-//! 4. measure: rounds x modes, interleaved (A B A B); before each run the
+//! 4. measure: rounds x modes, each round in a new random order (seeded,
+//!    see [`super::schedule`]); a backed mode first faults in and releases
+//!    memory of the size its pages will take ([`crate::backing`]); before each run the
 //!    dataset's own pages are dropped (fsync + POSIX_FADV_DONTNEED on our
 //!    files only: the machine is shared, so never drop_caches) and the
 //!    victim re-reads its hot file; each run is sampled every second and
@@ -27,10 +29,12 @@ use super::engine::{self, EngineJob, EngineProgress, EngineResult};
 use super::fio::Fio;
 use super::mode::{BenchMode, WorkloadKind};
 use super::sampler::{self, SystemSampler};
+use super::schedule::Schedule;
 use super::schema::{Config, Report, Run, Sample, VictimSolo, Workload};
 use super::summary::{self, FastPeaks, RunInput};
 use crate::clock::monotonic_secs;
 use crate::cpu::CpuTimes;
+use crate::page_reporting;
 use crate::path_context;
 use crate::stats::Summary;
 use crate::victim::{self, per_second_rates};
@@ -49,6 +53,9 @@ use ubio_testenv::residency_sampler::ResidencySampler;
 const WARM_TIMEOUT: Duration = Duration::from_secs(120);
 /// How often the dataset's page-cache peaks are sampled during a run.
 const PEAK_EVERY: Duration = Duration::from_millis(10);
+/// The longest a backed mode waits for a free page reporting pass that
+/// the settle armed (its delay is about 2 s here).
+const REPORTING_PASS: Duration = Duration::from_millis(2500);
 /// How long a worker may take to start.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -72,6 +79,8 @@ pub struct RunOptions {
     /// (untimed) that every file holds what was written; a mismatch fails
     /// the run.
     pub verify: bool,
+    /// Seed of the modes' order in every round (kept in the report).
+    pub order_seed: u64,
 }
 
 impl RunOptions {
@@ -85,6 +94,7 @@ impl RunOptions {
             victim_solo_secs: 3.0,
             git_commit: None,
             verify: false,
+            order_seed: super::schedule::seed_from_clock(),
         }
     }
 }
@@ -225,31 +235,35 @@ pub fn run(config: &Config, options: &RunOptions, progress: &dyn Progress) -> io
             Err(e) => report.warnings.push(e),
         }
     }
-    for round in 1..=config.rounds {
-        for &mode in &modes {
-            bench.settle(victim.as_mut(), &mut report.warnings)?;
-            let label = format!("round {round}/{}: {mode}", config.rounds);
-            let run = bench.measure(
-                mode,
-                round,
-                &label,
-                victim.as_ref(),
-                report.victim_solo.as_ref(),
-            )?;
-            if let Some(e) = &run.error {
-                let msg = format!("{label} failed: {e}");
-                progress.warning(&msg);
-                report.warnings.push(msg);
-            }
-            report.runs.push(run);
-            report.wall_secs = started.elapsed().as_secs_f64();
-            bench.write(&report)?;
-            if let Some(fio) = fio.as_mut() {
-                if fio.mirrors(mode) {
-                    bench.settle(victim.as_mut(), &mut report.warnings)?;
-                    progress.message(&format!("round {round}/{}: fio's {mode}", config.rounds));
-                    fio.run(mode, w, &layout, &cg);
-                }
+    let schedule = Schedule::new(options.order_seed, &modes, config.rounds);
+    progress.message(&format!(
+        "order seed {} (--seed {} runs the same orders)",
+        schedule.seed, schedule.seed
+    ));
+    report.schedule = Some(schedule.clone());
+    for (round, mode) in schedule.runs() {
+        bench.settle(victim.as_mut(), &mut report.warnings)?;
+        let label = format!("round {round}/{}: {mode}", config.rounds);
+        let run = bench.measure(
+            mode,
+            round,
+            &label,
+            victim.as_ref(),
+            report.victim_solo.as_ref(),
+        )?;
+        if let Some(e) = &run.error {
+            let msg = format!("{label} failed: {e}");
+            progress.warning(&msg);
+            report.warnings.push(msg);
+        }
+        report.runs.push(run);
+        report.wall_secs = started.elapsed().as_secs_f64();
+        bench.write(&report)?;
+        if let Some(fio) = fio.as_mut() {
+            if fio.mirrors(mode) {
+                bench.settle(victim.as_mut(), &mut report.warnings)?;
+                progress.message(&format!("round {round}/{}: fio's {mode}", config.rounds));
+                fio.run(mode, w, &layout, &cg);
             }
         }
     }
@@ -480,6 +494,12 @@ impl Bench<'_> {
         solo: Option<&VictimSolo>,
     ) -> io::Result<Run> {
         let kind = self.config.workload.kind;
+        let prefaulted_bytes = if mode.caps().prefault {
+            Some(self.back_pages(label)?)
+        } else {
+            None
+        };
+        let reported = page_reporting::Reported::start(Path::new(page_reporting::SYSFS));
         self.progress.run_started(label, self.layout.total_bytes());
         let client = self.spawn(self.job(kind, mode))?;
         let start = loop {
@@ -494,7 +514,9 @@ impl Bench<'_> {
             Ok(s) => s,
             Err(e) => {
                 client.wait(true)?;
-                return Ok(self.failed_run(mode, round, e));
+                let mut run = self.failed_run(mode, round, e);
+                run.prefaulted_bytes = prefaulted_bytes;
+                return Ok(run);
             }
         };
         let mut sampler = SystemSampler::start(
@@ -593,6 +615,7 @@ impl Bench<'_> {
             final_dataset_cached_bytes: Some(final_cached),
             victim_solo_ops_per_s: solo.map(|s| s.ops_per_s.median),
             fast_peaks: Some(fast_peaks),
+            reported_to_host_bytes: reported.bytes_since(),
         });
         let (backend, reason, ubio_stats) = match result {
             Some(r) => (r.backend, r.reason, r.ubio_stats),
@@ -609,9 +632,54 @@ impl Bench<'_> {
             samples,
             summary,
             ubio_stats,
+            prefaulted_bytes,
         };
         self.progress.run_finished(&run, &run_line(label, &run));
         Ok(run)
+    }
+
+    /// For a backed mode, right before its run: memory of the size of the
+    /// page cache the run will take (the dataset; source and copy for
+    /// copies), as much as is free to spare, faulted in and released, so
+    /// the run's pages need no host fault. Returns the bytes.
+    fn back_pages(&self, label: &str) -> io::Result<u64> {
+        let kind = self.config.workload.kind;
+        let copies = if kind == WorkloadKind::Copy { 2 } else { 1 };
+        let want = copies * self.layout.total_bytes();
+        // Leave a quarter of what is available (and 1 GiB) to everyone else.
+        let available = ubio_testenv::procfs::meminfo()
+            .ok()
+            .and_then(|m| m.get("MemAvailable").copied())
+            .unwrap_or(0);
+        let spare = (available / 4 * 3).saturating_sub(1 << 30);
+        let bytes = want.min(spare);
+        self.progress.message(&format!(
+            "{label}: backing {} MiB of pages first (fault in, release)",
+            bytes >> 20
+        ));
+        // The pages the settle just freed armed a reporting pass (~2 s
+        // later): let it go by first (at most REPORTING_PASS), so that it
+        // does not hand the backing back during the run.
+        let sysfs = Path::new(page_reporting::SYSFS);
+        let waiting = page_reporting::Reported::start(sysfs);
+        let since = Instant::now();
+        while waiting.bytes_since() == Some(0) && since.elapsed() < REPORTING_PASS {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // A pass during the backing hands part of it back at once; the
+        // next is at least its delay away, so back again then.
+        for _ in 0..3 {
+            let before = page_reporting::Reported::start(sysfs);
+            crate::backing::prefault_and_release(bytes)?;
+            match before.bytes_since() {
+                Some(n) if n > 0 => self.progress.message(&format!(
+                    "{label}: {} MiB were reported to the host while backing: backing again",
+                    n >> 20
+                )),
+                _ => break,
+            }
+        }
+        Ok(bytes)
     }
 
     /// The files the run wrote (or copied) hold the dataset.
@@ -645,6 +713,7 @@ impl Bench<'_> {
             samples: Vec::new(),
             summary,
             ubio_stats: None,
+            prefaulted_bytes: None,
         }
     }
 
@@ -664,10 +733,11 @@ pub fn run_line(label: &str, run: &Run) -> String {
     }
     let s = &run.summary;
     let mut line = format!(
-        "{label}: {:.0} MB/s in {:.1} s, cpu {:.2} s/GB, dataset cache peak {} final {}",
+        "{label}: {:.0} MB/s in {:.1} s, cpu {:.2} s/GB (sys {:.2}), dataset cache peak {} final {}",
         s.mb_per_s,
         run.secs,
         s.cpu_secs_per_gb,
+        s.cpu_sys_secs_per_gb,
         sampler::short_bytes(s.peak_dataset_cached_bytes),
         sampler::short_bytes(s.final_dataset_cached_bytes)
     );
@@ -675,6 +745,12 @@ pub fn run_line(label: &str, run: &Run) -> String {
         line.push_str(&format!(
             ", victim {:.0}/s (worst {:.0})",
             v.median_ops_per_s, v.worst_ops_per_s
+        ));
+    }
+    if let Some(b) = s.reported_to_host_bytes {
+        line.push_str(&format!(
+            ", {} reported to the host",
+            sampler::short_bytes(b)
         ));
     }
     line

@@ -13,6 +13,7 @@
 //! adding an optional field does not change it.
 
 use super::mode::{BenchMode, WorkloadKind};
+use super::schedule::Schedule;
 use crate::stats::Summary;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -34,8 +35,12 @@ pub struct Report {
     pub config: Config,
     /// The victim alone, before any run (null without a victim).
     pub victim_solo: Option<VictimSolo>,
-    /// Every measured run, in the order it ran (interleaved: round 1 of
-    /// every mode, then round 2, ...).
+    /// The order seed and every round's order of the modes (null in
+    /// reports from before the order was randomized).
+    #[serde(default)]
+    pub schedule: Option<Schedule>,
+    /// Every measured run, in the order it ran (round 1 of every mode, in
+    /// `schedule`'s order, then round 2, ...).
     pub runs: Vec<Run>,
     /// One entry per mode, in the order of `config.modes`.
     pub modes: Vec<ModeSummary>,
@@ -81,6 +86,33 @@ pub struct Environment {
     /// Versions of the external tools used (fio, cp, rsync, nocache, dd).
     #[serde(default)]
     pub tools: std::collections::BTreeMap<String, String>,
+    /// What the machine runs on (VM, container), as far as it can tell.
+    #[serde(default)]
+    pub virtualization: Virtualization,
+    /// The parameters of free page reporting (/sys/module/page_reporting),
+    /// null where the kernel has none: then buffered I/O takes its pages
+    /// as bare metal does.
+    #[serde(default)]
+    pub free_page_reporting: Option<std::collections::BTreeMap<String, String>>,
+}
+
+/// Where the machine runs, from every source there is.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Virtualization {
+    /// In a sentence: "Firecracker (kvm) VM, in a docker container",
+    /// "none found (bare metal?)".
+    pub summary: String,
+    /// `systemd-detect-virt --vm` ("kvm"; null when absent or "none").
+    pub vm: Option<String>,
+    /// `systemd-detect-virt --container`.
+    pub container: Option<String>,
+    /// /sys/class/dmi/id/sys_vendor and product_name (Firecracker has no DMI).
+    pub dmi: Option<String>,
+    /// The `hypervisor` flag of /proc/cpuinfo: running under one.
+    pub cpuinfo_hypervisor: bool,
+    /// A hypervisor named by the DMI or the kernel command line
+    /// ("Firecracker"), where one is.
+    pub hypervisor: Option<String>,
 }
 
 /// What was asked for.
@@ -176,6 +208,10 @@ pub struct Run {
     /// `ubio::Stats` per file at close, for ubio modes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ubio_stats: Option<serde_json::Value>,
+    /// Backed modes: the anonymous memory faulted in and released right
+    /// before the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefaulted_bytes: Option<u64>,
 }
 
 /// One interval (normally one second) of a run. Counters are the
@@ -235,6 +271,15 @@ pub struct RunSummary {
     pub cpu_sys_secs: f64,
     /// (user + system) per GB moved.
     pub cpu_secs_per_gb: f64,
+    /// System time per GB moved: where host faults show.
+    #[serde(default)]
+    pub cpu_sys_secs_per_gb: f64,
+    /// Memory the guest handed back to its host during the run (free page
+    /// reporting's reported_kib, after - before: for a backed mode, what
+    /// of its backing went back before its pages were taken); null
+    /// without it.
+    #[serde(default)]
+    pub reported_to_host_bytes: Option<u64>,
     /// Pages reclaimed per GB moved: pgsteal (kswapd + direct, whole
     /// machine) plus memory cgroup limit reclaim (`memcg_limit_reclaimed_pages`).
     pub reclaimed_pages_per_gb: f64,
@@ -282,7 +327,17 @@ pub struct ModeSummary {
     /// Median throughput over the baseline's (buffered, or cp for copies)
     /// median; null without a baseline in the run.
     pub speed_vs_baseline: Option<f64>,
+    /// The same over the baseline's backed twin ("cp+backed"): against a
+    /// baseline whose pages need no host fault, as on bare metal; null
+    /// without the twin in the run.
+    #[serde(default)]
+    pub speed_vs_backed_baseline: Option<f64>,
     pub cpu_secs_per_gb: Option<Summary>,
+    #[serde(default)]
+    pub cpu_sys_secs_per_gb: Option<Summary>,
+    /// Memory handed back to the host per run.
+    #[serde(default)]
+    pub reported_to_host_bytes: Option<Summary>,
     pub reclaimed_pages_per_gb: Option<Summary>,
     pub kswapd_cpu_secs: Option<Summary>,
     /// Highest over the runs.
@@ -324,6 +379,7 @@ impl Report {
             environment,
             config,
             victim_solo: None,
+            schedule: None,
             runs: Vec::new(),
             modes: Vec::new(),
             fio: Vec::new(),

@@ -20,7 +20,7 @@
 
 use super::export::table::human_bytes;
 use super::export::write_atomically;
-use super::mode::{BenchMode, CopyTool, WorkloadKind};
+use super::mode::{BenchMode, Tool, WorkloadKind};
 use super::schema::SCHEMA_VERSION;
 use super::schema::{Backing, Config, ModeSummary, Report, Target, Workload};
 use crate::path_context;
@@ -39,7 +39,7 @@ pub struct Scale {
     /// Limit of the memory cgroup ("RAM" of the seeds).
     #[serde(rename = "memory_limit_bytes")]
     pub memory_limit: u64,
-    /// Measured rounds per experiment (interleaved).
+    /// Measured rounds per experiment (each in a new random order).
     pub rounds: u32,
     /// Seconds a random-read run lasts.
     pub random_secs: f64,
@@ -467,8 +467,8 @@ fn seed_004(s: &Scale) -> Experiment {
         config: Config {
             workload: workload(WorkloadKind::Copy, MIB, 1, 1, dataset),
             modes: vec![
-                BenchMode::Tool(CopyTool::Cp),
-                BenchMode::Tool(CopyTool::UbioCp),
+                BenchMode::Tool(Tool::Cp),
+                BenchMode::Tool(Tool::UbioCp),
                 BenchMode::Buffered,
                 UBIO,
             ],
@@ -484,8 +484,8 @@ fn seed_004(s: &Scale) -> Experiment {
         },
         fio: false,
         judge: |r, _| {
-            let cp = BenchMode::Tool(CopyTool::Cp);
-            let ubio_cp = BenchMode::Tool(CopyTool::UbioCp);
+            let cp = BenchMode::Tool(Tool::Cp);
+            let ubio_cp = BenchMode::Tool(Tool::UbioCp);
             let Some([plain, wb]) = modes(r, [cp, ubio_cp]) else {
                 return missing(r, &[cp, ubio_cp]);
             };
@@ -858,7 +858,10 @@ mod tests {
             runs_failed: 0,
             mb_per_s: summary(mb),
             speed_vs_baseline: None,
+            speed_vs_backed_baseline: None,
             cpu_secs_per_gb: summary(1.0),
+            cpu_sys_secs_per_gb: summary(0.5),
+            reported_to_host_bytes: None,
             reclaimed_pages_per_gb: summary(reclaim),
             kswapd_cpu_secs: summary(0.0),
             peak_dataset_cached_bytes: 0,
@@ -892,6 +895,8 @@ mod tests {
                 cpu_user_secs: 0.0,
                 cpu_sys_secs: 0.0,
                 cpu_secs_per_gb: 0.0,
+                cpu_sys_secs_per_gb: 0.0,
+                reported_to_host_bytes: None,
                 reclaimed_pages_per_gb: 0.0,
                 scanned_pages_per_gb: 0.0,
                 direct_reclaimed_pages_per_gb: 0.0,
@@ -903,6 +908,7 @@ mod tests {
                 victim: None,
             },
             ubio_stats: None,
+            prefaulted_bytes: None,
         }
     }
 
@@ -920,6 +926,8 @@ mod tests {
             device: "loop".into(),
             probe: serde_json::Value::Null,
             tools: Default::default(),
+            virtualization: Default::default(),
+            free_page_reporting: None,
         };
         let mut r = Report::new(env, exp.config.clone(), 0);
         r.modes = modes;
@@ -1071,10 +1079,10 @@ mod tests {
     #[test]
     fn seed_004_judges_dirty_memory_and_durability() {
         let (e, scale) = experiment("004", 0);
-        let mut cp = mode(BenchMode::Tool(CopyTool::Cp), 100.0, 0.0);
+        let mut cp = mode(BenchMode::Tool(Tool::Cp), 100.0, 0.0);
         cp.peak_dataset_dirty_writeback_bytes = 2 * GIB;
         cp.time_to_durable_secs = summary(30.0);
-        let mut ucp = mode(BenchMode::Tool(CopyTool::UbioCp), 100.0, 0.0);
+        let mut ucp = mode(BenchMode::Tool(Tool::UbioCp), 100.0, 0.0);
         ucp.peak_dataset_dirty_writeback_bytes = 20 * MIB;
         ucp.time_to_durable_secs = summary(31.0);
         let v = e.judge(

@@ -9,7 +9,7 @@
 //! per-GB figures (JSON cannot carry infinity, and nothing was moved to
 //! charge the cost to).
 
-use super::mode::{BenchMode, CopyTool, WorkloadKind};
+use super::mode::{Backable, BenchMode, Tool, WorkloadKind};
 use super::schema::{ModeSummary, Report, Run, RunSummary, Sample, VictimEffect};
 use crate::stats::{self, Summary};
 
@@ -50,6 +50,9 @@ pub struct RunInput<'a> {
     /// sampler faster than the per-second samples (which see levels only at
     /// each second's end); None: the samples' highest.
     pub fast_peaks: Option<FastPeaks>,
+    /// Memory handed back to the host during the run (free page
+    /// reporting), if the kernel counts it.
+    pub reported_to_host_bytes: Option<u64>,
 }
 
 impl RunInput<'static> {
@@ -62,6 +65,7 @@ impl RunInput<'static> {
         final_dataset_cached_bytes: None,
         victim_solo_ops_per_s: None,
         fast_peaks: None,
+        reported_to_host_bytes: None,
     };
 }
 
@@ -119,6 +123,8 @@ pub fn summarize_run(input: &RunInput) -> RunSummary {
         cpu_user_secs,
         cpu_sys_secs,
         cpu_secs_per_gb: per_gb(cpu_user_secs + cpu_sys_secs),
+        cpu_sys_secs_per_gb: per_gb(cpu_sys_secs),
+        reported_to_host_bytes: input.reported_to_host_bytes,
         reclaimed_pages_per_gb: per_gb(reclaimed),
         scanned_pages_per_gb: per_gb(scanned),
         direct_reclaimed_pages_per_gb: per_gb(direct_reclaimed),
@@ -170,18 +176,23 @@ fn victim_effect(ops: impl Iterator<Item = f64>, solo: Option<f64>) -> Option<Vi
     })
 }
 
-/// The baseline that `speed_vs_baseline` divides by: `cp` for copies when
-/// it ran, else `buffered`.
+/// The baseline that `speed_vs_baseline` divides by: for copies `cp` when
+/// it ran, else `buffered`; for others `buffered`, else `cat`.
 pub fn baseline_mode(report: &Report) -> Option<BenchMode> {
-    let present = |m: BenchMode| report.config.modes.contains(&m);
-    let cp = BenchMode::Tool(CopyTool::Cp);
-    if report.config.workload.kind == WorkloadKind::Copy && present(cp) {
-        Some(cp)
-    } else if present(BenchMode::Buffered) {
-        Some(BenchMode::Buffered)
+    let present = |m: &BenchMode| report.config.modes.contains(m);
+    let candidates = if report.config.workload.kind == WorkloadKind::Copy {
+        [BenchMode::Tool(Tool::Cp), BenchMode::Buffered]
     } else {
-        None
-    }
+        [BenchMode::Buffered, BenchMode::Tool(Tool::Cat)]
+    };
+    candidates.into_iter().find(present)
+}
+
+/// The baseline's backed twin ("cp+backed"), if it ran: what
+/// `speed_vs_backed_baseline` divides by.
+pub fn backed_baseline_mode(report: &Report) -> Option<BenchMode> {
+    let twin = BenchMode::Backed(Backable::of(baseline_mode(report)?)?);
+    report.config.modes.contains(&twin).then_some(twin)
 }
 
 /// The modes of a report in order: `config.modes`, then any mode that has
@@ -217,12 +228,15 @@ pub fn ok_runs(report: &Report, mode: BenchMode) -> impl Iterator<Item = &Run> {
 ///   together, against `report.victim_solo`'s median.
 pub fn summarize_modes(report: &Report) -> Vec<ModeSummary> {
     let solo = report.victim_solo.as_ref().map(|v| v.ops_per_s.median);
-    let baseline_speed = baseline_mode(report)
-        .and_then(|mode| {
+    let median_speed = |mode: Option<BenchMode>| {
+        mode.and_then(|mode| {
             let v: Vec<f64> = ok_runs(report, mode).map(|r| r.summary.mb_per_s).collect();
             stats::median(&v)
         })
-        .filter(|b| *b > 0.0);
+        .filter(|b| *b > 0.0)
+    };
+    let baseline_speed = median_speed(baseline_mode(report));
+    let backed_speed = median_speed(backed_baseline_mode(report));
 
     modes_in_order(report)
         .into_iter()
@@ -249,7 +263,15 @@ pub fn summarize_modes(report: &Report) -> Vec<ModeSummary> {
                     .count() as u32,
                 mb_per_s,
                 speed_vs_baseline: mb_per_s.zip(baseline_speed).map(|(m, b)| m.median / b),
+                speed_vs_backed_baseline: mb_per_s.zip(backed_speed).map(|(m, b)| m.median / b),
                 cpu_secs_per_gb: of(|s| s.cpu_secs_per_gb),
+                cpu_sys_secs_per_gb: of(|s| s.cpu_sys_secs_per_gb),
+                reported_to_host_bytes: Summary::of(
+                    &ok.iter()
+                        .filter_map(|r| r.summary.reported_to_host_bytes)
+                        .map(|b| b as f64)
+                        .collect::<Vec<_>>(),
+                ),
                 reclaimed_pages_per_gb: of(|s| s.reclaimed_pages_per_gb),
                 kswapd_cpu_secs: of(|s| s.kswapd_cpu_secs),
                 peak_dataset_cached_bytes: highest(|s| s.peak_dataset_cached_bytes),
@@ -356,6 +378,7 @@ mod tests {
             final_dataset_cached_bytes: Some(1 << 20),
             victim_solo_ops_per_s: Some(1200.0),
             fast_peaks: None,
+            reported_to_host_bytes: Some(3 << 20),
         });
         let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
         assert!(close(s.mb_per_s, 124.0), "{}", s.mb_per_s);
@@ -365,6 +388,8 @@ mod tests {
         assert!(close(s.cpu_user_secs, 0.3) && close(s.cpu_sys_secs, 1.2));
         // 1.5 CPU s over 0.31 GB.
         assert!(close(s.cpu_secs_per_gb, 1.5 / 0.31));
+        assert!(close(s.cpu_sys_secs_per_gb, 1.2 / 0.31));
+        assert_eq!(s.reported_to_host_bytes, Some(3 << 20));
         assert!(close(s.reclaimed_pages_per_gb, 3030.0 / 0.31));
         assert!(close(s.scanned_pages_per_gb, 6000.0 / 0.31));
         assert!(close(s.direct_reclaimed_pages_per_gb, 30.0 / 0.31));
@@ -390,6 +415,7 @@ mod tests {
             final_dataset_cached_bytes: None,
             victim_solo_ops_per_s: None,
             fast_peaks: None,
+            reported_to_host_bytes: None,
         });
         assert_eq!(s.per_second_mb_per_s.unwrap().median, 100.0);
         assert!(s.victim.is_none());
@@ -406,6 +432,7 @@ mod tests {
             final_dataset_cached_bytes: Some(0),
             victim_solo_ops_per_s: None,
             fast_peaks: Some(fast),
+            reported_to_host_bytes: None,
         };
         let high = FastPeaks {
             cached_bytes: 1 << 30,
@@ -455,6 +482,27 @@ mod mode_tests {
             let want = m.mb_per_s.unwrap().median / buffered.mb_per_s.unwrap().median;
             assert_eq!(m.speed_vs_baseline, Some(want), "{}", m.mode);
         }
+    }
+
+    #[test]
+    fn beside_it_the_speed_against_the_backed_baseline() {
+        let report = mock::report(2);
+        let twin = BenchMode::Backed(Backable::Buffered);
+        assert_eq!(backed_baseline_mode(&report), Some(twin));
+        let backed = report.modes.iter().find(|m| m.mode == twin).unwrap();
+        assert_eq!(backed.speed_vs_backed_baseline, Some(1.0));
+        for m in &report.modes {
+            let want = m.mb_per_s.unwrap().median / backed.mb_per_s.unwrap().median;
+            assert_eq!(m.speed_vs_backed_baseline, Some(want), "{}", m.mode);
+            assert!(m.cpu_sys_secs_per_gb.unwrap().median < m.cpu_secs_per_gb.unwrap().median);
+            assert!(m.reported_to_host_bytes.is_some());
+        }
+        let mut no_twin = report.clone();
+        no_twin.config.modes.retain(|m| *m != twin);
+        assert_eq!(backed_baseline_mode(&no_twin), None);
+        assert!(summarize_modes(&no_twin)
+            .iter()
+            .all(|m| m.speed_vs_backed_baseline.is_none()));
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! `ubio bench run`: one benchmark (a workload, several modes, rounds
-//! interleaved) through `ubio_bench::harness::runner`, with progress on
+//! each round in a random order) through `ubio_bench::harness::runner`, with progress on
 //! stderr and the report files in --out.
 
 use crate::size;
@@ -13,10 +13,11 @@ use std::time::Instant;
 use ubio_bench::harness::export;
 use ubio_bench::harness::mode::{BenchMode, WorkloadKind};
 use ubio_bench::harness::runner::{self, environment, Progress, RunOptions};
+use ubio_bench::harness::schedule;
 use ubio_bench::harness::schema::{Backing, Config, Report, Run, Sample, Target, Workload};
 use ubio_testenv::scratchfs::FsKind;
 
-/// Measure one workload in several modes, interleaved, inside a memory
+/// Measure one workload in several modes, each round in a random order, inside a memory
 /// cgroup (optionally next to a victim re-reading a hot file); write
 /// report.json, samples.csv, runs.csv, report.md and report.html to --out
 /// after every run.
@@ -44,15 +45,24 @@ pub struct Args {
     /// Requests in flight per thread for dontcache-uring and odirect-uring.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
     qd: u32,
-    /// Seed of the random offsets.
+    /// Seed of the random offsets of rand-read and rand-write.
     #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Modes, comma-separated, in the order they run in a round: buffered,
-    /// dontcache, dontcache-uring, odirect, odirect-uring, fadvise, ubio,
-    /// ubio:<backend>; for copies also cp, nocache-cp, dd-nocache, rsync,
-    /// ubio-cp, ubio-run-cp. A mode that cannot run here is left out with
-    /// a warning. [default: every in-process mode but the ubio:<backend>
-    /// ones; for copies, buffered, ubio and every tool]
+    offset_seed: u64,
+    /// Seed of the modes' order: every round runs them in a new random
+    /// order drawn from it (printed, and kept in the report) [default: from
+    /// the clock].
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Modes, comma-separated (each round runs them in a random order):
+    /// buffered, dontcache, dontcache-uring, odirect, odirect-uring,
+    /// fadvise, ubio, ubio:<backend>; for copies also cp, nocache-cp,
+    /// dd-nocache, rsync, xcp, ubio-cp, ubio-run-cp; for seq-read also cat,
+    /// dd, ubio-cat, ubio-run-cat; NAME+backed (buffered, cp, rsync, xcp,
+    /// cat, dd) runs NAME right after memory of its pages' size was faulted
+    /// in and released: the baseline as bare metal would see it on a VM
+    /// with free page reporting. A mode that cannot run here is left out
+    /// with a warning. [default: every in-process mode but the
+    /// ubio:<backend> ones; for copies, buffered, ubio and every copy tool]
     #[arg(long)]
     modes: Option<String>,
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -121,6 +131,7 @@ fn bench(args: Args) -> Result<ExitCode> {
     options.warmup = !args.no_warmup;
     options.verify = args.verify;
     options.git_commit = git_commit(&exe);
+    options.order_seed = args.seed.unwrap_or_else(schedule::seed_from_clock);
     let progress = TermProgress::new(args.verbose);
     let report = runner::run(&config, &options, &progress).context("ubio bench run")?;
     progress.line(&format!("report in {}", out.display()));
@@ -196,7 +207,7 @@ fn config(a: &Args) -> Result<Config> {
             dataset_bytes: dataset,
             duration_secs: a.duration,
             queue_depth: a.qd,
-            seed: a.seed,
+            seed: a.offset_seed,
         },
         modes,
         rounds: a.rounds,

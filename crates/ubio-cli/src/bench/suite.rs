@@ -11,6 +11,7 @@ use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use ubio_bench::harness::runner::{self, RunOptions};
+use ubio_bench::harness::schedule;
 use ubio_bench::harness::suite::{self, ExperimentResult, Outcome, Scale, Verdict};
 
 /// Reproduce the seeds' experiments at this machine's scale: 000 (reads and
@@ -40,6 +41,11 @@ pub struct Args {
     /// a minute or two: checks the suite works, its figures mean little.
     #[arg(long, conflicts_with_all = ["limit", "rounds", "slow_device"])]
     smoke: bool,
+    /// Seed of the modes' order in every experiment's rounds (each round a
+    /// new random order; printed, and kept in the reports) [default: from
+    /// the clock].
+    #[arg(long)]
+    seed: Option<u64>,
     /// Where the reports go [default: bench/out/seeds-<date>-<time>].
     #[arg(long)]
     out: Option<PathBuf>,
@@ -80,6 +86,7 @@ fn suite(args: Args) -> Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| super::run::default_out("seeds-"));
     let progress = TermProgress::new(args.verbose);
+    let seed = args.seed.unwrap_or_else(schedule::seed_from_clock);
     let mut results: Vec<ExperimentResult> = Vec::new();
     let mut failed = 0;
     let experiments = suite::experiments(&scale, &args.only);
@@ -96,6 +103,7 @@ fn suite(args: Args) -> Result<ExitCode> {
         options.out_dir = Some(out.join(&dir_name));
         options.fio = exp.fio;
         options.git_commit = super::run::git_commit(&exe);
+        options.order_seed = seed;
         let verdict = match runner::run(&exp.config, &options, &progress) {
             Ok(report) => exp.judge(&report, &scale),
             Err(e) => {

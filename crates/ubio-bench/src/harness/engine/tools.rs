@@ -1,24 +1,27 @@
-//! External copy commands, one per file (each thread runs its files one
-//! after the other), then an fsync of every copy: cp, `nocache cp`, dd with
-//! nocache flags, rsync, `ubio cp` and `ubio run -- cp`.
+//! External commands, one per file (each thread runs its files one after
+//! the other). Copy tools (cp, `nocache cp`, dd with nocache flags, rsync,
+//! xcp, `ubio cp`, `ubio run -- cp`) copy each file, then every copy is
+//! fsynced; read tools (cat, dd, `ubio cat`, `ubio run -- cat`) read each
+//! file to /dev/null. What each tool is, is its row of [`Tool::caps`].
 
 use super::{EngineJob, LaneOutcome, Shared};
 use crate::clock::monotonic_secs;
-use crate::harness::mode::CopyTool;
+use crate::harness::mode::{Tool, WorkloadKind};
 use crate::path_context;
 use std::io::{self, Read};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-/// The command line copying `src` to `dst` (program first); `ubio` is the
+/// The command line copying `src` to `dst`, or reading `src` (`dst` unused:
+/// the harness sends stdout to /dev/null); program first; `ubio` is the
 /// ubio binary.
-pub fn argv(tool: CopyTool, ubio: &Path, block: u64, src: &Path, dst: &Path) -> Vec<String> {
+pub fn argv(tool: Tool, ubio: &Path, block: u64, src: &Path, dst: &Path) -> Vec<String> {
     let (s, d) = (src.display().to_string(), dst.display().to_string());
     let ubio = ubio.display().to_string();
     match tool {
-        CopyTool::Cp => vec!["cp".into(), s, d],
-        CopyTool::NocacheCp => vec!["nocache".into(), "cp".into(), s, d],
-        CopyTool::DdNocache => vec![
+        Tool::Cp => vec!["cp".into(), s, d],
+        Tool::NocacheCp => vec!["nocache".into(), "cp".into(), s, d],
+        Tool::DdNocache => vec![
             "dd".into(),
             format!("if={s}"),
             format!("of={d}"),
@@ -28,35 +31,37 @@ pub fn argv(tool: CopyTool, ubio: &Path, block: u64, src: &Path, dst: &Path) -> 
             "status=none".into(),
         ],
         // A local whole-file copy: no delta algorithm, written in place.
-        CopyTool::Rsync => vec![
+        Tool::Rsync => vec![
             "rsync".into(),
             "--whole-file".into(),
             "--inplace".into(),
             s,
             d,
         ],
-        CopyTool::UbioCp => vec![ubio, "cp".into(), s, d],
-        CopyTool::UbioRunCp => vec![ubio, "run".into(), "--".into(), "cp".into(), s, d],
-    }
-}
-
-/// The programs a tool needs (besides the ubio binary).
-pub fn programs(tool: CopyTool) -> &'static [&'static str] {
-    match tool {
-        CopyTool::Cp | CopyTool::UbioCp | CopyTool::UbioRunCp => &["cp"],
-        CopyTool::NocacheCp => &["nocache", "cp"],
-        CopyTool::DdNocache => &["dd"],
-        CopyTool::Rsync => &["rsync"],
+        Tool::Xcp => vec!["xcp".into(), s, d],
+        Tool::UbioCp => vec![ubio, "cp".into(), s, d],
+        Tool::UbioRunCp => vec![ubio, "run".into(), "--".into(), "cp".into(), s, d],
+        Tool::Cat => vec!["cat".into(), s],
+        Tool::Dd => vec![
+            "dd".into(),
+            format!("if={s}"),
+            "of=/dev/null".into(),
+            format!("bs={block}"),
+            "status=none".into(),
+        ],
+        Tool::UbioCat => vec![ubio, "cat".into(), s],
+        Tool::UbioRunCat => vec![ubio, "run".into(), "--".into(), "cat".into(), s],
     }
 }
 
 pub(super) fn lane(
     job: &EngineJob,
-    tool: CopyTool,
+    tool: Tool,
     thread: u32,
     shared: &Shared,
 ) -> io::Result<LaneOutcome> {
     let layout = &job.layout;
+    let copies_files = tool.caps().workload == WorkloadKind::Copy;
     let mut copies = Vec::new();
     for f in 0..layout.files_per_thread {
         if shared.stopped() {
@@ -100,7 +105,9 @@ pub(super) fn lane(
             )));
         }
         shared.add(layout.file_bytes);
-        copies.push(dst);
+        if copies_files {
+            copies.push(dst);
+        }
     }
     let io_end = monotonic_secs();
     for dst in &copies {
@@ -115,9 +122,14 @@ pub(super) fn lane(
         Path::new("SRC"),
         Path::new("DST"),
     );
+    let then = if copies_files {
+        ", then fsync of the copy"
+    } else {
+        ", output to /dev/null"
+    };
     Ok(LaneOutcome {
         backend: tool.name().to_owned(),
-        reason: format!("`{}` per file, then fsync of the copy", template.join(" ")),
+        reason: format!("`{}` per file{then}", template.join(" ")),
         ubio_stats: Vec::new(),
         io_end_mono_secs: io_end,
         end_mono_secs: 0.0,

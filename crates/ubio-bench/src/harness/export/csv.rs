@@ -56,6 +56,9 @@ pub const RUN_COLUMNS: &[&str] = &[
     "cpu_user_secs",
     "cpu_sys_secs",
     "cpu_secs_per_gb",
+    "cpu_sys_secs_per_gb",
+    "reported_to_host_bytes",
+    "prefaulted_bytes",
     "reclaimed_pages_per_gb",
     "scanned_pages_per_gb",
     "direct_reclaimed_pages_per_gb",
@@ -117,6 +120,7 @@ fn run_row(order: usize, run: &Run) -> Map<String, Value> {
     row.insert("bytes".into(), run.bytes.into());
     row.insert("secs".into(), run.secs.into());
     row.insert("samples".into(), run.samples.len().into());
+    row.insert("prefaulted_bytes".into(), run.prefaulted_bytes.into());
     // ubio's per-file stats stay one JSON cell.
     let stats = run.ubio_stats.as_ref().map(Value::to_string);
     row.insert("ubio_stats".into(), stats.into());
@@ -284,6 +288,17 @@ mod tests {
         assert_eq!(rows.len(), 1 + report.runs.len());
         assert!(rows.iter().all(|r| r.len() == rows[0].len()));
         assert_eq!(rows[1][column(&rows, "error")], "failed, \"badly\"\nreally");
+        let reported: u64 = rows[2][column(&rows, "reported_to_host_bytes")]
+            .parse()
+            .unwrap();
+        assert_eq!(
+            Some(reported),
+            report.runs[1].summary.reported_to_host_bytes
+        );
+        let sys: f64 = rows[2][column(&rows, "cpu_sys_secs_per_gb")]
+            .parse()
+            .unwrap();
+        assert_eq!(sys, report.runs[1].summary.cpu_sys_secs_per_gb);
         let mb: f64 = rows[2][column(&rows, "mb_per_s")].parse().unwrap();
         assert_eq!(mb, report.runs[1].summary.mb_per_s);
         let worst: f64 = rows[2][column(&rows, "victim_worst_pct_of_solo")]

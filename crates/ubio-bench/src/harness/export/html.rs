@@ -29,6 +29,11 @@ pub fn render(report: &Report) -> String {
     );
     out += &table_html(&table::headline(report));
     let _ = writeln!(out, "<p>{}</p>", table::HEADLINE_NOTE);
+    let _ = writeln!(
+        out,
+        "<p>{}</p>",
+        escape(&table::page_reporting_note(report))
+    );
     if !report.warnings.is_empty() {
         out += "<h2>Warnings</h2>\n<ul>\n";
         for w in &report.warnings {
@@ -193,6 +198,25 @@ mod tests {
                 assert!(svg.contains(&format!("<title>{}</title></polyline>", m.mode)));
             }
         }
+    }
+
+    #[test]
+    fn says_which_figure_bare_metal_would_see() {
+        let report = mock::report(9);
+        let html = render(&report);
+        assert!(html.contains("vs buffered+backed (bare metal)"));
+        assert!(html.contains("a bare-metal machine would see"), "{html}");
+        let mut undone = report.clone();
+        for r in &mut undone.runs {
+            r.summary.reported_to_host_bytes = r.prefaulted_bytes;
+        }
+        assert!(render(&undone).contains("but perhaps only in part"));
+        assert!(!html.contains("but perhaps only in part"));
+        let mut off = report.clone();
+        off.environment.free_page_reporting = None;
+        assert!(render(&off).contains("No free page reporting here"));
+        off.environment.virtualization = Default::default();
+        assert!(render(&off).contains("predates the record of the VM"));
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub fn render(report: &Report) -> String {
     );
     out += &render_table(&table::headline(report));
     let _ = writeln!(out, "\n{}", table::HEADLINE_NOTE);
+    let _ = writeln!(out, "\n{}", cell(&table::page_reporting_note(report)));
     out += "\n## Environment\n\n";
     out += &render_lines(&table::environment(report));
     out += "\n## Configuration\n\n";
@@ -79,6 +80,17 @@ mod tests {
             assert_eq!(md.matches(&start).count(), 1, "{start} in\n{md}");
         }
         assert!(md.contains("vs buffered"));
+        assert!(md.contains("vs buffered+backed (bare metal)"), "{md}");
+        assert!(md.contains("sys s/GB") && md.contains("reported to host"));
+        assert!(
+            md.contains("free page reporting: on (page_reporting_order=9"),
+            "{md}"
+        );
+        assert!(md.contains("virtualization: Firecracker (kvm) VM"), "{md}");
+        assert!(md.contains("a bare-metal machine would see"), "{md}");
+        let order = &report.schedule.as_ref().unwrap().rounds[1];
+        let names: Vec<String> = order.iter().map(|m| m.to_string()).collect();
+        assert!(md.contains(&format!("2: {}", names.join(" "))), "{md}");
         assert!(md.contains("## fio cross-check"));
         assert!(md.contains("2 (1 failed)"), "{md}");
     }

@@ -1,8 +1,9 @@
 //! The report as tables of text cells, shared by the Markdown and HTML
 //! exporters (each escapes the cells for its own format).
 
-use crate::harness::schema::{Backing, ModeSummary, Report, Target};
-use crate::harness::summary::baseline_mode;
+use crate::harness::mode::BenchMode;
+use crate::harness::schema::{Backing, ModeSummary, Report, Run, Target};
+use crate::harness::summary::{backed_baseline_mode, baseline_mode, ok_runs};
 use crate::stats::Summary;
 
 /// A table: a header and rows of cells, all plain text.
@@ -19,45 +20,118 @@ fn strings<const N: usize>(cells: [&str; N]) -> Vec<String> {
 /// What the headline's figures are, said under it.
 pub const HEADLINE_NOTE: &str =
     "MB/s: whole-run throughput over the rounds (median [min–max] ± standard deviation); \
-     CPU, reclaim and time to durability: medians over the rounds; cache: highest over the rounds.";
+     CPU (user + system) and system s/GB, reclaim, memory reported to the host and time to \
+     durability: medians over the rounds; cache: highest over the rounds.";
+
+/// Which of the two comparisons against buffered I/O a bare-metal machine
+/// would see, said beside the figures: on a VM with free page reporting a
+/// baseline's pages cost a host fault each unless they were backed first.
+pub fn page_reporting_note(report: &Report) -> String {
+    let twin = backed_baseline_mode(report);
+    if report.environment.virtualization.summary.is_empty() {
+        return "This report predates the record of the VM and its free page reporting: on a VM \
+                that hands free memory back to its host, buffered I/O is slower than on bare metal."
+            .to_owned();
+    }
+    match (&report.environment.free_page_reporting, twin) {
+        (Some(_), Some(twin)) => format!(
+            "This machine ({}) hands free memory back to its host (free page reporting), so a \
+             buffered run whose page-cache pages come from freed memory pays a host fault per \
+             page, which makes buffered I/O slower here than on bare metal. {twin} ran right \
+             after memory of its size was faulted in and released, so that its pages were \
+             already backed: the \"vs {twin}\" figures are the ones a bare-metal machine would \
+             see{}",
+            report.environment.virtualization.summary,
+            backing_held(report, twin)
+        ),
+        (Some(_), None) => format!(
+            "This machine ({}) hands free memory back to its host (free page reporting), which \
+             makes buffered I/O slower here than on bare metal; this run has no backed baseline \
+             (add the baseline's +backed twin to --modes) to show the bare-metal figure.",
+            report.environment.virtualization.summary
+        ),
+        (None, _) => "No free page reporting here: buffered I/O takes its pages as on bare \
+                      metal, and the backed figures (if any) should match the plain ones."
+            .to_owned(),
+    }
+}
+
+/// "." when the twin's backing held (the VM handed back less than an
+/// eighth of its size during its runs, median), else how much it did.
+fn backing_held(report: &Report, twin: BenchMode) -> String {
+    let median = |f: fn(&Run) -> Option<u64>| {
+        let v: Vec<f64> = ok_runs(report, twin)
+            .filter_map(f)
+            .map(|b| b as f64)
+            .collect();
+        crate::stats::median(&v)
+    };
+    let reported = median(|r| r.summary.reported_to_host_bytes);
+    let backed = median(|r| r.prefaulted_bytes);
+    match (reported, backed) {
+        (Some(r), Some(b)) if b > 0.0 && r > b / 8.0 => format!(
+            ", but perhaps only in part: the VM handed a median {} back to its host during \
+             its runs (its backing was {}), so the bare-metal figure may be higher still.",
+            human_bytes(r as u64),
+            human_bytes(b as u64)
+        ),
+        _ => ".".to_owned(),
+    }
+}
 
 /// The headline: one row per mode.
 pub fn headline(report: &Report) -> Table {
     let baseline = baseline_mode(report).map_or("baseline".to_owned(), |m| m.to_string());
+    let twin = backed_baseline_mode(report);
+    let mut header = strings(["mode", "backend", "runs", "MB/s median [min–max] ± sd"]);
+    header.push(format!("vs {baseline}"));
+    if let Some(t) = twin {
+        header.push(format!("vs {t} (bare metal)"));
+    }
+    header.extend(strings([
+        "CPU s/GB",
+        "sys s/GB",
+        "reported to host",
+        "reclaimed pages/GB",
+        "kswapd CPU s",
+        "dataset cache peak / final",
+        "dirty+writeback peak",
+        "time to durable s",
+        "victim median / worst % of solo",
+    ]));
     Table {
-        header: strings([
-            "mode",
-            "backend",
-            "runs",
-            "MB/s median [min–max] ± sd",
-            &format!("vs {baseline}"),
-            "CPU s/GB",
-            "reclaimed pages/GB",
-            "kswapd CPU s",
-            "dataset cache peak / final",
-            "dirty+writeback peak",
-            "time to durable s",
-            "victim median / worst % of solo",
-        ]),
-        rows: report.modes.iter().map(mode_row).collect(),
+        header,
+        rows: report
+            .modes
+            .iter()
+            .map(|m| mode_row(m, twin.is_some()))
+            .collect(),
     }
 }
 
-fn mode_row(m: &ModeSummary) -> Vec<String> {
+fn mode_row(m: &ModeSummary, backed_column: bool) -> Vec<String> {
     let runs = match m.runs_failed {
         0 => m.runs_ok.to_string(),
         f => format!("{} ({f} failed)", m.runs_ok),
     };
     let ran = m.runs_ok > 0;
     let bytes = |b: u64| if ran { human_bytes(b) } else { "–".into() };
-    vec![
+    let ratio = |r: Option<f64>| r.map_or("–".into(), |r| format!("{r:.2}×"));
+    let mut row = vec![
         m.mode.to_string(),
         m.backend.clone(),
         runs,
         m.mb_per_s.map_or("–".into(), spread),
-        m.speed_vs_baseline
-            .map_or("–".into(), |r| format!("{r:.2}×")),
+        ratio(m.speed_vs_baseline),
+    ];
+    if backed_column {
+        row.push(ratio(m.speed_vs_backed_baseline));
+    }
+    row.extend([
         median(m.cpu_secs_per_gb, 2),
+        median(m.cpu_sys_secs_per_gb, 2),
+        m.reported_to_host_bytes
+            .map_or("–".into(), |s| human_bytes(s.median as u64)),
         median(m.reclaimed_pages_per_gb, 0),
         median(m.kswapd_cpu_secs, 2),
         if ran {
@@ -77,7 +151,8 @@ fn mode_row(m: &ModeSummary) -> Vec<String> {
                 _ => format!("{:.0} / {:.0} ops/s", v.median_ops_per_s, v.worst_ops_per_s),
             }
         }),
-    ]
+    ]);
+    row
 }
 
 /// fio's figures next to the harness's.
@@ -124,6 +199,24 @@ pub fn environment(report: &Report) -> Vec<(String, String)> {
         ("CPU".into(), format!("{} × {}", e.cpus, e.cpu_model)),
         ("memory".into(), human_bytes(e.mem_total_bytes)),
         ("cgroup".into(), e.cgroup_version.clone()),
+        (
+            "virtualization".into(),
+            match e.virtualization.summary.as_str() {
+                "" => "not recorded".to_owned(),
+                s => s.to_owned(),
+            },
+        ),
+        (
+            "free page reporting".into(),
+            match &e.free_page_reporting {
+                None if e.virtualization.summary.is_empty() => "not recorded".to_owned(),
+                None => "off (no /sys/module/page_reporting)".to_owned(),
+                Some(p) => {
+                    let params: Vec<String> = p.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    format!("on ({})", params.join(", "))
+                }
+            },
+        ),
         (
             "filesystem".into(),
             format!("{} on {}", e.filesystem, e.device),
@@ -175,12 +268,33 @@ pub fn config(report: &Report) -> Vec<(String, String)> {
         }
     };
     let modes: Vec<String> = c.modes.iter().map(|m| m.to_string()).collect();
+    let order = match &report.schedule {
+        Some(s) => {
+            let rounds: Vec<String> = s
+                .rounds
+                .iter()
+                .zip(1..)
+                .map(|(o, i)| {
+                    let names: Vec<String> = o.iter().map(|m| m.to_string()).collect();
+                    format!("{i}: {}", names.join(" "))
+                })
+                .collect();
+            format!("seed {}; {}", s.seed, rounds.join("; "))
+        }
+        None => "the modes' order, every round (a report from before randomized orders)".to_owned(),
+    };
+    let each = if report.schedule.is_some() {
+        "each in a random order"
+    } else {
+        "interleaved"
+    };
     vec![
         ("workload".into(), workload),
         (
             "modes".into(),
-            format!("{} (× {} rounds, interleaved)", modes.join(", "), c.rounds),
+            format!("{} (× {} rounds, {each})", modes.join(", "), c.rounds),
         ),
+        ("order".into(), order),
         ("target".into(), target),
         (
             "memory limit".into(),
