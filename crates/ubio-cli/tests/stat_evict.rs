@@ -284,3 +284,31 @@ fn stat_and_evict_through_overlay_act_on_the_real_file() {
     assert_eq!(v["files"][0]["after"]["real_file"].as_str(), upper.to_str());
     assert_eq!(count(&upper).cached, 0, "evict --sync left the upper file cached");
 }
+
+/// Through an overlay whose layers cannot be found (hidden from this mount
+/// namespace), stat and evict take the stream's fallback: mincore() of the
+/// overlay's mapping sees the real file's pages and fadvise is forwarded.
+#[test]
+fn stat_and_evict_through_a_hidden_overlay_use_the_fallback() {
+    if !root_or_skip("stat_and_evict_through_a_hidden_overlay") {
+        return;
+    }
+    let parent = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target"));
+    let o = ubio_testenv::stackfs::Overlay::mount_hidden(parent).unwrap();
+    let merged = o.mnt.join("f");
+    std::fs::write(&merged, data(16 * MIB, 5)).unwrap();
+    with_damon_retries("stat through a hidden overlay", || {
+        read_prefix(&merged, 16 * MIB);
+        let v = json(&run(&[&"stat", &"--json", &merged]));
+        let f = &v["files"][0];
+        assert_eq!(f["source"], "mincore", "{f}");
+        assert!(f["real_file"].is_null(), "{f}");
+        match f["cached"].as_u64().unwrap() {
+            c if c >= 4096 - 64 => Ok(()),
+            c => Err(format!("stat said {c} pages cached after a full read")),
+        }
+    });
+    let v = json(&run(&[&"evict", &"--sync", &"--json", &merged]));
+    let after = &v["files"][0]["after"];
+    assert_eq!(after["cached"].as_u64(), Some(0), "{v}");
+}

@@ -2,7 +2,7 @@
 //! the C API's `ubio_evict` and Python's `ubio.evict` do.
 
 use crate::residency::{FileCount, PageHolder};
-use crate::sys::{self, Advice, SyncFlags};
+use crate::sys::{self, Advice};
 use std::io;
 use std::os::fd::BorrowedFd;
 use std::path::Path;
@@ -18,7 +18,8 @@ pub struct Evicted {
 /// the whole file); with `sync`, first write dirty pages back and wait
 /// (sync_file_range WAIT_BEFORE|WRITE|WAIT_AFTER, which promises no
 /// durability), so they can go too. On overlayfs the real file's pages are
-/// the ones dropped and counted. Refused (EOPNOTSUPP) on tmpfs and ramfs,
+/// the ones dropped and counted (through the overlay descriptor where the
+/// real file cannot be found: fadvise is forwarded, fdatasync waits). Refused (EOPNOTSUPP) on tmpfs and ramfs,
 /// where the cached pages are the file's storage. `path` names the file in
 /// errors.
 pub fn evict(fd: BorrowedFd<'_>, path: &Path, sync: bool) -> io::Result<Evicted> {
@@ -30,13 +31,11 @@ pub fn evict(fd: BorrowedFd<'_>, path: &Path, sync: bool) -> io::Result<Evicted>
         return Err(ctx("evict")(io::Error::new(io::ErrorKind::Unsupported, why)));
     }
     let holder = PageHolder::of(fd).map_err(ctx("find the pages of"))?;
-    let pages = holder.fd(fd);
     let before = FileCount::with(&holder, fd).map_err(ctx("cachestat"))?;
     if sync {
-        sys::sync_file_range(pages, 0, 0, SyncFlags::WRITE_AND_WAIT)
-            .map_err(ctx("sync_file_range"))?;
+        holder.write_back(fd).map_err(ctx("write back"))?;
     }
-    sys::fadvise(pages, 0, 0, Advice::DontNeed).map_err(ctx("fadvise"))?;
+    sys::fadvise(holder.fd(fd), 0, 0, Advice::DontNeed).map_err(ctx("fadvise"))?;
     let after = FileCount::with(&holder, fd).map_err(ctx("cachestat"))?;
     Ok(Evicted { before, after })
 }

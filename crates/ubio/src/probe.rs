@@ -395,7 +395,8 @@ fn probe_fd_scratch(fd: BorrowedFd<'_>, path: Option<&Path>, scratch: bool) -> i
                 Support::no("cachestat(): EPERM (the caller can neither write nor owns the file)")
             }
             Some(Fallback::NoCachestat) => Support::no("cachestat(): ENOSYS (Linux before 6.5)"),
-            None => Support::no(format!("cachestat(): {e}")),
+            // Fallback::of never gives OverlayHidden: it is not an errno.
+            Some(Fallback::OverlayHidden) | None => Support::no(format!("cachestat(): {e}")),
         },
     };
     let blind = crate::residency::blindness(pages);

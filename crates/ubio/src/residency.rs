@@ -28,6 +28,10 @@ pub enum Fallback {
     /// cachestat() said EPERM: the caller can neither write nor own the
     /// file, and for such files mincore() reports every page resident.
     NotPermitted,
+    /// An overlayfs descriptor whose real file cannot be found: cachestat()
+    /// sees only the overlay's own, empty, mapping, while mincore() of a
+    /// mapping of the descriptor sees the real file's pages.
+    OverlayHidden,
 }
 
 impl Fallback {
@@ -49,6 +53,10 @@ impl Fallback {
             }
             Fallback::NoCachestat => {
                 "cachestat() unavailable (ENOSYS: Linux before 6.5); cached pages from mincore()"
+            }
+            Fallback::OverlayHidden => {
+                "overlayfs: the real file cannot be found and cachestat() sees only the overlay's \
+                 empty mapping; cached pages from mincore() of the overlay's mapping"
             }
         }
     }
@@ -104,6 +112,12 @@ pub fn count(fd: BorrowedFd<'_>, range: impl Into<FileRange>) -> io::Result<Coun
     let Some(why) = Fallback::of(&e) else {
         return Err(e);
     };
+    count_mincore(fd, range, why)
+}
+
+/// `range` of the file behind `fd` counted with mincore() (through a
+/// read-only reopen if `fd` is write-only), for the reason `why`.
+fn count_mincore(fd: BorrowedFd<'_>, range: FileRange, why: Fallback) -> io::Result<Count> {
     let r = range.within(sys::fstat(fd)?.st_size as u64);
     let readable = readable_fd(fd)?;
     Ok(Count {
@@ -114,7 +128,7 @@ pub fn count(fd: BorrowedFd<'_>, range: impl Into<FileRange>) -> io::Result<Coun
         recently_evicted: None,
         source: Source::Mincore {
             why,
-            truthful: why == Fallback::NoCachestat && mincore_trustworthy(fd),
+            truthful: why != Fallback::NotPermitted && mincore_trustworthy(fd),
         },
     })
 }
@@ -151,18 +165,20 @@ impl FileCount {
         Ok(FileCount {
             size_bytes,
             pages: size_bytes.div_ceil(page_size()),
-            count: count(holder.fd(fd), FileRange::WHOLE)?,
+            count: holder.count(fd, FileRange::WHOLE)?,
             real_file: holder.real_path(),
         })
     }
 }
 
-/// The file whose mapping holds the pages of `fd`'s file: `fd`'s own, or
-/// the real file behind an overlayfs descriptor. An overlay whose real file
-/// cannot be found is an error (its own mapping would count 0 pages).
+/// The file whose mapping holds the pages of `fd`'s file: `fd`'s own, the
+/// real file behind an overlayfs descriptor, or, where that real file
+/// cannot be found, what overlayfs forwards (the same fallback a stream
+/// takes: mincore() of the overlay's mapping, fadvise, fdatasync).
 pub(crate) enum PageHolder {
     Own,
     Real(crate::overlay::RealFile),
+    OverlayFallback,
 }
 
 impl PageHolder {
@@ -170,30 +186,44 @@ impl PageHolder {
         if sys::fs_magic(fd)? != sys::FsMagic::OVERLAYFS {
             return Ok(PageHolder::Own);
         }
-        crate::overlay::RealFile::open(fd)
-            .map(PageHolder::Real)
-            .map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!(
-                        "overlayfs: the real file holding the pages cannot be found ({e}); \
-                         the overlay's own mapping is always empty"
-                    ),
-                )
-            })
+        Ok(match crate::overlay::RealFile::open(fd) {
+            Ok(real) => PageHolder::Real(real),
+            Err(e) => {
+                log::debug!("{}", crate::overlay::fallback_note(&e));
+                PageHolder::OverlayFallback
+            }
+        })
     }
 
+    /// The descriptor to count, drop and write back through.
     pub(crate) fn fd<'a>(&'a self, own: BorrowedFd<'a>) -> BorrowedFd<'a> {
         match self {
-            PageHolder::Own => own,
+            PageHolder::Own | PageHolder::OverlayFallback => own,
             PageHolder::Real(r) => r.fd(),
+        }
+    }
+
+    /// Count `range` of the pages.
+    pub(crate) fn count(&self, own: BorrowedFd<'_>, range: FileRange) -> io::Result<Count> {
+        match self {
+            PageHolder::OverlayFallback => count_mincore(own, range, Fallback::OverlayHidden),
+            _ => count(self.fd(own), range),
+        }
+    }
+
+    /// Write the dirty pages back and wait: sync_file_range, which does not
+    /// reach through an overlay descriptor, so fdatasync in the fallback.
+    pub(crate) fn write_back(&self, own: BorrowedFd<'_>) -> io::Result<()> {
+        match self {
+            PageHolder::OverlayFallback => sys::fdatasync(own),
+            _ => sys::sync_file_range(self.fd(own), 0, 0, sys::SyncFlags::WRITE_AND_WAIT),
         }
     }
 
     fn real_path(&self) -> Option<std::path::PathBuf> {
         match self {
-            PageHolder::Own => None,
             PageHolder::Real(r) => Some(r.path().to_path_buf()),
+            _ => None,
         }
     }
 }
