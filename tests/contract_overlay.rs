@@ -18,26 +18,20 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(1);
 
 /// An overlay on the working filesystem (ext4 here), or a SKIP.
 fn overlay(test: &str) -> Option<Overlay> {
-    if ubio::sys::geteuid() != 0 {
-        skip(test, "mounting overlayfs needs root");
-        return None;
-    }
-    match Overlay::mount(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/target"))) {
-        Ok(o) => Some(o),
-        Err(e) => {
-            skip(test, &format!("mount -t overlay: {e}"));
-            None
-        }
-    }
+    mount(test, Overlay::mount)
 }
 
 /// An overlay whose layers cannot be found from mountinfo, or a SKIP.
 fn hidden_overlay(test: &str) -> Option<Overlay> {
+    mount(test, Overlay::mount_hidden)
+}
+
+fn mount(test: &str, how: fn(&Path) -> std::io::Result<Overlay>) -> Option<Overlay> {
     if ubio::sys::geteuid() != 0 {
         skip(test, "mounting overlayfs needs root");
         return None;
     }
-    match Overlay::mount_hidden(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/target"))) {
+    match how(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/target"))) {
         Ok(o) => Some(o),
         Err(e) => {
             skip(test, &format!("mount -t overlay: {e}"));
