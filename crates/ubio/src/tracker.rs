@@ -510,8 +510,8 @@ impl Tracker {
     /// real file), which cannot tell dirty pages.
     fn cached(&self, fd: BorrowedFd<'_>, r: Range<u64>) -> io::Result<Cached> {
         if self.fallback.get().is_some() {
-            let readable = residency::readable_fd(fd)?;
-            let cached = sys::mincore_resident(readable.fd(), r.start, r.end - r.start)?;
+            let cached =
+                residency::count_mincore(fd, r.into(), residency::Fallback::OverlayHidden)?.cached;
             return Ok(Cached {
                 cached,
                 dirty_writeback: cached,
