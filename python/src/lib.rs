@@ -297,7 +297,8 @@ fn cache_dict<'py>(py: Python<'py>, info: &FileCount) -> PyResult<Bound<'py, PyD
     Ok(d)
 }
 
-/// Copy `src` to `dst` through two ubio streams; {"bytes", "src", "dst"}.
+/// Copy `src` to `dst` with ubio's copy engine; {"bytes", "hole_bytes",
+/// "method", "src", "dst"}.
 #[pyfunction]
 #[pyo3(signature = (src, dst, *, backend="auto", window=None))]
 fn copy<'py>(
@@ -308,9 +309,13 @@ fn copy<'py>(
     window: Option<u64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let o = options(backend, window, None, true)?;
-    let copied = py.detach(|| ops::copy(&src, &dst, &o)).map_err(os_error)?;
+    let copied = py
+        .detach(|| ubio::copy::copy_path(&src, &dst, &o, &Default::default()))
+        .map_err(|e| os_error(e.error))?;
     let d = PyDict::new(py);
-    d.set_item("bytes", copied.bytes)?;
+    d.set_item("bytes", copied.copied.bytes)?;
+    d.set_item("hole_bytes", copied.copied.hole_bytes)?;
+    d.set_item("method", to_py(py, &copied.copied.method)?)?;
     d.set_item("src", to_py(py, &copied.src)?)?;
     d.set_item("dst", to_py(py, &copied.dst)?)?;
     Ok(d)

@@ -46,8 +46,12 @@ class RawFile:
 def copy(
     src: _Path, dst: _Path, *, backend: str = "auto", window: Optional[int] = None
 ) -> Dict[str, Any]:
-    """Copy src to dst through two ubio streams: neither file's new pages stay
-    cached. Returns {"bytes": n, "src": stats, "dst": stats}."""
+    """Copy src to dst with ubio's copy engine: cloned where the filesystem
+    can, otherwise read and written overlapped through two ubio streams, holes
+    kept; neither file's new pages stay cached. Returns {"bytes": n,
+    "hole_bytes": n, "method": "clone" or "stream", "src": stats, "dst": stats}.
+    A source that changed while it was read raises OSError with errno EAGAIN
+    (dst then holds what was read)."""
 
 def stat(path: _Path) -> Dict[str, Any]:
     """A file's pages in the page cache: size_bytes, page_size, pages, cached,

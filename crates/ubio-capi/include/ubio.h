@@ -264,9 +264,11 @@ int ubio_stats(const struct ubio_file *f, struct ubio_stats *out);
 int ubio_close(struct ubio_file *f, struct ubio_stats *out);
 
 // Copy `src` to `dst` (created or truncated, with the source's permission
-// bits) through two ubio streams: neither file's new pages stay cached.
-// Holes become zeros; nothing is cloned (`ubio cp` does both). Returns the
-// bytes copied, or -1 (then `dst` may be partial).
+// bits) with ubio's copy engine (`ubio::copy::copy_path`): cloned where the
+// filesystem can, otherwise read and written overlapped through two ubio
+// streams, holes kept; neither file's new pages stay cached. Returns the
+// bytes copied, or -1 (then `dst` may be partial). A source that changed
+// while it was read fails with EAGAIN (`dst` holds what was read).
 //
 // # Safety
 // `src` and `dst` are NUL-terminated strings; `opts` is NULL or valid.

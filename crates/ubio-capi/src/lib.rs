@@ -673,9 +673,11 @@ pub unsafe extern "C" fn ubio_close(f: *mut ubio_file, out: *mut ubio_stats) -> 
 }
 
 /// Copy `src` to `dst` (created or truncated, with the source's permission
-/// bits) through two ubio streams: neither file's new pages stay cached.
-/// Holes become zeros; nothing is cloned (`ubio cp` does both). Returns the
-/// bytes copied, or -1 (then `dst` may be partial).
+/// bits) with ubio's copy engine (`ubio::copy::copy_path`): cloned where the
+/// filesystem can, otherwise read and written overlapped through two ubio
+/// streams, holes kept; neither file's new pages stay cached. Returns the
+/// bytes copied, or -1 (then `dst` may be partial). A source that changed
+/// while it was read fails with EAGAIN (`dst` holds what was read).
 ///
 /// # Safety
 /// `src` and `dst` are NUL-terminated strings; `opts` is NULL or valid.
@@ -688,7 +690,8 @@ pub unsafe extern "C" fn ubio_copy(
     call(-1, || {
         // SAFETY: per this function's contract.
         let (src, dst, o) = unsafe { (path_arg(src)?, path_arg(dst)?, options_arg(opts)?) };
-        Ok(ops::copy(src, dst, &o)?.bytes as i64)
+        let copied = ubio::copy::copy_path(src, dst, &o, &Default::default())?;
+        Ok(copied.copied.bytes as i64)
     })
 }
 

@@ -537,6 +537,109 @@ fn killed_mid_copy_leaves_the_source_intact_and_a_rerun_completes() {
     println!("FAULTS sigkill_mid_copy={kills}");
 }
 
+/// Run `cmd`, call `change` once `dst` holds 8 MiB, and return what it printed.
+/// Reads from `fs` are throttled meanwhile so that the change lands mid-copy.
+fn change_mid_copy(
+    fs: &ScratchFs,
+    mut cmd: std::process::Command,
+    dst: &Path,
+    change: impl FnOnce(),
+) -> Output {
+    use std::time::{Duration, Instant};
+    fs.set_read_bps(32 << 20).unwrap();
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !dst.metadata().is_ok_and(|m| m.len() >= 8 << 20) {
+        assert!(
+            Instant::now() < deadline,
+            "{} never reached 8 MiB",
+            dst.display()
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    change();
+    let out = child.wait_with_output().unwrap();
+    fs.set_read_bps(0).unwrap();
+    out
+}
+
+/// A source that changes under the copy never becomes a plausible wrong
+/// copy. The issue's case scaled down: a cold 64 MiB file truncated to 4 MiB
+/// while `ubio cp -r` copies the tree holding it, and one appended to while
+/// `ubio cp` copies it. Both exit 1 saying "file changed as we read it" and
+/// name the destination incomplete; the destination ends at what was read
+/// and holds only bytes the source held, no zeros past the truncation.
+#[test]
+fn a_source_changed_mid_copy_fails_and_the_destination_is_named_incomplete() {
+    let name = "a_source_changed_mid_copy_fails_and_the_destination_is_named_incomplete";
+    if !root_or_skip(name) {
+        return;
+    }
+    let fs = ScratchFs::create(FsKind::Ext4, 320 << 20, &Default::default()).unwrap();
+    let tree = fs.mount_point().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    let src = tree.join("f");
+    let bytes = data(64 * MIB, 23);
+
+    write_cold(&src, &bytes);
+    let out_dir = fs.mount_point().join("out");
+    let mut c = ubio();
+    c.args(["cp", "-r"]).arg(&tree).arg(&out_dir);
+    let dst = out_dir.join("f");
+    let out = change_mid_copy(&fs, c, &dst, || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&src)
+            .unwrap()
+            .set_len(4 << 20)
+            .unwrap();
+    });
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("file changed as we read it (it shrank"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("{} is incomplete", dst.display())),
+        "{err}"
+    );
+    let copy = std::fs::read(&dst).unwrap();
+    assert!(
+        copy.len() >= 8 * MIB && copy.len() < bytes.len(),
+        "destination of {} bytes",
+        copy.len()
+    );
+    assert!(
+        copy[..] == bytes[..copy.len()],
+        "the copy holds bytes the source never held"
+    );
+
+    write_cold(&src, &bytes);
+    let dst = fs.mount_point().join("grown");
+    let mut c = ubio();
+    c.arg("cp").arg(&src).arg(&dst);
+    let out = change_mid_copy(&fs, c, &dst, || {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(&src).unwrap();
+        f.write_all(&[9u8; MIB]).unwrap();
+    });
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("file changed as we read it (it grew"), "{err}");
+    assert!(
+        err.contains(&format!("{} is incomplete", dst.display())),
+        "{err}"
+    );
+    let copy = std::fs::read(&dst).unwrap();
+    assert_eq!(copy.len(), bytes.len() + MIB);
+    assert!(copy[..bytes.len()] == bytes[..]);
+}
+
 /// The GNU options keep the uncached contract: -a, -u and a backup copy
 /// data through the streams (neither file left cached), -l and -s copy no
 /// data (nothing read: the cold source stays uncached).

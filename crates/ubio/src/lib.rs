@@ -21,6 +21,7 @@
 pub mod backend;
 #[allow(unsafe_code)]
 mod buffer;
+pub mod copy;
 pub mod error;
 pub mod evict;
 mod file;

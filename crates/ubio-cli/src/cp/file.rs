@@ -1,31 +1,15 @@
-//! Copying one regular file: by cloning where the filesystem shares extents,
-//! otherwise through two ubio streams that keep holes and leave neither file's
-//! new pages in the page cache.
-//!
-//! copy_file_range is not used: on ext4 (Linux 6.18, this machine) it copies
-//! through the page cache of both files. Measured with a cold 256 MiB file:
-//! afterwards 250 MiB of the source and all 256 MiB of the destination were
-//! cached. Where it would not fill the cache (btrfs, xfs with reflink) FICLONE
-//! already does the same work in one call.
+//! Copying one file for `ubio cp`: opening both ends as GNU cp does, the
+//! data through [`ubio::copy`] (clone, or a reader and a writer overlapped,
+//! holes kept, a changing source reported), then the metadata.
 
 use super::progress::Progress;
-use super::{Options, Preserve, Reflink, Sparse};
+use super::{Options, Preserve};
 use crate::msg;
 use std::io;
-use std::os::fd::AsFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::time::Instant;
-
-/// How a file's data was copied.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Method {
-    /// FICLONE: the destination shares the source's extents.
-    Clone,
-    /// Read and written through ubio streams.
-    Stream,
-}
+use ubio::copy::Method;
 
 /// One copied file, for the summary.
 #[derive(Debug, serde::Serialize)]
@@ -46,6 +30,8 @@ pub struct CopyError {
     pub message: String,
     /// (bytes copied, bytes expected) when the destination exists but is partial.
     pub incomplete: Option<(u64, u64)>,
+    /// The source changed while it was read (the destination holds what was read).
+    pub source_changed: bool,
 }
 
 impl From<io::Error> for CopyError {
@@ -53,6 +39,7 @@ impl From<io::Error> for CopyError {
         CopyError {
             message: msg::io(&error),
             incomplete: None,
+            source_changed: false,
         }
     }
 }
@@ -62,6 +49,7 @@ impl CopyError {
         CopyError {
             message,
             incomplete: None,
+            source_changed: false,
         }
     }
 }
@@ -108,29 +96,12 @@ pub fn copy_file(
     let expected = src_meta.len();
     let mut copied = 0u64;
     let result = (|| -> io::Result<(Method, u64)> {
-        let (method, holes) = if src_meta.is_file() {
-            match try_clone(&src_file, &dst_file, dst, opts)? {
-                true => {
-                    copied = expected;
-                    progress.add(expected);
-                    (Method::Clone, 0)
-                }
-                false => {
-                    let holes = stream_regular(
-                        &src_file,
-                        &dst_file,
-                        expected,
-                        opts,
-                        &mut copied,
-                        progress,
-                    )?;
-                    (Method::Stream, holes)
-                }
-            }
-        } else {
-            stream_sequential(&src_file, &dst_file, opts, &mut copied, progress)?;
-            (Method::Stream, 0)
-        };
+        let done = ubio::copy::copy(&src_file, &dst_file, &opts.copy, &mut |n| progress.add(n))
+            .map_err(|e| {
+                copied = e.complete;
+                e.error
+            })?;
+        copied = done.bytes;
         dst_file.flush_writeback()?;
         if opts.preserve.any() {
             super::preserve_xattrs(src, dst, &opts.preserve)?;
@@ -139,7 +110,7 @@ pub fn copy_file(
         if opts.sync {
             dst_file.sync_all()?;
         }
-        Ok((method, holes))
+        Ok((done.method, done.hole_bytes))
     })();
     let src_stats = src_file.close();
     let dst_stats = dst_file.close();
@@ -154,6 +125,7 @@ pub fn copy_file(
             dst_stats: (method == Method::Stream).then_some(dst_stats),
         })),
         (Err(error), _) | (Ok(_), Err(error)) => Err(CopyError {
+            source_changed: ubio::copy::SourceChanged::of(&error).is_some(),
             message: msg::io(&error),
             incomplete: Some((copied, total)),
         }),
@@ -179,146 +151,6 @@ fn open_destination(dst: &Path, src_mode: u32, opts: &Options) -> io::Result<ubi
             open()
         }
         r => r,
-    }
-}
-
-/// Clone `src` into `dst` if allowed and the filesystem can; `Ok(false)` to
-/// fall back to streaming.
-fn try_clone(
-    src: &ubio::File,
-    dst: &ubio::File,
-    dst_path: &Path,
-    opts: &Options,
-) -> io::Result<bool> {
-    // Cloning keeps holes but cannot write zeros: --sparse=never copies bytes.
-    if opts.reflink == Reflink::Never || opts.sparse == Sparse::Never {
-        return Ok(false);
-    }
-    match ubio::sys::ficlone(dst.get_ref().as_fd(), src.get_ref().as_fd()) {
-        Ok(()) => Ok(true),
-        Err(e) if opts.reflink == Reflink::Always => Err(ctx("clone to", dst_path)(e)),
-        Err(e)
-            if matches!(
-                e.raw_os_error(),
-                Some(
-                    libc::EOPNOTSUPP
-                        | libc::EXDEV
-                        | libc::EINVAL
-                        | libc::ENOTTY
-                        | libc::ENOSYS
-                        | libc::EPERM
-                        | libc::ETXTBSY
-                )
-            ) =>
-        {
-            log::debug!("{}: no clone ({e}), streaming", dst_path.display());
-            Ok(false)
-        }
-        Err(e) => Err(ctx("clone to", dst_path)(e)),
-    }
-}
-
-/// The data segments of a regular file: SEEK_DATA/SEEK_HOLE, or the whole
-/// file when holes are not wanted or the filesystem cannot tell.
-fn data_segments(src: &ubio::File, len: u64, sparse: Sparse) -> Vec<(u64, u64)> {
-    if sparse == Sparse::Never || len == 0 {
-        return vec![(0, len)];
-    }
-    let fd = src.get_ref().as_fd();
-    let mut out = Vec::new();
-    let mut pos = 0;
-    while pos < len {
-        let start = match ubio::sys::seek_data(fd, pos) {
-            Ok(Some(s)) if s < len => s,
-            Ok(_) => break,
-            Err(_) => return vec![(0, len)],
-        };
-        let end = match ubio::sys::seek_hole(fd, start) {
-            Ok(e) => e.min(len),
-            Err(_) => return vec![(0, len)],
-        };
-        out.push((start, end));
-        pos = end;
-    }
-    out
-}
-
-/// Copy a regular file that stat() says has `len` bytes segment by segment,
-/// leaving holes (and with --sparse=always, blocks of zeros) unwritten, then
-/// on past `len` to the real end; returns the bytes left as holes. `copied`
-/// tracks how far the destination is complete.
-fn stream_regular(
-    src: &ubio::File,
-    dst: &ubio::File,
-    len: u64,
-    opts: &Options,
-    copied: &mut u64,
-    progress: &mut Progress,
-) -> io::Result<u64> {
-    let mut buf = ubio::AlignedBuf::page_aligned(opts.block as usize);
-    let mut holes = 0;
-    // After the data, one last segment from `len` to the real end, as GNU
-    // cp reads on past the size stat() gave: /proc and /sys files report
-    // size 0 whatever they hold, and a file may grow while it is copied.
-    let segments = data_segments(src, len, opts.sparse);
-    for (start, end) in segments.into_iter().chain([(len, u64::MAX)]) {
-        holes += start - *copied;
-        progress.add(start - *copied);
-        *copied = start;
-        while *copied < end {
-            let want = (end - *copied).min(buf.len() as u64) as usize;
-            let n = read_some(src, &mut buf[..want], *copied)?;
-            if n == 0 {
-                break; // the end (a source that shrank ends early)
-            }
-            let block = &buf[..n];
-            if opts.sparse == Sparse::Always && block.iter().all(|&b| b == 0) {
-                holes += n as u64;
-            } else {
-                dst.write_all_at(block, *copied)?;
-            }
-            *copied += n as u64;
-            progress.add(n as u64);
-        }
-    }
-    // A trailing hole (or skipped zeros at the end) still counts in the size.
-    dst.get_ref()
-        .set_len(*copied)
-        .map_err(|e| ubio::error::context(e, "truncate", dst.path()))?;
-    Ok(holes)
-}
-
-/// Copy a source that is not a regular file (a fifo or device named without
-/// -r), byte for byte until its end.
-fn stream_sequential(
-    src: &ubio::File,
-    dst: &ubio::File,
-    opts: &Options,
-    copied: &mut u64,
-    progress: &mut Progress,
-) -> io::Result<()> {
-    use std::io::Read;
-    let mut buf = ubio::AlignedBuf::page_aligned(opts.block as usize);
-    let mut reader = src.get_ref();
-    loop {
-        let n = match reader.read(&mut buf) {
-            Ok(0) => return Ok(()),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(ubio::error::context(e, "read", src.path())),
-        };
-        dst.write_all_at(&buf[..n], *copied)?;
-        *copied += n as u64;
-        progress.add(n as u64);
-    }
-}
-
-fn read_some(src: &ubio::File, buf: &mut [u8], off: u64) -> io::Result<usize> {
-    loop {
-        match src.read_at(buf, off) {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            r => return r,
-        }
     }
 }
 

@@ -22,7 +22,7 @@ mod tree;
 use crate::{msg, out};
 use anyhow::{bail, Result};
 use file::{CopyError, FileReport};
-pub use options::{Args, LinkMode, Options, Preserve, Reflink, Sparse};
+pub use options::{Args, LinkMode, Options, Preserve};
 use progress::Progress;
 use std::collections::HashMap;
 use std::io::{self, BufRead, Write};
@@ -396,14 +396,25 @@ impl Copier {
             Err(CopyError {
                 message,
                 incomplete,
+                source_changed,
             }) => {
                 let mut msg = message;
-                if let Some((done, expected)) = incomplete {
-                    msg = format!(
-                        "{msg}\nubio cp: {} is incomplete (failed after {done} of {expected} bytes); {} is unchanged",
-                        step.dst.display(),
-                        step.src.display()
-                    );
+                match incomplete {
+                    Some((done, _)) if source_changed => {
+                        msg = format!(
+                            "{msg}\nubio cp: {} is incomplete: it holds the {done} bytes read, not a copy of {}",
+                            step.dst.display(),
+                            step.src.display()
+                        );
+                    }
+                    Some((done, expected)) => {
+                        msg = format!(
+                            "{msg}\nubio cp: {} is incomplete (failed after {done} of {expected} bytes); {} is unchanged",
+                            step.dst.display(),
+                            step.src.display()
+                        );
+                    }
+                    None => {}
                 }
                 Err(msg)
             }

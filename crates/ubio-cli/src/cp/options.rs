@@ -247,12 +247,11 @@ pub struct Options {
     pub backup: Backup,
     pub link: LinkMode,
     pub walk: Walk,
-    pub sparse: Sparse,
-    pub reflink: Reflink,
+    /// Block size, holes and cloning of the data copy.
+    pub copy: ubio::copy::CopyOptions,
     pub sync: bool,
     pub backend: ubio::BackendKind,
     pub window: u64,
-    pub block: u64,
 }
 
 impl Args {
@@ -329,12 +328,24 @@ impl Args {
                 deref,
                 one_file_system: self.one_file_system,
             },
-            sparse: self.sparse,
-            reflink: self.reflink,
+            copy: ubio::copy::CopyOptions {
+                block: usize::try_from(self.block)
+                    .map_err(|_| anyhow::anyhow!("invalid --block {}: too large", self.block))?,
+                sparse: match self.sparse {
+                    Sparse::Auto => ubio::copy::Sparse::Auto,
+                    Sparse::Always => ubio::copy::Sparse::Always,
+                    Sparse::Never => ubio::copy::Sparse::Never,
+                },
+                reflink: match self.reflink {
+                    Reflink::Auto => ubio::copy::Reflink::Auto,
+                    Reflink::Always => ubio::copy::Reflink::Always,
+                    Reflink::Never => ubio::copy::Reflink::Never,
+                },
+                ..Default::default()
+            },
             sync: self.sync,
             backend: self.backend,
             window: self.window,
-            block: self.block,
         })
     }
 }

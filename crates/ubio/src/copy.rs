@@ -1,0 +1,556 @@
+//! Copying a file's data from one ubio stream to another.
+//!
+//! - Cloned (FICLONE) where the filesystem shares extents: no data moves.
+//! - Otherwise a reader thread and the calling thread (the writer) pass a
+//!   small ring of page-aligned buffers between them, so a copy takes about
+//!   the longer of reading and writing, not their sum. Both sides are ubio
+//!   streams: neither file's new pages stay in the page cache.
+//! - Holes are kept (SEEK_DATA/SEEK_HOLE); `Sparse::Always` also leaves
+//!   blocks of zeros unwritten.
+//! - A source that changes while it is read (shrinks, grows, or is written in
+//!   place) is never turned into a plausible wrong copy: the destination ends
+//!   at what was read and the copy fails with [`SourceChanged`], as tar says
+//!   "file changed as we read it".
+//!
+//! copy_file_range is not used: on ext4 (Linux 6.18) it copies through the
+//! page cache of both files (a cold 256 MiB copy left 250 MiB of the source
+//! and all 256 MiB of the destination cached). Where it would not fill the
+//! cache (btrfs, xfs with reflink) FICLONE does the same work in one call.
+
+use crate::error::context;
+use crate::{AlignedBuf, File, OpenOptions, Stats};
+use std::fmt;
+use std::io::{self, Read};
+use std::os::fd::AsFd;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::sync::mpsc;
+
+/// Holes in the destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Sparse {
+    /// Keep the source's holes.
+    #[default]
+    Auto,
+    /// Keep them and leave blocks of zeros unwritten too.
+    Always,
+    /// Write every byte (and never clone, which would keep holes).
+    Never,
+}
+
+/// Cloning (FICLONE) instead of copying data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Reflink {
+    /// Clone where the filesystem can, copy otherwise.
+    #[default]
+    Auto,
+    /// Clone or fail.
+    Always,
+    /// Always copy the data.
+    Never,
+}
+
+/// How to copy.
+#[derive(Debug, Clone, Copy)]
+pub struct CopyOptions {
+    /// Bytes per read and write.
+    pub block: usize,
+    /// Buffers in flight between the reader and the writer (at least 2 for
+    /// them to overlap).
+    pub buffers: usize,
+    pub sparse: Sparse,
+    pub reflink: Reflink,
+}
+
+impl Default for CopyOptions {
+    fn default() -> Self {
+        CopyOptions {
+            block: 1 << 20,
+            buffers: 4,
+            sparse: Sparse::Auto,
+            reflink: Reflink::Auto,
+        }
+    }
+}
+
+/// How a file's data was copied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Method {
+    /// FICLONE: the destination shares the source's extents.
+    Clone,
+    /// Read and written through ubio streams.
+    Stream,
+}
+
+/// What a copy did.
+#[derive(Debug, Clone, Copy)]
+pub struct Copied {
+    /// The destination's length: the bytes copied, holes included.
+    pub bytes: u64,
+    /// Bytes left as holes rather than written.
+    pub hole_bytes: u64,
+    pub method: Method,
+}
+
+/// A failed copy: the error (naming the operation and the file) and how far
+/// the destination holds the source's bytes.
+#[derive(Debug)]
+pub struct CopyError {
+    pub error: io::Error,
+    /// The destination holds the source's first `complete` bytes.
+    pub complete: u64,
+}
+
+impl fmt::Display for CopyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for CopyError {}
+
+impl From<CopyError> for io::Error {
+    fn from(e: CopyError) -> Self {
+        e.error
+    }
+}
+
+/// How the source changed while it was copied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// It ended before the size it had when the copy began.
+    Shrank,
+    /// It went on past that size.
+    Grew,
+    /// Its size is the same but it was written (mtime or ctime moved).
+    Modified,
+}
+
+/// The source changed while it was read: the destination is not a copy of
+/// any version of it. Carried inside the `io::Error` of a [`CopyError`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceChanged {
+    pub change: Change,
+    /// The source's size when the copy began.
+    pub size_before: u64,
+    /// The bytes read (the destination's length).
+    pub read: u64,
+}
+
+impl fmt::Display for SourceChanged {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let how = match self.change {
+            Change::Shrank => "it shrank",
+            Change::Grew => "it grew",
+            Change::Modified => "it was written",
+        };
+        write!(
+            f,
+            "file changed as we read it ({how}: {} bytes at the start, {} read)",
+            self.size_before, self.read
+        )
+    }
+}
+
+impl std::error::Error for SourceChanged {}
+
+impl SourceChanged {
+    /// The `SourceChanged` inside `err`, looking through the context.
+    pub fn of(err: &io::Error) -> Option<&SourceChanged> {
+        let inner = err.get_ref()?;
+        if let Some(c) = inner.downcast_ref::<SourceChanged>() {
+            return Some(c);
+        }
+        inner
+            .downcast_ref::<crate::error::Error>()
+            .and_then(|e| SourceChanged::of(&e.source))
+    }
+}
+
+/// What identifies a version of the source: compared before and after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Version {
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Version {
+    fn of(meta: &std::fs::Metadata) -> Self {
+        Version {
+            size: meta.len(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+}
+
+/// Copy all of `src` into `dst` (opened for writing, normally empty), as
+/// [`CopyOptions`] says; `progress` is called with each number of bytes done
+/// (holes included). Does not flush or sync `dst`: close it (or call
+/// `sync_all`) to learn of deferred write errors.
+pub fn copy(
+    src: &File,
+    dst: &File,
+    opts: &CopyOptions,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Copied, CopyError> {
+    let fail = |error, complete| CopyError { error, complete };
+    let meta = src
+        .get_ref()
+        .metadata()
+        .map_err(|e| fail(context(e, "stat", src.path()), 0))?;
+    if !meta.is_file() {
+        // A fifo or a device: read until its end, no holes, no size to check.
+        let piped = pipeline(src, dst, opts, Plan::Sequential, progress)?;
+        return Ok(Copied {
+            bytes: piped.end,
+            hole_bytes: 0,
+            method: Method::Stream,
+        });
+    }
+    let before = Version::of(&meta);
+    if try_clone(src, dst, opts).map_err(|e| fail(e, 0))? {
+        progress(before.size);
+        return Ok(Copied {
+            bytes: before.size,
+            hole_bytes: 0,
+            method: Method::Clone,
+        });
+    }
+    let segments = data_segments(src, before.size, opts.sparse);
+    let plan = Plan::Segments {
+        segments,
+        size: before.size,
+    };
+    let piped = pipeline(src, dst, opts, plan, progress)?;
+    let bytes = piped.end;
+    // The destination ends where the reading ended (a trailing hole counts).
+    progress(bytes - piped.written_end);
+    dst.get_ref()
+        .set_len(bytes)
+        .map_err(|e| fail(context(e, "truncate", dst.path()), piped.written_end))?;
+    let after = src
+        .get_ref()
+        .metadata()
+        .map(|m| Version::of(&m))
+        .map_err(|e| fail(context(e, "stat", src.path()), bytes))?;
+    if let Some(change) = changed(&before, &after, bytes) {
+        let changed = SourceChanged {
+            change,
+            size_before: before.size,
+            read: bytes,
+        };
+        return Err(fail(
+            context(io::Error::other(changed), "read", src.path()),
+            bytes,
+        ));
+    }
+    Ok(Copied {
+        bytes,
+        hole_bytes: bytes - piped.written,
+        method: Method::Stream,
+    })
+}
+
+/// Whether the source changed between `before` and `after`, `read` bytes
+/// having been read. A size of 0 at the start means "unknown" (files in
+/// /proc and /sys say 0 whatever they hold): reading on is expected there.
+fn changed(before: &Version, after: &Version, read: u64) -> Option<Change> {
+    if before.size == 0 && after.size == 0 && before.mtime == after.mtime {
+        return None;
+    }
+    if read < before.size {
+        Some(Change::Shrank)
+    } else if read > before.size || after.size > before.size {
+        Some(Change::Grew)
+    } else if after != before {
+        Some(if after.size < before.size {
+            Change::Shrank
+        } else {
+            Change::Modified
+        })
+    } else {
+        None
+    }
+}
+
+/// Clone `src` into `dst` if allowed and the filesystem can; `Ok(false)` to
+/// copy the data instead.
+fn try_clone(src: &File, dst: &File, opts: &CopyOptions) -> io::Result<bool> {
+    // Cloning keeps holes but cannot write zeros: Sparse::Never copies bytes.
+    if opts.reflink == Reflink::Never || opts.sparse == Sparse::Never {
+        return Ok(false);
+    }
+    match crate::sys::ficlone(dst.get_ref().as_fd(), src.get_ref().as_fd()) {
+        Ok(()) => Ok(true),
+        Err(e) if opts.reflink == Reflink::Always => Err(context(e, "clone to", dst.path())),
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(
+                    libc::EOPNOTSUPP
+                        | libc::EXDEV
+                        | libc::EINVAL
+                        | libc::ENOTTY
+                        | libc::ENOSYS
+                        | libc::EPERM
+                        | libc::ETXTBSY
+                )
+            ) =>
+        {
+            log::debug!("{:?}: no clone ({e}), copying the data", dst.path());
+            Ok(false)
+        }
+        Err(e) => Err(context(e, "clone to", dst.path())),
+    }
+}
+
+/// The data segments of a regular file of `len` bytes: SEEK_DATA/SEEK_HOLE,
+/// or the whole file when holes are not wanted or the filesystem cannot tell.
+fn data_segments(src: &File, len: u64, sparse: Sparse) -> Vec<(u64, u64)> {
+    if sparse == Sparse::Never || len == 0 {
+        return vec![(0, len)];
+    }
+    let fd = src.get_ref().as_fd();
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < len {
+        let start = match crate::sys::seek_data(fd, pos) {
+            Ok(Some(s)) if s < len => s,
+            Ok(_) => break,
+            Err(_) => return vec![(0, len)],
+        };
+        let end = match crate::sys::seek_hole(fd, start) {
+            Ok(e) => e.min(len),
+            Err(_) => return vec![(0, len)],
+        };
+        out.push((start, end));
+        pos = end;
+    }
+    out
+}
+
+/// What the reader reads.
+enum Plan {
+    /// A regular file of `size` bytes (at the start): its data segments, then
+    /// on from `size` to the real end.
+    Segments {
+        segments: Vec<(u64, u64)>,
+        size: u64,
+    },
+    /// A fifo or device: read() until the end.
+    Sequential,
+}
+
+/// A filled buffer on its way to the writer.
+struct Chunk {
+    buf: AlignedBuf,
+    offset: u64,
+    len: usize,
+}
+
+/// What [`pipeline`] did.
+struct Piped {
+    /// Where the reading stopped: the end of the source as read.
+    end: u64,
+    /// The end of the last chunk read (data, not a trailing hole).
+    written_end: u64,
+    /// Bytes written (not holes, not skipped zeros).
+    written: u64,
+}
+
+/// Read `plan` from `src` in a reader thread and write it to `dst` in this
+/// one, through `opts.buffers` buffers; `progress` sees every byte up to the
+/// last chunk, holes included.
+fn pipeline(
+    src: &File,
+    dst: &File,
+    opts: &CopyOptions,
+    plan: Plan,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Piped, CopyError> {
+    let block = opts.block.max(1);
+    let buffers = opts.buffers.max(1);
+    let (full_tx, full_rx) = mpsc::sync_channel::<io::Result<Chunk>>(buffers);
+    let (empty_tx, empty_rx) = mpsc::channel::<AlignedBuf>();
+    for _ in 0..buffers {
+        empty_tx
+            .send(AlignedBuf::page_aligned(block))
+            .expect("the receiver is alive");
+    }
+    let skip_zeros = matches!(&plan, Plan::Segments { .. }) && opts.sparse == Sparse::Always;
+    // `move`: the writer's ends of both channels drop when it returns, so a
+    // reader waiting for a buffer or sending one wakes up and stops.
+    std::thread::scope(move |scope| {
+        let reader = scope.spawn(move || {
+            Reader {
+                src,
+                empty: empty_rx,
+                full: full_tx,
+            }
+            .run(plan)
+        });
+        // The writer: chunks arrive in file order; a gap is a hole.
+        let mut done = Piped {
+            end: 0,
+            written_end: 0,
+            written: 0,
+        };
+        for chunk in full_rx {
+            let failed = |error| CopyError {
+                error,
+                complete: done.written_end,
+            };
+            let chunk = chunk.map_err(failed)?;
+            let data = &chunk.buf[..chunk.len];
+            if !(skip_zeros && data.iter().all(|&b| b == 0)) {
+                dst.write_all_at(data, chunk.offset).map_err(failed)?;
+                done.written += data.len() as u64;
+            }
+            progress(chunk.offset + chunk.len as u64 - done.written_end);
+            done.written_end = chunk.offset + chunk.len as u64;
+            // The reader may have stopped already: then the buffer is not needed.
+            let _ = empty_tx.send(chunk.buf);
+        }
+        // The channel closed: the reader is done (it sent its errors first).
+        done.end = reader.join().expect("the reader does not panic");
+        Ok(done)
+    })
+}
+
+/// The reader thread's side of [`pipeline`].
+struct Reader<'a> {
+    src: &'a File,
+    empty: mpsc::Receiver<AlignedBuf>,
+    full: mpsc::SyncSender<io::Result<Chunk>>,
+}
+
+impl Reader<'_> {
+    /// Read `plan`, sending chunks in file order, until the end, an error
+    /// (sent on) or the writer hanging up. Returns where the reading stopped.
+    fn run(self, plan: Plan) -> u64 {
+        match plan {
+            Plan::Sequential => {
+                let mut offset = 0;
+                let mut file = self.src.get_ref();
+                while let Some(n) = self.next(offset, u64::MAX, |buf| {
+                    retry(|| file.read(buf)).map_err(|e| context(e, "read", self.src.path()))
+                }) {
+                    offset += n as u64;
+                }
+                offset
+            }
+            Plan::Segments { segments, size } => {
+                // After the data, on from `size` to the real end, as GNU cp
+                // reads on past the size stat() gave: a file that grew is seen
+                // to have grown, and /proc files (size 0) are copied whole.
+                for (start, end) in segments.into_iter().chain([(size, u64::MAX)]) {
+                    let mut offset = start;
+                    while offset < end {
+                        let at = offset;
+                        match self.next(at, end - at, |buf| retry(|| self.src.read_at(buf, at))) {
+                            Some(n) => offset += n as u64,
+                            // The end of the file (before `end` if it shrank:
+                            // the caller compares with the size), or a stop.
+                            None => return offset,
+                        }
+                    }
+                }
+                unreachable!("the last segment ends only at the end of the file")
+            }
+        }
+    }
+
+    /// Fill one buffer (at most `max` bytes) with `read` and send it as the
+    /// chunk at `offset`. None at the end of the file, after an error, or
+    /// when the writer has hung up.
+    fn next(
+        &self,
+        offset: u64,
+        max: u64,
+        read: impl FnOnce(&mut [u8]) -> io::Result<usize>,
+    ) -> Option<usize> {
+        let mut buf = self.empty.recv().ok()?;
+        let want = (buf.len() as u64).min(max) as usize;
+        match read(&mut buf[..want]) {
+            Ok(0) => None,
+            Ok(len) => {
+                self.full.send(Ok(Chunk { buf, offset, len })).ok()?;
+                Some(len)
+            }
+            Err(e) => {
+                let _ = self.full.send(Err(e));
+                None
+            }
+        }
+    }
+}
+
+/// `f` again while it is interrupted by a signal.
+fn retry<T>(mut f: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+    loop {
+        match f() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
+}
+
+/// What [`copy_path`] did: the copy and both streams' final statistics.
+#[derive(Debug, Clone)]
+pub struct PathCopied {
+    pub copied: Copied,
+    pub src: Stats,
+    pub dst: Stats,
+}
+
+/// Copy the file at `src` to `dst` (created or truncated, with the source's
+/// permission bits) through two ubio streams opened with `open`, then flush
+/// the destination's write-behind and close both: the whole of a copy for a
+/// program that has two paths. The destination is not synced.
+pub fn copy_path(
+    src: &Path,
+    dst: &Path,
+    open: &OpenOptions,
+    opts: &CopyOptions,
+) -> Result<PathCopied, CopyError> {
+    let fail = |error| CopyError { error, complete: 0 };
+    let input = open
+        .clone()
+        .read(true)
+        .write(false)
+        .open(src)
+        .map_err(fail)?;
+    let mode = input
+        .get_ref()
+        .metadata()
+        .map_err(|e| fail(context(e, "stat", Some(src))))?
+        .permissions()
+        .mode();
+    let output = open
+        .clone()
+        .read(false)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode & 0o7777)
+        .open(dst)
+        .map_err(fail)?;
+    let copied = copy(&input, &output, opts, &mut |_| {})?;
+    let dst_stats = output.close().map_err(|error| CopyError {
+        error,
+        // A deferred write error: nothing written is known to be there.
+        complete: 0,
+    })?;
+    let src_stats = input.close().map_err(|error| CopyError {
+        error,
+        complete: copied.bytes,
+    })?;
+    Ok(PathCopied {
+        copied,
+        src: src_stats,
+        dst: dst_stats,
+    })
+}

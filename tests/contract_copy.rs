@@ -1,0 +1,325 @@
+//! The copy engine (`ubio::copy`): a reader and a writer overlapped keep the
+//! uncached contract on every filesystem and copy every byte; a failure on
+//! either side names the file and how far the destination is complete; a
+//! source that shrinks, grows or is written during the copy is reported, and
+//! the destination ends at what was read. Cache claims are checked with
+//! cachestat()/mincore() samples of both files, never with timing.
+
+mod common;
+use common::*;
+
+use std::io;
+use std::path::Path;
+use std::time::Duration;
+use ubio::copy::{Change, CopyError, CopyOptions, Method, Reflink, SourceChanged};
+use ubio::BackendKind;
+use ubio_testenv::residency_sampler::ResidencySampler;
+
+const SAMPLE_EVERY: Duration = Duration::from_millis(1);
+/// Peak cache a managed copy may hold per file: the contract's bound.
+const BOUND: u64 = 64 * MIB;
+
+fn open_pair(src: &Path, dst: &Path, backend: BackendKind) -> (ubio::File, ubio::File) {
+    let input = ubio::OpenOptions::new()
+        .read(true)
+        .backend(backend)
+        .open(src)
+        .unwrap();
+    let output = ubio::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .backend(backend)
+        .open(dst)
+        .unwrap();
+    (input, output)
+}
+
+/// The data copy itself (no clone), so every filesystem runs the pipeline.
+fn streamed() -> CopyOptions {
+    CopyOptions {
+        reflink: Reflink::Never,
+        ..Default::default()
+    }
+}
+
+/// A cold file of 256 MiB copied with the default (auto) backend on ext4,
+/// xfs, btrfs and tmpfs: identical bytes; on block filesystems each file's
+/// cached pages stay under the bound during the copy and none are left
+/// after close. Control: the same copy through the buffered backend leaves
+/// the destination cached, so the samples can see a copy that fills the cache.
+#[test]
+fn overlapped_copy_keeps_the_contract_on_every_filesystem() {
+    let size = 256 * MIB;
+    for t in targets("overlapped_copy", 3 * GIB) {
+        let src = t.path("src");
+        let dst = t.path("dst");
+        make_cold_file(&src, 31, size);
+        let mut backends = vec![BackendKind::Auto];
+        if t.name == "ext4" {
+            backends.push(BackendKind::Buffered);
+        }
+        for backend in backends {
+            evict(&src);
+            let (input, output) = open_pair(&src, &dst, backend);
+            let src_samples = ResidencySampler::start(&src, SAMPLE_EVERY).unwrap();
+            let dst_samples = ResidencySampler::start(&dst, SAMPLE_EVERY).unwrap();
+            let mut seen = 0;
+            let copied = ubio::copy::copy(&input, &output, &streamed(), &mut |n| seen += n)
+                .unwrap_or_else(|e| panic!("{} {backend}: {e}", t.name));
+            output.close().unwrap();
+            input.close().unwrap();
+            let (src_peak, dst_peak) =
+                (src_samples.finish().unwrap(), dst_samples.finish().unwrap());
+            eprintln!(
+                "{} {backend}: peak cached src {} MiB, dst {} MiB, dst dirty+writeback {} MiB ({} samples); after close src {} dst {} pages",
+                t.name,
+                src_peak.max_cached * PAGE / MIB,
+                dst_peak.max_cached * PAGE / MIB,
+                dst_peak.max_dirty_writeback * PAGE / MIB,
+                dst_peak.samples,
+                cached_pages(&src),
+                cached_pages(&dst),
+            );
+            assert_eq!(
+                (copied.bytes, copied.method, seen),
+                (size, Method::Stream, size)
+            );
+            // The cache first: verifying reads the copy into it.
+            let left = (cached_pages(&src), cached_pages(&dst));
+            verify_pattern(&dst, 31, size);
+            if t.pages_are_storage() {
+                continue; // tmpfs: the pages are the file
+            }
+            if backend == BackendKind::Buffered {
+                assert!(
+                    left.1 * PAGE >= size / 2,
+                    "{}: control: a buffered copy should leave the destination cached",
+                    t.name
+                );
+                continue;
+            }
+            assert!(
+                src_peak.max_cached * PAGE <= BOUND,
+                "{}: source peak {src_peak:?}",
+                t.name
+            );
+            assert!(
+                dst_peak.max_cached * PAGE <= BOUND,
+                "{}: destination peak {dst_peak:?}",
+                t.name
+            );
+            assert!(
+                dst_peak.max_dirty_writeback * PAGE <= BOUND,
+                "{}: dirty+writeback peak {dst_peak:?}",
+                t.name
+            );
+            assert_eq!(left, (0, 0), "{}: pages left (source, destination)", t.name);
+        }
+    }
+}
+
+/// Holes stay holes through the pipeline; a trailing hole counts in the size.
+#[test]
+fn holes_are_kept_and_a_trailing_hole_counts() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let src = dir.path().join("sparse");
+    let f = std::fs::File::create(&src).unwrap();
+    use std::os::unix::fs::FileExt;
+    f.write_all_at(&[7u8; 4096 * 4], 8 * MIB).unwrap();
+    f.set_len(32 * MIB).unwrap();
+    let dst = dir.path().join("copy");
+    let (input, output) = open_pair(&src, &dst, BackendKind::Auto);
+    let copied = ubio::copy::copy(&input, &output, &streamed(), &mut |_| {}).unwrap();
+    output.close().unwrap();
+    assert_eq!(copied.bytes, 32 * MIB);
+    assert_eq!(copied.hole_bytes, 32 * MIB - 4096 * 4);
+    assert!(std::fs::read(&dst).unwrap() == std::fs::read(&src).unwrap());
+    use std::os::unix::fs::MetadataExt;
+    assert!(
+        dst.metadata().unwrap().blocks() * 512 <= MIB,
+        "holes were written"
+    );
+}
+
+/// A read error in the reader thread (reading /proc/self/mem at address 0
+/// fails with EIO) ends the copy with that error, naming the file; nothing
+/// is complete.
+#[test]
+fn a_failing_reader_is_reported() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let src = Path::new("/proc/self/mem");
+    let dst = dir.path().join("copy");
+    let (input, output) = open_pair(src, &dst, BackendKind::Auto);
+    let err = ubio::copy::copy(&input, &output, &streamed(), &mut |_| {}).unwrap_err();
+    assert_eq!(
+        ubio::error::raw_os_error(&err.error),
+        Some(libc::EIO),
+        "{err}"
+    );
+    assert!(err.to_string().contains("/proc/self/mem"), "{err}");
+    assert_eq!(err.complete, 0);
+}
+
+/// A write error in the writer (a full filesystem) ends the copy with that
+/// error and stops the reader; the destination's first `complete` bytes are
+/// the source's.
+#[test]
+fn a_failing_writer_is_reported_with_the_complete_prefix() {
+    if !ubio_testenv::is_root() {
+        skip(
+            "a_failing_writer_is_reported_with_the_complete_prefix",
+            "needs root to mount a small tmpfs",
+        );
+        return;
+    }
+    let small = ubio_testenv::scratchfs::ScratchFs::tmpfs(16 * MIB).unwrap();
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let src = dir.path().join("big");
+    make_cold_file(&src, 32, 48 * MIB);
+    let dst = small.mount_point().join("copy");
+    let (input, output) = open_pair(&src, &dst, BackendKind::Auto);
+    let err: CopyError = ubio::copy::copy(&input, &output, &streamed(), &mut |_| {}).unwrap_err();
+    assert_eq!(
+        ubio::error::raw_os_error(&err.error),
+        Some(libc::ENOSPC),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains(&dst.display().to_string()),
+        "{err}"
+    );
+    assert!(
+        err.complete > 0 && err.complete <= 16 * MIB,
+        "{}",
+        err.complete
+    );
+    drop(output);
+    let want = std::fs::read(&src).unwrap();
+    let got = std::fs::read(&dst).unwrap();
+    assert!(got.len() as u64 >= err.complete);
+    assert!(got[..err.complete as usize] == want[..err.complete as usize]);
+}
+
+/// Copy an 8 MiB source in 64 KiB blocks, calling `change` on it once 1 MiB
+/// is written (the reader is then at most three blocks ahead); returns the
+/// copy's error and the destination's bytes.
+fn copy_while(change: impl FnOnce(&Path)) -> (io::Error, u64, Vec<u8>, Vec<u8>) {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let src = dir.path().join("src");
+    let dst = dir.path().join("dst");
+    make_cold_file(&src, 33, 8 * MIB);
+    let original = std::fs::read(&src).unwrap();
+    evict(&src);
+    let (input, output) = open_pair(&src, &dst, BackendKind::Auto);
+    let opts = CopyOptions {
+        block: 64 * 1024,
+        buffers: 2,
+        ..streamed()
+    };
+    let mut done = 0;
+    let mut change = Some(change);
+    let err = ubio::copy::copy(&input, &output, &opts, &mut |n| {
+        done += n;
+        if done >= MIB {
+            if let Some(change) = change.take() {
+                change(&src);
+            }
+        }
+    })
+    .expect_err("a source that changed must fail the copy");
+    output.close().unwrap();
+    let copy = std::fs::read(&dst).unwrap();
+    assert_eq!(
+        copy.len() as u64,
+        err.complete,
+        "the destination ends at what was read"
+    );
+    (err.error, err.complete, original, copy)
+}
+
+fn change_of(err: &io::Error) -> SourceChanged {
+    SourceChanged::of(err)
+        .unwrap_or_else(|| panic!("not a SourceChanged: {err}"))
+        .clone()
+}
+
+/// Truncated below what was already read, and truncated ahead of the reader:
+/// both are "shrank", and the destination holds exactly what was read.
+#[test]
+fn a_source_that_shrinks_is_reported() {
+    let (err, read, original, copy) = copy_while(|src| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(src)
+            .unwrap()
+            .set_len(512 * 1024)
+            .unwrap()
+    });
+    let c = change_of(&err);
+    assert_eq!(
+        (c.change, c.size_before),
+        (Change::Shrank, 8 * MIB),
+        "{err}"
+    );
+    assert!((MIB..2 * MIB).contains(&read), "read {read}");
+    assert!(copy[..] == original[..copy.len()], "what was read differs");
+    assert!(
+        err.to_string().contains("file changed as we read it"),
+        "{err}"
+    );
+
+    let (err, read, original, copy) = copy_while(|src| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(src)
+            .unwrap()
+            .set_len(4 * MIB)
+            .unwrap()
+    });
+    assert_eq!(change_of(&err).change, Change::Shrank, "{err}");
+    assert_eq!(read, 4 * MIB);
+    assert!(copy[..] == original[..copy.len()]);
+}
+
+/// Appended to during the copy: "grew"; what was read is all copied.
+#[test]
+fn a_source_that_grows_is_reported() {
+    let (err, read, original, copy) = copy_while(|src| {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(src).unwrap();
+        f.write_all(&vec![5u8; MIB as usize]).unwrap();
+    });
+    let c = change_of(&err);
+    assert_eq!((c.change, c.read), (Change::Grew, 9 * MIB), "{err}");
+    assert_eq!(read, 9 * MIB);
+    assert!(copy[..8 * MIB as usize] == original[..]);
+}
+
+/// Written in place (same size) where the copy had already passed: "was
+/// written", caught by the modification time. The sleep lets a kernel with
+/// coarse timestamps (before multigrain timestamps, 6.13) tick.
+#[test]
+fn a_source_written_in_place_is_reported() {
+    let (err, read, _, _) = copy_while(|src| {
+        std::thread::sleep(Duration::from_millis(20));
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(src).unwrap();
+        f.write_all_at(b"changed", 0).unwrap();
+    });
+    assert_eq!(change_of(&err).change, Change::Modified, "{err}");
+    assert_eq!(read, 8 * MIB);
+}
+
+/// /proc files say size 0 whatever they hold: copied whole, not "changed".
+#[test]
+fn a_proc_file_of_size_zero_is_copied_whole() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dst = dir.path().join("maps");
+    let (input, output) = open_pair(Path::new("/proc/self/status"), &dst, BackendKind::Auto);
+    let copied = ubio::copy::copy(&input, &output, &streamed(), &mut |_| {}).unwrap();
+    output.close().unwrap();
+    assert!(copied.bytes > 0);
+    let text = std::fs::read_to_string(&dst).unwrap();
+    assert!(text.starts_with("Name:"), "{text}");
+}
