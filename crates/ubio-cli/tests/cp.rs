@@ -640,6 +640,94 @@ fn a_source_changed_mid_copy_fails_and_the_destination_is_named_incomplete() {
     assert!(copy[..bytes.len()] == bytes[..]);
 }
 
+/// A tree of many small files and two large ones copied with -a, 8 files
+/// in flight: every byte, mode and time as in the source, directories'
+/// times too (each is set after the files copied into it, or writing them
+/// would have moved it), and the large files' pages not left cached.
+#[test]
+fn a_tree_copies_in_parallel_keeping_metadata_and_the_contract() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = workdir();
+    let src = dir.path().join("tree");
+    for d in 0..8 {
+        let sub = src.join(format!("d{d}")).join("deeper");
+        std::fs::create_dir_all(&sub).unwrap();
+        for f in 0..60 {
+            let at = if f % 2 == 0 {
+                sub.clone()
+            } else {
+                sub.parent().unwrap().to_path_buf()
+            };
+            std::fs::write(
+                at.join(format!("f{f}")),
+                data(100 + f * 97, (d * 60 + f) as u8),
+            )
+            .unwrap();
+        }
+    }
+    write_cold(&src.join("d0/big1"), &data(40 * MIB, 1));
+    write_cold(&src.join("d5/deeper/big2"), &data(24 * MIB, 2));
+    // Old times on every directory, so a late write into one would show.
+    for entry in walk(&src) {
+        if entry.is_dir() {
+            let old =
+                std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+            std::fs::File::open(&entry)
+                .unwrap()
+                .set_times(
+                    std::fs::FileTimes::new()
+                        .set_modified(old)
+                        .set_accessed(old),
+                )
+                .unwrap();
+        }
+    }
+    let dst = dir.path().join("copy");
+    let out = cp(&[&"-a", &"--jobs", &"8", &"--json", &src, &dst]);
+    assert_ok(&out);
+    assert_eq!(json(&out)["files"], 8 * 60 + 2);
+    // Before reading the copies back, which caches them.
+    for big in ["d0/big1", "d5/deeper/big2"] {
+        assert_eq!(count(&dst.join(big)).cached, 0, "{big} left cached");
+        assert_eq!(count(&src.join(big)).cached, 0, "{big}: source left cached");
+    }
+    for path in walk(&src) {
+        let rel = path.strip_prefix(&src).unwrap();
+        let (a, b) = (path.metadata().unwrap(), dst.join(rel).metadata().unwrap());
+        assert_eq!(
+            (a.mode(), a.mtime(), a.mtime_nsec()),
+            (b.mode(), b.mtime(), b.mtime_nsec()),
+            "{}",
+            rel.display()
+        );
+        if a.is_file() {
+            assert!(
+                std::fs::read(&path).unwrap() == std::fs::read(dst.join(rel)).unwrap(),
+                "{}",
+                rel.display()
+            );
+        }
+    }
+}
+
+/// Every path below `root`, directories included (root too).
+fn walk(root: &Path) -> Vec<PathBuf> {
+    let mut out = vec![root.to_path_buf()];
+    let mut i = 0;
+    while i < out.len() {
+        if out[i].is_dir() {
+            let mut names: Vec<_> = std::fs::read_dir(&out[i])
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
+            names.sort();
+            out.extend(names);
+        }
+        i += 1;
+    }
+    out
+}
+
 /// The GNU options keep the uncached contract: -a, -u and a backup copy
 /// data through the streams (neither file left cached), -l and -s copy no
 /// data (nothing read: the cold source stays uncached).

@@ -361,9 +361,10 @@ struct Piped {
     written: u64,
 }
 
-/// Read `plan` from `src` in a reader thread and write it to `dst` in this
-/// one, through `opts.buffers` buffers; `progress` sees every byte up to the
-/// last chunk, holes included.
+/// Read `plan` from `src` and write it to `dst`; `progress` sees every byte
+/// up to the last chunk, holes included. A file that fits in one block is
+/// read and written in this thread; anything larger overlaps a reader thread
+/// with the writer (this thread) through `opts.buffers` buffers.
 fn pipeline(
     src: &File,
     dst: &File,
@@ -372,6 +373,25 @@ fn pipeline(
     progress: &mut dyn FnMut(u64),
 ) -> Result<Piped, CopyError> {
     let block = opts.block.max(1);
+    let mut writer = Writer {
+        dst,
+        skip_zeros: matches!(&plan, Plan::Segments { .. }) && opts.sparse == Sparse::Always,
+        progress,
+        written_end: 0,
+        written: 0,
+    };
+    if matches!(&plan, Plan::Segments { size, .. } if *size <= block as u64) {
+        let mut sink = InlineSink {
+            buf: Some(AlignedBuf::page_aligned(block)),
+            writer: &mut writer,
+            error: None,
+        };
+        let end = read_plan(src, plan, &mut sink);
+        if let Some(error) = sink.error {
+            return Err(error);
+        }
+        return Ok(writer.done(end));
+    }
     let buffers = opts.buffers.max(1);
     let (full_tx, full_rx) = mpsc::sync_channel::<io::Result<Chunk>>(buffers);
     let (empty_tx, empty_rx) = mpsc::channel::<AlignedBuf>();
@@ -380,110 +400,171 @@ fn pipeline(
             .send(AlignedBuf::page_aligned(block))
             .expect("the receiver is alive");
     }
-    let skip_zeros = matches!(&plan, Plan::Segments { .. }) && opts.sparse == Sparse::Always;
     // `move`: the writer's ends of both channels drop when it returns, so a
     // reader waiting for a buffer or sending one wakes up and stops.
     std::thread::scope(move |scope| {
         let reader = scope.spawn(move || {
-            Reader {
-                src,
+            let mut sink = ChannelSink {
                 empty: empty_rx,
                 full: full_tx,
-            }
-            .run(plan)
-        });
-        // The writer: chunks arrive in file order; a gap is a hole.
-        let mut done = Piped {
-            end: 0,
-            written_end: 0,
-            written: 0,
-        };
-        for chunk in full_rx {
-            let failed = |error| CopyError {
-                error,
-                complete: done.written_end,
             };
-            let chunk = chunk.map_err(failed)?;
-            let data = &chunk.buf[..chunk.len];
-            if !(skip_zeros && data.iter().all(|&b| b == 0)) {
-                dst.write_all_at(data, chunk.offset).map_err(failed)?;
-                done.written += data.len() as u64;
-            }
-            progress(chunk.offset + chunk.len as u64 - done.written_end);
-            done.written_end = chunk.offset + chunk.len as u64;
+            read_plan(src, plan, &mut sink)
+        });
+        for chunk in full_rx {
+            let chunk = chunk.map_err(|error| writer.failed(error))?;
+            writer.write(&chunk)?;
             // The reader may have stopped already: then the buffer is not needed.
             let _ = empty_tx.send(chunk.buf);
         }
         // The channel closed: the reader is done (it sent its errors first).
-        done.end = reader.join().expect("the reader does not panic");
-        Ok(done)
+        let end = reader.join().expect("the reader does not panic");
+        Ok(writer.done(end))
     })
 }
 
-/// The reader thread's side of [`pipeline`].
-struct Reader<'a> {
-    src: &'a File,
+/// The writing side: chunks arrive in file order; a gap is a hole.
+struct Writer<'a> {
+    dst: &'a File,
+    /// Sparse::Always: blocks of zeros are left as holes.
+    skip_zeros: bool,
+    progress: &'a mut dyn FnMut(u64),
+    written_end: u64,
+    written: u64,
+}
+
+impl Writer<'_> {
+    fn write(&mut self, chunk: &Chunk) -> Result<(), CopyError> {
+        let data = &chunk.buf[..chunk.len];
+        if !(self.skip_zeros && data.iter().all(|&b| b == 0)) {
+            self.dst
+                .write_all_at(data, chunk.offset)
+                .map_err(|error| self.failed(error))?;
+            self.written += data.len() as u64;
+        }
+        let end = chunk.offset + chunk.len as u64;
+        (self.progress)(end - self.written_end);
+        self.written_end = end;
+        Ok(())
+    }
+
+    /// `error` with how far the destination is complete.
+    fn failed(&self, error: io::Error) -> CopyError {
+        CopyError {
+            error,
+            complete: self.written_end,
+        }
+    }
+
+    fn done(&self, end: u64) -> Piped {
+        Piped {
+            end,
+            written_end: self.written_end,
+            written: self.written,
+        }
+    }
+}
+
+/// Where the reader gets empty buffers and delivers chunks.
+trait Sink {
+    /// An empty buffer; None when the writer has stopped.
+    fn empty(&mut self) -> Option<AlignedBuf>;
+    /// Deliver a chunk or a read error; false when the writer has stopped.
+    fn full(&mut self, chunk: io::Result<Chunk>) -> bool;
+}
+
+/// To a writer thread through channels.
+struct ChannelSink {
     empty: mpsc::Receiver<AlignedBuf>,
     full: mpsc::SyncSender<io::Result<Chunk>>,
 }
 
-impl Reader<'_> {
-    /// Read `plan`, sending chunks in file order, until the end, an error
-    /// (sent on) or the writer hanging up. Returns where the reading stopped.
-    fn run(self, plan: Plan) -> u64 {
-        match plan {
-            Plan::Sequential => {
-                let mut offset = 0;
-                let mut file = self.src.get_ref();
-                while let Some(n) = self.next(offset, u64::MAX, |buf| {
-                    retry(|| file.read(buf)).map_err(|e| context(e, "read", self.src.path()))
-                }) {
-                    offset += n as u64;
-                }
-                offset
+impl Sink for ChannelSink {
+    fn empty(&mut self) -> Option<AlignedBuf> {
+        self.empty.recv().ok()
+    }
+    fn full(&mut self, chunk: io::Result<Chunk>) -> bool {
+        self.full.send(chunk).is_ok()
+    }
+}
+
+/// Straight to the writer, in the reader's thread, with one buffer.
+struct InlineSink<'w, 'a> {
+    buf: Option<AlignedBuf>,
+    writer: &'w mut Writer<'a>,
+    error: Option<CopyError>,
+}
+
+impl Sink for InlineSink<'_, '_> {
+    fn empty(&mut self) -> Option<AlignedBuf> {
+        self.buf.take()
+    }
+    fn full(&mut self, chunk: io::Result<Chunk>) -> bool {
+        let written = chunk
+            .map_err(|e| self.writer.failed(e))
+            .and_then(|chunk| self.writer.write(&chunk).map(|()| chunk.buf));
+        match written {
+            Ok(buf) => {
+                self.buf = Some(buf);
+                true
             }
-            Plan::Segments { segments, size } => {
-                // After the data, on from `size` to the real end, as GNU cp
-                // reads on past the size stat() gave: a file that grew is seen
-                // to have grown, and /proc files (size 0) are copied whole.
-                for (start, end) in segments.into_iter().chain([(size, u64::MAX)]) {
-                    let mut offset = start;
-                    while offset < end {
-                        let at = offset;
-                        match self.next(at, end - at, |buf| retry(|| self.src.read_at(buf, at))) {
-                            Some(n) => offset += n as u64,
-                            // The end of the file (before `end` if it shrank:
-                            // the caller compares with the size), or a stop.
-                            None => return offset,
-                        }
-                    }
-                }
-                unreachable!("the last segment ends only at the end of the file")
+            Err(e) => {
+                self.error = Some(e);
+                false
             }
         }
     }
+}
 
-    /// Fill one buffer (at most `max` bytes) with `read` and send it as the
-    /// chunk at `offset`. None at the end of the file, after an error, or
-    /// when the writer has hung up.
-    fn next(
-        &self,
-        offset: u64,
-        max: u64,
-        read: impl FnOnce(&mut [u8]) -> io::Result<usize>,
-    ) -> Option<usize> {
-        let mut buf = self.empty.recv().ok()?;
+/// Read `plan` from `src` into `sink`'s buffers, in file order, until the
+/// end, a read error (delivered) or the writer stopping. Returns where the
+/// reading stopped.
+fn read_plan(src: &File, plan: Plan, sink: &mut dyn Sink) -> u64 {
+    // Fill one buffer (at most `max` bytes) with `read` and deliver it as the
+    // chunk at `offset`. None at the end of the file, after an error, or
+    // when the writer has stopped.
+    let mut next = |offset: u64,
+                    max: u64,
+                    read: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>|
+     -> Option<usize> {
+        let mut buf = sink.empty()?;
         let want = (buf.len() as u64).min(max) as usize;
         match read(&mut buf[..want]) {
             Ok(0) => None,
-            Ok(len) => {
-                self.full.send(Ok(Chunk { buf, offset, len })).ok()?;
-                Some(len)
-            }
+            Ok(len) => sink.full(Ok(Chunk { buf, offset, len })).then_some(len),
             Err(e) => {
-                let _ = self.full.send(Err(e));
+                sink.full(Err(e));
                 None
             }
+        }
+    };
+    match plan {
+        Plan::Sequential => {
+            let mut offset = 0;
+            let mut file = src.get_ref();
+            while let Some(n) = next(offset, u64::MAX, &mut |buf| {
+                retry(|| file.read(buf)).map_err(|e| context(e, "read", src.path()))
+            }) {
+                offset += n as u64;
+            }
+            offset
+        }
+        Plan::Segments { segments, size } => {
+            // After the data, on from `size` to the real end, as GNU cp reads
+            // on past the size stat() gave: a file that grew is seen to have
+            // grown, and /proc files (size 0) are copied whole.
+            for (start, end) in segments.into_iter().chain([(size, u64::MAX)]) {
+                let mut offset = start;
+                while offset < end {
+                    let at = offset;
+                    match next(at, end - at, &mut |buf| retry(|| src.read_at(buf, at))) {
+                        Some(n) => offset += n as u64,
+                        // The end of the file (before `end` if it shrank: the
+                        // caller compares with the size), or a stop.
+                        None => return offset,
+                    }
+                }
+            }
+            unreachable!("the last segment ends only at the end of the file")
         }
     }
 }

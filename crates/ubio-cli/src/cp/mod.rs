@@ -16,6 +16,7 @@
 mod backup;
 mod file;
 mod options;
+mod pool;
 mod progress;
 mod tree;
 
@@ -29,6 +30,7 @@ use std::io::{self, BufRead, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Instant;
 use tree::{Kind, Problem, Step};
 
@@ -48,6 +50,9 @@ struct Summary {
 
 #[derive(serde::Serialize)]
 struct Copied {
+    /// The step's place in the plan: the summary lists copies in that order.
+    #[serde(skip)]
+    seq: usize,
     src: PathBuf,
     dst: PathBuf,
     #[serde(flatten)]
@@ -169,10 +174,18 @@ pub fn run(args: Args) -> Result<ExitCode> {
     for e in &errors {
         eprintln!("ubio cp: {e}");
     }
+    // Files in parallel where the order of what is printed cannot show it:
+    // -v prints each copy in GNU's order, so it copies one file at a time.
+    let progress = Progress::new(total);
+    let opts = Arc::new(opts);
+    let jobs = args.jobs();
+    let pool = (jobs > 1 && !args.verbose).then(|| pool::Pool::new(jobs, opts.clone(), &progress));
     let mut copier = Copier {
         opts,
+        pool,
+        seq: 0,
         verbose: args.verbose,
-        progress: Progress::new(total),
+        progress,
         copied: Vec::new(),
         errors: Vec::new(),
         failed_dirs: Vec::new(),
@@ -184,9 +197,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
     for step in &steps {
         copier.step(step);
     }
+    copier.finish();
     copier.progress.finish();
     let seconds = start.elapsed().as_secs_f64();
     errors.append(&mut copier.errors);
+    copier.copied.sort_by_key(|c| c.seq);
     if args.json {
         let bytes = copier.copied.iter().map(|c| c.report.bytes).sum();
         let summary = Summary {
@@ -204,7 +219,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
 }
 
 struct Copier {
-    opts: Options,
+    opts: Arc<Options>,
+    /// The copies of files in flight (None: one at a time).
+    pool: Option<pool::Pool>,
+    /// The place in the plan of the step being taken.
+    seq: usize,
     verbose: bool,
     progress: Progress,
     copied: Vec<Copied>,
@@ -230,20 +249,43 @@ enum Go {
 
 impl Copier {
     fn step(&mut self, step: &Step) {
+        self.seq += 1;
         if self.failed_dirs.iter().any(|d| step.dst.starts_with(d)) {
             return;
         }
         let result = match step.kind {
             Kind::DirStart => self.dir_start(step),
-            Kind::DirEnd => self.dir_end(step),
+            Kind::DirEnd => {
+                // Its metadata last: after every file copied into it.
+                let below = self.pool.as_mut().map(|p| p.wait_below(&step.dst));
+                self.landed(below.unwrap_or_default());
+                self.dir_end(step)
+            }
             _ => self.non_dir(step),
         };
+        let ready = self.pool.as_mut().map(|p| p.ready());
+        self.landed(ready.unwrap_or_default());
         if let Err(e) = result {
             self.fail(e);
             if matches!(step.kind, Kind::DirStart) {
                 self.failed_dirs.push(step.dst.clone());
             }
         }
+    }
+
+    /// Report the copies the pool finished.
+    fn landed(&mut self, done: Vec<pool::Done>) {
+        for d in done {
+            if let Err(message) = self.file_copied(d.seq, &d.step, d.result) {
+                self.fail(message);
+            }
+        }
+    }
+
+    /// Wait for the copies in flight.
+    fn finish(&mut self) {
+        let done = self.pool.as_mut().map(|p| p.finish());
+        self.landed(done.unwrap_or_default());
     }
 
     fn fail(&mut self, message: String) {
@@ -282,7 +324,14 @@ impl Copier {
             return Ok(());
         }
         let id = (step.meta.dev(), step.meta.ino());
-        if self.opts.preserve.links && step.meta.nlink() > 1 {
+        let linked_later = self.opts.preserve.links && step.meta.nlink() > 1;
+        let data = matches!(step.kind, Kind::File) && self.opts.link == LinkMode::Copy;
+        // A file other names will be hard-linked to is copied before going on.
+        if let Some(pool) = self.pool.as_mut().filter(|_| data && !linked_later) {
+            pool.submit(self.seq, step.clone());
+            return Ok(());
+        }
+        if linked_later {
             if let Some(first) = self.linked.get(&id) {
                 std::fs::hard_link(first, &step.dst)
                     .map_err(|e| link_failed("hard link", &step.dst, first, &e))?;
@@ -384,9 +433,21 @@ impl Copier {
     }
 
     fn file(&mut self, step: &Step) -> Result<(), String> {
-        match file::copy_file(&step.src, &step.dst, &self.opts, &mut self.progress) {
+        let result = file::copy_file(&step.src, &step.dst, &self.opts, &mut self.progress);
+        self.file_copied(self.seq, step, result)
+    }
+
+    /// Record a file's copy, or the message for its failure.
+    fn file_copied(
+        &mut self,
+        seq: usize,
+        step: &Step,
+        result: Result<Box<FileReport>, CopyError>,
+    ) -> Result<(), String> {
+        match result {
             Ok(report) => {
                 self.copied.push(Copied {
+                    seq,
                     src: step.src.clone(),
                     dst: step.dst.clone(),
                     report,

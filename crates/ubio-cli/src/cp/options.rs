@@ -116,6 +116,10 @@ pub struct Args {
     /// Write-behind window (dirty + writeback bytes in flight), e.g. 16M.
     #[arg(long, value_parser = size::parse_nonzero, default_value = "16M")]
     window: u64,
+    /// Files copied at once (several sources or -r; without -v, which
+    /// prints in order): default twice the CPUs, at least 4, at most 16.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]
+    jobs: Option<u32>,
     /// Request size, e.g. 1M.
     #[arg(long, value_parser = size::parse, default_value = "1M")]
     block: u64,
@@ -255,6 +259,18 @@ pub struct Options {
 }
 
 impl Args {
+    /// Files to copy at once: --jobs, or twice the CPUs within 4..=16 (copies
+    /// of small files wait on metadata I/O more than on a CPU).
+    pub fn jobs(&self) -> usize {
+        match self.jobs {
+            Some(n) => n as usize,
+            None => {
+                let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+                (2 * cpus).clamp(4, 16)
+            }
+        }
+    }
+
     /// The options as the copy uses them; GNU options ubio cp lacks are refused.
     pub fn options(&self) -> Result<Options> {
         let unsupported = [

@@ -4,6 +4,8 @@
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::time::Duration;
 
+/// Clones share one bar (the copies in flight each hold one).
+#[derive(Clone)]
 pub struct Progress {
     bar: ProgressBar,
 }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::msg;
 
+#[derive(Clone, Copy)]
 pub enum Kind {
     File,
     /// Make the directory (its contents follow).
@@ -18,6 +19,7 @@ pub enum Kind {
     Fifo,
 }
 
+#[derive(Clone)]
 pub struct Step {
     pub kind: Kind,
     pub src: PathBuf,
