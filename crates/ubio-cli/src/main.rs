@@ -64,9 +64,7 @@ enum Command {
     )]
     Run(run::Args),
     /// Apply uncached I/O to a running process and its children (`ubio run --pid PID`)
-    #[command(
-        after_help = "Examples:\n  ubio attach 4242          # a backup that is already running\n  ubio attach --log $(pgrep -o restic)"
-    )]
+    #[command(after_help = "Examples:\n  ubio attach 4242          # a backup that is already running\n  ubio attach --log $(pgrep -o restic)")]
     Attach(run::AttachArgs),
     #[command(
         after_help = "Examples:\n  ubio bench run --workload seq-read --dataset 4G --limit 1G\n  ubio bench compare old/report.json new/report.json"

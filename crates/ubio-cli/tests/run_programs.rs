@@ -438,11 +438,7 @@ fn attach_to_a_running_reader_and_writer() {
         wait_open(pid, &file);
         let sampler = ResidencySampler::follow_all(vec![file.clone()], SAMPLE_EVERY);
         // Both spellings: `ubio attach PID` is `ubio run --pid PID`.
-        let how: &[&str] = if write {
-            &["attach"]
-        } else {
-            &["run", "--pid"]
-        };
+        let how: &[&str] = if write { &["attach"] } else { &["run", "--pid"] };
         let ubio = Command::new(UBIO)
             .args(how)
             .arg(pid.to_string())
@@ -564,17 +560,11 @@ fn pages_cached_before_stay_cached() {
     std::fs::copy(&input, &control).unwrap();
     let middle = 96 * MIB..160 * MIB;
     let mut cases = vec![
-        (
-            "engine: static Go read/write loop",
-            format!("{} -rw in out", built.gocopy.display()),
-        ),
+        ("engine: static Go read/write loop", format!("{} -rw in out", built.gocopy.display())),
         ("shim: cat", "cat in > out".to_string()),
     ];
     if let Some(p) = &built.cstdio {
-        cases.push((
-            "engine: static musl stdio, < in > out",
-            format!("{} < in > out", p.display()),
-        ));
+        cases.push(("engine: static musl stdio, < in > out", format!("{} < in > out", p.display())));
     }
     for (name, cmd) in cases {
         evict(&input);
@@ -585,11 +575,7 @@ fn pages_cached_before_stay_cached() {
         let before = cached_in(&input, middle.clone());
         let before_all = cached(&input);
         let control_before = cached_in(&control, middle.clone());
-        assert_eq!(
-            before,
-            middle.end - middle.start,
-            "{name}: the read did not cache the middle"
-        );
+        assert_eq!(before, middle.end - middle.start, "{name}: the read did not cache the middle");
         let out = Command::new(UBIO)
             .args(["run", "--", "sh", "-c", &cmd])
             .current_dir(dir.path())
@@ -607,17 +593,8 @@ fn pages_cached_before_stay_cached() {
             before_all as f64 / MIB as f64,
             after_all as f64 / MIB as f64
         );
-        assert!(
-            out.status.success(),
-            "{name}: {:?} {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(
-            hash_file(&dir.path().join("out")),
-            hash_file(&input),
-            "{name}: copy differs"
-        );
+        assert!(out.status.success(), "{name}: {:?} {}", out.status, String::from_utf8_lossy(&out.stderr));
+        assert_eq!(hash_file(&dir.path().join("out")), hash_file(&input), "{name}: copy differs");
         assert!(
             after + reclaimed >= before,
             "{name}: {} of the {} MiB cached before were dropped (the control lost {} MiB)",
@@ -629,11 +606,7 @@ fn pages_cached_before_stay_cached() {
         // for the shim; the engine keeps what the stream passed before it
         // first saw the file when the rest of the file is not cold (best
         // effort, README): the first read and its readahead, a few MiB.
-        let slack = if name.starts_with("engine") {
-            FIRST_SIGHT
-        } else {
-            0
-        };
+        let slack = if name.starts_with("engine") { FIRST_SIGHT } else { 0 };
         assert!(
             after_all <= before_all + slack,
             "{name}: {after_all} B cached after, {before_all} B before"
@@ -714,10 +687,7 @@ fn writers_on_a_throttled_device() {
     let fs = ScratchFs::create(FsKind::Ext4, 256 * MIB, &Default::default()).unwrap();
     let out = fs.mount_point().join("out");
     let cases = [
-        (
-            "engine: static Go read/write loop",
-            vec![built.gocopy.clone().into_os_string(), "-rw".into()],
-        ),
+        ("engine: static Go read/write loop", vec![built.gocopy.clone().into_os_string(), "-rw".into()]),
         ("shim: cp", vec!["cp".into()]),
     ];
     for (name, prog) in cases {
@@ -737,11 +707,7 @@ fn writers_on_a_throttled_device() {
         fs.set_write_bps(0).unwrap();
         assert!(status.success(), "{name}: {status:?}");
         assert_eq!(hash_file(&out), hash_file(&input), "{name}: copy differs");
-        let first = samples
-            .iter()
-            .find(|s| s.size > 0)
-            .expect("no write seen")
-            .at;
+        let first = samples.iter().find(|s| s.size > 0).expect("no write seen").at;
         let peak = samples.iter().map(|s| s.dirty_writeback).max().unwrap();
         let peak_cached = samples.iter().map(|s| s.cached).max().unwrap();
         let left = samples.last().unwrap().cached;
@@ -757,10 +723,7 @@ fn writers_on_a_throttled_device() {
         assert_eq!(left, 0, "{name}: left cached after exit");
         if name.starts_with("shim") {
             // Exact: the writer waits for its writeback a window ahead.
-            assert!(
-                peak <= WINDOW + 2 * MIB,
-                "{name}: dirty+writeback peak {peak} B"
-            );
+            assert!(peak <= WINDOW + 2 * MIB, "{name}: dirty+writeback peak {peak} B");
             continue;
         }
         for s in &samples {

@@ -117,11 +117,7 @@ pub fn count(fd: BorrowedFd<'_>, range: impl Into<FileRange>) -> io::Result<Coun
 
 /// `range` of the file behind `fd` counted with mincore() (through a
 /// read-only reopen if `fd` is write-only), for the reason `why`.
-pub(crate) fn count_mincore(
-    fd: BorrowedFd<'_>,
-    range: FileRange,
-    why: Fallback,
-) -> io::Result<Count> {
+pub(crate) fn count_mincore(fd: BorrowedFd<'_>, range: FileRange, why: Fallback) -> io::Result<Count> {
     let r = range.within(sys::fstat(fd)?.st_size as u64);
     let readable = readable_fd(fd)?;
     Ok(Count {
