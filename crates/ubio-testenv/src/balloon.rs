@@ -30,7 +30,7 @@ use crate::cleanup::{self, CleanupGuard};
 use crate::procfs::meminfo;
 use std::ffi::OsString;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
@@ -390,7 +390,7 @@ mod tests {
 #[cfg(test)]
 mod process_tests {
     use super::*;
-    use std::process::Command;
+    use std::process::{Child, Command};
 
     /// Runs the holder (set: this binary is a holder, its args after `--`).
     const HOLDER: &str = "UBIO_TESTENV_BALLOON_HOLDER";
