@@ -65,6 +65,11 @@ pub struct Args {
     /// Print every per-second sample.
     #[arg(long, short)]
     verbose: bool,
+    /// Run nothing: judge the reports of an earlier suite run in DIR again
+    /// with this version's verdict rules, and rewrite its suite.json and
+    /// suite.md.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["only", "smoke", "out"])]
+    rejudge: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
@@ -72,6 +77,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
 }
 
 fn suite(args: Args) -> Result<ExitCode> {
+    if let Some(dir) = &args.rejudge {
+        let results = suite::rejudge(dir).with_context(|| format!("rejudge {}", dir.display()))?;
+        crate::out::print(&suite::render_markdown(&results))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let known = ["000", "001", "002", "003", "004"];
     if let Some(bad) = args.only.iter().find(|s| !known.contains(&s.as_str())) {
         bail!(
