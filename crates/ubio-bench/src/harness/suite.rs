@@ -15,8 +15,16 @@
 //! kswapd: reclaim forced by a memory cgroup's limit runs in the allocating
 //! task (direct reclaim), not in kswapd, so on this machine the seeds'
 //! kswapd CPU shows up as `pgscan_direct`/`pgsteal_direct` and the
-//! workload's system time. The verdicts judge reclaim by pages reclaimed per
-//! GB (kswapd + direct), and report kswapd's CPU as measured.
+//! workload's system time. With global pressure (`Scale::global_pressure`,
+//! `--pressure global`) there is no cgroup: a balloon leaves the scale's
+//! memory to the whole machine, and kswapd reclaims as on the seeds'
+//! machines.
+//!
+//! No figure passes vacuously: one that compares an effect (kswapd's CPU,
+//! reclaim, a speed swing, a page cache or dirty peak, a disturbed victim)
+//! holds only when the baseline shows that effect, at a stated threshold,
+//! and the other mode removes it; when the baseline does not show it, the
+//! figure is "not reproduced here" with the reason ([`Figure::not_reproduced`]).
 
 use super::export::table::human_bytes;
 use super::export::write_atomically;
