@@ -67,7 +67,13 @@ pub fn min_floor(total: u64) -> u64 {
 /// Sizes a balloon that leaves `leave` bytes of MemAvailable out of
 /// `available` (now), for a run over `dataset` bytes, never going below
 /// `floor`. Err says why it cannot be safe or meaningful.
-pub fn plan(available: u64, total: u64, dataset: u64, leave: u64, floor: u64) -> Result<Plan, String> {
+pub fn plan(
+    available: u64,
+    total: u64,
+    dataset: u64,
+    leave: u64,
+    floor: u64,
+) -> Result<Plan, String> {
     let mib = |b: u64| b >> 20;
     if floor < min_floor(total) {
         return Err(format!(
@@ -137,7 +143,10 @@ pub fn holder_main(args: &[OsString]) -> i32 {
         .map(|a| a.to_str().and_then(|s| s.parse().ok()))
         .collect();
     let Some(&[bytes, floor]) = parsed.as_deref() else {
-        let _ = writeln!(io::stdout(), "error balloon: expected BYTES FLOOR, got {args:?}");
+        let _ = writeln!(
+            io::stdout(),
+            "error balloon: expected BYTES FLOOR, got {args:?}"
+        );
         return 2;
     };
     match hold(bytes, floor) {
@@ -177,7 +186,9 @@ pub fn hold(bytes: u64, floor: u64) -> io::Result<()> {
         let map = memmap2::MmapOptions::new()
             .len(len as usize)
             .map_anon()
-            .map_err(|e| io::Error::new(e.kind(), format!("balloon: mmap {} MiB: {e}", len >> 20)))?;
+            .map_err(|e| {
+                io::Error::new(e.kind(), format!("balloon: mmap {} MiB: {e}", len >> 20))
+            })?;
         // Whole huge pages where the kernel gives them: fewer faults.
         let _ = map.advise(memmap2::Advice::HugePage);
         // mlock faults every page in and keeps it from being swapped.
@@ -255,9 +266,12 @@ impl Balloon {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped());
         cleanup::die_with_parent(&mut holder);
-        let mut child = holder
-            .spawn()
-            .map_err(|e| crate::context(e, format_args!("start the balloon holder {:?}", holder.get_program())))?;
+        let mut child = holder.spawn().map_err(|e| {
+            crate::context(
+                e,
+                format_args!("start the balloon holder {:?}", holder.get_program()),
+            )
+        })?;
         let pid = child.id();
         let stdout = child.stdout.take().expect("stdout is piped");
         let child = Arc::new(Mutex::new(Some(child)));
@@ -275,7 +289,9 @@ impl Balloon {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
                 if line.starts_with("shrunk ") {
-                    kept.lock().unwrap_or_else(|e| e.into_inner()).push(line.clone());
+                    kept.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(line.clone());
                 }
                 if tx.send(line).is_err() {
                     // Nobody waits for ready any more: keep collecting events.
@@ -297,7 +313,10 @@ impl Balloon {
                 Ok(_) => {}
                 Err(RecvTimeoutError::Disconnected) => {
                     drop(guard);
-                    return failed(format!("the balloon holder (pid {pid}) exited before holding {} MiB", bytes >> 20));
+                    return failed(format!(
+                        "the balloon holder (pid {pid}) exited before holding {} MiB",
+                        bytes >> 20
+                    ));
                 }
                 Err(RecvTimeoutError::Timeout) => {
                     drop(guard);
@@ -334,7 +353,10 @@ impl Balloon {
 
     /// The holder's `shrunk` lines so far: memory it gave back to keep the floor.
     pub fn events(&self) -> Vec<String> {
-        self.events.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 
@@ -377,7 +399,10 @@ mod tests {
         refused(plan(20 * GIB, 24 * GIB, 8 * GIB, GIB, 300 * MIB), "unsafe");
         refused(plan(20 * GIB, 24 * GIB, 8 * GIB, GIB, 100 * MIB), "unsafe");
         // Leaving less than the floor.
-        refused(plan(20 * GIB, 24 * GIB, 8 * GIB, GIB, 2 * GIB), "below the floor");
+        refused(
+            plan(20 * GIB, 24 * GIB, 8 * GIB, GIB, 2 * GIB),
+            "below the floor",
+        );
         // Not enough memory to take any.
         refused(plan(GIB, 24 * GIB, 8 * GIB, GIB, GIB), "not enough memory");
         // A dataset that the remaining memory would nearly hold.
@@ -403,8 +428,14 @@ mod process_tests {
     /// [`holder_main`] on the arguments that follow the test's name.
     fn holder() -> Command {
         let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.args(["--exact", "balloon::process_tests::holder_process", "--nocapture", "--test-threads=1", "--"])
-            .env(HOLDER, "1");
+        cmd.args([
+            "--exact",
+            "balloon::process_tests::holder_process",
+            "--nocapture",
+            "--test-threads=1",
+            "--",
+        ])
+        .env(HOLDER, "1");
         cmd
     }
 
@@ -474,12 +505,18 @@ mod process_tests {
         let b = Balloon::inflate(holder(), BYTES, floor()).unwrap();
         assert_eq!(b.held_bytes(), BYTES, "{b:?}");
         let during = mlocked();
-        assert!(during >= before + BYTES / 10 * 9, "Mlocked {before} -> {during}");
+        assert!(
+            during >= before + BYTES / 10 * 9,
+            "Mlocked {before} -> {during}"
+        );
         let pid = b.pid();
         drop(b);
         assert_eq!(locked_bytes(pid), None, "the holder is gone once dropped");
         let after = mlocked();
-        assert!(during >= after + BYTES / 10 * 9, "Mlocked {during} -> {after}");
+        assert!(
+            during >= after + BYTES / 10 * 9,
+            "Mlocked {during} -> {after}"
+        );
     }
 
     #[test]
@@ -530,7 +567,11 @@ mod process_tests {
         while first.events().is_empty() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
-        assert!(first.events()[0].starts_with("shrunk 0 "), "{:?}", first.events());
+        assert!(
+            first.events()[0].starts_with("shrunk 0 "),
+            "{:?}",
+            first.events()
+        );
         assert_eq!(first.held_bytes(), 0);
         assert_eq!(second.held_bytes(), 4 * CHUNK);
     }
@@ -553,7 +594,12 @@ mod process_tests {
     /// Starts a parent that holds a balloon; returns it and its holder's pid.
     fn parent() -> (Child, u32) {
         let mut p = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "balloon::process_tests::parent_process", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "balloon::process_tests::parent_process",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(PARENT, "1")
             .stdout(Stdio::piped())
             .spawn()
@@ -563,7 +609,11 @@ mod process_tests {
             .lines()
             .map_while(Result::ok)
             // libtest's "test NAME ... " may start the line.
-            .find_map(|l| l.split("holder ").nth(1).map(|p| p.trim().parse::<u32>().unwrap()))
+            .find_map(|l| {
+                l.split("holder ")
+                    .nth(1)
+                    .map(|p| p.trim().parse::<u32>().unwrap())
+            })
             .expect("the parent reports its holder");
         assert_eq!(locked_bytes(pid), Some(BYTES));
         (p, pid)

@@ -142,10 +142,19 @@ fn unpressed_reason(s: &Scale, c: &Config) -> String {
     let Some(p) = s.global_pressure else {
         return "no global pressure asked for".into();
     };
-    let copies = if c.workload.kind == WorkloadKind::Copy { 2 } else { 1 };
+    let copies = if c.workload.kind == WorkloadKind::Copy {
+        2
+    } else {
+        1
+    };
     let ratio = ubio_testenv::balloon::MIN_DATASET_RATIO;
-    if let Target::Loop { backing: Backing::Shm, .. } = c.target {
-        "its loop device is backed by /dev/shm, which would take the dataset's size in memory".into()
+    if let Target::Loop {
+        backing: Backing::Shm,
+        ..
+    } = c.target
+    {
+        "its loop device is backed by /dev/shm, which would take the dataset's size in memory"
+            .into()
     } else if copies * c.workload.dataset_bytes < ratio * p.leave_bytes {
         format!(
             "its dataset ({}) is less than {ratio}x the {} the balloon would leave",
@@ -191,7 +200,13 @@ pub struct Figure {
 impl Figure {
     /// A figure judged only if the baseline shows the effect
     /// (`baseline`: Ok, or Err with why not).
-    fn judged(what: String, seed: &str, here: String, baseline: Result<(), String>, holds: bool) -> Figure {
+    fn judged(
+        what: String,
+        seed: &str,
+        here: String,
+        baseline: Result<(), String>,
+        holds: bool,
+    ) -> Figure {
         let not_reproduced = baseline.err();
         Figure {
             what,
@@ -303,20 +318,23 @@ fn seed_000_reads(s: &Scale) -> Experiment {
         claim: "buffered reads keep kswapd at 50-85% of a core (pgscan ~470k pages/s) and the \
                 read speed swings by ~150 MB/s; uncached reads bring kswapd to 0 and the swing \
                 to ~50 MB/s",
-        config: pressed(s, Config {
-            workload: workload(WorkloadKind::SeqRead, 32 << 10, 2, 1, dataset),
-            modes: vec![BenchMode::Buffered, BenchMode::Dontcache, UBIO],
-            rounds: s.rounds,
-            target: loop_target(
-                "ext4",
-                Backing::Disk,
-                dataset + dataset / 4 + 256 * MIB,
-                None,
-            ),
-            memory_limit_bytes: Some(s.memory_limit),
-            victim_hot_bytes: None,
-            global_pressure: None,
-        }),
+        config: pressed(
+            s,
+            Config {
+                workload: workload(WorkloadKind::SeqRead, 32 << 10, 2, 1, dataset),
+                modes: vec![BenchMode::Buffered, BenchMode::Dontcache, UBIO],
+                rounds: s.rounds,
+                target: loop_target(
+                    "ext4",
+                    Backing::Disk,
+                    dataset + dataset / 4 + 256 * MIB,
+                    None,
+                ),
+                memory_limit_bytes: Some(s.memory_limit),
+                victim_hot_bytes: None,
+                global_pressure: None,
+            },
+        ),
         fio: false,
         judge: |r, _| {
             let Some([buf, dc, ub]) = modes(r, BUFFERED_DONTCACHE_UBIO) else {
@@ -411,25 +429,28 @@ fn seed_001(s: &Scale) -> Experiment {
         claim: "buffered reads slow down and turn erratic once the page cache is full \
                 (158 -> ~95 GB/s) with 28 cores of kswapd; uncached reads stay flat, 65% faster, \
                 with half the CPU and no kswapd",
-        config: pressed(s, Config {
-            workload: workload(WorkloadKind::SeqRead, 64 << 10, s.cpus, 1, dataset),
-            modes: vec![
-                BenchMode::Buffered,
-                BenchMode::Dontcache,
-                BenchMode::DontcacheUring,
-                UBIO,
-            ],
-            rounds: s.rounds,
-            target: loop_target(
-                "xfs",
-                Backing::Disk,
-                dataset + dataset / 4 + 256 * MIB,
-                None,
-            ),
-            memory_limit_bytes: Some(s.memory_limit),
-            victim_hot_bytes: None,
-            global_pressure: None,
-        }),
+        config: pressed(
+            s,
+            Config {
+                workload: workload(WorkloadKind::SeqRead, 64 << 10, s.cpus, 1, dataset),
+                modes: vec![
+                    BenchMode::Buffered,
+                    BenchMode::Dontcache,
+                    BenchMode::DontcacheUring,
+                    UBIO,
+                ],
+                rounds: s.rounds,
+                target: loop_target(
+                    "xfs",
+                    Backing::Disk,
+                    dataset + dataset / 4 + 256 * MIB,
+                    None,
+                ),
+                memory_limit_bytes: Some(s.memory_limit),
+                victim_hot_bytes: None,
+                global_pressure: None,
+            },
+        ),
         fio: false,
         judge: |r, _| {
             let Some([buf, dc, ub]) = modes(r, BUFFERED_DONTCACHE_UBIO) else {
@@ -464,20 +485,23 @@ fn seed_002(s: &Scale) -> Experiment {
         claim: "buffered random reads hit a throughput cliff once the cache fills, kswapd at \
                 100% of a core, and everyone else doing I/O suffers; uncached reads leave \
                 others hardly disturbed",
-        config: pressed(s, Config {
-            workload: w,
-            modes: vec![
-                BenchMode::Buffered,
-                BenchMode::Dontcache,
-                BenchMode::Odirect,
-                UBIO,
-            ],
-            rounds: s.rounds,
-            target: loop_target("xfs", Backing::Shm, dataset + dataset / 4 + 256 * MIB, None),
-            memory_limit_bytes: Some(s.memory_limit),
-            victim_hot_bytes: Some(s.memory_limit / 4),
-            global_pressure: None,
-        }),
+        config: pressed(
+            s,
+            Config {
+                workload: w,
+                modes: vec![
+                    BenchMode::Buffered,
+                    BenchMode::Dontcache,
+                    BenchMode::Odirect,
+                    UBIO,
+                ],
+                rounds: s.rounds,
+                target: loop_target("xfs", Backing::Shm, dataset + dataset / 4 + 256 * MIB, None),
+                memory_limit_bytes: Some(s.memory_limit),
+                victim_hot_bytes: Some(s.memory_limit / 4),
+                global_pressure: None,
+            },
+        ),
         fio: false,
         judge: |r, _| {
             let Some([buf, dc, ub]) = modes(r, BUFFERED_DONTCACHE_UBIO) else {
@@ -571,25 +595,28 @@ fn seed_004(s: &Scale) -> Experiment {
         claim: "plain cp returns in 3.6 s leaving 3.2 GB dirty and sync then takes 32 s; with \
                 write-behind the copy takes 32.7 s with ~16 MiB dirty and sync 0.4 s: the same \
                 time to durability, without the dirty memory",
-        config: pressed(s, Config {
-            workload: workload(WorkloadKind::Copy, MIB, 1, 1, dataset),
-            modes: vec![
-                BenchMode::Tool(Tool::Cp),
-                BenchMode::Tool(Tool::UbioCp),
-                BenchMode::Buffered,
-                UBIO,
-            ],
-            rounds: s.rounds,
-            target: loop_target(
-                "ext4",
-                Backing::Disk,
-                2 * dataset + dataset / 2 + 256 * MIB,
-                Some(s.slow_device_mb_per_s),
-            ),
-            memory_limit_bytes: None,
-            victim_hot_bytes: None,
-            global_pressure: None,
-        }),
+        config: pressed(
+            s,
+            Config {
+                workload: workload(WorkloadKind::Copy, MIB, 1, 1, dataset),
+                modes: vec![
+                    BenchMode::Tool(Tool::Cp),
+                    BenchMode::Tool(Tool::UbioCp),
+                    BenchMode::Buffered,
+                    UBIO,
+                ],
+                rounds: s.rounds,
+                target: loop_target(
+                    "ext4",
+                    Backing::Disk,
+                    2 * dataset + dataset / 2 + 256 * MIB,
+                    Some(s.slow_device_mb_per_s),
+                ),
+                memory_limit_bytes: None,
+                victim_hot_bytes: None,
+                global_pressure: None,
+            },
+        ),
         fio: false,
         judge: |r, _| {
             let cp = BenchMode::Tool(Tool::Cp);
@@ -819,7 +846,10 @@ fn kswapd_figure(r: &Report, buf: &ModeSummary, other: &ModeSummary, seed: &str)
         ""
     };
     Figure::judged(
-        format!("kswapd CPU over the run (% of a CPU): buffered vs {}", other.mode),
+        format!(
+            "kswapd CPU over the run (% of a CPU): buffered vs {}",
+            other.mode
+        ),
         seed,
         format!(
             "{b:.1}% vs {o:.1}% (busiest second {:.0}% vs {:.0}%)",
@@ -870,7 +900,10 @@ fn speed_figure(buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
 }
 
 fn cache_figure(buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
-    let (b, o) = (buf.peak_dataset_cached_bytes, other.peak_dataset_cached_bytes);
+    let (b, o) = (
+        buf.peak_dataset_cached_bytes,
+        other.peak_dataset_cached_bytes,
+    );
     Figure::judged(
         format!("peak page cache of the dataset: buffered vs {}", other.mode),
         seed,
@@ -878,7 +911,10 @@ fn cache_figure(buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
         if b >= EFFECT_CACHE_BYTES {
             Ok(())
         } else {
-            Err(format!("buffered cached at most {}: no page cache to keep empty", human_bytes(b)))
+            Err(format!(
+                "buffered cached at most {}: no page cache to keep empty",
+                human_bytes(b)
+            ))
         },
         o <= 64 * MIB && b > 4 * o,
     )
@@ -892,7 +928,10 @@ fn victim_figure(buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
     };
     let (b, o) = (worst(buf), worst(other));
     Figure::judged(
-        format!("victim's worst second, % of alone: buffered vs {}", other.mode),
+        format!(
+            "victim's worst second, % of alone: buffered vs {}",
+            other.mode
+        ),
         seed,
         format!("{b:.0}% vs {o:.0}%"),
         if b < EFFECT_VICTIM_PCT {
@@ -1013,7 +1052,12 @@ pub fn write_report(
 pub fn rejudge(out: &Path) -> io::Result<Vec<ExperimentResult>> {
     let path = out.join("suite.json");
     let text = std::fs::read_to_string(&path).map_err(|e| path_context(e, "read", &path))?;
-    let bad = |what: String| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {what}", path.display()));
+    let bad = |what: String| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {what}", path.display()),
+        )
+    };
     let suite: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
     let scale: Scale =
         serde_json::from_value(suite["scale"].clone()).map_err(|e| bad(format!("scale: {e}")))?;
@@ -1025,7 +1069,12 @@ pub fn rejudge(out: &Path) -> io::Result<Vec<ExperimentResult>> {
         let exp = all
             .iter()
             .find(|x| x.seed == e.seed && x.title == e.title)
-            .ok_or_else(|| bad(format!("no experiment of seed {} titled {:?} any more", e.seed, e.title)))?;
+            .ok_or_else(|| {
+                bad(format!(
+                    "no experiment of seed {} titled {:?} any more",
+                    e.seed, e.title
+                ))
+            })?;
         let report_path = out.join(&e.report);
         let report_text = std::fs::read_to_string(&report_path)
             .map_err(|err| path_context(err, "read", &report_path))?;
@@ -1357,19 +1406,32 @@ mod tests {
             ],
         );
         let v = e.judge(&r, &scale);
-        let kswapd: Vec<&Figure> = v.figures.iter().filter(|f| f.what.contains("kswapd")).collect();
+        let kswapd: Vec<&Figure> = v
+            .figures
+            .iter()
+            .filter(|f| f.what.contains("kswapd"))
+            .collect();
         assert_eq!(kswapd.len(), 2, "{v:#?}");
         for f in kswapd {
             assert!(!f.holds, "{f:?}");
             let why = f.not_reproduced.as_deref().unwrap();
-            assert!(why.contains("no kswapd load") && why.contains("memory cgroup"), "{why}");
+            assert!(
+                why.contains("no kswapd load") && why.contains("memory cgroup"),
+                "{why}"
+            );
             assert!(f.status().starts_with("not reproduced here: "));
         }
         assert_ne!(v.outcome, Outcome::Reproduced, "{v:#?}");
         // With kswapd busy for buffered and idle for the others, they hold.
         let r = report(&e, r.modes.clone(), runs_with_kswapd(150.0));
         let v = e.judge(&r, &scale);
-        assert!(v.figures.iter().filter(|f| f.what.contains("kswapd")).all(|f| f.holds), "{v:#?}");
+        assert!(
+            v.figures
+                .iter()
+                .filter(|f| f.what.contains("kswapd"))
+                .all(|f| f.holds),
+            "{v:#?}"
+        );
         assert_eq!(v.outcome, Outcome::Reproduced, "{v:#?}");
     }
 
@@ -1394,7 +1456,10 @@ mod tests {
         );
         let v = e.judge(&r, &scale);
         assert_eq!(v.outcome, Outcome::Not, "{v:#?}");
-        assert!(v.figures.iter().all(|f| f.not_reproduced.is_some()), "{v:#?}");
+        assert!(
+            v.figures.iter().all(|f| f.not_reproduced.is_some()),
+            "{v:#?}"
+        );
     }
 
     #[test]
@@ -1406,8 +1471,19 @@ mod tests {
         });
         for e in experiments(&scale, &[]) {
             let c = &e.config;
-            let shm = matches!(c.target, Target::Loop { backing: Backing::Shm, .. });
-            assert_eq!(c.global_pressure.is_some(), unpressed_reason(&scale, c).is_empty(), "{}", e.title);
+            let shm = matches!(
+                c.target,
+                Target::Loop {
+                    backing: Backing::Shm,
+                    ..
+                }
+            );
+            assert_eq!(
+                c.global_pressure.is_some(),
+                unpressed_reason(&scale, c).is_empty(),
+                "{}",
+                e.title
+            );
             if c.global_pressure.is_some() {
                 assert_eq!(c.memory_limit_bytes, None, "{}", e.title);
             }

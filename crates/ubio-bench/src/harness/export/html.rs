@@ -65,9 +65,12 @@ pub fn render(report: &Report) -> String {
     ];
     let per_s = |n: u64, s: &Sample| Some(n as f64 / s.interval_secs);
     plots.extend([
-        plot(&runs, "kswapd CPU (all kswapd threads)", "% of a CPU", |s| {
-            Some(table::kswapd_pct(s))
-        }),
+        plot(
+            &runs,
+            "kswapd CPU (all kswapd threads)",
+            "% of a CPU",
+            |s| Some(table::kswapd_pct(s)),
+        ),
         plot(&runs, "Pages scanned by kswapd", "pages/s", |s| {
             per_s(s.pgscan_kswapd, s)
         }),
@@ -213,7 +216,9 @@ mod tests {
         let html = render(&mock::report(9));
         assert_eq!(html.matches("<svg").count(), 10, "ten plots");
         assert_eq!(html.matches("<svg").count(), html.matches("</svg>").count());
-        for tag in ["figure", "table", "tr", "ul", "title", "polyline", "text", "details"] {
+        for tag in [
+            "figure", "table", "tr", "ul", "title", "polyline", "text", "details",
+        ] {
             let open = html.matches(&format!("<{tag}>")).count()
                 + html.matches(&format!("<{tag} ")).count();
             assert_eq!(open, html.matches(&format!("</{tag}>")).count(), "<{tag}>");

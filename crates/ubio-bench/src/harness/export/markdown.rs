@@ -25,11 +25,7 @@ pub fn render(report: &Report) -> String {
     out += "\n## Per second\n\n";
     for (mode, run) in super::html::representative_runs(report) {
         let Some(run) = run else { continue };
-        let _ = writeln!(
-            out,
-            "### {mode} (round {}, its median run)\n",
-            run.round
-        );
+        let _ = writeln!(out, "### {mode} (round {}, its median run)\n", run.round);
         out += &render_table(&table::per_second(run));
         out += "\n";
     }
