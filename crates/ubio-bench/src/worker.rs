@@ -21,8 +21,10 @@
 //! then `ready`) and end of file (stop). So a victim whose parent dies stops
 //! by itself.
 //!
-//! Arguments: `victim [--tick-ms N] FILE` and `bench JOB` (an
-//! [`EngineJob`] as JSON, for `ubio bench` and `ubio demo`).
+//! Arguments: `victim [--tick-ms N] FILE`, `bench JOB` (an
+//! [`EngineJob`] as JSON, for `ubio bench` and `ubio demo`) and `balloon
+//! BYTES FLOOR` (the holder of a global-pressure balloon,
+//! [`ubio_testenv::balloon::holder_main`], which speaks its own lines).
 
 use crate::harness::engine::{self, EngineJob, EngineProgress, EngineResult, EngineStart};
 use crate::victim::{self, Command, Ready, Tick};
@@ -144,6 +146,10 @@ impl Job {
 /// (and, for the victim, commands from stdin), and returns the exit code:
 /// 0 when done, 1 after an `error` event, 2 for bad arguments.
 pub fn main(args: &[OsString]) -> i32 {
+    // The global-pressure balloon speaks its own lines (ubio_testenv::balloon).
+    if args.first().is_some_and(|k| k == "balloon") {
+        return ubio_testenv::balloon::holder_main(&args[1..]);
+    }
     let job = match Job::from_args(args) {
         Ok(j) => j,
         Err(e) => {

@@ -243,6 +243,7 @@ fn configs(a: &Args) -> Result<Vec<Config>> {
             },
             memory_limit_bytes: Some(a.limit),
             victim_hot_bytes: hot,
+            global_pressure: None,
         })
         .collect())
 }

@@ -643,3 +643,41 @@ fn seed_suite_judges_an_experiment() {
     assert!(md.contains("| 003 |") && md.contains("Claim:"), "{md}");
     assert_eq!(new_fixtures(&before), Vec::<String>::new());
 }
+
+/// `--pressure global` refuses what cannot be safe or would press nothing,
+/// with a message that says why, before it locks any memory, and leaves
+/// nothing behind.
+#[test]
+fn global_pressure_refuses_unsafe_settings() {
+    if !possible("global_pressure_refuses_unsafe_settings") {
+        return;
+    }
+    let dir = workdir();
+    let before = fixtures();
+    let refused = |args: &[&str], why: &str| {
+        let mut cmd = ubio();
+        cmd.args(["bench", "run", "--pressure", "global", "--no-victim", "--rounds", "1"]);
+        if !args.contains(&"--fs") {
+            cmd.arg("--dir").arg(dir.path());
+        }
+        let o = cmd.args(args).output().unwrap();
+        assert!(!o.status.success(), "{args:?} ran");
+        let err = stderr(&o);
+        assert!(err.contains(why), "{args:?}: {err}");
+    };
+    // A floor under 256 MiB.
+    refused(&["--limit", "1G", "--dataset", "4G", "--floor", "100M"], "unsafe");
+    // Leaving less than the floor.
+    refused(&["--limit", "512M", "--dataset", "4G", "--floor", "1G"], "below the floor");
+    // A dataset that what is left would nearly hold.
+    refused(&["--limit", "1G", "--dataset", "1G"], "not several times");
+    // A loop device in /dev/shm would take the dataset's size in memory.
+    refused(
+        &["--limit", "1G", "--dataset", "4G", "--fs", "ext4", "--backing", "shm"],
+        "/dev/shm",
+    );
+    // No memory taken from the whole machine.
+    refused(&["--no-limit"], "--pressure global needs --limit");
+    assert_eq!(leftovers(dir.path()), Vec::<String>::new());
+    assert_eq!(new_fixtures(&before), Vec::<String>::new());
+}

@@ -12,6 +12,7 @@
 //! All of it needs root and Linux; tests print `SKIP <name>: <reason>` where
 //! that is missing.
 
+pub mod balloon;
 pub mod cgroup;
 pub mod cleanup;
 pub mod kept_pages;

@@ -171,7 +171,7 @@ impl Fio {
     /// caller settles the dataset first, as before any of its own runs
     /// (the runner's `settle`). A failure is kept for [`Fio::checks`] and
     /// not retried.
-    pub fn run(&mut self, mode: BenchMode, w: &Workload, layout: &Layout, cg: &MemCgroup) {
+    pub fn run(&mut self, mode: BenchMode, w: &Workload, layout: &Layout, cg: Option<&MemCgroup>) {
         let Some(args) = args(mode, w, layout, &layout.data_dir(), self.uncached_ok) else {
             return;
         };
@@ -250,13 +250,13 @@ fn parse_version(v: &str) -> Option<(u32, u32)> {
     Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
 }
 
-fn run_fio(fio: &Path, args: &[String], cg: &MemCgroup) -> Result<String, String> {
+fn run_fio(fio: &Path, args: &[String], cg: Option<&MemCgroup>) -> Result<String, String> {
     let mut cmd = Command::new(fio);
     cmd.args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = cg.spawn(&mut cmd).map_err(|e| e.to_string())?;
+    let mut child = super::runner::spawn_in(cg, &mut cmd).map_err(|e| e.to_string())?;
     let mut out = String::new();
     let mut err = String::new();
     if let Some(mut o) = child.stdout.take() {

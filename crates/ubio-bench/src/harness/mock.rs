@@ -137,6 +137,7 @@ pub fn report(seed: u64) -> Report {
         },
         memory_limit_bytes: Some(LIMIT),
         victim_hot_bytes: Some(64 << 20),
+        global_pressure: None,
     };
     let mut report = Report::new(environment, config, 1_700_000_000);
     let solo: Vec<f64> = (0..5).map(|_| VICTIM_SOLO * rng.jitter(0.02)).collect();
@@ -226,6 +227,7 @@ fn mock_run(rng: &mut Rng, profile: &Profile, round: u32, solo: f64) -> Run {
             cached_bytes: (4 << 30) + cached,
             dirty_bytes: dirty + (1 << 20),
             writeback_bytes: dirty / 2,
+            free_bytes: Some((1 << 30) - cached.min(1 << 29)),
             cgroup_cached_bytes: Some(cached + (64 << 20)),
             dataset_cached_bytes: cached,
             dataset_dirty_bytes: dirty,

@@ -20,6 +20,12 @@
 //!
 //! Everything made (loop device, mount, cgroup, files) is removed at the
 //! end, on failure and on Ctrl-C (through [`ubio_testenv::cleanup`]).
+//!
+//! Under global pressure ([`Config::global_pressure`]) there is no memory
+//! cgroup: a balloon ([`ubio_testenv::balloon`], held by `ubio __worker
+//! balloon`) takes the machine's memory down to what the run should have,
+//! right after the target is made, and gives it back at the end (or on
+//! failure, Ctrl-C, or the death of this process).
 
 pub mod environment;
 pub mod target;
@@ -30,7 +36,9 @@ use super::fio::Fio;
 use super::mode::{BenchMode, WorkloadKind};
 use super::sampler::{self, SystemSampler};
 use super::schedule::Schedule;
-use super::schema::{Config, Report, Run, Sample, VictimSolo, Workload};
+use super::schema::{
+    Backing, Config, GlobalPressure, PressureRecord, Report, Run, Sample, Target, VictimSolo, Workload,
+};
 use super::summary::{self, FastPeaks, RunInput};
 use crate::clock::monotonic_secs;
 use crate::cpu::CpuTimes;
@@ -45,6 +53,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use ubio::sys::{self, Advice};
+use ubio_testenv::balloon::{self, Balloon};
 use ubio_testenv::cgroup::{CgroupVersion, MemCgroup};
 use ubio_testenv::reclaim_trace::MemcgReclaimTrace;
 use ubio_testenv::residency_sampler::ResidencySampler;
@@ -174,10 +183,19 @@ pub fn run(config: &Config, options: &RunOptions, progress: &dyn Progress) -> io
         }
     }
 
-    let cg = MemCgroup::create("ubio-bench", config.memory_limit_bytes.unwrap_or(u64::MAX))?;
-    let cg_version = match cg.version() {
-        CgroupVersion::V1 => "v1",
-        CgroupVersion::V2 => "v2",
+    // Global pressure: no cgroup (kswapd reclaims for the whole machine),
+    // the balloon instead.
+    let (cg, balloon) = match config.global_pressure {
+        None => (
+            Some(MemCgroup::create("ubio-bench", config.memory_limit_bytes.unwrap_or(u64::MAX))?),
+            None,
+        ),
+        Some(p) => (None, Some(inflate(options, p, copies * w.dataset_bytes + hot, progress)?)),
+    };
+    let cg_version = match cg.as_ref().map(MemCgroup::version) {
+        Some(CgroupVersion::V1) => "v1",
+        Some(CgroupVersion::V2) => "v2",
+        None => "none (global pressure)",
     };
     let env = environment::gather(
         &target.dir,
@@ -187,6 +205,8 @@ pub fn run(config: &Config, options: &RunOptions, progress: &dyn Progress) -> io
         options.git_commit.clone(),
     );
     let mut report = Report::new(env, config.clone(), started_unix);
+    report.pressure = balloon.as_ref().map(|(_, record)| record.clone());
+    let balloon = balloon.map(|(b, _)| b);
     // Reclaim forced by the cgroup's limit is not in /proc/vmstat.
     let reclaim_trace = match MemcgReclaimTrace::start() {
         Ok(t) => Some(t),
@@ -202,7 +222,7 @@ pub fn run(config: &Config, options: &RunOptions, progress: &dyn Progress) -> io
         config,
         options,
         layout: &layout,
-        cg: &cg,
+        cg: cg.as_ref(),
         reclaim_trace: reclaim_trace.as_ref(),
         progress,
     };
@@ -258,12 +278,13 @@ pub fn run(config: &Config, options: &RunOptions, progress: &dyn Progress) -> io
         }
         report.runs.push(run);
         report.wall_secs = started.elapsed().as_secs_f64();
+        note_balloon(balloon.as_ref(), &mut report);
         bench.write(&report)?;
         if let Some(fio) = fio.as_mut() {
             if fio.mirrors(mode) {
                 bench.settle(victim.as_mut(), &mut report.warnings)?;
                 progress.message(&format!("round {round}/{}: fio's {mode}", config.rounds));
-                fio.run(mode, w, &layout, &cg);
+                fio.run(mode, w, &layout, cg.as_ref());
             }
         }
     }
@@ -285,8 +306,19 @@ pub fn run(config: &Config, options: &RunOptions, progress: &dyn Progress) -> io
     }
     report.modes = summary::summarize_modes(&report);
     report.wall_secs = started.elapsed().as_secs_f64();
+    note_balloon(balloon.as_ref(), &mut report);
+    if let Some(p) = report.pressure.as_ref().filter(|p| p.held_at_end_bytes < p.balloon_bytes) {
+        report.warnings.push(format!(
+            "the balloon gave back {} MiB during the benchmark to keep {} MiB available for others: \
+             the runs after that had more memory than planned ({:?})",
+            (p.balloon_bytes - p.held_at_end_bytes) >> 20,
+            p.floor_bytes >> 20,
+            p.shrinks
+        ));
+    }
     report.complete = true;
     bench.write(&report)?;
+    drop(balloon);
     drop(cg);
     drop(target);
     Ok(report)
@@ -326,7 +358,92 @@ fn validate(c: &Config) -> io::Result<()> {
     if w.duration_secs.is_some_and(|d| d.is_nan() || d <= 0.0) {
         return bad("the duration must be positive".into());
     }
+    if let Some(p) = c.global_pressure {
+        if c.memory_limit_bytes.is_some() {
+            return bad("global pressure runs without a memory cgroup: give no memory limit with it".into());
+        }
+        if let Target::Loop { backing: Backing::Shm, .. } = c.target {
+            return bad(
+                "global pressure with a loop device backed by /dev/shm: the backing file would take the \
+                 dataset's size in memory and the balloon would give it back; use disk backing"
+                    .into(),
+            );
+        }
+        if c.victim_hot_bytes.is_some_and(|hot| hot > p.leave_bytes / 4 * 3) {
+            return bad(format!(
+                "the victim's hot file does not fit in the {} MiB global pressure leaves, with room to spare: \
+                 keep it under three quarters",
+                p.leave_bytes >> 20
+            ));
+        }
+    }
     Ok(())
+}
+
+/// Spawns `cmd` in the memory cgroup, or, without one (global pressure),
+/// as a child that the kernel kills when the spawning thread dies.
+pub(crate) fn spawn_in(cg: Option<&MemCgroup>, cmd: &mut Command) -> io::Result<std::process::Child> {
+    match cg {
+        Some(cg) => cg.spawn(cmd),
+        None => ubio_testenv::cleanup::die_with_parent(cmd)
+            .spawn()
+            .map_err(|e| ubio_testenv::context(e, format_args!("spawn {:?}", cmd.get_program()))),
+    }
+}
+
+/// Inflates the balloon of a global-pressure run, for `dataset` bytes of
+/// files (all the run puts in the page cache): what it leaves, its floor
+/// and its size are refused if unsafe (see [`balloon::plan`]).
+fn inflate(
+    options: &RunOptions,
+    p: GlobalPressure,
+    dataset: u64,
+    progress: &dyn Progress,
+) -> io::Result<(Balloon, PressureRecord)> {
+    let plan = balloon::plan_here(dataset, p.leave_bytes, p.floor_bytes)?;
+    progress.message(&format!(
+        "global pressure: locking {} MiB of memory so that {} MiB of the {} MiB available remain \
+         (floor {} MiB; the dataset is {:.1}x what remains)",
+        plan.balloon_bytes >> 20,
+        plan.leave_bytes >> 20,
+        plan.available_bytes >> 20,
+        plan.floor_bytes >> 20,
+        dataset as f64 / plan.leave_bytes as f64
+    ));
+    let mut holder = Command::new(&options.ubio_exe);
+    holder.args(["__worker", "balloon"]).stderr(Stdio::inherit());
+    let since = Instant::now();
+    let b = Balloon::inflate(holder, plan.balloon_bytes, plan.floor_bytes)
+        .map_err(|e| io::Error::new(e.kind(), format!("global pressure: {e}")))?;
+    let inflate_secs = since.elapsed().as_secs_f64();
+    let after = ubio_testenv::procfs::meminfo()?
+        .get("MemAvailable")
+        .copied()
+        .unwrap_or(0);
+    progress.message(&format!(
+        "global pressure: the balloon holds {} MiB (in {inflate_secs:.1} s); {} MiB available now",
+        b.held_bytes() >> 20,
+        after >> 20
+    ));
+    let record = PressureRecord {
+        balloon_bytes: plan.balloon_bytes,
+        leave_bytes: plan.leave_bytes,
+        floor_bytes: plan.floor_bytes,
+        available_before_bytes: plan.available_bytes,
+        available_after_bytes: after,
+        inflate_secs,
+        held_at_end_bytes: b.held_bytes(),
+        shrinks: Vec::new(),
+    };
+    Ok((b, record))
+}
+
+/// The balloon's state so far, into the report.
+fn note_balloon(balloon: Option<&Balloon>, report: &mut Report) {
+    if let (Some(b), Some(p)) = (balloon, report.pressure.as_mut()) {
+        p.held_at_end_bytes = b.held_bytes();
+        p.shrinks = b.events();
+    }
 }
 
 /// What every phase needs.
@@ -334,7 +451,7 @@ struct Bench<'a> {
     config: &'a Config,
     options: &'a RunOptions,
     layout: &'a Layout,
-    cg: &'a MemCgroup,
+    cg: Option<&'a MemCgroup>,
     reclaim_trace: Option<&'a MemcgReclaimTrace>,
     progress: &'a dyn Progress,
 }
@@ -358,7 +475,7 @@ impl Bench<'_> {
             .args(Job::Bench(Box::new(job)).to_args())
             .stdin(Stdio::null())
             .stdout(Stdio::piped());
-        BenchClient::new(self.cg.spawn(&mut cmd)?)
+        BenchClient::new(spawn_in(self.cg, &mut cmd)?)
     }
 
     /// An untimed buffered pass of `kind` (the dataset writer, the
@@ -452,7 +569,7 @@ impl Bench<'_> {
             )
             .stdin(Stdio::piped())
             .stdout(Stdio::piped());
-        let mut client = VictimClient::new(self.cg.spawn(&mut cmd)?)?;
+        let mut client = VictimClient::new(spawn_in(self.cg, &mut cmd)?)?;
         client.wait_ready(WARM_TIMEOUT)?;
         let cached =
             ubio::residency::count_path(hot, sys::FileRange::WHOLE)?.cached * sys::page_size();
@@ -520,7 +637,7 @@ impl Bench<'_> {
             }
         };
         let mut sampler = SystemSampler::start(
-            Some(self.cg),
+            self.cg,
             self.reclaim_trace,
             self.layout.watched(kind),
             start,

@@ -120,6 +120,7 @@ impl<'a> SystemSampler<'a> {
             cached_bytes: mem.get("Cached").copied().unwrap_or(0),
             dirty_bytes: mem.get("Dirty").copied().unwrap_or(0),
             writeback_bytes: mem.get("Writeback").copied().unwrap_or(0),
+            free_bytes: mem.get("MemFree").copied(),
             cgroup_cached_bytes,
             dataset_cached_bytes: cached,
             dataset_dirty_bytes: dirty,
@@ -211,25 +212,30 @@ pub fn fill_victim(samples: &mut [Sample], ticks: &[Tick], run_start_mono: f64) 
     }
 }
 
-/// The live line of a sample, like seed 000's uncached_io_test:
-/// `  3s  1234 MB/s  cpu 12%usr 80%sys  cache 1.2G dirty 16M  kswapd 40%  victim 5123/s`.
+/// The live line of a sample, like seed 000's uncached_io_test ("1s:
+/// 1856MB/sec") with its pidstat and sar columns beside it:
+/// `  3s: 1234 MB/s  kswapd  40%  pgscan/s k 120000 d 0  pgsteal/s k 118000 d 0  free 90M cached 1.2G
+/// dirty 16M  dataset 1.0G  cpu 12%usr 80%sys  victim 5123/s`.
 pub fn live_line(s: &Sample) -> String {
     let pct = |secs: f64| secs / s.interval_secs * 100.0;
+    let rate = |pages: u64| pages as f64 / s.interval_secs;
     let mut line = format!(
-        "{:>4.0}s {:>6.0} MB/s  cpu {:>3.0}%usr {:>3.0}%sys  cache {} dirty {}  dataset {}  kswapd {:>3.0}%",
+        "{:>4.0}s: {:>6.0} MB/s  kswapd {:>3.0}%  pgscan/s k {:>7.0} d {:>7.0}  pgsteal/s k {:>7.0} d {:>7.0}  \
+         free {} cached {} dirty {}  dataset {}  cpu {:>3.0}%usr {:>3.0}%sys",
         s.t_secs,
         s.mb_per_s,
-        pct(s.cpu_user_secs),
-        pct(s.cpu_sys_secs),
+        pct(s.kswapd_cpu_secs),
+        rate(s.pgscan_kswapd),
+        rate(s.pgscan_direct),
+        rate(s.pgsteal_kswapd),
+        rate(s.pgsteal_direct),
+        s.free_bytes.map_or("-".into(), short_bytes),
         short_bytes(s.cached_bytes),
         short_bytes(s.dirty_bytes + s.writeback_bytes),
         short_bytes(s.dataset_cached_bytes),
-        pct(s.kswapd_cpu_secs),
+        pct(s.cpu_user_secs),
+        pct(s.cpu_sys_secs),
     );
-    let reclaim = s.pgsteal_kswapd + s.pgsteal_direct;
-    if reclaim > 0 {
-        line.push_str(&format!("  reclaim {reclaim}p"));
-    }
     if let Some(v) = s.victim_ops_per_s {
         line.push_str(&format!("  victim {v:.0}/s"));
     }

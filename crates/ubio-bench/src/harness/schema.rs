@@ -35,6 +35,9 @@ pub struct Report {
     pub config: Config,
     /// The victim alone, before any run (null without a victim).
     pub victim_solo: Option<VictimSolo>,
+    /// The balloon of a global-pressure run (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pressure: Option<PressureRecord>,
     /// The order seed and every round's order of the modes (null in
     /// reports from before the order was randomized).
     #[serde(default)]
@@ -129,6 +132,44 @@ pub struct Config {
     pub memory_limit_bytes: Option<u64>,
     /// Size of the victim's hot file; null for no victim.
     pub victim_hot_bytes: Option<u64>,
+    /// Global memory pressure instead of a memory cgroup: a balloon of
+    /// locked memory leaves the run only so much of the machine's memory,
+    /// and kswapd reclaims as on a machine whose RAM is full (absent: none;
+    /// then `memory_limit_bytes` is the cgroup's limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub global_pressure: Option<GlobalPressure>,
+}
+
+/// How much memory a global-pressure run leaves (see
+/// `ubio_testenv::balloon`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GlobalPressure {
+    /// MemAvailable the balloon leaves for the run (and everyone else).
+    pub leave_bytes: u64,
+    /// MemAvailable the balloon never takes the machine below: it gives
+    /// memory back when others need it.
+    pub floor_bytes: u64,
+}
+
+/// What the balloon of a global-pressure run did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PressureRecord {
+    /// Locked by the balloon once inflated.
+    pub balloon_bytes: u64,
+    pub leave_bytes: u64,
+    pub floor_bytes: u64,
+    /// /proc/meminfo MemAvailable before and right after inflating.
+    pub available_before_bytes: u64,
+    pub available_after_bytes: u64,
+    /// How long inflating took (fresh memory is slow to fault in on a VM).
+    pub inflate_secs: f64,
+    /// What it still held at the end: less than `balloon_bytes` when it
+    /// gave memory back to keep the floor (`shrinks` says when).
+    pub held_at_end_bytes: u64,
+    /// The balloon's own lines about memory it gave back
+    /// ("shrunk HELD AVAILABLE FLOOR").
+    #[serde(default)]
+    pub shrinks: Vec<String>,
 }
 
 /// The I/O pattern.
@@ -249,6 +290,10 @@ pub struct Sample {
     pub cached_bytes: u64,
     pub dirty_bytes: u64,
     pub writeback_bytes: u64,
+    /// /proc/meminfo MemFree at the interval's end (null in reports from
+    /// before it was sampled).
+    #[serde(default)]
+    pub free_bytes: Option<u64>,
     /// Page cache charged to the memory cgroup (memory.stat), if confined.
     pub cgroup_cached_bytes: Option<u64>,
     /// Levels, the dataset files only (cachestat, summed over the files).
@@ -379,6 +424,7 @@ impl Report {
             environment,
             config,
             victim_solo: None,
+            pressure: None,
             schedule: None,
             runs: Vec::new(),
             modes: Vec::new(),

@@ -15,14 +15,22 @@
 //! kswapd: reclaim forced by a memory cgroup's limit runs in the allocating
 //! task (direct reclaim), not in kswapd, so on this machine the seeds'
 //! kswapd CPU shows up as `pgscan_direct`/`pgsteal_direct` and the
-//! workload's system time. The verdicts judge reclaim by pages reclaimed per
-//! GB (kswapd + direct), and report kswapd's CPU as measured.
+//! workload's system time. With global pressure (`Scale::global_pressure`,
+//! `--pressure global`) there is no cgroup: a balloon leaves the scale's
+//! memory to the whole machine, and kswapd reclaims as on the seeds'
+//! machines.
+//!
+//! No figure passes vacuously: one that compares an effect (kswapd's CPU,
+//! reclaim, a speed swing, a page cache or dirty peak, a disturbed victim)
+//! holds only when the baseline shows that effect, at a stated threshold,
+//! and the other mode removes it; when the baseline does not show it, the
+//! figure is "not reproduced here" with the reason ([`Figure::not_reproduced`]).
 
 use super::export::table::human_bytes;
 use super::export::write_atomically;
 use super::mode::{BenchMode, Tool, WorkloadKind};
 use super::schema::SCHEMA_VERSION;
-use super::schema::{Backing, Config, ModeSummary, Report, Target, Workload};
+use super::schema::{Backing, Config, GlobalPressure, ModeSummary, Report, Target, Workload};
 use crate::path_context;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -34,7 +42,7 @@ const MIB: u64 = 1 << 20;
 
 /// The sizes the experiments are scaled to (written to suite.json with
 /// units in the names).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Scale {
     /// Limit of the memory cgroup ("RAM" of the seeds).
     #[serde(rename = "memory_limit_bytes")]
@@ -47,6 +55,11 @@ pub struct Scale {
     pub slow_device_mb_per_s: f64,
     /// CPUs to use as "threads = nproc" (seed 003).
     pub cpus: u32,
+    /// Global memory pressure (a balloon leaves `memory_limit` of the
+    /// machine's memory, no cgroup) instead of memory cgroups, for the
+    /// experiments that can run so ([`pressed`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub global_pressure: Option<GlobalPressure>,
 }
 
 impl Scale {
@@ -59,6 +72,7 @@ impl Scale {
             random_secs: 15.0,
             slow_device_mb_per_s: 150.0,
             cpus: cpus.max(1),
+            global_pressure: None,
         }
     }
 
@@ -71,6 +85,7 @@ impl Scale {
             random_secs: 2.0,
             slow_device_mb_per_s: 200.0,
             cpus: 2,
+            global_pressure: None,
         }
     }
 
@@ -97,7 +112,57 @@ pub struct Experiment {
 impl Experiment {
     /// Judges a finished report of this experiment's config.
     pub fn judge(&self, report: &Report, scale: &Scale) -> Verdict {
-        (self.judge)(report, scale)
+        let mut v = (self.judge)(report, scale);
+        if let (Some(_), None) = (scale.global_pressure, report.config.global_pressure) {
+            v.notes.push(format!(
+                "not run under global pressure: {}; it kept the configuration it has without it",
+                unpressed_reason(scale, &report.config)
+            ));
+        }
+        v
+    }
+}
+
+/// The experiment's config under the scale's global pressure, where it can
+/// run so: not on a loop device in /dev/shm (its backing file would take
+/// the dataset's size in memory), not with a dataset too small to press
+/// (less than `balloon::MIN_DATASET_RATIO` times what is left).
+fn pressed(s: &Scale, mut c: Config) -> Config {
+    if let Some(p) = s.global_pressure {
+        if unpressed_reason(s, &c).is_empty() {
+            c.memory_limit_bytes = None;
+            c.global_pressure = Some(p);
+        }
+    }
+    c
+}
+
+/// Why `c` cannot run under the scale's global pressure ("" when it can).
+fn unpressed_reason(s: &Scale, c: &Config) -> String {
+    let Some(p) = s.global_pressure else {
+        return "no global pressure asked for".into();
+    };
+    let copies = if c.workload.kind == WorkloadKind::Copy {
+        2
+    } else {
+        1
+    };
+    let ratio = ubio_testenv::balloon::MIN_DATASET_RATIO;
+    if let Target::Loop {
+        backing: Backing::Shm,
+        ..
+    } = c.target
+    {
+        "its loop device is backed by /dev/shm, which would take the dataset's size in memory"
+            .into()
+    } else if copies * c.workload.dataset_bytes < ratio * p.leave_bytes {
+        format!(
+            "its dataset ({}) is less than {ratio}x the {} the balloon would leave",
+            human_bytes(copies * c.workload.dataset_bytes),
+            human_bytes(p.leave_bytes)
+        )
+    } else {
+        String::new()
     }
 }
 
@@ -122,8 +187,44 @@ pub struct Figure {
     /// What the seed reports ("" where it gives no number).
     pub seed: String,
     pub here: String,
-    /// Whether this figure supports the claim.
+    /// Whether this figure supports the claim: the baseline shows the
+    /// seed's effect and the other mode removes it.
     pub holds: bool,
+    /// Set when the baseline does not show the effect the seed claims (so
+    /// there is nothing for the other mode to remove): why. `holds` is
+    /// then false: a comparison of two absent effects proves nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_reproduced: Option<String>,
+}
+
+impl Figure {
+    /// A figure judged only if the baseline shows the effect
+    /// (`baseline`: Ok, or Err with why not).
+    fn judged(
+        what: String,
+        seed: &str,
+        here: String,
+        baseline: Result<(), String>,
+        holds: bool,
+    ) -> Figure {
+        let not_reproduced = baseline.err();
+        Figure {
+            what,
+            seed: seed.into(),
+            here,
+            holds: holds && not_reproduced.is_none(),
+            not_reproduced,
+        }
+    }
+
+    /// What the holds column says.
+    pub fn status(&self) -> String {
+        match (&self.not_reproduced, self.holds) {
+            (Some(why), _) => format!("not reproduced here: {why}"),
+            (None, true) => "yes".into(),
+            (None, false) => "no".into(),
+        }
+    }
 }
 
 /// The judgement of one experiment.
@@ -207,26 +308,33 @@ const UBIO: BenchMode = BenchMode::Ubio(BackendKind::Auto);
 const BUFFERED_DONTCACHE_UBIO: [BenchMode; 3] = [BenchMode::Buffered, BenchMode::Dontcache, UBIO];
 
 fn seed_000_reads(s: &Scale) -> Experiment {
-    let dataset = 8 * s.memory_limit;
+    // Under global pressure 14x what is left: runs long enough for the
+    // per-second figures (at least MIN_SWING_SAMPLES seconds each, at the
+    // 2.3 GB/s ubio reads here with 2 GiB left).
+    let dataset = if s.global_pressure.is_some() { 14 } else { 8 } * s.memory_limit;
     Experiment {
         seed: "000",
         title: "two-thread 32 KiB reads of a file larger than memory (vivo, f2fs on a phone)",
         claim: "buffered reads keep kswapd at 50-85% of a core (pgscan ~470k pages/s) and the \
                 read speed swings by ~150 MB/s; uncached reads bring kswapd to 0 and the swing \
                 to ~50 MB/s",
-        config: Config {
-            workload: workload(WorkloadKind::SeqRead, 32 << 10, 2, 1, dataset),
-            modes: vec![BenchMode::Buffered, BenchMode::Dontcache, UBIO],
-            rounds: s.rounds,
-            target: loop_target(
-                "ext4",
-                Backing::Disk,
-                dataset + dataset / 4 + 256 * MIB,
-                None,
-            ),
-            memory_limit_bytes: Some(s.memory_limit),
-            victim_hot_bytes: None,
-        },
+        config: pressed(
+            s,
+            Config {
+                workload: workload(WorkloadKind::SeqRead, 32 << 10, 2, 1, dataset),
+                modes: vec![BenchMode::Buffered, BenchMode::Dontcache, UBIO],
+                rounds: s.rounds,
+                target: loop_target(
+                    "ext4",
+                    Backing::Disk,
+                    dataset + dataset / 4 + 256 * MIB,
+                    None,
+                ),
+                memory_limit_bytes: Some(s.memory_limit),
+                victim_hot_bytes: None,
+                global_pressure: None,
+            },
+        ),
         fio: false,
         judge: |r, _| {
             let Some([buf, dc, ub]) = modes(r, BUFFERED_DONTCACHE_UBIO) else {
@@ -235,9 +343,10 @@ fn seed_000_reads(s: &Scale) -> Experiment {
             let mut figures = vec![
                 reclaim_figure(buf, dc, "470k pages/s scanned buffered, 0 uncached"),
                 reclaim_figure(buf, ub, "470k pages/s scanned buffered, 0 uncached"),
-                kswapd_figure(buf, ub),
+                kswapd_figure(r, buf, dc, "50-85% of a core vs 0"),
+                kswapd_figure(r, buf, ub, "50-85% of a core vs 0"),
             ];
-            let mut notes = vec![cgroup_kswapd_note()];
+            let mut notes = vec![pressure_note(r)];
             match swing_figure(r, buf, ub, "150 MB/s buffered, 50 MB/s uncached") {
                 Ok(f) => figures.push(f),
                 Err(why) => notes.push(why),
@@ -255,7 +364,7 @@ fn seed_000_writes(s: &Scale) -> Experiment {
         claim: "uncached writes keep the page cache empty and kswapd at 0, but start writeback \
                 inline, so on a device slower than memory they write slower than buffered \
                 (the seed asks for a better way)",
-        config: Config {
+        config: pressed(s, Config {
             workload: workload(WorkloadKind::SeqWrite, 64 << 10, 1, 1, dataset),
             modes: vec![BenchMode::Buffered, BenchMode::Dontcache, UBIO],
             rounds: s.rounds,
@@ -267,7 +376,8 @@ fn seed_000_writes(s: &Scale) -> Experiment {
             ),
             memory_limit_bytes: None,
             victim_hot_bytes: None,
-        },
+            global_pressure: None,
+        }),
         fio: false,
         judge: |r, _| {
             let Some([buf, dc, ub]) = modes(r, BUFFERED_DONTCACHE_UBIO) else {
@@ -282,6 +392,7 @@ fn seed_000_writes(s: &Scale) -> Experiment {
                 seed: "slower than buffered on a phone's flash".into(),
                 here: format!("{} vs {} MB/s", num(d_app), num(b_app)),
                 holds: d_app < b_app,
+                not_reproduced: None,
             });
             // The better way: ubio as fast to durability as buffered, with
             // the cache of dontcache.
@@ -291,14 +402,20 @@ fn seed_000_writes(s: &Scale) -> Experiment {
                 seed: "(the better way asked for)".into(),
                 here: format!("{} vs {} s", num(u_dur), num(b_dur)),
                 holds: u_dur <= b_dur * 1.1,
+                not_reproduced: None,
             });
             figures.push(cache_figure(buf, ub, "page cache filled buffered, empty uncached"));
+            figures.push(kswapd_figure(r, buf, dc, "26-59% of a core vs 0"));
+            figures.push(kswapd_figure(r, buf, ub, "26-59% of a core vs 0"));
             Verdict::from_figures(
                 figures,
-                vec![format!(
-                    "slow device: ext4 on a loop device over a disk file, blkio-throttled to {} MB/s",
-                    num(r_throttle(r))
-                )],
+                vec![
+                    format!(
+                        "slow device: ext4 on a loop device over a disk file, blkio-throttled to {} MB/s",
+                        num(r_throttle(r))
+                    ),
+                    pressure_note(r),
+                ],
             )
         },
     }
@@ -312,24 +429,28 @@ fn seed_001(s: &Scale) -> Experiment {
         claim: "buffered reads slow down and turn erratic once the page cache is full \
                 (158 -> ~95 GB/s) with 28 cores of kswapd; uncached reads stay flat, 65% faster, \
                 with half the CPU and no kswapd",
-        config: Config {
-            workload: workload(WorkloadKind::SeqRead, 64 << 10, s.cpus, 1, dataset),
-            modes: vec![
-                BenchMode::Buffered,
-                BenchMode::Dontcache,
-                BenchMode::DontcacheUring,
-                UBIO,
-            ],
-            rounds: s.rounds,
-            target: loop_target(
-                "xfs",
-                Backing::Disk,
-                dataset + dataset / 4 + 256 * MIB,
-                None,
-            ),
-            memory_limit_bytes: Some(s.memory_limit),
-            victim_hot_bytes: None,
-        },
+        config: pressed(
+            s,
+            Config {
+                workload: workload(WorkloadKind::SeqRead, 64 << 10, s.cpus, 1, dataset),
+                modes: vec![
+                    BenchMode::Buffered,
+                    BenchMode::Dontcache,
+                    BenchMode::DontcacheUring,
+                    UBIO,
+                ],
+                rounds: s.rounds,
+                target: loop_target(
+                    "xfs",
+                    Backing::Disk,
+                    dataset + dataset / 4 + 256 * MIB,
+                    None,
+                ),
+                memory_limit_bytes: Some(s.memory_limit),
+                victim_hot_bytes: None,
+                global_pressure: None,
+            },
+        ),
         fio: false,
         judge: |r, _| {
             let Some([buf, dc, ub]) = modes(r, BUFFERED_DONTCACHE_UBIO) else {
@@ -341,8 +462,10 @@ fn seed_001(s: &Scale) -> Experiment {
                 cpu_figure(buf, dc, "about half the CPU"),
                 cpu_figure(buf, ub, "about half the CPU"),
                 reclaim_figure(buf, ub, "28 cores of kswapd buffered, none uncached"),
+                kswapd_figure(r, buf, dc, "28 cores of kswapd vs none"),
+                kswapd_figure(r, buf, ub, "28 cores of kswapd vs none"),
             ];
-            let mut notes = vec![cgroup_kswapd_note()];
+            let mut notes = vec![pressure_note(r)];
             match swing_figure(r, buf, ub, "erratic buffered, flat uncached") {
                 Ok(f) => figures.push(f),
                 Err(why) => notes.push(why),
@@ -362,19 +485,23 @@ fn seed_002(s: &Scale) -> Experiment {
         claim: "buffered random reads hit a throughput cliff once the cache fills, kswapd at \
                 100% of a core, and everyone else doing I/O suffers; uncached reads leave \
                 others hardly disturbed",
-        config: Config {
-            workload: w,
-            modes: vec![
-                BenchMode::Buffered,
-                BenchMode::Dontcache,
-                BenchMode::Odirect,
-                UBIO,
-            ],
-            rounds: s.rounds,
-            target: loop_target("xfs", Backing::Shm, dataset + dataset / 4 + 256 * MIB, None),
-            memory_limit_bytes: Some(s.memory_limit),
-            victim_hot_bytes: Some(s.memory_limit / 4),
-        },
+        config: pressed(
+            s,
+            Config {
+                workload: w,
+                modes: vec![
+                    BenchMode::Buffered,
+                    BenchMode::Dontcache,
+                    BenchMode::Odirect,
+                    UBIO,
+                ],
+                rounds: s.rounds,
+                target: loop_target("xfs", Backing::Shm, dataset + dataset / 4 + 256 * MIB, None),
+                memory_limit_bytes: Some(s.memory_limit),
+                victim_hot_bytes: Some(s.memory_limit / 4),
+                global_pressure: None,
+            },
+        ),
         fio: false,
         judge: |r, _| {
             let Some([buf, dc, ub]) = modes(r, BUFFERED_DONTCACHE_UBIO) else {
@@ -385,8 +512,9 @@ fn seed_002(s: &Scale) -> Experiment {
                 reclaim_figure(buf, ub, "kswapd at 100% buffered"),
                 victim_figure(buf, dc, "others hardly disturbed uncached"),
                 victim_figure(buf, ub, "others hardly disturbed uncached"),
+                kswapd_figure(r, buf, ub, "kswapd at 100% of a core buffered"),
             ];
-            Verdict::from_figures(figures, vec![cgroup_kswapd_note()])
+            Verdict::from_figures(figures, vec![pressure_note(r)])
         },
     }
 }
@@ -400,7 +528,7 @@ fn seed_003(s: &Scale) -> Experiment {
         title: "filling writes, 10 files per thread, 2 MiB blocks, buffered against direct (LSFMM, pmem)",
         claim: "on a RAM-fast device, direct writes (~86 GiB/s) leave buffered (~7 GiB/s) far \
                 behind, and buffered hits a wall once the data written exceeds memory",
-        config: Config {
+        config: pressed(s, Config {
             workload: w,
             modes: vec![
                 BenchMode::Buffered,
@@ -413,7 +541,8 @@ fn seed_003(s: &Scale) -> Experiment {
             target: loop_target("xfs", Backing::Shm, dataset + dataset / 2 + 256 * MIB, None),
             memory_limit_bytes: Some(s.memory_limit),
             victim_hot_bytes: None,
-        },
+            global_pressure: None,
+        }),
         fio: true,
         judge: |r, _| {
             let Some([buf, od]) = modes(r, [BenchMode::Buffered, BenchMode::Odirect]) else {
@@ -424,6 +553,7 @@ fn seed_003(s: &Scale) -> Experiment {
                 seed: "86 GiB/s vs 7 GiB/s (12x)".into(),
                 here: format!("{} vs {} MB/s ({}x)", num(med(od)), num(med(buf)), ratio(med(od), med(buf))),
                 holds: med(od) > med(buf) * 1.2,
+                not_reproduced: None,
             }];
             if let Some([uring]) = modes(r, [BenchMode::OdirectUring]) {
                 figures.push(Figure {
@@ -431,6 +561,7 @@ fn seed_003(s: &Scale) -> Experiment {
                     seed: "(fio io_uring in the seed)".into(),
                     here: format!("{} vs {} MB/s ({}x)", num(med(uring)), num(med(buf)), ratio(med(uring), med(buf))),
                     holds: med(uring) > med(buf) * 1.2,
+                    not_reproduced: None,
                 });
             }
             let mut notes = vec![
@@ -464,24 +595,28 @@ fn seed_004(s: &Scale) -> Experiment {
         claim: "plain cp returns in 3.6 s leaving 3.2 GB dirty and sync then takes 32 s; with \
                 write-behind the copy takes 32.7 s with ~16 MiB dirty and sync 0.4 s: the same \
                 time to durability, without the dirty memory",
-        config: Config {
-            workload: workload(WorkloadKind::Copy, MIB, 1, 1, dataset),
-            modes: vec![
-                BenchMode::Tool(Tool::Cp),
-                BenchMode::Tool(Tool::UbioCp),
-                BenchMode::Buffered,
-                UBIO,
-            ],
-            rounds: s.rounds,
-            target: loop_target(
-                "ext4",
-                Backing::Disk,
-                2 * dataset + dataset / 2 + 256 * MIB,
-                Some(s.slow_device_mb_per_s),
-            ),
-            memory_limit_bytes: None,
-            victim_hot_bytes: None,
-        },
+        config: pressed(
+            s,
+            Config {
+                workload: workload(WorkloadKind::Copy, MIB, 1, 1, dataset),
+                modes: vec![
+                    BenchMode::Tool(Tool::Cp),
+                    BenchMode::Tool(Tool::UbioCp),
+                    BenchMode::Buffered,
+                    UBIO,
+                ],
+                rounds: s.rounds,
+                target: loop_target(
+                    "ext4",
+                    Backing::Disk,
+                    2 * dataset + dataset / 2 + 256 * MIB,
+                    Some(s.slow_device_mb_per_s),
+                ),
+                memory_limit_bytes: None,
+                victim_hot_bytes: None,
+                global_pressure: None,
+            },
+        ),
         fio: false,
         judge: |r, _| {
             let cp = BenchMode::Tool(Tool::Cp);
@@ -489,24 +624,33 @@ fn seed_004(s: &Scale) -> Experiment {
             let Some([plain, wb]) = modes(r, [cp, ubio_cp]) else {
                 return missing(r, &[cp, ubio_cp]);
             };
+            let plain_dirty = plain.peak_dataset_dirty_writeback_bytes;
             let figures = vec![
-                Figure {
-                    what: "dirty + writeback peak: cp vs ubio cp".into(),
-                    seed: "3.2 GB vs ~16 MiB".into(),
-                    here: format!(
+                Figure::judged(
+                    "dirty + writeback peak: cp vs ubio cp".into(),
+                    "3.2 GB vs ~16 MiB",
+                    format!(
                         "{} vs {}",
-                        human_bytes(plain.peak_dataset_dirty_writeback_bytes),
+                        human_bytes(plain_dirty),
                         human_bytes(wb.peak_dataset_dirty_writeback_bytes)
                     ),
-                    holds: wb.peak_dataset_dirty_writeback_bytes <= 64 * MIB
-                        && plain.peak_dataset_dirty_writeback_bytes
-                            > 4 * wb.peak_dataset_dirty_writeback_bytes,
-                },
+                    if plain_dirty >= EFFECT_CACHE_BYTES {
+                        Ok(())
+                    } else {
+                        Err(format!(
+                            "plain cp left at most {} dirty: no dirty memory to remove",
+                            human_bytes(plain_dirty)
+                        ))
+                    },
+                    wb.peak_dataset_dirty_writeback_bytes <= 64 * MIB
+                        && plain_dirty > 4 * wb.peak_dataset_dirty_writeback_bytes,
+                ),
                 Figure {
                     what: "time to durability: ubio cp vs cp + fsync".into(),
                     seed: "32.7 s vs 3.6 + 32 s (about equal)".into(),
                     here: format!("{} vs {} s", num(durable(wb)), num(durable(plain))),
                     holds: durable(wb) <= durable(plain) * 1.1,
+                    not_reproduced: None,
                 },
             ];
             Verdict::from_figures(
@@ -579,13 +723,29 @@ fn runs_ok(r: &Report, mode: BenchMode) -> impl Iterator<Item = &super::schema::
         .filter(move |run| run.mode == mode && run.error.is_none())
 }
 
-/// Per-second samples a run needs before its swing means anything.
-const MIN_SWING_SAMPLES: usize = 4;
+/// Per-second samples a run needs before its swing (or its per-second
+/// kswapd load) means anything: the seeds print 30 s of seconds.
+const MIN_SWING_SAMPLES: usize = 10;
+/// kswapd's share of a CPU over buffered runs below which the baseline
+/// shows no kswapd work (the seeds: 50-85% of a core, 28 cores).
+const EFFECT_KSWAPD_PCT: f64 = 5.0;
+/// Pages reclaimed per GB below which buffered I/O did not push the page
+/// cache into reclaim (a GB is 244k pages: a full cache reclaims about that).
+const EFFECT_RECLAIM_PER_GB: f64 = 1000.0;
+/// The per-second speed's standard deviation, as a share of its median,
+/// below which buffered I/O is steady (the seed's swing: ~150 of 1850 MB/s).
+const EFFECT_SWING_SHARE: f64 = 0.03;
+/// A page cache (or dirty memory) peak below which the baseline did not
+/// fill anything worth removing.
+const EFFECT_CACHE_BYTES: u64 = 128 * MIB;
+/// The victim's worst second, in % of its solo rate, above which buffered
+/// I/O did not disturb it.
+const EFFECT_VICTIM_PCT: f64 = 80.0;
 
 /// Median over a mode's runs of the per-second throughput's standard
-/// deviation: how much the speed swings within a run. Err with the fewest
-/// samples a run had, when that is too few.
-fn swing(r: &Report, mode: BenchMode) -> Result<f64, usize> {
+/// deviation, and of its median: how much the speed swings within a run.
+/// Err with the fewest samples a run had, when that is too few.
+fn swing(r: &Report, mode: BenchMode) -> Result<(f64, f64), usize> {
     let per_second: Vec<_> = runs_ok(r, mode)
         .filter_map(|run| run.summary.per_second_mb_per_s)
         .collect();
@@ -594,7 +754,9 @@ fn swing(r: &Report, mode: BenchMode) -> Result<f64, usize> {
         return Err(fewest);
     }
     let sds: Vec<f64> = per_second.iter().map(|s| s.stddev).collect();
-    Ok(crate::stats::median(&sds).unwrap_or(f64::NAN))
+    let medians: Vec<f64> = per_second.iter().map(|s| s.median).collect();
+    let m = |v: &[f64]| crate::stats::median(v).unwrap_or(f64::NAN);
+    Ok((m(&sds), m(&medians)))
 }
 
 /// The swing figure, or why there is none (runs too short to show one).
@@ -605,12 +767,23 @@ fn swing_figure(
     seed: &str,
 ) -> Result<Figure, String> {
     match (swing(r, buf.mode), swing(r, other.mode)) {
-        (Ok(b), Ok(o)) => Ok(Figure {
-            what: format!("per-second speed swing (sd): buffered vs {}", other.mode),
-            seed: seed.into(),
-            here: format!("{} vs {} MB/s", num(b), num(o)),
-            holds: o <= b,
-        }),
+        (Ok((b, b_median)), Ok((o, _))) => Ok(Figure::judged(
+            format!("per-second speed swing (sd): buffered vs {}", other.mode),
+            seed,
+            format!("{} vs {} MB/s", num(b), num(o)),
+            if b >= EFFECT_SWING_SHARE * b_median {
+                Ok(())
+            } else {
+                Err(format!(
+                    "buffered's per-second speed is steady here (sd {} MB/s, {:.1}% of its median {} MB/s): \
+                     no swing to remove",
+                    num(b),
+                    b / b_median * 100.0,
+                    num(b_median)
+                ))
+            },
+            o <= b,
+        )),
         (b, o) => Err(format!(
             "speed swing not judged: runs with {} per-second samples (buffered) and {} ({}); \
              {MIN_SWING_SAMPLES} are needed: use a larger --limit",
@@ -627,23 +800,72 @@ fn reclaimed(m: &ModeSummary) -> f64 {
 
 fn reclaim_figure(buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
     let (b, o) = (reclaimed(buf), reclaimed(other));
-    Figure {
-        what: format!("pages reclaimed per GB: buffered vs {}", other.mode),
-        seed: seed.into(),
-        here: format!("{} vs {}", num(b), num(o)),
-        // Buffered must reclaim, the other hardly at all.
-        holds: b > 1000.0 && o <= b * 0.05,
-    }
+    Figure::judged(
+        format!("pages reclaimed per GB: buffered vs {}", other.mode),
+        seed,
+        format!("{} vs {}", num(b), num(o)),
+        if b > EFFECT_RECLAIM_PER_GB {
+            Ok(())
+        } else {
+            Err(format!(
+                "buffered reclaimed only {} pages per GB: the page cache never had to give pages back",
+                num(b)
+            ))
+        },
+        o <= b * 0.05,
+    )
 }
 
-fn kswapd_figure(buf: &ModeSummary, other: &ModeSummary) -> Figure {
-    let k = |m: &ModeSummary| m.kswapd_cpu_secs.map_or(0.0, |s| s.median);
-    Figure {
-        what: format!("kswapd CPU seconds per run: buffered vs {}", other.mode),
-        seed: "50-85% of a core vs 0".into(),
-        here: format!("{} vs {} s", num(k(buf)), num(k(other))),
-        holds: k(other) <= k(buf),
-    }
+/// Median over a mode's runs of kswapd's CPU time over the run's time, in
+/// percent of one CPU (every kswapd thread together).
+fn kswapd_pct(r: &Report, mode: BenchMode) -> f64 {
+    let per_run: Vec<f64> = runs_ok(r, mode)
+        .filter(|run| run.secs > 0.0)
+        .map(|run| run.summary.kswapd_cpu_secs / run.secs * 100.0)
+        .collect();
+    crate::stats::median(&per_run).unwrap_or(f64::NAN)
+}
+
+/// kswapd's load: the baseline must keep kswapd busy (at least
+/// [`EFFECT_KSWAPD_PCT`] of a CPU over its runs) and the other mode bring
+/// it to near zero (a tenth of it, or under 2% of a CPU).
+fn kswapd_figure(r: &Report, buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
+    let (b, o) = (kswapd_pct(r, buf.mode), kswapd_pct(r, other.mode));
+    // The seeds print kswapd per second: its busiest second beside the average.
+    let peak = |m: BenchMode| {
+        runs_ok(r, m)
+            .flat_map(|run| &run.samples)
+            .filter(|s| s.interval_secs >= 0.5)
+            .map(|s| s.kswapd_cpu_secs / s.interval_secs * 100.0)
+            .fold(0.0, f64::max)
+    };
+    let why_not = if r.config.global_pressure.is_none() {
+        "; in a memory cgroup the limit's reclaim runs in the reading task, not in kswapd \
+         (ubio bench suite seeds --pressure global puts the whole machine under pressure)"
+    } else {
+        ""
+    };
+    Figure::judged(
+        format!(
+            "kswapd CPU over the run (% of a CPU): buffered vs {}",
+            other.mode
+        ),
+        seed,
+        format!(
+            "{b:.1}% vs {o:.1}% (busiest second {:.0}% vs {:.0}%)",
+            peak(buf.mode),
+            peak(other.mode)
+        ),
+        if b >= EFFECT_KSWAPD_PCT {
+            Ok(())
+        } else {
+            Err(format!(
+                "buffered kept kswapd at {b:.2}% of a CPU over its runs, under {EFFECT_KSWAPD_PCT}%: \
+                 no kswapd load to remove{why_not}"
+            ))
+        },
+        o <= (b * 0.1).max(2.0),
+    )
 }
 
 fn cpu_figure(buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
@@ -658,6 +880,7 @@ fn cpu_figure(buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
             ratio(c(other), c(buf))
         ),
         holds: c(other) < c(buf),
+        not_reproduced: None,
     }
 }
 
@@ -672,21 +895,29 @@ fn speed_figure(buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
             (med(other) / med(buf) - 1.0) * 100.0
         ),
         holds: med(other) > med(buf),
+        not_reproduced: None,
     }
 }
 
 fn cache_figure(buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
-    Figure {
-        what: format!("peak page cache of the dataset: buffered vs {}", other.mode),
-        seed: seed.into(),
-        here: format!(
-            "{} vs {}",
-            human_bytes(buf.peak_dataset_cached_bytes),
-            human_bytes(other.peak_dataset_cached_bytes)
-        ),
-        holds: other.peak_dataset_cached_bytes <= 64 * MIB
-            && buf.peak_dataset_cached_bytes > 4 * other.peak_dataset_cached_bytes,
-    }
+    let (b, o) = (
+        buf.peak_dataset_cached_bytes,
+        other.peak_dataset_cached_bytes,
+    );
+    Figure::judged(
+        format!("peak page cache of the dataset: buffered vs {}", other.mode),
+        seed,
+        format!("{} vs {}", human_bytes(b), human_bytes(o)),
+        if b >= EFFECT_CACHE_BYTES {
+            Ok(())
+        } else {
+            Err(format!(
+                "buffered cached at most {}: no page cache to keep empty",
+                human_bytes(b)
+            ))
+        },
+        o <= 64 * MIB && b > 4 * o,
+    )
 }
 
 fn victim_figure(buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
@@ -695,15 +926,23 @@ fn victim_figure(buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
             .and_then(|v| v.worst_pct_of_solo)
             .unwrap_or(f64::NAN)
     };
-    Figure {
-        what: format!(
+    let (b, o) = (worst(buf), worst(other));
+    Figure::judged(
+        format!(
             "victim's worst second, % of alone: buffered vs {}",
             other.mode
         ),
-        seed: seed.into(),
-        here: format!("{:.0}% vs {:.0}%", worst(buf), worst(other)),
-        holds: worst(other) > worst(buf),
-    }
+        seed,
+        format!("{b:.0}% vs {o:.0}%"),
+        if b < EFFECT_VICTIM_PCT {
+            Ok(())
+        } else {
+            Err(format!(
+                "beside buffered the victim kept {b:.0}% of its rate alone in its worst second: not disturbed"
+            ))
+        },
+        o > b,
+    )
 }
 
 fn r_throttle(r: &Report) -> f64 {
@@ -716,10 +955,29 @@ fn r_throttle(r: &Report) -> f64 {
     }
 }
 
-fn cgroup_kswapd_note() -> String {
-    "in a memory cgroup the limit's reclaim runs in the reading task (direct reclaim), not in \
-     kswapd: the seed's kswapd load shows here as pages reclaimed and the reader's system time"
-        .to_owned()
+/// Where the memory pressure came from, and what that means for kswapd.
+fn pressure_note(r: &Report) -> String {
+    match (&r.config.global_pressure, &r.pressure) {
+        (Some(p), rec) => {
+            let mut s = format!(
+                "global pressure: no memory cgroup; a balloon of locked memory left {} of the machine's \
+                 memory available (floor {})",
+                human_bytes(p.leave_bytes),
+                human_bytes(p.floor_bytes)
+            );
+            if let Some(rec) = rec {
+                s += &format!(
+                    ", locking {} ({} held at the end)",
+                    human_bytes(rec.balloon_bytes),
+                    human_bytes(rec.held_at_end_bytes)
+                );
+            }
+            s + ": kswapd reclaims for the whole machine, as on the seed's"
+        }
+        (None, _) => "in a memory cgroup the limit's reclaim runs in the reading task (direct reclaim), not in \
+             kswapd: the seed's kswapd load shows here as pages reclaimed and the reader's system time"
+            .to_owned(),
+    }
 }
 
 fn num(v: f64) -> String {
@@ -787,6 +1045,51 @@ pub fn write_report(
     write_atomically(&out.join("suite.md"), render_markdown(results).as_bytes())
 }
 
+/// Judges the reports of an earlier suite run in `out` (its suite.json)
+/// again, with this version's rules, and rewrites suite.json and suite.md:
+/// a change of the verdict rules applies to runs already made. Returns the
+/// results.
+pub fn rejudge(out: &Path) -> io::Result<Vec<ExperimentResult>> {
+    let path = out.join("suite.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| path_context(e, "read", &path))?;
+    let bad = |what: String| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {what}", path.display()),
+        )
+    };
+    let suite: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    let scale: Scale =
+        serde_json::from_value(suite["scale"].clone()).map_err(|e| bad(format!("scale: {e}")))?;
+    let earlier: Vec<ExperimentResult> = serde_json::from_value(suite["experiments"].clone())
+        .map_err(|e| bad(format!("experiments: {e}")))?;
+    let all = experiments(&scale, &[]);
+    let mut results = Vec::new();
+    for e in earlier {
+        let exp = all
+            .iter()
+            .find(|x| x.seed == e.seed && x.title == e.title)
+            .ok_or_else(|| {
+                bad(format!(
+                    "no experiment of seed {} titled {:?} any more",
+                    e.seed, e.title
+                ))
+            })?;
+        let report_path = out.join(&e.report);
+        let report_text = std::fs::read_to_string(&report_path)
+            .map_err(|err| path_context(err, "read", &report_path))?;
+        let report = Report::from_json(&report_text)
+            .map_err(|err| bad(format!("{}: {err}", report_path.display())))?;
+        results.push(ExperimentResult {
+            verdict: exp.judge(&report, &scale),
+            ..e
+        });
+    }
+    let complete = suite["complete"].as_bool().unwrap_or(false);
+    write_report(out, &scale, &results, complete)?;
+    Ok(results)
+}
+
 /// Markdown: per experiment, the claim, the figures beside the seed's, and
 /// the verdict.
 pub fn render_markdown(results: &[ExperimentResult]) -> String {
@@ -812,7 +1115,7 @@ pub fn render_markdown(results: &[ExperimentResult]) -> String {
                     f.what,
                     f.seed,
                     f.here,
-                    if f.holds { "yes" } else { "no" }
+                    f.status()
                 );
             }
         }
@@ -912,6 +1215,22 @@ mod tests {
         }
     }
 
+    /// A run of `m` with kswapd busy for `kswapd_pct` % of its second.
+    fn run_with_kswapd(m: BenchMode, swing: f64, kswapd_pct: f64) -> Run {
+        let mut r = run(m, swing);
+        r.summary.kswapd_cpu_secs = kswapd_pct / 100.0 * r.secs;
+        r
+    }
+
+    /// Buffered keeping kswapd at 60% of a CPU, the uncached modes at 0.
+    fn runs_with_kswapd(swing: f64) -> Vec<Run> {
+        vec![
+            run_with_kswapd(BenchMode::Buffered, swing, 60.0),
+            run_with_kswapd(BenchMode::Dontcache, 20.0, 0.0),
+            run_with_kswapd(UBIO, 20.0, 0.5),
+        ]
+    }
+
     fn report(exp: &Experiment, modes: Vec<ModeSummary>, runs: Vec<Run>) -> Report {
         let env = Environment {
             tool_version: "test".into(),
@@ -985,7 +1304,7 @@ mod tests {
                 mode(BenchMode::Dontcache, dontcache_mb_per_s, 100.0),
                 mode(UBIO, ubio_mb_per_s, 50.0),
             ],
-            vec![run(BenchMode::Buffered, 150.0), run(UBIO, 20.0)],
+            runs_with_kswapd(150.0),
         );
         e.judge(&r, &scale)
     }
@@ -1043,7 +1362,11 @@ mod tests {
                 mode(BenchMode::Dontcache, 1400.0, 100.0),
                 mode(UBIO, 1500.0, 50.0),
             ],
-            vec![run(BenchMode::Buffered, 150.0), short],
+            vec![
+                run_with_kswapd(BenchMode::Buffered, 150.0, 60.0),
+                run_with_kswapd(BenchMode::Dontcache, 20.0, 0.0),
+                short,
+            ],
         );
         let v = e.judge(&r, &scale);
         assert!(
@@ -1061,6 +1384,150 @@ mod tests {
             Outcome::Reproduced,
             "the other figures still judge"
         );
+    }
+
+    /// Seed 000's reads judged on a report where buffered shows no kswapd
+    /// work at all (as in a memory cgroup): the kswapd rows say "not
+    /// reproduced here", with the reason, instead of "0.00 vs 0.00: holds".
+    #[test]
+    fn kswapd_missing_from_the_baseline_is_not_reproduced() {
+        let (e, scale) = experiment("000", 0);
+        let r = report(
+            &e,
+            vec![
+                mode(BenchMode::Buffered, 1000.0, 250_000.0),
+                mode(BenchMode::Dontcache, 1000.0, 100.0),
+                mode(UBIO, 1000.0, 100.0),
+            ],
+            vec![
+                run_with_kswapd(BenchMode::Buffered, 150.0, 0.0),
+                run_with_kswapd(BenchMode::Dontcache, 20.0, 0.0),
+                run_with_kswapd(UBIO, 20.0, 0.0),
+            ],
+        );
+        let v = e.judge(&r, &scale);
+        let kswapd: Vec<&Figure> = v
+            .figures
+            .iter()
+            .filter(|f| f.what.contains("kswapd"))
+            .collect();
+        assert_eq!(kswapd.len(), 2, "{v:#?}");
+        for f in kswapd {
+            assert!(!f.holds, "{f:?}");
+            let why = f.not_reproduced.as_deref().unwrap();
+            assert!(
+                why.contains("no kswapd load") && why.contains("memory cgroup"),
+                "{why}"
+            );
+            assert!(f.status().starts_with("not reproduced here: "));
+        }
+        assert_ne!(v.outcome, Outcome::Reproduced, "{v:#?}");
+        // With kswapd busy for buffered and idle for the others, they hold.
+        let r = report(&e, r.modes.clone(), runs_with_kswapd(150.0));
+        let v = e.judge(&r, &scale);
+        assert!(
+            v.figures
+                .iter()
+                .filter(|f| f.what.contains("kswapd"))
+                .all(|f| f.holds),
+            "{v:#?}"
+        );
+        assert_eq!(v.outcome, Outcome::Reproduced, "{v:#?}");
+    }
+
+    /// A baseline that shows none of the seed's effects (no reclaim, no
+    /// kswapd, a steady speed) reproduces nothing, however the other modes
+    /// compare.
+    #[test]
+    fn a_baseline_without_the_effect_reproduces_nothing() {
+        let (e, scale) = experiment("000", 0);
+        let r = report(
+            &e,
+            vec![
+                mode(BenchMode::Buffered, 1000.0, 0.0),
+                mode(BenchMode::Dontcache, 1000.0, 0.0),
+                mode(UBIO, 1000.0, 0.0),
+            ],
+            vec![
+                run_with_kswapd(BenchMode::Buffered, 1.0, 0.0),
+                run_with_kswapd(BenchMode::Dontcache, 1.0, 0.0),
+                run_with_kswapd(UBIO, 1.0, 0.0),
+            ],
+        );
+        let v = e.judge(&r, &scale);
+        assert_eq!(v.outcome, Outcome::Not, "{v:#?}");
+        assert!(
+            v.figures.iter().all(|f| f.not_reproduced.is_some()),
+            "{v:#?}"
+        );
+    }
+
+    #[test]
+    fn global_pressure_replaces_the_cgroup_where_it_can() {
+        let mut scale = Scale::standard(2);
+        scale.global_pressure = Some(GlobalPressure {
+            leave_bytes: scale.memory_limit,
+            floor_bytes: scale.memory_limit / 2,
+        });
+        for e in experiments(&scale, &[]) {
+            let c = &e.config;
+            let shm = matches!(
+                c.target,
+                Target::Loop {
+                    backing: Backing::Shm,
+                    ..
+                }
+            );
+            assert_eq!(
+                c.global_pressure.is_some(),
+                unpressed_reason(&scale, c).is_empty(),
+                "{}",
+                e.title
+            );
+            if c.global_pressure.is_some() {
+                assert_eq!(c.memory_limit_bytes, None, "{}", e.title);
+            }
+            if shm {
+                assert!(c.global_pressure.is_none(), "{}", e.title);
+            }
+        }
+        let reads = experiments(&scale, &["000".into()]).remove(0);
+        assert!(reads.config.global_pressure.is_some());
+        assert_eq!(reads.config.workload.dataset_bytes, 14 * scale.memory_limit);
+    }
+
+    #[test]
+    fn rejudging_applies_the_rules_to_reports_already_made() {
+        let (e, scale) = experiment("000", 0);
+        let r = report(
+            &e,
+            vec![
+                mode(BenchMode::Buffered, 1000.0, 250_000.0),
+                mode(BenchMode::Dontcache, 1000.0, 100.0),
+                mode(UBIO, 1000.0, 100.0),
+            ],
+            runs_with_kswapd(150.0),
+        );
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("000-1")).unwrap();
+        std::fs::write(
+            dir.path().join("000-1/report.json"),
+            serde_json::to_vec(&r).unwrap(),
+        )
+        .unwrap();
+        let stale = ExperimentResult {
+            seed: e.seed.into(),
+            title: e.title.into(),
+            claim: e.claim.into(),
+            report: "000-1/report.json".into(),
+            verdict: Verdict::unmeasured(&[]),
+        };
+        write_report(dir.path(), &scale, &[stale], true).unwrap();
+        let results = rejudge(dir.path()).unwrap();
+        assert_eq!(results[0].verdict, e.judge(&r, &scale));
+        assert_eq!(results[0].verdict.outcome, Outcome::Reproduced);
+        let md = std::fs::read_to_string(dir.path().join("suite.md")).unwrap();
+        assert!(md.contains("| reproduced |"), "{md}");
     }
 
     #[test]
@@ -1117,7 +1584,7 @@ mod tests {
                 with_victim(BenchMode::Dontcache, 90.0),
                 with_victim(UBIO, 80.0),
             ],
-            Vec::new(),
+            runs_with_kswapd(150.0),
         );
         assert_eq!(e.judge(&r, &scale).outcome, Outcome::Reproduced);
     }
@@ -1135,6 +1602,7 @@ mod tests {
                     seed: "s".into(),
                     here: "h".into(),
                     holds: false,
+                    not_reproduced: None,
                 }],
                 vec!["n".into()],
             ),

@@ -336,6 +336,7 @@ mod tests {
             cached_bytes: 0,
             dirty_bytes: 0,
             writeback_bytes: 0,
+            free_bytes: None,
             cgroup_cached_bytes: None,
             dataset_cached_bytes: 0,
             dataset_dirty_bytes: 0,

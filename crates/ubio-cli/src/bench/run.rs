@@ -14,7 +14,9 @@ use ubio_bench::harness::export;
 use ubio_bench::harness::mode::{BenchMode, WorkloadKind};
 use ubio_bench::harness::runner::{self, environment, Progress, RunOptions};
 use ubio_bench::harness::schedule;
-use ubio_bench::harness::schema::{Backing, Config, Report, Run, Sample, Target, Workload};
+use ubio_bench::harness::schema::{
+    Backing, Config, GlobalPressure, Report, Run, Sample, Target, Workload,
+};
 use ubio_testenv::scratchfs::FsKind;
 
 /// Measure one workload in several modes, each round in a random order, inside a memory
@@ -84,12 +86,26 @@ pub struct Args {
     /// With --fs: throttle the loop device's reads and writes to this many MB/s (blkio).
     #[arg(long, requires = "fs", value_name = "MB/S")]
     throttle: Option<f64>,
-    /// Memory limit of the cgroup the workload and victim run in.
+    /// Memory limit of the cgroup the workload and victim run in; with
+    /// --pressure global, the memory the balloon leaves available.
     #[arg(long, value_parser = size::parse_nonzero, default_value = "512M", conflicts_with = "no_limit")]
     limit: u64,
     /// Run the workload in a cgroup without a memory limit.
     #[arg(long)]
     no_limit: bool,
+    /// Where the memory pressure comes from: `cgroup` (a memory cgroup of
+    /// --limit: the reading task reclaims) or `global` (no cgroup; a balloon
+    /// of locked memory, held by a child process, leaves --limit of the
+    /// machine's memory available, so kswapd reclaims as on a machine whose
+    /// RAM is full). The balloon never takes MemAvailable below --floor,
+    /// gives memory back when others need it, and is released on exit,
+    /// error, Ctrl-C and the death of this process.
+    #[arg(long, default_value = "cgroup", value_parser = ["cgroup", "global"])]
+    pressure: String,
+    /// With --pressure global: MemAvailable the balloon never goes below
+    /// [default: half of --limit, at least 256 MiB or 2% of RAM].
+    #[arg(long, value_parser = size::parse_nonzero)]
+    floor: Option<u64>,
     /// Size of the victim's hot file [default: a quarter of --limit].
     #[arg(long, value_parser = size::parse_nonzero, conflicts_with = "no_victim")]
     victim: Option<u64>,
@@ -156,6 +172,13 @@ fn print_report(report: &Report, json: bool) -> Result<()> {
 }
 
 fn config(a: &Args) -> Result<Config> {
+    let global = a.pressure == "global";
+    if global && a.no_limit {
+        bail!("--pressure global needs --limit: the memory the balloon leaves");
+    }
+    if a.floor.is_some() && !global {
+        bail!("--floor is for --pressure global");
+    }
     let limit = (!a.no_limit).then_some(a.limit);
     let dataset = a
         .dataset
@@ -212,9 +235,23 @@ fn config(a: &Args) -> Result<Config> {
         modes,
         rounds: a.rounds,
         target,
-        memory_limit_bytes: limit,
+        memory_limit_bytes: if global { None } else { limit },
         victim_hot_bytes: victim,
+        global_pressure: global.then(|| GlobalPressure {
+            leave_bytes: a.limit,
+            floor_bytes: a.floor.unwrap_or_else(|| default_floor(a.limit)),
+        }),
     })
+}
+
+/// Half of what the balloon leaves, but never under the lowest floor
+/// accepted on this machine.
+pub(crate) fn default_floor(leave: u64) -> u64 {
+    let total = ubio_testenv::procfs::meminfo()
+        .ok()
+        .and_then(|m| m.get("MemTotal").copied())
+        .unwrap_or(0);
+    (leave / 2).max(ubio_testenv::balloon::min_floor(total))
 }
 
 /// The source tree's `git describe`, from the build or from the tree the

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use ubio_bench::harness::runner::{self, RunOptions};
 use ubio_bench::harness::schedule;
+use ubio_bench::harness::schema::GlobalPressure;
 use ubio_bench::harness::suite::{self, ExperimentResult, Outcome, Scale, Verdict};
 
 /// Reproduce the seeds' experiments at this machine's scale: 000 (reads and
@@ -28,9 +29,21 @@ pub struct Args {
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// The memory cgroup limit that stands for the seeds' RAM; datasets
-    /// scale with it.
+    /// scale with it. With --pressure global: the memory the balloon leaves.
     #[arg(long, value_parser = crate::size::parse_nonzero, default_value = "512M")]
     limit: u64,
+    /// `cgroup` (each experiment in a memory cgroup of --limit) or `global`
+    /// (no cgroup: a balloon of locked memory leaves --limit of the
+    /// machine's memory, so kswapd reclaims as on the seeds' machines; see
+    /// `ubio bench run --help`). Experiments that cannot run so (a loop
+    /// device in /dev/shm, a dataset too small to press) keep their cgroup
+    /// and say so.
+    #[arg(long, default_value = "cgroup", value_parser = ["cgroup", "global"])]
+    pressure: String,
+    /// With --pressure global: MemAvailable the balloon never goes below
+    /// [default: half of --limit, at least 256 MiB or 2% of RAM].
+    #[arg(long, value_parser = crate::size::parse_nonzero)]
+    floor: Option<u64>,
     /// Measured rounds per experiment.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=100))]
     rounds: u32,
@@ -52,6 +65,11 @@ pub struct Args {
     /// Print every per-second sample.
     #[arg(long, short)]
     verbose: bool,
+    /// Run nothing: judge the reports of an earlier suite run in DIR again
+    /// with this version's verdict rules, and rewrite its suite.json and
+    /// suite.md.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["only", "smoke", "out"])]
+    rejudge: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
@@ -59,6 +77,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
 }
 
 fn suite(args: Args) -> Result<ExitCode> {
+    if let Some(dir) = &args.rejudge {
+        let results = suite::rejudge(dir).with_context(|| format!("rejudge {}", dir.display()))?;
+        crate::out::print(&suite::render_markdown(&results))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let known = ["000", "001", "002", "003", "004"];
     if let Some(bad) = args.only.iter().find(|s| !known.contains(&s.as_str())) {
         bail!(
@@ -67,7 +90,7 @@ fn suite(args: Args) -> Result<ExitCode> {
         );
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-    let scale = if args.smoke {
+    let mut scale = if args.smoke {
         Scale::smoke()
     } else {
         Scale {
@@ -77,6 +100,17 @@ fn suite(args: Args) -> Result<ExitCode> {
             ..Scale::standard(cpus)
         }
     };
+    if args.floor.is_some() && args.pressure != "global" {
+        bail!("--floor is for --pressure global");
+    }
+    if args.pressure == "global" {
+        scale.global_pressure = Some(GlobalPressure {
+            leave_bytes: scale.memory_limit,
+            floor_bytes: args
+                .floor
+                .unwrap_or_else(|| super::run::default_floor(scale.memory_limit)),
+        });
+    }
     if scale.slow_device_mb_per_s.is_nan() || scale.slow_device_mb_per_s <= 0.0 {
         bail!("--slow-device must be more than 0 MB/s");
     }
@@ -144,7 +178,11 @@ fn verdict_lines(seed: &str, claim: &str, v: &Verdict) -> String {
             f.what,
             f.seed,
             f.here,
-            if f.holds { "holds" } else { "does not hold" }
+            match (&f.not_reproduced, f.holds) {
+                (Some(why), _) => format!("not reproduced here: {why}"),
+                (None, true) => "holds".into(),
+                (None, false) => "does not hold".into(),
+            }
         ));
     }
     for n in &v.notes {

@@ -49,7 +49,8 @@ pub fn render(report: &Report) -> String {
         .collect();
     let _ = writeln!(
         out,
-        "<p>One line per mode: its median run by throughput ({}).</p>",
+        "<p>One line per mode, side by side: its median run by throughput ({}). \
+         Reclaim, kswapd, free memory and page cache are the whole machine's.</p>",
         escape(&rounds.join(", "))
     );
     const MIB: f64 = (1u64 << 20) as f64;
@@ -62,6 +63,30 @@ pub fn render(report: &Report) -> String {
             Some((s.dataset_dirty_bytes + s.dataset_writeback_bytes) as f64 / MIB)
         }),
     ];
+    let per_s = |n: u64, s: &Sample| Some(n as f64 / s.interval_secs);
+    plots.extend([
+        plot(
+            &runs,
+            "kswapd CPU (all kswapd threads)",
+            "% of a CPU",
+            |s| Some(table::kswapd_pct(s)),
+        ),
+        plot(&runs, "Pages scanned by kswapd", "pages/s", |s| {
+            per_s(s.pgscan_kswapd, s)
+        }),
+        plot(&runs, "Pages scanned in direct reclaim", "pages/s", |s| {
+            per_s(s.pgscan_direct, s)
+        }),
+        plot(&runs, "Pages reclaimed (kswapd + direct)", "pages/s", |s| {
+            per_s(s.pgsteal_kswapd + s.pgsteal_direct, s)
+        }),
+        plot(&runs, "Free memory", "MiB", |s| {
+            s.free_bytes.map(|b| b as f64 / MIB)
+        }),
+        plot(&runs, "Page cache (whole machine)", "MiB", |s| {
+            Some(s.cached_bytes as f64 / MIB)
+        }),
+    ]);
     if report
         .runs
         .iter()
@@ -74,6 +99,18 @@ pub fn render(report: &Report) -> String {
     }
     for p in &plots {
         let _ = writeln!(out, "<figure>\n{}</figure>", svg::render(p));
+    }
+    out += "<h2>Per second</h2>\n";
+    for (mode, run) in &runs {
+        let Some(run) = run else { continue };
+        let _ = writeln!(
+            out,
+            "<details><summary>{} (round {}, its median run)</summary>",
+            escape(&mode.to_string()),
+            run.round
+        );
+        out += &table_html(&table::per_second(run));
+        out += "</details>\n";
     }
     out += "<h2>Environment</h2>\n";
     out += &lines_html(&table::environment(report));
@@ -89,7 +126,7 @@ pub fn render(report: &Report) -> String {
 
 /// Per mode (in report order), the ok run with the median throughput (the
 /// lower middle one for an even count); None when no run succeeded.
-fn representative_runs(report: &Report) -> Vec<(BenchMode, Option<&Run>)> {
+pub(super) fn representative_runs(report: &Report) -> Vec<(BenchMode, Option<&Run>)> {
     modes_in_order(report)
         .into_iter()
         .map(|mode| {
@@ -177,9 +214,11 @@ mod tests {
     #[test]
     fn svg_elements_are_balanced() {
         let html = render(&mock::report(9));
-        assert_eq!(html.matches("<svg").count(), 4, "four plots");
+        assert_eq!(html.matches("<svg").count(), 10, "ten plots");
         assert_eq!(html.matches("<svg").count(), html.matches("</svg>").count());
-        for tag in ["figure", "table", "tr", "ul", "title", "polyline", "text"] {
+        for tag in [
+            "figure", "table", "tr", "ul", "title", "polyline", "text", "details",
+        ] {
             let open = html.matches(&format!("<{tag}>")).count()
                 + html.matches(&format!("<{tag} ")).count();
             assert_eq!(open, html.matches(&format!("</{tag}>")).count(), "<{tag}>");
@@ -247,6 +286,6 @@ mod tests {
         for s in report.runs.iter_mut().flat_map(|r| &mut r.samples) {
             s.victim_ops_per_s = None;
         }
-        assert_eq!(render(&report).matches("<svg").count(), 3);
+        assert_eq!(render(&report).matches("<svg").count(), 9);
     }
 }

@@ -22,6 +22,13 @@ pub fn render(report: &Report) -> String {
     out += &render_lines(&table::environment(report));
     out += "\n## Configuration\n\n";
     out += &render_lines(&table::config(report));
+    out += "\n## Per second\n\n";
+    for (mode, run) in super::html::representative_runs(report) {
+        let Some(run) = run else { continue };
+        let _ = writeln!(out, "### {mode} (round {}, its median run)\n", run.round);
+        out += &render_table(&table::per_second(run));
+        out += "\n";
+    }
     if !report.fio.is_empty() {
         out += "\n## fio cross-check\n\n";
         out += &render_table(&table::fio(report));

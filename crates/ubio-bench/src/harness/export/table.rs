@@ -2,7 +2,7 @@
 //! exporters (each escapes the cells for its own format).
 
 use crate::harness::mode::BenchMode;
-use crate::harness::schema::{Backing, ModeSummary, Report, Run, Target};
+use crate::harness::schema::{Backing, ModeSummary, Report, Run, Sample, Target};
 use crate::harness::summary::{backed_baseline_mode, baseline_mode, ok_runs};
 use crate::stats::Summary;
 
@@ -298,7 +298,29 @@ pub fn config(report: &Report) -> Vec<(String, String)> {
         ("target".into(), target),
         (
             "memory limit".into(),
-            c.memory_limit_bytes.map_or("none".into(), human_bytes),
+            match (c.memory_limit_bytes, c.global_pressure) {
+                (Some(l), _) => format!("a memory cgroup limited to {}", human_bytes(l)),
+                (None, Some(p)) => {
+                    let mut s = format!(
+                        "none: global pressure, a balloon of locked memory leaves {} available \
+                         (floor {})",
+                        human_bytes(p.leave_bytes),
+                        human_bytes(p.floor_bytes)
+                    );
+                    if let Some(r) = &report.pressure {
+                        s += &format!(
+                            "; it locked {} in {:.0} s ({} available before, {} after), held {} at the end",
+                            human_bytes(r.balloon_bytes),
+                            r.inflate_secs,
+                            human_bytes(r.available_before_bytes),
+                            human_bytes(r.available_after_bytes),
+                            human_bytes(r.held_at_end_bytes)
+                        );
+                    }
+                    s
+                }
+                (None, None) => "none".into(),
+            },
         ),
         (
             "victim".into(),
@@ -326,6 +348,58 @@ pub fn config(report: &Report) -> Vec<(String, String)> {
             ),
         ),
     ]
+}
+
+/// The per-second figures of one run, as the seeds print theirs (sar,
+/// pidstat, "1s: 1856MB/sec"): throughput, kswapd's share of a CPU (all
+/// its threads), pages scanned and reclaimed per second by kswapd and by
+/// the allocating tasks (direct), free memory and page cache at each
+/// second's end, and the victim's reads.
+pub fn per_second(run: &Run) -> Table {
+    let victim = run.samples.iter().any(|s| s.victim_ops_per_s.is_some());
+    let mut header = strings([
+        "s",
+        "MB/s",
+        "kswapd %CPU",
+        "pgscan kswapd/s",
+        "pgscan direct/s",
+        "pgsteal kswapd/s",
+        "pgsteal direct/s",
+        "free",
+        "cached",
+    ]);
+    if victim {
+        header.push("victim reads/s".into());
+    }
+    let rows = run
+        .samples
+        .iter()
+        .map(|s| {
+            let rate = |n: u64| format!("{:.0}", n as f64 / s.interval_secs);
+            let mut row = vec![
+                format!("{:.1}", s.t_secs),
+                format!("{:.0}", s.mb_per_s),
+                format!("{:.0}", kswapd_pct(s)),
+                rate(s.pgscan_kswapd),
+                rate(s.pgscan_direct),
+                rate(s.pgsteal_kswapd),
+                rate(s.pgsteal_direct),
+                s.free_bytes.map_or("–".into(), human_bytes),
+                human_bytes(s.cached_bytes),
+            ];
+            if victim {
+                row.push(s.victim_ops_per_s.map_or("–".into(), |v| format!("{v:.0}")));
+            }
+            row
+        })
+        .collect();
+    Table { header, rows }
+}
+
+/// kswapd's CPU in a sample, in percent of one CPU (all kswapd threads
+/// together: 100 per busy thread).
+pub fn kswapd_pct(s: &Sample) -> f64 {
+    s.kswapd_cpu_secs / s.interval_secs * 100.0
 }
 
 /// "412 [398–420] ± 8.1".
