@@ -333,7 +333,7 @@ fn json_summary_shape() {
     for key in ["src", "dst", "bytes", "method", "hole_bytes", "seconds"] {
         assert!(first.get(key).is_some(), "no {key} in {first}");
     }
-    assert_eq!(first["method"], "stream");
+    assert_eq!(first["method"], "copy_file_range");
     assert!(first["src_stats"]["backend"].is_string());
     assert!(first["dst_stats"]["bytes_written"].as_u64() == Some(2 * MIB as u64));
     assert!(v["errors"].as_array().unwrap().is_empty());
@@ -438,7 +438,7 @@ fn clones_on_btrfs_and_xfs() {
     let (src, dst) = (dir.path().join("src"), dir.path().join("dst"));
     write_cold(&src, b"ext4");
     let v = json(&cp(&[&"--json", &src, &dst]));
-    assert_eq!(v["copied"][0]["method"], "stream");
+    assert_eq!(v["copied"][0]["method"], "copy_file_range");
     let out = cp(&[&"--reflink=always", &src, &dir.path().join("dst2")]);
     assert_eq!(out.status.code(), Some(1));
     assert!(

@@ -313,7 +313,7 @@ impl Stream {
     /// After the caller wrote `n` bytes at `off` itself: write-behind.
     pub fn after_external_write(&self, fd: BorrowedFd<'_>, off: u64, n: u64) {
         if let Some(t) = &self.tracker {
-            t.after_write(fd, off, n);
+            t.after_external_write(fd, off, n);
         }
         self.bytes_written.fetch_add(n, Ordering::Relaxed);
     }

@@ -121,8 +121,8 @@ pub fn copy_file(
             method,
             hole_bytes,
             seconds: start.elapsed().as_secs_f64(),
-            src_stats: (method == Method::Stream).then(|| src_stats.ok()).flatten(),
-            dst_stats: (method == Method::Stream).then_some(dst_stats),
+            src_stats: (method != Method::Clone).then(|| src_stats.ok()).flatten(),
+            dst_stats: (method != Method::Clone).then_some(dst_stats),
         })),
         (Err(error), _) | (Ok(_), Err(error)) => Err(CopyError {
             source_changed: ubio::copy::SourceChanged::of(&error).is_some(),
