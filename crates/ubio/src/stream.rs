@@ -318,6 +318,15 @@ impl Stream {
         self.bytes_written.fetch_add(n, Ordering::Relaxed);
     }
 
+    /// Start the writeback of everything written so far without waiting for
+    /// it; a later flush or finish waits (by then, often, for nothing) and
+    /// drops the pages.
+    pub fn start_writeback(&self, fd: BorrowedFd<'_>) {
+        if let Some(t) = &self.tracker {
+            t.flush_nowait(fd);
+        }
+    }
+
     /// Start and wait for the writeback of everything written so far, drop
     /// those pages, and report any writeback error not yet reported.
     pub fn flush(&self, fd: BorrowedFd<'_>) -> io::Result<()> {

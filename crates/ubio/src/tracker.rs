@@ -137,6 +137,9 @@ pub struct Tracker {
     needs_commit: AtomicBool,
     /// fdatasync() was tried and did not help: do not try again.
     commit_useless: AtomicBool,
+    /// Data was written without the backend's flags (copy_file_range):
+    /// the kernel did not start its writeback.
+    external_writes: AtomicBool,
     #[cfg(test)]
     pub(crate) on_wait: std::sync::OnceLock<WaitHook>,
 }
@@ -162,6 +165,7 @@ impl Tracker {
             fallback: std::sync::OnceLock::new(),
             needs_commit: AtomicBool::new(false),
             commit_useless: AtomicBool::new(false),
+            external_writes: AtomicBool::new(false),
             #[cfg(test)]
             on_wait: std::sync::OnceLock::new(),
         }
@@ -289,6 +293,7 @@ impl Tracker {
     /// backend's flags (copy_file_range): write behind, writeback started
     /// here also where the backend's kernel flag would have started it.
     pub fn after_external_write(&self, fd: BorrowedFd<'_>, off: u64, n: u64) {
+        self.external_writes.store(true, Ordering::Relaxed);
         self.after_write_as(fd, off, n, false);
     }
 
@@ -465,7 +470,10 @@ impl Tracker {
     /// Do what a hook decided. Takes no lock (but the error slot's, on an
     /// error).
     pub fn run(&self, fd: BorrowedFd<'_>, plan: Plan) {
-        self.run_as(fd, plan, self.caps.kernel_starts_writeback);
+        // Data written without the backend's flags (copy_file_range) has
+        // no writeback started by the kernel: start it here too.
+        let external = self.external_writes.load(Ordering::Relaxed);
+        self.run_as(fd, plan, self.caps.kernel_starts_writeback && !external);
     }
 
     /// `run`, with writeback already started by the kernel or not.
