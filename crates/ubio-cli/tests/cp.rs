@@ -333,7 +333,7 @@ fn json_summary_shape() {
     for key in ["src", "dst", "bytes", "method", "hole_bytes", "seconds"] {
         assert!(first.get(key).is_some(), "no {key} in {first}");
     }
-    assert_eq!(first["method"], "stream");
+    assert_eq!(first["method"], "copy_file_range");
     assert!(first["src_stats"]["backend"].is_string());
     assert!(first["dst_stats"]["bytes_written"].as_u64() == Some(2 * MIB as u64));
     assert!(v["errors"].as_array().unwrap().is_empty());
@@ -438,7 +438,7 @@ fn clones_on_btrfs_and_xfs() {
     let (src, dst) = (dir.path().join("src"), dir.path().join("dst"));
     write_cold(&src, b"ext4");
     let v = json(&cp(&[&"--json", &src, &dst]));
-    assert_eq!(v["copied"][0]["method"], "stream");
+    assert_eq!(v["copied"][0]["method"], "copy_file_range");
     let out = cp(&[&"--reflink=always", &src, &dir.path().join("dst2")]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
@@ -686,11 +686,16 @@ fn a_tree_copies_in_parallel_keeping_metadata_and_the_contract() {
     let out = cp(&[&"-a", &"--jobs", &"8", &"--json", &src, &dst]);
     assert_ok(&out);
     assert_eq!(json(&out)["files"], 8 * 60 + 2);
-    // Before reading the copies back, which caches them.
+    // Before reading the copies back, which caches them. The small files'
+    // closes are deferred by the workers: none may be left cached either.
     for big in ["d0/big1", "d5/deeper/big2"] {
-        assert_eq!(count(&dst.join(big)).cached, 0, "{big} left cached");
         assert_eq!(count(&src.join(big)).cached, 0, "{big}: source left cached");
     }
+    let left: Vec<_> = walk(&dst)
+        .into_iter()
+        .filter(|p| p.is_file() && count(p).cached > 0)
+        .collect();
+    assert!(left.is_empty(), "copies left cached: {left:?}");
     for path in walk(&src) {
         let rel = path.strip_prefix(&src).unwrap();
         let (a, b) = (path.metadata().unwrap(), dst.join(rel).metadata().unwrap());

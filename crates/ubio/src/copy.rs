@@ -1,21 +1,23 @@
 //! Copying a file's data from one ubio stream to another.
 //!
 //! - Cloned (FICLONE) where the filesystem shares extents: no data moves.
-//! - Otherwise a reader thread and the calling thread (the writer) pass a
-//!   small ring of page-aligned buffers between them, so a copy takes about
-//!   the longer of reading and writing, not their sum. Both sides are ubio
-//!   streams: neither file's new pages stay in the page cache.
-//! - Holes are kept (SEEK_DATA/SEEK_HOLE); `Sparse::Always` also leaves
-//!   blocks of zeros unwritten.
+//! - Otherwise the kernel copies (copy_file_range) in pieces of 8 MiB, the
+//!   streams' contract applied to each piece: one call for a whole file
+//!   would copy it through the page cache of both files first (on ext4 a
+//!   cold 256 MiB copy left 250 MiB of the source and all 256 MiB of the
+//!   destination cached).
+//! - Where that cannot be used (the direct backend, zeros to skip, a kernel
+//!   or a pair of filesystems that refuses it), a reader thread and the
+//!   calling thread (the writer) pass a small ring of page-aligned buffers
+//!   between them, so a copy takes about the longer of reading and writing,
+//!   not their sum.
+//! - Both sides are ubio streams: neither file's new pages stay in the page
+//!   cache. Holes are kept (SEEK_DATA/SEEK_HOLE); `Sparse::Always` also
+//!   leaves blocks of zeros unwritten.
 //! - A source that changes while it is read (shrinks, grows, or is written in
 //!   place) is never turned into a plausible wrong copy: the destination ends
 //!   at what was read and the copy fails with [`SourceChanged`], as tar says
 //!   "file changed as we read it".
-//!
-//! copy_file_range is not used: on ext4 (Linux 6.18) it copies through the
-//! page cache of both files (a cold 256 MiB copy left 250 MiB of the source
-//! and all 256 MiB of the destination cached). Where it would not fill the
-//! cache (btrfs, xfs with reflink) FICLONE does the same work in one call.
 
 use crate::error::context;
 use crate::{AlignedBuf, File, OpenOptions, Stats};
@@ -75,12 +77,15 @@ impl Default for CopyOptions {
 
 /// How a file's data was copied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum Method {
     /// FICLONE: the destination shares the source's extents.
     Clone,
     /// Read and written through ubio streams.
     Stream,
+    /// Copied by the kernel (copy_file_range) in pieces, the streams'
+    /// contract applied to each.
+    CopyFileRange,
 }
 
 /// What a copy did.
@@ -224,7 +229,10 @@ pub fn copy(
         segments,
         size: before.size,
     };
-    let piped = pipeline(src, dst, opts, plan, progress)?;
+    let piped = match kernel_copy(src, dst, opts, &plan, progress)? {
+        Some(piped) => piped,
+        None => pipeline(src, dst, opts, plan, progress)?,
+    };
     let bytes = piped.end;
     // The destination ends where the reading ended (a trailing hole counts).
     progress(bytes - piped.written_end);
@@ -250,8 +258,83 @@ pub fn copy(
     Ok(Copied {
         bytes,
         hole_bytes: bytes - piped.written,
-        method: Method::Stream,
+        method: piped.method,
     })
+}
+
+/// Bytes per copy_file_range call: the contract is applied after each.
+const PIECE: u64 = 8 << 20;
+
+/// Copy `plan` with copy_file_range in pieces (the kernel moves the data:
+/// no copy through user space, about 4 % faster to durability than the
+/// pipeline and less CPU), with the contract applied to each piece. None
+/// where it cannot be used, before anything was copied: `--reflink=never`
+/// and `--sparse=never` (it may share extents or keep holes), blocks of
+/// zeros to skip, the direct backend, a size of 0 (a /proc file: the kernel
+/// would copy nothing), or a kernel or filesystem pair that refuses it.
+fn kernel_copy(
+    src: &File,
+    dst: &File,
+    opts: &CopyOptions,
+    plan: &Plan,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Option<Piped>, CopyError> {
+    let Plan::Segments { segments, size } = plan else {
+        return Ok(None);
+    };
+    let direct = [src, dst]
+        .iter()
+        .any(|f| f.choice().backend == crate::BackendKind::Direct);
+    if opts.reflink != Reflink::Auto || opts.sparse != Sparse::Auto || direct || *size == 0 {
+        return Ok(None);
+    }
+    let mut done = Piped {
+        end: 0,
+        written_end: 0,
+        written: 0,
+        method: Method::CopyFileRange,
+    };
+    for &(start, end) in segments.iter().chain([&(*size, u64::MAX)]) {
+        let mut offset = start;
+        while offset < end {
+            let want = (end - offset).min(PIECE) as usize;
+            match dst.copy_range_from(src, offset, offset, want) {
+                Ok(0) => {
+                    done.end = offset;
+                    return Ok(Some(done));
+                }
+                Ok(n) => {
+                    offset += n as u64;
+                    done.written += n as u64;
+                    progress(offset - done.written_end);
+                    done.written_end = offset;
+                }
+                Err(e) if done.written == 0 && refused(&e) => {
+                    log::debug!(
+                        "{:?}: copy_file_range refused ({e}), copying through buffers",
+                        dst.path()
+                    );
+                    return Ok(None);
+                }
+                Err(error) => {
+                    return Err(CopyError {
+                        error,
+                        complete: done.written_end,
+                    })
+                }
+            }
+        }
+    }
+    unreachable!("the last segment ends only at the end of the file")
+}
+
+/// copy_file_range cannot copy between these files (kernel, filesystems).
+fn refused(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::Unsupported
+        || matches!(
+            crate::error::raw_os_error(e),
+            Some(libc::EXDEV | libc::EINVAL | libc::EOPNOTSUPP | libc::ENOSYS | libc::EBADF)
+        )
 }
 
 /// Whether the source changed between `before` and `after`, `read` bytes
@@ -359,6 +442,8 @@ struct Piped {
     written_end: u64,
     /// Bytes written (not holes, not skipped zeros).
     written: u64,
+    /// Through buffers, or by copy_file_range.
+    method: Method,
 }
 
 /// Read `plan` from `src` and write it to `dst`; `progress` sees every byte
@@ -460,6 +545,7 @@ impl Writer<'_> {
             end,
             written_end: self.written_end,
             written: self.written,
+            method: Method::Stream,
         }
     }
 }

@@ -313,9 +313,18 @@ impl Stream {
     /// After the caller wrote `n` bytes at `off` itself: write-behind.
     pub fn after_external_write(&self, fd: BorrowedFd<'_>, off: u64, n: u64) {
         if let Some(t) = &self.tracker {
-            t.after_write(fd, off, n);
+            t.after_external_write(fd, off, n);
         }
         self.bytes_written.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Start the writeback of everything written so far without waiting for
+    /// it; a later flush or finish waits (by then, often, for nothing) and
+    /// drops the pages.
+    pub fn start_writeback(&self, fd: BorrowedFd<'_>) {
+        if let Some(t) = &self.tracker {
+            t.flush_nowait(fd);
+        }
     }
 
     /// Start and wait for the writeback of everything written so far, drop

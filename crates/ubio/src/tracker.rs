@@ -137,6 +137,9 @@ pub struct Tracker {
     needs_commit: AtomicBool,
     /// fdatasync() was tried and did not help: do not try again.
     commit_useless: AtomicBool,
+    /// Data was written without the backend's flags (copy_file_range):
+    /// the kernel did not start its writeback.
+    external_writes: AtomicBool,
     #[cfg(test)]
     pub(crate) on_wait: std::sync::OnceLock<WaitHook>,
 }
@@ -162,6 +165,7 @@ impl Tracker {
             fallback: std::sync::OnceLock::new(),
             needs_commit: AtomicBool::new(false),
             commit_useless: AtomicBool::new(false),
+            external_writes: AtomicBool::new(false),
             #[cfg(test)]
             on_wait: std::sync::OnceLock::new(),
         }
@@ -236,17 +240,24 @@ impl Tracker {
         self.state().residency.mark_cold(range);
     }
 
-    /// After the caller read `n` bytes at `off` itself: drop-behind.
+    /// After the caller read `n` bytes at `off` itself (without the
+    /// backend's flags: copy_file_range, another process): drop-behind, also
+    /// where the backend's kernel flag would have dropped them.
     pub fn after_read(&self, fd: BorrowedFd<'_>, off: u64, n: u64) {
         let real = self.real_file();
         let fd = real.as_deref().map_or(fd, AsFd::as_fd);
-        let plan = self.plan_read(&mut self.state(), off, n);
-        self.run(fd, plan);
+        let plan = self.plan(&mut self.state(), off, n, false);
+        self.run_as(fd, plan, false);
     }
 
     fn plan_read(&self, st: &mut State, off: u64, len: u64) -> Plan {
+        self.plan(st, off, len, self.caps.kernel_drops_reads)
+    }
+
+    /// Drop-behind for `len` bytes read at `off`; none if the kernel drops them.
+    fn plan(&self, st: &mut State, off: u64, len: u64, kernel_drops: bool) -> Plan {
         let ranges = st.read_behind.consumed(off, len);
-        let drop = if self.caps.kernel_drops_reads {
+        let drop = if kernel_drops {
             Vec::new()
         } else {
             droppable(&st.residency, ranges)
@@ -273,9 +284,20 @@ impl Tracker {
     }
 
     /// After a write of `n` bytes at `off` that `before_write` did not
-    /// foresee (an O_APPEND write that landed elsewhere, or the caller's
-    /// own I/O): write behind.
+    /// foresee (an O_APPEND write that landed elsewhere): write behind.
     pub fn after_write(&self, fd: BorrowedFd<'_>, off: u64, n: u64) {
+        self.after_write_as(fd, off, n, self.caps.kernel_starts_writeback);
+    }
+
+    /// After the caller wrote `n` bytes at `off` itself, without the
+    /// backend's flags (copy_file_range): write behind, writeback started
+    /// here also where the backend's kernel flag would have started it.
+    pub fn after_external_write(&self, fd: BorrowedFd<'_>, off: u64, n: u64) {
+        self.external_writes.store(true, Ordering::Relaxed);
+        self.after_write_as(fd, off, n, false);
+    }
+
+    fn after_write_as(&self, fd: BorrowedFd<'_>, off: u64, n: u64, kernel_started: bool) {
         let real = self.real_file();
         let fd = real.as_deref().map_or(fd, AsFd::as_fd);
         let plan = {
@@ -283,7 +305,7 @@ impl Tracker {
             let actions = st.write_behind.written(off, n);
             self.plan_write(&mut st, actions)
         };
-        self.run(fd, plan);
+        self.run_as(fd, plan, kernel_started);
     }
 
     fn plan_write(&self, st: &mut State, actions: Actions) -> Plan {
@@ -448,9 +470,17 @@ impl Tracker {
     /// Do what a hook decided. Takes no lock (but the error slot's, on an
     /// error).
     pub fn run(&self, fd: BorrowedFd<'_>, plan: Plan) {
+        // Data written without the backend's flags (copy_file_range) has
+        // no writeback started by the kernel: start it here too.
+        let external = self.external_writes.load(Ordering::Relaxed);
+        self.run_as(fd, plan, self.caps.kernel_starts_writeback && !external);
+    }
+
+    /// `run`, with writeback already started by the kernel or not.
+    fn run_as(&self, fd: BorrowedFd<'_>, plan: Plan, kernel_started: bool) {
         let real = self.real_file();
         let fd = real.as_deref().map_or(fd, AsFd::as_fd);
-        if !self.caps.kernel_starts_writeback {
+        if !kernel_started {
             for r in &plan.start {
                 self.counts.writeback_starts.fetch_add(1, Ordering::Relaxed);
                 if let Err(e) = self.start_writeback(fd, r) {

@@ -67,6 +67,53 @@ pub fn copy_file(
     opts: &Options,
     progress: &mut Progress,
 ) -> Result<Box<FileReport>, CopyError> {
+    copy_file_then(src, dst, opts, progress, false)?.close()
+}
+
+/// A copied file whose destination is still open, its writeback started.
+pub struct Pending {
+    dst_file: ubio::File,
+    report: Box<FileReport>,
+    /// (bytes copied, bytes expected), for a failure at close.
+    counts: (u64, u64),
+}
+
+impl Pending {
+    /// Bytes that may still be dirty or under writeback.
+    pub fn bytes(&self) -> u64 {
+        self.report.bytes
+    }
+
+    /// Wait for the writeback (often done by now), drop the pages, close:
+    /// the file's report, or the error with the destination named incomplete.
+    pub fn close(self) -> Result<Box<FileReport>, CopyError> {
+        let mut report = self.report;
+        match self.dst_file.close() {
+            Ok(stats) => {
+                if report.method != Method::Clone {
+                    report.dst_stats = Some(stats);
+                }
+                Ok(report)
+            }
+            Err(error) => Err(CopyError {
+                message: msg::io(&error),
+                incomplete: Some(self.counts),
+                source_changed: false,
+            }),
+        }
+    }
+}
+
+/// [`copy_file`] up to the destination's close; with `defer` (and without
+/// --sync) its writeback is started but not waited for: close the
+/// [`Pending`] later, after other files were copied meanwhile.
+pub fn copy_file_then(
+    src: &Path,
+    dst: &Path,
+    opts: &Options,
+    progress: &mut Progress,
+    defer: bool,
+) -> Result<Pending, CopyError> {
     let start = Instant::now();
     // Stat before opening: opening probes the file with a read at its end,
     // which updates its access time, and -p must keep the old one.
@@ -102,7 +149,11 @@ pub fn copy_file(
                 e.error
             })?;
         copied = done.bytes;
-        dst_file.flush_writeback()?;
+        if defer && !opts.sync {
+            dst_file.start_writeback();
+        } else {
+            dst_file.flush_writeback()?;
+        }
         if opts.preserve.any() {
             super::preserve_xattrs(src, dst, &opts.preserve)?;
             preserve_metadata(dst_file.get_ref(), dst, &src_meta, &opts.preserve)?;
@@ -113,22 +164,29 @@ pub fn copy_file(
         Ok((done.method, done.hole_bytes))
     })();
     let src_stats = src_file.close();
-    let dst_stats = dst_file.close();
     let total = if src_meta.is_file() { expected } else { copied };
-    match (result, dst_stats) {
-        (Ok((method, hole_bytes)), Ok(dst_stats)) => Ok(Box::new(FileReport {
-            bytes: copied,
-            method,
-            hole_bytes,
-            seconds: start.elapsed().as_secs_f64(),
-            src_stats: (method == Method::Stream).then(|| src_stats.ok()).flatten(),
-            dst_stats: (method == Method::Stream).then_some(dst_stats),
-        })),
-        (Err(error), _) | (Ok(_), Err(error)) => Err(CopyError {
-            source_changed: ubio::copy::SourceChanged::of(&error).is_some(),
-            message: msg::io(&error),
-            incomplete: Some((copied, total)),
+    match result {
+        Ok((method, hole_bytes)) => Ok(Pending {
+            dst_file,
+            report: Box::new(FileReport {
+                bytes: copied,
+                method,
+                hole_bytes,
+                seconds: start.elapsed().as_secs_f64(),
+                src_stats: (method != Method::Clone).then(|| src_stats.ok()).flatten(),
+                dst_stats: None,
+            }),
+            counts: (copied, total),
         }),
+        Err(error) => {
+            // The copy's error is the one to report; the close's is lost.
+            let _ = dst_file.close();
+            Err(CopyError {
+                source_changed: ubio::copy::SourceChanged::of(&error).is_some(),
+                message: msg::io(&error),
+                incomplete: Some((copied, total)),
+            })
+        }
     }
 }
 

@@ -184,6 +184,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         opts,
         pool,
         seq: 0,
+        dir_ends: Vec::new(),
         verbose: args.verbose,
         progress,
         copied: Vec::new(),
@@ -224,6 +225,8 @@ struct Copier {
     pool: Option<pool::Pool>,
     /// The place in the plan of the step being taken.
     seq: usize,
+    /// Directory ends waiting for copies below them (see `settle_dirs`).
+    dir_ends: Vec<Step>,
     verbose: bool,
     progress: Progress,
     copied: Vec<Copied>,
@@ -255,12 +258,12 @@ impl Copier {
         }
         let result = match step.kind {
             Kind::DirStart => self.dir_start(step),
-            Kind::DirEnd => {
-                // Its metadata last: after every file copied into it.
-                let below = self.pool.as_mut().map(|p| p.wait_below(&step.dst));
-                self.landed(below.unwrap_or_default());
-                self.dir_end(step)
+            // Its metadata last: after every file copied into it.
+            Kind::DirEnd if self.pool.as_ref().is_some_and(|p| p.busy_below(&step.dst)) => {
+                self.dir_ends.push(step.clone());
+                Ok(())
             }
+            Kind::DirEnd => self.dir_end(step),
             _ => self.non_dir(step),
         };
         let ready = self.pool.as_mut().map(|p| p.ready());
@@ -273,19 +276,38 @@ impl Copier {
         }
     }
 
-    /// Report the copies the pool finished.
+    /// Report the copies the pool finished, then end the directories whose
+    /// copies are all in.
     fn landed(&mut self, done: Vec<pool::Done>) {
+        if done.is_empty() {
+            return;
+        }
         for d in done {
             if let Err(message) = self.file_copied(d.seq, &d.step, d.result) {
                 self.fail(message);
             }
         }
+        self.settle_dirs();
     }
 
-    /// Wait for the copies in flight.
+    /// The metadata of directories that waited for copies below them, in
+    /// plan order (inner before outer), once those copies are in.
+    fn settle_dirs(&mut self) {
+        let waiting = std::mem::take(&mut self.dir_ends);
+        for step in waiting {
+            if self.pool.as_ref().is_some_and(|p| p.busy_below(&step.dst)) {
+                self.dir_ends.push(step);
+            } else if let Err(e) = self.dir_end(&step) {
+                self.fail(e);
+            }
+        }
+    }
+
+    /// Wait for the copies in flight, then end the directories.
     fn finish(&mut self) {
         let done = self.pool.as_mut().map(|p| p.finish());
         self.landed(done.unwrap_or_default());
+        self.settle_dirs();
     }
 
     fn fail(&mut self, message: String) {
