@@ -110,7 +110,7 @@ pub fn run(
 /// Sequential 1 MiB reads over the whole file.
 fn read_through(file: &File) -> io::Result<Ready> {
     let start = monotonic_secs();
-    let mut buf = vec![0u8; 1 << 20];
+    let mut buf = ubio::AlignedBuf::page_aligned(1 << 20);
     let mut off = 0u64;
     loop {
         match file.read_at(&mut buf, off) {

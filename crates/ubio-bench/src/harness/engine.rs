@@ -338,9 +338,9 @@ pub fn check_mode(mode: BenchMode, w: &Workload, dir: &Path, ubio_exe: &Path) ->
     }
     let probe = dir.join(".ubio-bench-probe");
     let block = w.block_bytes.max(DIRECT_ALIGN);
-    let mut buf = vec![0u8; block as usize];
+    let mut buf = ubio::AlignedBuf::page_aligned(block as usize);
     fill(&mut buf);
-    std::fs::write(&probe, &buf).map_err(|e| crate::path_context(e, "write", &probe))?;
+    std::fs::write(&probe, &buf[..]).map_err(|e| crate::path_context(e, "write", &probe))?;
     let result = check_caps(mode, w.block_bytes, block as usize, &probe);
     let _ = std::fs::remove_file(&probe);
     result

@@ -898,7 +898,7 @@ fn remove_if_exists(path: &Path) -> io::Result<()> {
 fn write_plain(path: &Path, bytes: u64) -> io::Result<()> {
     use std::io::Write;
     let mut f = std::fs::File::create(path).map_err(|e| path_context(e, "create", path))?;
-    let mut buf = vec![0u8; 1 << 20];
+    let mut buf = ubio::AlignedBuf::page_aligned(1 << 20);
     crate::harness::engine::support::fill(&mut buf);
     let mut done = 0;
     while done < bytes {

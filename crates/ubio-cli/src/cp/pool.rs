@@ -6,9 +6,11 @@
 //! main thread goes on meanwhile: see `Copier::settle_dirs`).
 //!
 //! A small file's close waits for its writeback: one device round trip per
-//! file. So each worker starts the writeback of files smaller than the
+//! file. So each worker starts the writeback of files smaller than half the
 //! window and closes them a few files later (at most `MAX_PENDING` files
-//! and one window of bytes per worker), when the wait is usually over.
+//! and half a window of bytes per worker), when the wait is usually over.
+//! The dirty + writeback bytes of a tree copy are therefore bounded by
+//! jobs x 1.5 windows (a file being copied, plus the pending ones).
 
 use super::file::{self, CopyError, FileReport};
 use super::progress::Progress;
@@ -151,10 +153,11 @@ struct Worker<'a> {
 impl Worker<'_> {
     fn copy(&mut self, seq: usize, step: Step, progress: &mut Progress) {
         match file::copy_file_then(&step.src, &step.dst, self.opts, progress, true) {
-            Ok(p) if p.bytes() < self.opts.window => {
+            Ok(p) if p.bytes() < self.opts.window / 2 => {
                 self.pending_bytes += p.bytes();
                 self.pending.push_back((seq, step, p));
-                while self.pending.len() > MAX_PENDING || self.pending_bytes > self.opts.window {
+                while self.pending.len() > MAX_PENDING || self.pending_bytes > self.opts.window / 2
+                {
                     self.close_oldest();
                 }
             }

@@ -149,11 +149,11 @@ pub fn check_file(path: &Path, layout: &Layout, file_id: u64) -> io::Result<()> 
     let block = layout.block_bytes as usize;
     let mut expect = vec![0u8; block];
     crate::harness::engine::support::fill(&mut expect);
-    let mut got = vec![0u8; block];
+    let mut got = ubio::AlignedBuf::page_aligned(block);
     for b in 0..layout.blocks_per_file() {
         f.read_exact(&mut got)?;
         stamp(&mut expect, file_id, b);
-        if got != expect {
+        if got[..] != expect[..] {
             return bad(format!(
                 "{}: block {b} (offset {}) is not what was written",
                 path.display(),
