@@ -265,9 +265,10 @@ pub fn copy(
 /// Bytes per copy_file_range call: the contract is applied after each.
 const PIECE: u64 = 8 << 20;
 
-/// Copy `plan` with copy_file_range in pieces (the kernel moves the data:
-/// no copy through user space, about 4 % faster to durability than the
-/// pipeline and less CPU), with the contract applied to each piece. None
+/// Copy `plan` with copy_file_range in pieces (the kernel moves the data,
+/// no copy through user space: with it `ubio cp` reached `ubio run -- cp`,
+/// which the pipeline alone did not; bench/runs/2026-11-24-truth), with the
+/// contract applied to each piece. None
 /// where it cannot be used, before anything was copied: `--reflink=never`
 /// and `--sparse=never` (it may share extents or keep holes), blocks of
 /// zeros to skip, the direct backend, a size of 0 (a /proc file: the kernel
