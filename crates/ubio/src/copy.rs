@@ -283,10 +283,8 @@ fn kernel_copy(
     let Plan::Segments { segments, size } = plan else {
         return Ok(None);
     };
-    let direct = [src, dst]
-        .iter()
-        .any(|f| f.choice().backend == crate::BackendKind::Direct);
-    if opts.reflink != Reflink::Auto || opts.sparse != Sparse::Auto || direct || *size == 0 {
+    // The direct backend: `copy_range_from` refuses it (Unsupported), below.
+    if opts.reflink != Reflink::Auto || opts.sparse != Sparse::Auto || *size == 0 {
         return Ok(None);
     }
     let mut done = Piped {
@@ -295,7 +293,7 @@ fn kernel_copy(
         written: 0,
         method: Method::CopyFileRange,
     };
-    for &(start, end) in segments.iter().chain([&(*size, u64::MAX)]) {
+    for (start, end) in with_tail(segments, *size) {
         let mut offset = start;
         while offset < end {
             let want = (end - offset).min(PIECE) as usize;
@@ -426,6 +424,13 @@ enum Plan {
     },
     /// A fifo or device: read() until the end.
     Sequential,
+}
+
+/// The data segments, then on from `size` to the real end: as GNU cp reads
+/// on past the size stat() gave, so that a file that grew is seen to have
+/// grown and /proc files (size 0) are copied whole.
+fn with_tail(segments: &[(u64, u64)], size: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
+    segments.iter().copied().chain([(size, u64::MAX)])
 }
 
 /// A filled buffer on its way to the writer.
@@ -636,10 +641,7 @@ fn read_plan(src: &File, plan: Plan, sink: &mut dyn Sink) -> u64 {
             offset
         }
         Plan::Segments { segments, size } => {
-            // After the data, on from `size` to the real end, as GNU cp reads
-            // on past the size stat() gave: a file that grew is seen to have
-            // grown, and /proc files (size 0) are copied whole.
-            for (start, end) in segments.into_iter().chain([(size, u64::MAX)]) {
+            for (start, end) in with_tail(&segments, size) {
                 let mut offset = start;
                 while offset < end {
                     let at = offset;

@@ -247,7 +247,7 @@ impl Tracker {
         let real = self.real_file();
         let fd = real.as_deref().map_or(fd, AsFd::as_fd);
         let plan = self.plan(&mut self.state(), off, n, false);
-        self.run_as(fd, plan, false);
+        self.run(fd, plan);
     }
 
     fn plan_read(&self, st: &mut State, off: u64, len: u64) -> Plan {
@@ -285,19 +285,16 @@ impl Tracker {
 
     /// After a write of `n` bytes at `off` that `before_write` did not
     /// foresee (an O_APPEND write that landed elsewhere): write behind.
-    pub fn after_write(&self, fd: BorrowedFd<'_>, off: u64, n: u64) {
-        self.after_write_as(fd, off, n, self.caps.kernel_starts_writeback);
-    }
-
     /// After the caller wrote `n` bytes at `off` itself, without the
     /// backend's flags (copy_file_range): write behind, writeback started
-    /// here also where the backend's kernel flag would have started it.
+    /// here also where the backend's kernel flag would have started it
+    /// (from now on, see [`run`](Self::run)).
     pub fn after_external_write(&self, fd: BorrowedFd<'_>, off: u64, n: u64) {
         self.external_writes.store(true, Ordering::Relaxed);
-        self.after_write_as(fd, off, n, false);
+        self.after_write(fd, off, n);
     }
 
-    fn after_write_as(&self, fd: BorrowedFd<'_>, off: u64, n: u64, kernel_started: bool) {
+    pub fn after_write(&self, fd: BorrowedFd<'_>, off: u64, n: u64) {
         let real = self.real_file();
         let fd = real.as_deref().map_or(fd, AsFd::as_fd);
         let plan = {
@@ -305,7 +302,7 @@ impl Tracker {
             let actions = st.write_behind.written(off, n);
             self.plan_write(&mut st, actions)
         };
-        self.run_as(fd, plan, kernel_started);
+        self.run(fd, plan);
     }
 
     fn plan_write(&self, st: &mut State, actions: Actions) -> Plan {
@@ -473,11 +470,7 @@ impl Tracker {
         // Data written without the backend's flags (copy_file_range) has
         // no writeback started by the kernel: start it here too.
         let external = self.external_writes.load(Ordering::Relaxed);
-        self.run_as(fd, plan, self.caps.kernel_starts_writeback && !external);
-    }
-
-    /// `run`, with writeback already started by the kernel or not.
-    fn run_as(&self, fd: BorrowedFd<'_>, plan: Plan, kernel_started: bool) {
+        let kernel_started = self.caps.kernel_starts_writeback && !external;
         let real = self.real_file();
         let fd = real.as_deref().map_or(fd, AsFd::as_fd);
         if !kernel_started {
