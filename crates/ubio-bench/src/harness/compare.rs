@@ -27,6 +27,7 @@
 //! regression. Modes in only one report are listed, not judged.
 
 use super::export::json::leaves;
+pub use super::judge::Metric;
 use super::mode::BenchMode;
 use super::schema::{Report, Run};
 use super::summary::{modes_in_order, ok_runs};
@@ -49,72 +50,6 @@ impl Default for CompareOptions {
         CompareOptions {
             threshold_pct: 5.0,
             noise_k: 2.0,
-        }
-    }
-}
-
-/// A figure compared between reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Metric {
-    /// Whole-run MB/s.
-    Throughput,
-    /// CPU seconds (user + system) per GB.
-    CpuSecsPerGb,
-    /// The dataset's highest page-cache footprint.
-    PeakDatasetCache,
-    /// The victim's median reads per second, as % of its solo median.
-    VictimPctOfSolo,
-    /// Writes: first write to fsync returning.
-    TimeToDurable,
-}
-
-impl Metric {
-    pub const ALL: [Metric; 5] = [
-        Metric::Throughput,
-        Metric::CpuSecsPerGb,
-        Metric::PeakDatasetCache,
-        Metric::VictimPctOfSolo,
-        Metric::TimeToDurable,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Metric::Throughput => "throughput MB/s",
-            Metric::CpuSecsPerGb => "CPU s/GB",
-            Metric::PeakDatasetCache => "peak dataset cache MiB",
-            Metric::VictimPctOfSolo => "victim median % of solo",
-            Metric::TimeToDurable => "time to durable s",
-        }
-    }
-
-    /// Whether a larger value is better.
-    pub fn higher_is_better(self) -> bool {
-        matches!(self, Metric::Throughput | Metric::VictimPctOfSolo)
-    }
-
-    /// The smallest absolute difference that counts, in the metric's unit.
-    pub fn floor(self) -> f64 {
-        match self {
-            Metric::Throughput => 0.0,
-            Metric::CpuSecsPerGb => 0.01,
-            Metric::PeakDatasetCache => 1.0,
-            Metric::VictimPctOfSolo => 2.0,
-            Metric::TimeToDurable => 0.05,
-        }
-    }
-
-    /// The metric's value for one run; None where it does not apply.
-    pub fn of_run(self, run: &Run) -> Option<f64> {
-        let s = &run.summary;
-        match self {
-            Metric::Throughput => Some(s.mb_per_s),
-            Metric::CpuSecsPerGb => Some(s.cpu_secs_per_gb),
-            Metric::PeakDatasetCache => {
-                Some(s.peak_dataset_cached_bytes as f64 / (1u64 << 20) as f64)
-            }
-            Metric::VictimPctOfSolo => s.victim.and_then(|v| v.median_pct_of_solo),
-            Metric::TimeToDurable => s.time_to_durable_secs,
         }
     }
 }

@@ -17,6 +17,7 @@ pub mod sampler;
 pub mod runner;
 pub mod fio;
 pub mod summary;
+pub mod judge;
 pub mod export;
 pub mod compare;
 pub mod suite;

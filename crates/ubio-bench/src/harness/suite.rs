@@ -20,14 +20,14 @@
 //! memory to the whole machine, and kswapd reclaims as on the seeds'
 //! machines.
 //!
-//! No figure passes vacuously: one that compares an effect (kswapd's CPU,
-//! reclaim, a speed swing, a page cache or dirty peak, a disturbed victim)
-//! holds only when the baseline shows that effect, at a stated threshold,
-//! and the other mode removes it; when the baseline does not show it, the
-//! figure is "not reproduced here" with the reason ([`Figure::not_reproduced`]).
+//! The figures and their rules are [`super::judge`]'s, shared with `ubio
+//! demo`: none passes vacuously (a baseline without the seed's effect makes
+//! the figure "not reproduced here", with the reason).
 
 use super::export::table::human_bytes;
 use super::export::write_atomically;
+use super::judge::{self, median_over_runs, missing, modes, num, ratio, Figure, Metric};
+pub use super::judge::{Outcome, Verdict};
 use super::mode::{BenchMode, Tool, WorkloadKind};
 use super::schema::SCHEMA_VERSION;
 use super::schema::{Backing, Config, GlobalPressure, ModeSummary, Report, Target, Workload};
@@ -166,106 +166,6 @@ fn unpressed_reason(s: &Scale, c: &Config) -> String {
     }
 }
 
-/// Whether this machine shows what the seed claims.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Outcome {
-    /// Every judged part of the claim shows here.
-    Reproduced,
-    /// Some parts show, others do not (the verdict says which).
-    Partly,
-    /// The claim does not show here.
-    Not,
-    /// A mode the verdict needs did not run (the report's warnings say why).
-    Unmeasured,
-}
-
-/// One figure next to the seed's.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Figure {
-    pub what: String,
-    /// What the seed reports ("" where it gives no number).
-    pub seed: String,
-    pub here: String,
-    /// Whether this figure supports the claim: the baseline shows the
-    /// seed's effect and the other mode removes it.
-    pub holds: bool,
-    /// Set when the baseline does not show the effect the seed claims (so
-    /// there is nothing for the other mode to remove): why. `holds` is
-    /// then false: a comparison of two absent effects proves nothing.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub not_reproduced: Option<String>,
-}
-
-impl Figure {
-    /// A figure judged only if the baseline shows the effect
-    /// (`baseline`: Ok, or Err with why not).
-    fn judged(
-        what: String,
-        seed: &str,
-        here: String,
-        baseline: Result<(), String>,
-        holds: bool,
-    ) -> Figure {
-        let not_reproduced = baseline.err();
-        Figure {
-            what,
-            seed: seed.into(),
-            here,
-            holds: holds && not_reproduced.is_none(),
-            not_reproduced,
-        }
-    }
-
-    /// What the holds column says.
-    pub fn status(&self) -> String {
-        match (&self.not_reproduced, self.holds) {
-            (Some(why), _) => format!("not reproduced here: {why}"),
-            (None, true) => "yes".into(),
-            (None, false) => "no".into(),
-        }
-    }
-}
-
-/// The judgement of one experiment.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Verdict {
-    pub outcome: Outcome,
-    pub figures: Vec<Figure>,
-    /// Why, in a sentence or two, including what cannot show at this scale.
-    pub notes: Vec<String>,
-}
-
-impl Verdict {
-    /// Reproduced when every figure holds, not when none does, partly between.
-    fn from_figures(figures: Vec<Figure>, notes: Vec<String>) -> Verdict {
-        let held = figures.iter().filter(|f| f.holds).count();
-        let outcome = match held {
-            _ if figures.is_empty() => Outcome::Unmeasured,
-            n if n == figures.len() => Outcome::Reproduced,
-            0 => Outcome::Not,
-            _ => Outcome::Partly,
-        };
-        Verdict {
-            outcome,
-            figures,
-            notes,
-        }
-    }
-
-    fn unmeasured(missing: &[BenchMode]) -> Verdict {
-        let names: Vec<String> = missing.iter().map(BenchMode::to_string).collect();
-        Verdict {
-            outcome: Outcome::Unmeasured,
-            figures: Vec::new(),
-            notes: vec![format!(
-                "no successful run of {}: see the report's warnings",
-                names.join(", ")
-            )],
-        }
-    }
-}
-
 /// The experiments, in seed order; `only` keeps those whose seed is listed.
 pub fn experiments(scale: &Scale, only: &[String]) -> Vec<Experiment> {
     let all = vec![
@@ -341,13 +241,13 @@ fn seed_000_reads(s: &Scale) -> Experiment {
                 return missing(r, &BUFFERED_DONTCACHE_UBIO);
             };
             let mut figures = vec![
-                reclaim_figure(buf, dc, "470k pages/s scanned buffered, 0 uncached"),
-                reclaim_figure(buf, ub, "470k pages/s scanned buffered, 0 uncached"),
-                kswapd_figure(r, buf, dc, "50-85% of a core vs 0"),
-                kswapd_figure(r, buf, ub, "50-85% of a core vs 0"),
+                judge::reclaim(buf, dc, "470k pages/s scanned buffered, 0 uncached"),
+                judge::reclaim(buf, ub, "470k pages/s scanned buffered, 0 uncached"),
+                judge::kswapd(r, buf, dc, "50-85% of a core vs 0"),
+                judge::kswapd(r, buf, ub, "50-85% of a core vs 0"),
             ];
             let mut notes = vec![pressure_note(r)];
-            match swing_figure(r, buf, ub, "150 MB/s buffered, 50 MB/s uncached") {
+            match judge::swing(r, buf, ub, "150 MB/s buffered, 50 MB/s uncached") {
                 Ok(f) => figures.push(f),
                 Err(why) => notes.push(why),
             }
@@ -387,26 +287,18 @@ fn seed_000_writes(s: &Scale) -> Experiment {
             // The claim: RWF_DONTCACHE's writes are slower than buffered as
             // the application sees them (before fsync).
             let (b_app, d_app) = (app_speed(r, buf.mode), app_speed(r, dc.mode));
-            figures.push(Figure {
-                what: "dontcache write speed the program sees, vs buffered".into(),
-                seed: "slower than buffered on a phone's flash".into(),
-                here: format!("{} vs {} MB/s", num(d_app), num(b_app)),
-                holds: d_app < b_app,
-                not_reproduced: None,
-            });
+            figures.push(Figure::plain(
+                "dontcache write speed the program sees, vs buffered".into(),
+                "slower than buffered on a phone's flash",
+                format!("{} vs {} MB/s", num(d_app), num(b_app)),
+                d_app < b_app,
+            ));
             // The better way: ubio as fast to durability as buffered, with
             // the cache of dontcache.
-            let (b_dur, u_dur) = (durable(buf), durable(ub));
-            figures.push(Figure {
-                what: "ubio time to durability vs buffered".into(),
-                seed: "(the better way asked for)".into(),
-                here: format!("{} vs {} s", num(u_dur), num(b_dur)),
-                holds: u_dur <= b_dur * 1.1,
-                not_reproduced: None,
-            });
-            figures.push(cache_figure(buf, ub, "page cache filled buffered, empty uncached"));
-            figures.push(kswapd_figure(r, buf, dc, "26-59% of a core vs 0"));
-            figures.push(kswapd_figure(r, buf, ub, "26-59% of a core vs 0"));
+            figures.push(judge::durability(buf, ub, "(the better way asked for)"));
+            figures.push(judge::cache(buf, ub, "page cache filled buffered, empty uncached"));
+            figures.push(judge::kswapd(r, buf, dc, "26-59% of a core vs 0"));
+            figures.push(judge::kswapd(r, buf, ub, "26-59% of a core vs 0"));
             Verdict::from_figures(
                 figures,
                 vec![
@@ -457,16 +349,16 @@ fn seed_001(s: &Scale) -> Experiment {
                 return missing(r, &BUFFERED_DONTCACHE_UBIO);
             };
             let mut figures = vec![
-                speed_figure(buf, dc, "+65% (uncached vs buffered)"),
-                speed_figure(buf, ub, "+65% (uncached vs buffered)"),
-                cpu_figure(buf, dc, "about half the CPU"),
-                cpu_figure(buf, ub, "about half the CPU"),
-                reclaim_figure(buf, ub, "28 cores of kswapd buffered, none uncached"),
-                kswapd_figure(r, buf, dc, "28 cores of kswapd vs none"),
-                kswapd_figure(r, buf, ub, "28 cores of kswapd vs none"),
+                judge::speed(buf, dc, "+65% (uncached vs buffered)", 1.0),
+                judge::speed(buf, ub, "+65% (uncached vs buffered)", 1.0),
+                judge::cpu(buf, dc, "about half the CPU"),
+                judge::cpu(buf, ub, "about half the CPU"),
+                judge::reclaim(buf, ub, "28 cores of kswapd buffered, none uncached"),
+                judge::kswapd(r, buf, dc, "28 cores of kswapd vs none"),
+                judge::kswapd(r, buf, ub, "28 cores of kswapd vs none"),
             ];
             let mut notes = vec![pressure_note(r)];
-            match swing_figure(r, buf, ub, "erratic buffered, flat uncached") {
+            match judge::swing(r, buf, ub, "erratic buffered, flat uncached") {
                 Ok(f) => figures.push(f),
                 Err(why) => notes.push(why),
             }
@@ -508,11 +400,11 @@ fn seed_002(s: &Scale) -> Experiment {
                 return missing(r, &BUFFERED_DONTCACHE_UBIO);
             };
             let figures = vec![
-                reclaim_figure(buf, dc, "kswapd at 100% buffered"),
-                reclaim_figure(buf, ub, "kswapd at 100% buffered"),
-                victim_figure(buf, dc, "others hardly disturbed uncached"),
-                victim_figure(buf, ub, "others hardly disturbed uncached"),
-                kswapd_figure(r, buf, ub, "kswapd at 100% of a core buffered"),
+                judge::reclaim(buf, dc, "kswapd at 100% buffered"),
+                judge::reclaim(buf, ub, "kswapd at 100% buffered"),
+                judge::victim(buf, dc, "others hardly disturbed uncached"),
+                judge::victim(buf, ub, "others hardly disturbed uncached"),
+                judge::kswapd(r, buf, ub, "kswapd at 100% of a core buffered"),
             ];
             Verdict::from_figures(figures, vec![pressure_note(r)])
         },
@@ -548,21 +440,25 @@ fn seed_003(s: &Scale) -> Experiment {
             let Some([buf, od]) = modes(r, [BenchMode::Buffered, BenchMode::Odirect]) else {
                 return missing(r, &[BenchMode::Buffered, BenchMode::Odirect]);
             };
-            let mut figures = vec![Figure {
-                what: "direct vs buffered write throughput (to durability)".into(),
-                seed: "86 GiB/s vs 7 GiB/s (12x)".into(),
-                here: format!("{} vs {} MB/s ({}x)", num(med(od)), num(med(buf)), ratio(med(od), med(buf))),
-                holds: med(od) > med(buf) * 1.2,
-                not_reproduced: None,
-            }];
+            let direct_figure = |other: &ModeSummary, what: String, claim: &str| {
+                Figure::plain(
+                    what,
+                    claim,
+                    format!("{} vs {} MB/s ({}x)", num(med(other)), num(med(buf)), ratio(med(other), med(buf))),
+                    med(other) > med(buf) * 1.2,
+                )
+            };
+            let mut figures = vec![direct_figure(
+                od,
+                "direct vs buffered write throughput (to durability)".into(),
+                "86 GiB/s vs 7 GiB/s (12x)",
+            )];
             if let Some([uring]) = modes(r, [BenchMode::OdirectUring]) {
-                figures.push(Figure {
-                    what: format!("direct io_uring QD{} vs buffered", r.config.workload.queue_depth),
-                    seed: "(fio io_uring in the seed)".into(),
-                    here: format!("{} vs {} MB/s ({}x)", num(med(uring)), num(med(buf)), ratio(med(uring), med(buf))),
-                    holds: med(uring) > med(buf) * 1.2,
-                    not_reproduced: None,
-                });
+                figures.push(direct_figure(
+                    uring,
+                    format!("direct io_uring QD{} vs buffered", r.config.workload.queue_depth),
+                    "(fio io_uring in the seed)",
+                ));
             }
             let mut notes = vec![
                 "pmem is stood in for by a loop device over a file in /dev/shm; the dataset is 2x the \
@@ -624,34 +520,9 @@ fn seed_004(s: &Scale) -> Experiment {
             let Some([plain, wb]) = modes(r, [cp, ubio_cp]) else {
                 return missing(r, &[cp, ubio_cp]);
             };
-            let plain_dirty = plain.peak_dataset_dirty_writeback_bytes;
             let figures = vec![
-                Figure::judged(
-                    "dirty + writeback peak: cp vs ubio cp".into(),
-                    "3.2 GB vs ~16 MiB",
-                    format!(
-                        "{} vs {}",
-                        human_bytes(plain_dirty),
-                        human_bytes(wb.peak_dataset_dirty_writeback_bytes)
-                    ),
-                    if plain_dirty >= EFFECT_CACHE_BYTES {
-                        Ok(())
-                    } else {
-                        Err(format!(
-                            "plain cp left at most {} dirty: no dirty memory to remove",
-                            human_bytes(plain_dirty)
-                        ))
-                    },
-                    wb.peak_dataset_dirty_writeback_bytes <= 64 * MIB
-                        && plain_dirty > 4 * wb.peak_dataset_dirty_writeback_bytes,
-                ),
-                Figure {
-                    what: "time to durability: ubio cp vs cp + fsync".into(),
-                    seed: "32.7 s vs 3.6 + 32 s (about equal)".into(),
-                    here: format!("{} vs {} s", num(durable(wb)), num(durable(plain))),
-                    holds: durable(wb) <= durable(plain) * 1.1,
-                    not_reproduced: None,
-                },
+                judge::dirty(plain, wb, "3.2 GB vs ~16 MiB"),
+                judge::durability(plain, wb, "32.7 s vs 3.6 + 32 s (about equal)"),
             ];
             Verdict::from_figures(
                 figures,
@@ -665,34 +536,10 @@ fn seed_004(s: &Scale) -> Experiment {
     }
 }
 
-// ---- judging helpers ----
-
-/// The summaries of `wanted`, if every one has a successful run.
-fn modes<const N: usize>(r: &Report, wanted: [BenchMode; N]) -> Option<[&ModeSummary; N]> {
-    let find = |m: BenchMode| {
-        r.modes
-            .iter()
-            .find(|s| s.mode == m && s.runs_ok > 0 && s.mb_per_s.is_some())
-    };
-    let found: Vec<&ModeSummary> = wanted.iter().filter_map(|&m| find(m)).collect();
-    found.try_into().ok()
-}
-
-fn missing(r: &Report, wanted: &[BenchMode]) -> Verdict {
-    let absent: Vec<BenchMode> = wanted
-        .iter()
-        .copied()
-        .filter(|&m| modes(r, [m]).is_none())
-        .collect();
-    Verdict::unmeasured(&absent)
-}
+// ---- judging helpers (the figures themselves are in judge.rs) ----
 
 fn med(m: &ModeSummary) -> f64 {
-    m.mb_per_s.map_or(0.0, |s| s.median)
-}
-
-fn durable(m: &ModeSummary) -> f64 {
-    m.time_to_durable_secs.map_or(f64::NAN, |s| s.median)
+    Metric::Throughput.of_mode(m).unwrap_or(f64::NAN)
 }
 
 /// Median over a mode's runs of the speed the program sees while it writes:
@@ -700,8 +547,7 @@ fn durable(m: &ModeSummary) -> f64 {
 /// (before the fsync that the run's own throughput includes), from the
 /// per-second samples, interpolated within the second the writes ended.
 fn app_speed(r: &Report, mode: BenchMode) -> f64 {
-    let per_run: Vec<f64> = runs_ok(r, mode).filter_map(write_phase_mb_per_s).collect();
-    crate::stats::median(&per_run).unwrap_or(f64::NAN)
+    median_over_runs(r, mode, write_phase_mb_per_s)
 }
 
 fn write_phase_mb_per_s(run: &super::schema::Run) -> Option<f64> {
@@ -715,234 +561,6 @@ fn write_phase_mb_per_s(run: &super::schema::Run) -> Option<f64> {
         done += s.bytes;
     }
     None
-}
-
-fn runs_ok(r: &Report, mode: BenchMode) -> impl Iterator<Item = &super::schema::Run> {
-    r.runs
-        .iter()
-        .filter(move |run| run.mode == mode && run.error.is_none())
-}
-
-/// Per-second samples a run needs before its swing (or its per-second
-/// kswapd load) means anything: the seeds print 30 s of seconds.
-const MIN_SWING_SAMPLES: usize = 10;
-/// kswapd's share of a CPU over buffered runs below which the baseline
-/// shows no kswapd work (the seeds: 50-85% of a core, 28 cores).
-const EFFECT_KSWAPD_PCT: f64 = 5.0;
-/// Pages reclaimed per GB below which buffered I/O did not push the page
-/// cache into reclaim (a GB is 244k pages: a full cache reclaims about that).
-const EFFECT_RECLAIM_PER_GB: f64 = 1000.0;
-/// The per-second speed's standard deviation, as a share of its median,
-/// below which buffered I/O is steady (the seed's swing: ~150 of 1850 MB/s).
-const EFFECT_SWING_SHARE: f64 = 0.03;
-/// A page cache (or dirty memory) peak below which the baseline did not
-/// fill anything worth removing.
-const EFFECT_CACHE_BYTES: u64 = 128 * MIB;
-/// The victim's worst second, in % of its solo rate, above which buffered
-/// I/O did not disturb it.
-const EFFECT_VICTIM_PCT: f64 = 80.0;
-
-/// Median over a mode's runs of the per-second throughput's standard
-/// deviation, and of its median: how much the speed swings within a run.
-/// Err with the fewest samples a run had, when that is too few.
-fn swing(r: &Report, mode: BenchMode) -> Result<(f64, f64), usize> {
-    let per_second: Vec<_> = runs_ok(r, mode)
-        .filter_map(|run| run.summary.per_second_mb_per_s)
-        .collect();
-    let fewest = per_second.iter().map(|s| s.n).min().unwrap_or(0);
-    if fewest < MIN_SWING_SAMPLES {
-        return Err(fewest);
-    }
-    let sds: Vec<f64> = per_second.iter().map(|s| s.stddev).collect();
-    let medians: Vec<f64> = per_second.iter().map(|s| s.median).collect();
-    let m = |v: &[f64]| crate::stats::median(v).unwrap_or(f64::NAN);
-    Ok((m(&sds), m(&medians)))
-}
-
-/// The swing figure, or why there is none (runs too short to show one).
-fn swing_figure(
-    r: &Report,
-    buf: &ModeSummary,
-    other: &ModeSummary,
-    seed: &str,
-) -> Result<Figure, String> {
-    match (swing(r, buf.mode), swing(r, other.mode)) {
-        (Ok((b, b_median)), Ok((o, _))) => Ok(Figure::judged(
-            format!("per-second speed swing (sd): buffered vs {}", other.mode),
-            seed,
-            format!("{} vs {} MB/s", num(b), num(o)),
-            if b >= EFFECT_SWING_SHARE * b_median {
-                Ok(())
-            } else {
-                Err(format!(
-                    "buffered's per-second speed is steady here (sd {} MB/s, {:.1}% of its median {} MB/s): \
-                     no swing to remove",
-                    num(b),
-                    b / b_median * 100.0,
-                    num(b_median)
-                ))
-            },
-            o <= b,
-        )),
-        (b, o) => Err(format!(
-            "speed swing not judged: runs with {} per-second samples (buffered) and {} ({}); \
-             {MIN_SWING_SAMPLES} are needed: use a larger --limit",
-            b.err().map_or("enough".into(), |n| n.to_string()),
-            o.err().map_or("enough".into(), |n| n.to_string()),
-            other.mode
-        )),
-    }
-}
-
-fn reclaimed(m: &ModeSummary) -> f64 {
-    m.reclaimed_pages_per_gb.map_or(0.0, |s| s.median)
-}
-
-fn reclaim_figure(buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
-    let (b, o) = (reclaimed(buf), reclaimed(other));
-    Figure::judged(
-        format!("pages reclaimed per GB: buffered vs {}", other.mode),
-        seed,
-        format!("{} vs {}", num(b), num(o)),
-        if b > EFFECT_RECLAIM_PER_GB {
-            Ok(())
-        } else {
-            Err(format!(
-                "buffered reclaimed only {} pages per GB: the page cache never had to give pages back",
-                num(b)
-            ))
-        },
-        o <= b * 0.05,
-    )
-}
-
-/// Median over a mode's runs of kswapd's CPU time over the run's time, in
-/// percent of one CPU (every kswapd thread together).
-fn kswapd_pct(r: &Report, mode: BenchMode) -> f64 {
-    let per_run: Vec<f64> = runs_ok(r, mode)
-        .filter(|run| run.secs > 0.0)
-        .map(|run| run.summary.kswapd_cpu_secs / run.secs * 100.0)
-        .collect();
-    crate::stats::median(&per_run).unwrap_or(f64::NAN)
-}
-
-/// kswapd's load: the baseline must keep kswapd busy (at least
-/// [`EFFECT_KSWAPD_PCT`] of a CPU over its runs) and the other mode bring
-/// it to near zero (a tenth of it, or under 2% of a CPU).
-fn kswapd_figure(r: &Report, buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
-    let (b, o) = (kswapd_pct(r, buf.mode), kswapd_pct(r, other.mode));
-    // The seeds print kswapd per second: its busiest second beside the average.
-    let peak = |m: BenchMode| {
-        runs_ok(r, m)
-            .flat_map(|run| &run.samples)
-            .filter(|s| s.interval_secs >= 0.5)
-            .map(|s| s.kswapd_cpu_secs / s.interval_secs * 100.0)
-            .fold(0.0, f64::max)
-    };
-    let why_not = if r.config.global_pressure.is_none() {
-        "; in a memory cgroup the limit's reclaim runs in the reading task, not in kswapd \
-         (ubio bench suite seeds --pressure global puts the whole machine under pressure)"
-    } else {
-        ""
-    };
-    Figure::judged(
-        format!(
-            "kswapd CPU over the run (% of a CPU): buffered vs {}",
-            other.mode
-        ),
-        seed,
-        format!(
-            "{b:.1}% vs {o:.1}% (busiest second {:.0}% vs {:.0}%)",
-            peak(buf.mode),
-            peak(other.mode)
-        ),
-        if b >= EFFECT_KSWAPD_PCT {
-            Ok(())
-        } else {
-            Err(format!(
-                "buffered kept kswapd at {b:.2}% of a CPU over its runs, under {EFFECT_KSWAPD_PCT}%: \
-                 no kswapd load to remove{why_not}"
-            ))
-        },
-        o <= (b * 0.1).max(2.0),
-    )
-}
-
-fn cpu_figure(buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
-    let c = |m: &ModeSummary| m.cpu_secs_per_gb.map_or(f64::NAN, |s| s.median);
-    Figure {
-        what: format!("CPU seconds per GB: buffered vs {}", other.mode),
-        seed: seed.into(),
-        here: format!(
-            "{} vs {} ({}x)",
-            num(c(buf)),
-            num(c(other)),
-            ratio(c(other), c(buf))
-        ),
-        holds: c(other) < c(buf),
-        not_reproduced: None,
-    }
-}
-
-fn speed_figure(buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
-    Figure {
-        what: format!("throughput: {} vs buffered", other.mode),
-        seed: seed.into(),
-        here: format!(
-            "{} vs {} MB/s ({:+.0}%)",
-            num(med(other)),
-            num(med(buf)),
-            (med(other) / med(buf) - 1.0) * 100.0
-        ),
-        holds: med(other) > med(buf),
-        not_reproduced: None,
-    }
-}
-
-fn cache_figure(buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
-    let (b, o) = (
-        buf.peak_dataset_cached_bytes,
-        other.peak_dataset_cached_bytes,
-    );
-    Figure::judged(
-        format!("peak page cache of the dataset: buffered vs {}", other.mode),
-        seed,
-        format!("{} vs {}", human_bytes(b), human_bytes(o)),
-        if b >= EFFECT_CACHE_BYTES {
-            Ok(())
-        } else {
-            Err(format!(
-                "buffered cached at most {}: no page cache to keep empty",
-                human_bytes(b)
-            ))
-        },
-        o <= 64 * MIB && b > 4 * o,
-    )
-}
-
-fn victim_figure(buf: &ModeSummary, other: &ModeSummary, seed: &str) -> Figure {
-    let worst = |m: &ModeSummary| {
-        m.victim
-            .and_then(|v| v.worst_pct_of_solo)
-            .unwrap_or(f64::NAN)
-    };
-    let (b, o) = (worst(buf), worst(other));
-    Figure::judged(
-        format!(
-            "victim's worst second, % of alone: buffered vs {}",
-            other.mode
-        ),
-        seed,
-        format!("{b:.0}% vs {o:.0}%"),
-        if b < EFFECT_VICTIM_PCT {
-            Ok(())
-        } else {
-            Err(format!(
-                "beside buffered the victim kept {b:.0}% of its rate alone in its worst second: not disturbed"
-            ))
-        },
-        o > b,
-    )
 }
 
 fn r_throttle(r: &Report) -> f64 {
@@ -977,26 +595,6 @@ fn pressure_note(r: &Report) -> String {
         (None, _) => "in a memory cgroup the limit's reclaim runs in the reading task (direct reclaim), not in \
              kswapd: the seed's kswapd load shows here as pages reclaimed and the reader's system time"
             .to_owned(),
-    }
-}
-
-fn num(v: f64) -> String {
-    if v.is_nan() {
-        "-".into()
-    } else if v.abs() >= 100.0 {
-        format!("{v:.0}")
-    } else if v.abs() >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
-}
-
-fn ratio(a: f64, b: f64) -> String {
-    if b > 0.0 {
-        format!("{:.2}", a / b)
-    } else {
-        "-".into()
     }
 }
 
@@ -1101,28 +699,16 @@ pub fn render_markdown(results: &[ExperimentResult]) -> String {
             "| {} | {} | {} |",
             r.seed,
             r.title,
-            outcome_word(r.verdict.outcome)
+            r.verdict.outcome.word()
         );
     }
     for r in results {
         let _ = writeln!(s, "\n## {}: {}\n\nClaim: {}\n", r.seed, r.title, r.claim);
-        if !r.verdict.figures.is_empty() {
-            s.push_str("| figure | seed | here | holds |\n|---|---|---|---|\n");
-            for f in &r.verdict.figures {
-                let _ = writeln!(
-                    s,
-                    "| {} | {} | {} | {} |",
-                    f.what,
-                    f.seed,
-                    f.here,
-                    f.status()
-                );
-            }
-        }
+        s.push_str(&r.verdict.figures_markdown("seed"));
         let _ = writeln!(
             s,
             "\nOutcome: **{}**. Report: `{}`.",
-            outcome_word(r.verdict.outcome),
+            r.verdict.outcome.word(),
             r.report
         );
         for n in &r.verdict.notes {
@@ -1130,15 +716,6 @@ pub fn render_markdown(results: &[ExperimentResult]) -> String {
         }
     }
     s
-}
-
-fn outcome_word(o: Outcome) -> &'static str {
-    match o {
-        Outcome::Reproduced => "reproduced",
-        Outcome::Partly => "partly reproduced",
-        Outcome::Not => "not reproduced",
-        Outcome::Unmeasured => "not measured",
-    }
 }
 
 #[cfg(test)]

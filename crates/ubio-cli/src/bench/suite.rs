@@ -171,23 +171,5 @@ fn suite(args: Args) -> Result<ExitCode> {
 
 /// The verdict as a few lines for the progress log.
 fn verdict_lines(seed: &str, claim: &str, v: &Verdict) -> String {
-    let mut s = format!("seed {seed} claims: {claim}\n");
-    for f in &v.figures {
-        s.push_str(&format!(
-            "  {:<58} seed: {:<34} here: {} [{}]\n",
-            f.what,
-            f.seed,
-            f.here,
-            match (&f.not_reproduced, f.holds) {
-                (Some(why), _) => format!("not reproduced here: {why}"),
-                (None, true) => "holds".into(),
-                (None, false) => "does not hold".into(),
-            }
-        ));
-    }
-    for n in &v.notes {
-        s.push_str(&format!("  note: {n}\n"));
-    }
-    s.push_str(&format!("  => {:?}", v.outcome).to_lowercase());
-    s
+    format!("seed {seed} claims: {claim}\n{}", v.lines("seed"))
 }
