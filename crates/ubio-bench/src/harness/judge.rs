@@ -399,42 +399,47 @@ pub fn durability(base: &ModeSummary, other: &ModeSummary, claim: &str) -> Figur
 /// [`EFFECT_CACHE_BYTES`]; holds when `other` stays within
 /// [`UNCACHED_PEAK_BYTES`] and under a quarter of the baseline's.
 pub fn cache(base: &ModeSummary, other: &ModeSummary, claim: &str) -> Figure {
-    let (b, o) = (
-        base.peak_dataset_cached_bytes,
-        other.peak_dataset_cached_bytes,
-    );
-    Figure::judged(
-        format!("peak page cache of the dataset: {}", versus(base, other)),
+    peak(
+        "peak page cache of the dataset",
+        "cached",
+        "no page cache to keep empty",
+        |m| m.peak_dataset_cached_bytes,
+        (base, other),
         claim,
-        format!("{} vs {}", human_bytes(b), human_bytes(o)),
-        if b >= EFFECT_CACHE_BYTES {
-            Ok(())
-        } else {
-            Err(format!(
-                "{} cached at most {}: no page cache to keep empty",
-                base.mode,
-                human_bytes(b)
-            ))
-        },
-        o <= UNCACHED_PEAK_BYTES && b > 4 * o,
     )
 }
 
 /// Dirty + writeback peak: as [`cache`], for the memory a writer dirties.
 pub fn dirty(base: &ModeSummary, other: &ModeSummary, claim: &str) -> Figure {
-    let (b, o) = (
-        base.peak_dataset_dirty_writeback_bytes,
-        other.peak_dataset_dirty_writeback_bytes,
-    );
+    peak(
+        "dirty + writeback peak",
+        "left dirty",
+        "no dirty memory to remove",
+        |m| m.peak_dataset_dirty_writeback_bytes,
+        (base, other),
+        claim,
+    )
+}
+
+/// A memory peak the baseline must show and `other` must keep small.
+fn peak(
+    what: &str,
+    verb: &str,
+    absent: &str,
+    bytes: fn(&ModeSummary) -> u64,
+    (base, other): (&ModeSummary, &ModeSummary),
+    claim: &str,
+) -> Figure {
+    let (b, o) = (bytes(base), bytes(other));
     Figure::judged(
-        format!("dirty + writeback peak: {}", versus(base, other)),
+        format!("{what}: {}", versus(base, other)),
         claim,
         format!("{} vs {}", human_bytes(b), human_bytes(o)),
         if b >= EFFECT_CACHE_BYTES {
             Ok(())
         } else {
             Err(format!(
-                "{} left at most {} dirty: no dirty memory to remove",
+                "{} {verb} at most {}: {absent}",
                 base.mode,
                 human_bytes(b)
             ))
