@@ -240,18 +240,13 @@ fn seed_000_reads(s: &Scale) -> Experiment {
             let Some([buf, dc, ub]) = modes(r, BUFFERED_DONTCACHE_UBIO) else {
                 return missing(r, &BUFFERED_DONTCACHE_UBIO);
             };
-            let mut figures = vec![
+            let figures = vec![
                 judge::reclaim(buf, dc, "470k pages/s scanned buffered, 0 uncached"),
                 judge::reclaim(buf, ub, "470k pages/s scanned buffered, 0 uncached"),
                 judge::kswapd(r, buf, dc, "50-85% of a core vs 0"),
                 judge::kswapd(r, buf, ub, "50-85% of a core vs 0"),
             ];
-            let mut notes = vec![pressure_note(r)];
-            match judge::swing(r, buf, ub, "150 MB/s buffered, 50 MB/s uncached") {
-                Ok(f) => figures.push(f),
-                Err(why) => notes.push(why),
-            }
-            Verdict::from_figures(figures, notes)
+            with_swing(r, (buf, ub), "150 MB/s buffered, 50 MB/s uncached", figures)
         },
     }
 }
@@ -348,7 +343,7 @@ fn seed_001(s: &Scale) -> Experiment {
             let Some([buf, dc, ub]) = modes(r, BUFFERED_DONTCACHE_UBIO) else {
                 return missing(r, &BUFFERED_DONTCACHE_UBIO);
             };
-            let mut figures = vec![
+            let figures = vec![
                 judge::speed(buf, dc, "+65% (uncached vs buffered)", 1.0),
                 judge::speed(buf, ub, "+65% (uncached vs buffered)", 1.0),
                 judge::cpu(buf, dc, "about half the CPU"),
@@ -357,12 +352,7 @@ fn seed_001(s: &Scale) -> Experiment {
                 judge::kswapd(r, buf, dc, "28 cores of kswapd vs none"),
                 judge::kswapd(r, buf, ub, "28 cores of kswapd vs none"),
             ];
-            let mut notes = vec![pressure_note(r)];
-            match judge::swing(r, buf, ub, "erratic buffered, flat uncached") {
-                Ok(f) => figures.push(f),
-                Err(why) => notes.push(why),
-            }
-            Verdict::from_figures(figures, notes)
+            with_swing(r, (buf, ub), "erratic buffered, flat uncached", figures)
         },
     }
 }
@@ -537,6 +527,22 @@ fn seed_004(s: &Scale) -> Experiment {
 }
 
 // ---- judging helpers (the figures themselves are in judge.rs) ----
+
+/// The verdict of `figures` and the pressure note, with the speed swing's
+/// figure where the runs were long enough to show one (else a note why).
+fn with_swing(
+    r: &Report,
+    (buf, other): (&ModeSummary, &ModeSummary),
+    claim: &str,
+    mut figures: Vec<Figure>,
+) -> Verdict {
+    let mut notes = vec![pressure_note(r)];
+    match judge::swing(r, buf, other, claim) {
+        Ok(f) => figures.push(f),
+        Err(why) => notes.push(why),
+    }
+    Verdict::from_figures(figures, notes)
+}
 
 fn med(m: &ModeSummary) -> f64 {
     Metric::Throughput.of_mode(m).unwrap_or(f64::NAN)
