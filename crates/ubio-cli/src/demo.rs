@@ -297,22 +297,6 @@ fn op(kind: WorkloadKind) -> &'static str {
     }
 }
 
-/// "buffered I/O", "ubio", "RWF_DONTCACHE", "O_DIRECT", "cp", ...
-fn label(m: BenchMode) -> String {
-    match m {
-        BenchMode::Buffered => "buffered I/O".to_owned(),
-        BenchMode::Dontcache => "RWF_DONTCACHE".to_owned(),
-        BenchMode::Odirect => "O_DIRECT".to_owned(),
-        BenchMode::Tool(Tool::NocacheCp) => "nocache cp".to_owned(),
-        BenchMode::Tool(Tool::UbioCp) => "ubio cp".to_owned(),
-        BenchMode::Tool(Tool::UbioRunCp) => "ubio run -- cp".to_owned(),
-        BenchMode::Tool(Tool::UbioCat) => "ubio cat".to_owned(),
-        BenchMode::Tool(Tool::UbioRunCat) => "ubio run -- cat".to_owned(),
-        BenchMode::Backed(b) => format!("{} (pages backed first)", label(b.mode())),
-        m => m.to_string(),
-    }
-}
-
 /// ubio itself, or a command that runs through it.
 fn is_ubio(m: BenchMode) -> bool {
     m.caps().ubio
@@ -501,7 +485,7 @@ fn conclude(reports: &[Report]) -> Vec<String> {
         };
         let mut s = format!(
             "{what} {size}: {} left up to {} of it in the page cache ({:.0}% of the {} limit)",
-            label(b.mode),
+            b.mode.label(),
             human_bytes(b.peak_dataset_cached_bytes),
             100.0 * b.peak_dataset_cached_bytes as f64 / limit as f64,
             human_bytes(limit)
@@ -517,13 +501,13 @@ fn conclude(reports: &[Report]) -> Vec<String> {
         for u in &ubios {
             match u.peak_dataset_cached_bytes {
                 0 => {
-                    let _ = write!(s, "; {} kept none of it cached", label(u.mode));
+                    let _ = write!(s, "; {} kept none of it cached", u.mode.label());
                 }
                 peak => {
                     let _ = write!(
                         s,
                         "; {} kept at most {} of it cached",
-                        label(u.mode),
+                        u.mode.label(),
                         human_bytes(peak)
                     );
                 }
@@ -532,7 +516,7 @@ fn conclude(reports: &[Report]) -> Vec<String> {
                 let _ = write!(s, " and the reader at {} (worst {})", pct(med), pct(worst));
             }
             if let Some(ratio) = u.speed_vs_baseline {
-                let _ = write!(s, ", at {ratio:.2}x {}'s speed", label(b.mode));
+                let _ = write!(s, ", at {ratio:.2}x {}'s speed", b.mode.label());
             }
             if let Some(ratio) = u.speed_vs_backed_baseline {
                 let _ = write!(s, " ({ratio:.2}x with its pages backed, as on bare metal)");
@@ -592,7 +576,7 @@ fn reader(m: &ModeSummary) -> Option<(f64, f64)> {
 fn figures(m: &ModeSummary, speed: bool) -> String {
     let mut s = format!(
         "{} peaked at {}",
-        label(m.mode),
+        m.mode.label(),
         human_bytes(m.peak_dataset_cached_bytes)
     );
     if let Some((med, worst)) = reader(m) {

@@ -174,6 +174,8 @@ pub struct ToolCaps {
     /// Its data goes through the page cache as a plain program's does: a
     /// baseline, with a backed twin.
     pub page_cache: bool,
+    /// How prose names it, where that differs from its mode name.
+    pub label: Option<&'static str>,
 }
 
 impl Tool {
@@ -218,6 +220,7 @@ impl Tool {
             ubio: false,
             shim: false,
             page_cache: true,
+            label: None,
         };
         let read = ToolCaps {
             workload: WorkloadKind::SeqRead,
@@ -227,6 +230,7 @@ impl Tool {
         match self {
             Tool::Cp => copy,
             Tool::NocacheCp => ToolCaps {
+                label: Some("nocache cp"),
                 programs: &["nocache", "cp"],
                 page_cache: false,
                 ..copy
@@ -246,12 +250,14 @@ impl Tool {
                 ..copy
             },
             Tool::UbioCp => ToolCaps {
+                label: Some("ubio cp"),
                 programs: &[],
                 ubio: true,
                 page_cache: false,
                 ..copy
             },
             Tool::UbioRunCp => ToolCaps {
+                label: Some("ubio run -- cp"),
                 ubio: true,
                 shim: true,
                 page_cache: false,
@@ -263,12 +269,14 @@ impl Tool {
                 ..read
             },
             Tool::UbioCat => ToolCaps {
+                label: Some("ubio cat"),
                 programs: &[],
                 ubio: true,
                 page_cache: false,
                 ..read
             },
             Tool::UbioRunCat => ToolCaps {
+                label: Some("ubio run -- cat"),
                 ubio: true,
                 shim: true,
                 page_cache: false,
@@ -319,6 +327,8 @@ pub struct ModeCaps {
     pub prefault: bool,
     /// ubio's own (in process or a ubio command).
     pub ubio: bool,
+    /// How prose names it, where that differs from its mode name.
+    pub label: Option<&'static str>,
 }
 
 impl ModeCaps {
@@ -332,6 +342,7 @@ impl ModeCaps {
         page_cache: false,
         prefault: false,
         ubio: false,
+        label: None,
     };
 }
 
@@ -351,11 +362,13 @@ impl BenchMode {
         let plain = ModeCaps::PLAIN;
         match self {
             BenchMode::Buffered => ModeCaps {
+                label: Some("buffered I/O"),
                 fio: fio("psync", false, false, false),
                 page_cache: true,
                 ..plain
             },
             BenchMode::Dontcache => ModeCaps {
+                label: Some("RWF_DONTCACHE"),
                 rw_flags: DONTCACHE,
                 fio: fio("pvsync2", false, false, true),
                 ..plain
@@ -367,6 +380,7 @@ impl BenchMode {
                 ..plain
             },
             BenchMode::Odirect => ModeCaps {
+                label: Some("O_DIRECT"),
                 open_flags: libc::O_DIRECT,
                 aligned: true,
                 fio: fio("psync", false, true, false),
@@ -392,6 +406,7 @@ impl BenchMode {
                 ModeCaps {
                     page_cache: t.page_cache,
                     ubio: t.ubio,
+                    label: t.label,
                     ..plain
                 }
             }
@@ -407,6 +422,16 @@ impl BenchMode {
 }
 
 impl BenchMode {
+    /// How prose names the mode: "buffered I/O", "RWF_DONTCACHE", "ubio
+    /// cp", "cp (pages backed first)"; else its mode name.
+    pub fn label(self) -> String {
+        match (self, self.caps().label) {
+            (BenchMode::Backed(b), _) => format!("{} (pages backed first)", b.mode().label()),
+            (_, Some(label)) => label.to_owned(),
+            (m, None) => m.to_string(),
+        }
+    }
+
     /// The modes that need no external tool, in the order a full run compares them.
     pub fn in_process() -> Vec<BenchMode> {
         use BackendKind::*;
