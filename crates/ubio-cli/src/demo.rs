@@ -373,15 +373,7 @@ fn render(reports: &[Report], conclusion: &[String]) -> String {
          the VM handed back to its host during the run (free page reporting).\n",
     );
     if let Some(first) = reports.first() {
-        let _ = writeln!(
-            o,
-            "{}",
-            wrap(
-                &ubio_bench::harness::export::table::page_reporting_note(first),
-                100,
-                ""
-            )
-        );
+        let _ = writeln!(o, "{}", wrap(&judge::page_reporting_note(first), 100, ""));
     }
     if !conclusion.is_empty() {
         o.push('\n');

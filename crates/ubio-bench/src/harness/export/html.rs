@@ -32,7 +32,7 @@ pub fn render(report: &Report) -> String {
     let _ = writeln!(
         out,
         "<p>{}</p>",
-        escape(&table::page_reporting_note(report))
+        escape(&crate::harness::judge::page_reporting_note(report))
     );
     if !report.warnings.is_empty() {
         out += "<h2>Warnings</h2>\n<ul>\n";

@@ -17,7 +17,11 @@ pub fn render(report: &Report) -> String {
     );
     out += &render_table(&table::headline(report));
     let _ = writeln!(out, "\n{}", table::HEADLINE_NOTE);
-    let _ = writeln!(out, "\n{}", cell(&table::page_reporting_note(report)));
+    let _ = writeln!(
+        out,
+        "\n{}",
+        cell(&crate::harness::judge::page_reporting_note(report))
+    );
     out += "\n## Environment\n\n";
     out += &render_lines(&table::environment(report));
     out += "\n## Configuration\n\n";

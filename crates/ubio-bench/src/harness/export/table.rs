@@ -1,9 +1,8 @@
 //! The report as tables of text cells, shared by the Markdown and HTML
 //! exporters (each escapes the cells for its own format).
 
-use crate::harness::mode::BenchMode;
 use crate::harness::schema::{Backing, ModeSummary, Report, Run, Sample, Target};
-use crate::harness::summary::{backed_baseline_mode, baseline_mode, ok_runs};
+use crate::harness::summary::{backed_baseline_mode, baseline_mode};
 use crate::stats::Summary;
 
 /// A table: a header and rows of cells, all plain text.
@@ -22,62 +21,6 @@ pub const HEADLINE_NOTE: &str =
     "MB/s: whole-run throughput over the rounds (median [min–max] ± standard deviation); \
      CPU (user + system) and system s/GB, reclaim, memory reported to the host and time to \
      durability: medians over the rounds; cache: highest over the rounds.";
-
-/// Which of the two comparisons against buffered I/O a bare-metal machine
-/// would see, said beside the figures: on a VM with free page reporting a
-/// baseline's pages cost a host fault each unless they were backed first.
-pub fn page_reporting_note(report: &Report) -> String {
-    let twin = backed_baseline_mode(report);
-    if report.environment.virtualization.summary.is_empty() {
-        return "This report predates the record of the VM and its free page reporting: on a VM \
-                that hands free memory back to its host, buffered I/O is slower than on bare metal."
-            .to_owned();
-    }
-    match (&report.environment.free_page_reporting, twin) {
-        (Some(_), Some(twin)) => format!(
-            "This machine ({}) hands free memory back to its host (free page reporting), so a \
-             buffered run whose page-cache pages come from freed memory pays a host fault per \
-             page, which makes buffered I/O slower here than on bare metal. {twin} ran right \
-             after memory of its size was faulted in and released, so that its pages were \
-             already backed: the \"vs {twin}\" figures are the ones a bare-metal machine would \
-             see{}",
-            report.environment.virtualization.summary,
-            backing_held(report, twin)
-        ),
-        (Some(_), None) => format!(
-            "This machine ({}) hands free memory back to its host (free page reporting), which \
-             makes buffered I/O slower here than on bare metal; this run has no backed baseline \
-             (add the baseline's +backed twin to --modes) to show the bare-metal figure.",
-            report.environment.virtualization.summary
-        ),
-        (None, _) => "No free page reporting here: buffered I/O takes its pages as on bare \
-                      metal, and the backed figures (if any) should match the plain ones."
-            .to_owned(),
-    }
-}
-
-/// "." when the twin's backing held (the VM handed back less than an
-/// eighth of its size during its runs, median), else how much it did.
-fn backing_held(report: &Report, twin: BenchMode) -> String {
-    let median = |f: fn(&Run) -> Option<u64>| {
-        let v: Vec<f64> = ok_runs(report, twin)
-            .filter_map(f)
-            .map(|b| b as f64)
-            .collect();
-        crate::stats::median(&v)
-    };
-    let reported = median(|r| r.summary.reported_to_host_bytes);
-    let backed = median(|r| r.prefaulted_bytes);
-    match (reported, backed) {
-        (Some(r), Some(b)) if b > 0.0 && r > b / 8.0 => format!(
-            ", but perhaps only in part: the VM handed a median {} back to its host during \
-             its runs (its backing was {}), so the bare-metal figure may be higher still.",
-            human_bytes(r as u64),
-            human_bytes(b as u64)
-        ),
-        _ => ".".to_owned(),
-    }
-}
 
 /// The headline: one row per mode.
 pub fn headline(report: &Report) -> Table {
