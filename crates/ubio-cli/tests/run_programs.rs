@@ -342,13 +342,10 @@ fn programs_under_ubio_run() {
                 pout.max_dirty_writeback * PAGE / MIB
             ));
         }
-        let allowed = known_leftover(case.name);
-        if left.iter().any(|&b| b > allowed) {
+        if left.iter().any(|&b| b > 0) {
             fail(format!(
                 "left cached after exit (input, outputs): {left:?} bytes"
             ));
-        } else if left.iter().any(|&b| b > 0) {
-            eprintln!("KNOWN DEFECT {}: {left:?} bytes left cached after exit (issue 12)", case.name);
         }
     }
     assert!(
@@ -356,19 +353,6 @@ fn programs_under_ubio_run() {
         "only {ran} programs ran"
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-}
-
-/// A known defect (issue 12, open): the engine sometimes leaves 1-2 MiB of
-/// the output of the static Go read/write loop (which opens it O_RDWR)
-/// cached after the program exits (1 run in 3 on 2026-11-25, cause not yet
-/// found). Tolerated up to one 2 MiB residency chunk, and printed as
-/// `KNOWN DEFECT` when it happens; every other program must leave nothing.
-fn known_leftover(name: &str) -> u64 {
-    if name.contains("static Go read/write loop") {
-        2 * MIB
-    } else {
-        0
-    }
 }
 
 /// Wait until `pid` has `file` open as fd 3.
@@ -754,10 +738,7 @@ fn writers_on_a_throttled_device() {
             LEN_MIB = LEN / MIB,
             rate = RATE / MIB,
         );
-        assert!(left <= known_leftover(name), "{name}: {left} B left cached after exit");
-        if left > 0 {
-            eprintln!("KNOWN DEFECT {name}: {left} B left cached after exit (issue 12)");
-        }
+        assert_eq!(left, 0, "{name}: left cached after exit");
         if name.starts_with("shim") {
             // Exact: the writer waits for its writeback a window ahead.
             assert!(peak <= WINDOW + 2 * MIB, "{name}: dirty+writeback peak {peak} B");
