@@ -22,9 +22,9 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
-use ubio_testenv::kept_pages::with_damon_retries;
 use std::time::{Duration, Instant};
 use ubio::sys::{self, Advice};
+use ubio_testenv::kept_pages::with_damon_retries;
 use ubio_testenv::residency_sampler::{Peaks, ResidencySampler};
 
 const MIB: u64 = 1 << 20;
@@ -342,13 +342,10 @@ fn programs_under_ubio_run() {
                 pout.max_dirty_writeback * PAGE / MIB
             ));
         }
-        let allowed = known_leftover(case.name);
-        if left.iter().any(|&b| b > allowed) {
+        if left.iter().any(|&b| b > 0) {
             fail(format!(
                 "left cached after exit (input, outputs): {left:?} bytes"
             ));
-        } else if left.iter().any(|&b| b > 0) {
-            eprintln!("KNOWN DEFECT {}: {left:?} bytes left cached after exit (issue 12)", case.name);
         }
     }
     assert!(
@@ -356,19 +353,6 @@ fn programs_under_ubio_run() {
         "only {ran} programs ran"
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-}
-
-/// A known defect (issue 12, open): the engine sometimes leaves 1-2 MiB of
-/// the output of the static Go read/write loop (which opens it O_RDWR)
-/// cached after the program exits (1 run in 3 on 2026-11-25, cause not yet
-/// found). Tolerated up to one 2 MiB residency chunk, and printed as
-/// `KNOWN DEFECT` when it happens; every other program must leave nothing.
-fn known_leftover(name: &str) -> u64 {
-    if name.contains("static Go read/write loop") {
-        2 * MIB
-    } else {
-        0
-    }
 }
 
 /// Wait until `pid` has `file` open as fd 3.
@@ -455,7 +439,11 @@ fn attach_to_a_running_reader_and_writer() {
         wait_open(pid, &file);
         let sampler = ResidencySampler::follow_all(vec![file.clone()], SAMPLE_EVERY);
         // Both spellings: `ubio attach PID` is `ubio run --pid PID`.
-        let how: &[&str] = if write { &["attach"] } else { &["run", "--pid"] };
+        let how: &[&str] = if write {
+            &["attach"]
+        } else {
+            &["run", "--pid"]
+        };
         let ubio = Command::new(UBIO)
             .args(how)
             .arg(pid.to_string())
@@ -577,17 +565,25 @@ fn pages_cached_before_stay_cached() {
     std::fs::copy(&input, &control).unwrap();
     let middle = 96 * MIB..160 * MIB;
     let mut cases = vec![
-        ("engine: static Go read/write loop", format!("{} -rw in out", built.gocopy.display())),
+        (
+            "engine: static Go read/write loop",
+            format!("{} -rw in out", built.gocopy.display()),
+        ),
         ("shim: cat", "cat in > out".to_string()),
     ];
     if let Some(p) = &built.cstdio {
-        cases.push(("engine: static musl stdio, < in > out", format!("{} < in > out", p.display())));
+        cases.push((
+            "engine: static musl stdio, < in > out",
+            format!("{} < in > out", p.display()),
+        ));
     }
     // DAMON may reclaim a few of the cached pages just before the stream's
     // first snapshot (they are then rightly taken as the stream's own):
     // retried, as the other kept-pages checks are.
     for (name, cmd) in cases {
-        with_damon_retries(name, || check_kept(&dir, &input, &control, middle.clone(), name, &cmd));
+        with_damon_retries(name, || {
+            check_kept(&dir, &input, &control, middle.clone(), name, &cmd)
+        });
     }
 }
 
@@ -608,7 +604,11 @@ fn check_kept(
     let before = cached_in(input, middle.clone());
     let before_all = cached(input);
     let control_before = cached_in(control, middle.clone());
-    assert_eq!(before, middle.end - middle.start, "{name}: the read did not cache the middle");
+    assert_eq!(
+        before,
+        middle.end - middle.start,
+        "{name}: the read did not cache the middle"
+    );
     let out = Command::new(UBIO)
         .args(["run", "--", "sh", "-c", &cmd])
         .current_dir(dir.path())
@@ -626,8 +626,17 @@ fn check_kept(
         before_all as f64 / MIB as f64,
         after_all as f64 / MIB as f64
     );
-    assert!(out.status.success(), "{name}: {:?} {}", out.status, String::from_utf8_lossy(&out.stderr));
-    assert_eq!(hash_file(&dir.path().join("out")), hash_file(input), "{name}: copy differs");
+    assert!(
+        out.status.success(),
+        "{name}: {:?} {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        hash_file(&dir.path().join("out")),
+        hash_file(input),
+        "{name}: copy differs"
+    );
     if after + reclaimed < before {
         return Err(format!(
             "{name}: {} of the {} KiB cached before were dropped (the control lost {} KiB)",
@@ -640,7 +649,11 @@ fn check_kept(
     // for the shim; the engine keeps what the stream passed before it
     // first saw the file when the rest of the file is not cold (best
     // effort, README): the first read and its readahead, a few MiB.
-    let slack = if name.starts_with("engine") { FIRST_SIGHT } else { 0 };
+    let slack = if name.starts_with("engine") {
+        FIRST_SIGHT
+    } else {
+        0
+    };
     assert!(
         after_all <= before_all + slack,
         "{name}: {after_all} B cached after, {before_all} B before"
@@ -721,7 +734,10 @@ fn writers_on_a_throttled_device() {
     let fs = ScratchFs::create(FsKind::Ext4, 256 * MIB, &Default::default()).unwrap();
     let out = fs.mount_point().join("out");
     let cases = [
-        ("engine: static Go read/write loop", vec![built.gocopy.clone().into_os_string(), "-rw".into()]),
+        (
+            "engine: static Go read/write loop",
+            vec![built.gocopy.clone().into_os_string(), "-rw".into()],
+        ),
         ("shim: cp", vec!["cp".into()]),
     ];
     for (name, prog) in cases {
@@ -741,7 +757,11 @@ fn writers_on_a_throttled_device() {
         fs.set_write_bps(0).unwrap();
         assert!(status.success(), "{name}: {status:?}");
         assert_eq!(hash_file(&out), hash_file(&input), "{name}: copy differs");
-        let first = samples.iter().find(|s| s.size > 0).expect("no write seen").at;
+        let first = samples
+            .iter()
+            .find(|s| s.size > 0)
+            .expect("no write seen")
+            .at;
         let peak = samples.iter().map(|s| s.dirty_writeback).max().unwrap();
         let peak_cached = samples.iter().map(|s| s.cached).max().unwrap();
         let left = samples.last().unwrap().cached;
@@ -754,13 +774,13 @@ fn writers_on_a_throttled_device() {
             LEN_MIB = LEN / MIB,
             rate = RATE / MIB,
         );
-        assert!(left <= known_leftover(name), "{name}: {left} B left cached after exit");
-        if left > 0 {
-            eprintln!("KNOWN DEFECT {name}: {left} B left cached after exit (issue 12)");
-        }
+        assert_eq!(left, 0, "{name}: left cached after exit");
         if name.starts_with("shim") {
             // Exact: the writer waits for its writeback a window ahead.
-            assert!(peak <= WINDOW + 2 * MIB, "{name}: dirty+writeback peak {peak} B");
+            assert!(
+                peak <= WINDOW + 2 * MIB,
+                "{name}: dirty+writeback peak {peak} B"
+            );
             continue;
         }
         for s in &samples {

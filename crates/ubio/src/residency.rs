@@ -117,7 +117,11 @@ pub fn count(fd: BorrowedFd<'_>, range: impl Into<FileRange>) -> io::Result<Coun
 
 /// `range` of the file behind `fd` counted with mincore() (through a
 /// read-only reopen if `fd` is write-only), for the reason `why`.
-pub(crate) fn count_mincore(fd: BorrowedFd<'_>, range: FileRange, why: Fallback) -> io::Result<Count> {
+pub(crate) fn count_mincore(
+    fd: BorrowedFd<'_>,
+    range: FileRange,
+    why: Fallback,
+) -> io::Result<Count> {
     let r = range.within(sys::fstat(fd)?.st_size as u64);
     let readable = readable_fd(fd)?;
     Ok(Count {
@@ -367,11 +371,30 @@ impl Residency {
 
     /// Record `range` as known and holding no page of others, without
     /// looking: for an observer that arrives after the stream (the engine of
-    /// `ubio run`) and has decided from elsewhere whose the pages are.
+    /// `ubio run`) and has decided from elsewhere whose the pages are. Also
+    /// where a snapshot already took them for others' (a write under way
+    /// while it looked): the decision replaces what it saw.
     pub fn mark_cold(&mut self, range: Range<u64>) {
         if !range.is_empty() {
+            self.precached.remove(range.clone());
             self.known.insert(range);
         }
+    }
+
+    /// The chunks of `range` holding pages taken for others' (cached
+    /// before the stream).
+    pub fn precached_chunks(&self, range: Range<u64>) -> Vec<Range<u64>> {
+        let mut out: Vec<Range<u64>> = Vec::new();
+        for r in self.precached.overlapping(&range) {
+            let mut at = align_down(r.start.max(range.start), CHUNK);
+            while at < r.end.min(range.end) {
+                if out.last().is_none_or(|l| l.start != at) {
+                    out.push(at..at + CHUNK);
+                }
+                at += CHUNK;
+            }
+        }
+        out
     }
 
     /// Make sure `[start, end)` (widened to chunks) has been snapshotted.
@@ -565,6 +588,29 @@ mod tests {
         let mut r = Residency::new(true, blindness(f.as_fd()));
         r.ensure_known(f.as_fd(), 0, 1);
         assert_eq!(r.droppable(0..8 * MIB), vec![0..CHUNK]);
+    }
+
+    /// A decision made after the snapshot (the engine's: these pages are
+    /// the writer's) replaces what the snapshot saw there.
+    #[test]
+    fn marking_cold_after_a_snapshot_makes_its_pages_droppable() {
+        let (_dir, f) = cold_file();
+        let mut buf = vec![0u8; MIB as usize];
+        f.read_exact_at(&mut buf, 0).unwrap();
+        f.read_exact_at(&mut buf, 2 * CHUNK + MIB).unwrap();
+        // No readahead tails.
+        sys::fadvise(f.as_fd(), MIB, 2 * CHUNK, sys::Advice::DontNeed).unwrap();
+        sys::fadvise(f.as_fd(), 3 * CHUNK, 0, sys::Advice::DontNeed).unwrap();
+        let mut r = Residency::new(true, blindness(f.as_fd()));
+        r.ensure_known(f.as_fd(), 0, 8 * MIB);
+        assert!(r.precached_pages() >= 2 * MIB / page_size());
+        assert_eq!(
+            r.precached_chunks(0..8 * MIB),
+            vec![0..CHUNK, 2 * CHUNK..3 * CHUNK]
+        );
+        r.mark_cold(2 * CHUNK..3 * CHUNK);
+        assert_eq!(r.precached_chunks(0..8 * MIB), vec![0..CHUNK]);
+        assert_eq!(r.droppable(CHUNK..8 * MIB), vec![CHUNK..8 * MIB]);
     }
 
     #[test]

@@ -240,6 +240,23 @@ impl Tracker {
         self.state().residency.mark_cold(range);
     }
 
+    /// Take as the stream's own the chunks of `range` that the residency
+    /// snapshot gave to others but that are dirty or under writeback now:
+    /// for an observer that arrives after a writer (the engine of `ubio
+    /// run`), whose snapshot may catch the writer's fresh pages, a write
+    /// under way included. Others' dirty pages in those chunks go with them
+    /// (written back first).
+    pub fn claim_dirty(&self, fd: BorrowedFd<'_>, range: Range<u64>) {
+        let real = self.real_file();
+        let fd = real.as_deref().map_or(fd, AsFd::as_fd);
+        let chunks = self.state().residency.precached_chunks(range);
+        for chunk in chunks {
+            if sys::cachestat(fd, chunk.clone()).is_ok_and(|c| c.nr_dirty + c.nr_writeback > 0) {
+                self.mark_cold(chunk);
+            }
+        }
+    }
+
     /// After the caller read `n` bytes at `off` itself (without the
     /// backend's flags: copy_file_range, another process): drop-behind, also
     /// where the backend's kernel flag would have dropped them.
@@ -742,4 +759,58 @@ fn droppable(residency: &Residency, ranges: Vec<Range<u64>>) -> Vec<Range<u64>> 
         .map(|r| r.start / CHUNK * CHUNK..r.end.div_ceil(CHUNK) * CHUNK)
         .flat_map(|r| residency.droppable(r))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::unix::fs::FileExt;
+
+    const MIB: u64 = 1 << 20;
+
+    /// An observer that snapshots while a writer is at work (the engine of
+    /// `ubio run` seeing a file for the first time) takes the writer's
+    /// fresh, dirty pages as its own, and keeps the clean pages others had
+    /// cached.
+    #[test]
+    fn claim_dirty_takes_fresh_writes_and_keeps_others_pages() {
+        let dir =
+            tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap();
+        let mut f = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(dir.path().join("f"))
+            .unwrap();
+        f.write_all(&vec![1u8; 8 * MIB as usize]).unwrap();
+        f.sync_all().unwrap();
+        sys::fadvise(f.as_fd(), 0, 0, Advice::DontNeed).unwrap();
+        // Someone else's clean pages in the first chunk; a write under way
+        // (dirty) in the third.
+        let mut buf = vec![0u8; MIB as usize];
+        f.read_exact_at(&mut buf, 0).unwrap();
+        f.write_all_at(&vec![2u8; MIB as usize], 2 * CHUNK).unwrap();
+        let cfg = TrackerConfig {
+            window: 16 * MIB,
+            read_lag: 0,
+            lookahead: CHUNK,
+            preserve_cached: true,
+        };
+        let t = Tracker::new(Caps::default(), cfg, residency::blindness(f.as_fd()));
+        t.snapshot(f.as_fd(), 0, 8 * MIB);
+        t.claim_dirty(f.as_fd(), 0..8 * MIB);
+        t.drop_all(f.as_fd());
+        let count = |r: Range<u64>| sys::cachestat(f.as_fd(), r).unwrap().nr_cache;
+        assert_eq!(
+            count(2 * CHUNK..3 * CHUNK),
+            0,
+            "the fresh write stayed cached"
+        );
+        assert!(
+            count(0..MIB) >= MIB / sys::page_size(),
+            "others' pages were dropped"
+        );
+    }
 }
