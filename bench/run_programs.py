@@ -8,7 +8,13 @@
     bench/run_programs.py summary --jsonl runs.jsonl
 
 Each round runs every (program, mode) pair once in a new random order; mode
-`plain` is `sh -c CMD`, mode `ubio` is `ubio run -- sh -c CMD`. Before each
+`plain` is `sh -c CMD`, mode `ubio` is `ubio run -- sh -c CMD`, and mode
+`backed` is `plain` right after anonymous memory of the size of the pages
+the run will cache (the input and as much for each output) was faulted in,
+in huge pages, and freed: on this VM with free page reporting a plain run
+otherwise pays a host fault for every page-cache page it takes, which bare
+metal never does, so `backed` is the baseline a bare-metal machine would see
+(as the benchmark harness's `+backed` modes; ubio-bench's backing.rs). Before each
 run the input and the outputs' pages are evicted (`ubio evict --sync`: the
 data files only, not the whole machine's cache). A writer's command ends with
 `sync OUTPUT` in both modes, so both pay for getting the data to the disk
@@ -17,13 +23,18 @@ data files only, not the whole machine's cache). A writer's command ends with
 Measured per run: wall time; user + sys CPU of the whole tree (wait4 on the
 top process: it and every descendant it reaped); for `ubio run`, ubio's own
 CPU (the engine: read from /proc/PID/stat while ubio is a zombie, before it
-is reaped, so its children are not in it); the peak of the data files'
-cached pages together (cachestat() every 10 ms from this process).
+is reaped, so its children are not in it); the whole machine's busy CPU
+(/proc/stat: all but idle and iowait), which also holds the kernel's
+flusher threads: in plain runs they write the dirty pages back, outside
+the tree, while under `ubio run` the engine starts that writeback itself;
+the peak of the data files' cached pages together (cachestat() every 10 ms
+from this process).
 """
 
 import argparse
 import ctypes
 import json
+import mmap
 import os
 import random
 import statistics
@@ -61,6 +72,7 @@ PROGRAMS = [
     ("pipeline cat | zstd", "cat in | zstd -q -1 -T1 > out.zst", ["out.zst"]),
 ]
 DATA = ["in", "in.zst"]
+MODES = ("plain", "backed", "ubio")
 
 
 class Cachestat(ctypes.Structure):
@@ -115,6 +127,29 @@ def proc_cpu(pid):
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
+def machine_busy_s():
+    """CPU seconds the whole machine spent busy (every field of /proc/stat's
+    cpu line but idle and iowait; guest time is inside user)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    user, nice, system, idle, iowait, irq, softirq, steal = v
+    return (user + nice + system + irq + softirq + steal) / TICK
+
+
+def prefault_and_release(nbytes):
+    """Fault in `nbytes` of anonymous memory, huge pages where the kernel
+    gives them, and free it (see the module doc: `backed`)."""
+    m = mmap.mmap(-1, nbytes)
+    try:
+        m.madvise(mmap.MADV_HUGEPAGE)
+    except (AttributeError, OSError):
+        pass  # without THP the pages are still faulted in, 4 KiB at a time
+    chunk = b"\1" * (64 * MiB)
+    for _ in range(nbytes // len(chunk)):
+        m.write(chunk)
+    m.close()
+
+
 def run_one(a, name, cmd, outputs, mode):
     files = [os.path.join(a.dir, f) for f in DATA + outputs]
     for o in outputs:
@@ -129,6 +164,8 @@ def run_one(a, name, cmd, outputs, mode):
     argv = ["sh", "-c", cmd]
     if mode == "ubio":
         argv = [a.ubio, "run", "--"] + argv
+    if mode == "backed":
+        prefault_and_release(os.path.getsize(os.path.join(a.dir, "in")) * (1 + len(outputs)))
     peak = 0
     stop = threading.Event()
 
@@ -139,6 +176,7 @@ def run_one(a, name, cmd, outputs, mode):
 
     t = threading.Thread(target=sample)
     t.start()
+    busy = machine_busy_s()
     start = time.monotonic()
     # Stdout into a pipe this process drains, not /dev/null: GNU grep stops
     # at the first match when its output is /dev/null.
@@ -148,6 +186,7 @@ def run_one(a, name, cmd, outputs, mode):
     # Wait without reaping: the zombie's own CPU is ubio's engine alone.
     os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)
     wall = time.monotonic() - start
+    busy = machine_busy_s() - busy
     own = proc_cpu(p.pid)
     _, status, ru = os.wait4(p.pid, 0)
     p.returncode = os.waitstatus_to_exitcode(status)
@@ -161,21 +200,22 @@ def run_one(a, name, cmd, outputs, mode):
     return {
         "program": name, "mode": mode, "wall_s": wall,
         "cpu_s": ru.ru_utime + ru.ru_stime, "user_s": ru.ru_utime, "sys_s": ru.ru_stime,
-        "engine_cpu_s": own if mode == "ubio" else None,
+        "engine_cpu_s": own if mode == "ubio" else None, "machine_cpu_s": busy,
         "peak_cache_mib": peak * PAGE / MiB, "left_mib": left * PAGE / MiB,
         "input_bytes": os.path.getsize(os.path.join(a.dir, "in")),
     }
 
 
 def round_(a):
-    pairs = [(p, m) for p in PROGRAMS for m in ("plain", "ubio")
+    pairs = [(p, m) for p in PROGRAMS for m in MODES
              if not a.only or a.only in p[0]]
     random.shuffle(pairs)
     with open(a.jsonl, "a") as out:
         for (name, cmd, outputs), mode in pairs:
             r = run_one(a, name, cmd, outputs, mode)
             r["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-            print(f"{name:<28} {mode:<5} {r['wall_s']:7.2f} s  cpu {r['cpu_s']:6.2f} s"
+            print(f"{name:<28} {mode:<6} {r['wall_s']:7.2f} s  cpu {r['cpu_s']:6.2f} s"
+                  f"  machine {r['machine_cpu_s']:6.2f} s"
                   f"  engine {r['engine_cpu_s'] or 0:5.2f} s  peak {r['peak_cache_mib']:7.1f} MiB"
                   f"  left {r['left_mib']:5.1f} MiB", flush=True)
             out.write(json.dumps(r) + "\n")
@@ -187,26 +227,46 @@ def med(xs):
 
 
 def summary(a):
+    """Per program: wall time and speed against plain and backed; the CPU of
+    the tree and of the whole machine; the engine's CPU per GB; peaks."""
     runs = [json.loads(line) for line in open(a.jsonl)]
     names = [p[0] for p in PROGRAMS if any(r["program"] == p[0] for r in runs)]
-    print(f"{'program':<28} {'n':>2}  {'wall plain s':<20} {'wall ubio s':<20} {'speed':>6}  "
-          f"{'CPU plain s':<20} {'CPU ubio s':<20} {'CPU +%':>6}  {'engine s/GB':>11}  "
-          f"{'peak plain MiB':>14} {'peak ubio MiB':>13}")
+    m = statistics.median
+    print(f"{'program':<28} {'n':>2}  {'wall plain s':<20} {'wall backed s':<20} "
+          f"{'wall ubio s':<20} {'vs plain':>8} {'vs backed':>9}  "
+          f"{'tree CPU +%':>11} {'machine CPU backed s':<20} {'machine CPU ubio s':<20} "
+          f"{'+%':>6}  {'engine s/GB':>11}  {'peak plain MiB':>14} {'peak ubio MiB':>13} {'left':>4}")
     for n in names:
-        pl = [r for r in runs if r["program"] == n and r["mode"] == "plain"]
-        ub = [r for r in runs if r["program"] == n and r["mode"] == "ubio"]
-        if not pl or not ub:
+        by = {md: [r for r in runs if r["program"] == n and r["mode"] == md] for md in MODES}
+        if not by["plain"] or not by["ubio"]:
             continue
-        wp, wu = [r["wall_s"] for r in pl], [r["wall_s"] for r in ub]
-        cp, cu = [r["cpu_s"] for r in pl], [r["cpu_s"] for r in ub]
+        wall = {md: [r["wall_s"] for r in rs] for md, rs in by.items()}
+        tree = {md: [r["cpu_s"] for r in rs] for md, rs in by.items()}
+        mach = {md: [r.get("machine_cpu_s") for r in rs if r.get("machine_cpu_s") is not None]
+                for md, rs in by.items()}
+        base = "backed" if wall["backed"] else "plain"
         # Engine CPU per GB of `in` (4 GiB for every program; copies move
         # as much again through their output).
-        eng = [r["engine_cpu_s"] / (r["input_bytes"] / 1e9) for r in ub]
-        speed = statistics.median(wp) / statistics.median(wu)
-        cpu = (statistics.median(cu) / statistics.median(cp) - 1) * 100
-        print(f"{n:<28} {len(ub):>2}  {med(wp):<20} {med(wu):<20} {speed:5.2f}x  "
-              f"{med(cp):<20} {med(cu):<20} {cpu:+5.1f}%  {statistics.median(eng):11.3f}  "
-              f"{max(r['peak_cache_mib'] for r in pl):14.0f} {max(r['peak_cache_mib'] for r in ub):13.0f}")
+        eng = [r["engine_cpu_s"] / (r["input_bytes"] / 1e9) for r in by["ubio"]]
+        vs = {md: (m(wall[md]) / m(wall["ubio"]) if wall[md] else float("nan"))
+              for md in ("plain", "backed")}
+        tree_pct = (m(tree["ubio"]) / m(tree[base]) - 1) * 100
+        mach_pct = ((m(mach["ubio"]) / m(mach[base]) - 1) * 100
+                    if mach["ubio"] and mach[base] else float("nan"))
+        dash = "-"
+        print(f"{n:<28} {len(by['ubio']):>2}  {med(wall['plain']):<20} "
+              f"{med(wall['backed']) if wall['backed'] else dash:<20} {med(wall['ubio']):<20} "
+              f"{vs['plain']:7.2f}x {vs['backed']:8.2f}x  {tree_pct:+10.1f}% "
+              f"{med(mach[base]) if mach[base] else dash:<20} "
+              f"{med(mach['ubio']) if mach['ubio'] else dash:<20} {mach_pct:+5.1f}%  "
+              f"{m(eng):11.3f}  {max(r['peak_cache_mib'] for r in by['plain']):14.0f} "
+              f"{max(r['peak_cache_mib'] for r in by['ubio']):13.0f} "
+              f"{max(r['left_mib'] for r in by['ubio']):4.0f}")
+    print("\nvs plain/backed: the plain (backed) run's median wall time over ubio run's (above 1: "
+          "ubio is faster); tree CPU +%: user+sys of the program's process tree under ubio run "
+          "(the engine included) against the backed baseline (plain where none ran); machine "
+          "CPU: the whole machine's busy time during the run, flusher threads included; +%: "
+          "ubio against the baseline; left: MiB of the data files cached after ubio run exited.")
 
 
 def main():
