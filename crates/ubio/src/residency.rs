@@ -540,31 +540,32 @@ pub(crate) fn mincore_trustworthy(fd: BorrowedFd<'_>) -> bool {
         || sys::access_fd(fd, libc::W_OK).is_ok()
 }
 
+/// A cold 8 MiB file on the working filesystem (not tmpfs: its pages could
+/// not be dropped to make it cold), for the tests of this module and the
+/// tracker's.
+#[cfg(test)]
+pub(crate) fn cold_file() -> (tempfile::TempDir, std::fs::File) {
+    use std::io::Write;
+    let dir = tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap();
+    let mut f = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(dir.path().join("f"))
+        .unwrap();
+    f.write_all(&vec![1u8; 8 << 20]).unwrap();
+    f.sync_all().unwrap();
+    sys::fadvise(f.as_fd(), 0, 0, sys::Advice::DontNeed).unwrap();
+    (dir, f)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
     use std::os::unix::fs::FileExt;
 
     const MIB: u64 = 1 << 20;
-
-    /// A cold 8 MiB file on the working filesystem (not tmpfs: its pages
-    /// could not be dropped to make it cold).
-    fn cold_file() -> (tempfile::TempDir, std::fs::File) {
-        let dir =
-            tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap();
-        let mut f = std::fs::File::options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(dir.path().join("f"))
-            .unwrap();
-        f.write_all(&vec![1u8; 8 * MIB as usize]).unwrap();
-        f.sync_all().unwrap();
-        sys::fadvise(f.as_fd(), 0, 0, sys::Advice::DontNeed).unwrap();
-        (dir, f)
-    }
 
     #[test]
     fn pages_cached_at_snapshot_time_are_never_droppable() {

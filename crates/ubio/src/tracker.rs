@@ -764,7 +764,6 @@ fn droppable(residency: &Residency, ranges: Vec<Range<u64>>) -> Vec<Range<u64>> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
     use std::os::unix::fs::FileExt;
 
     const MIB: u64 = 1 << 20;
@@ -775,18 +774,7 @@ mod tests {
     /// cached.
     #[test]
     fn claim_dirty_takes_fresh_writes_and_keeps_others_pages() {
-        let dir =
-            tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap();
-        let mut f = File::options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(dir.path().join("f"))
-            .unwrap();
-        f.write_all(&vec![1u8; 8 * MIB as usize]).unwrap();
-        f.sync_all().unwrap();
-        sys::fadvise(f.as_fd(), 0, 0, Advice::DontNeed).unwrap();
+        let (_dir, f) = residency::cold_file();
         // Someone else's clean pages in the first chunk; a write under way
         // (dirty) in the third.
         let mut buf = vec![0u8; MIB as usize];
