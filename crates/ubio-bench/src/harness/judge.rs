@@ -110,16 +110,9 @@ impl Metric {
     }
 }
 
-/// A mode's runs that did not fail.
-pub fn runs_ok(r: &Report, mode: BenchMode) -> impl Iterator<Item = &Run> {
-    r.runs
-        .iter()
-        .filter(move |run| run.mode == mode && run.error.is_none())
-}
-
 /// The median over a mode's good runs of `f` (NaN when none gives a value).
 pub fn median_over_runs(r: &Report, mode: BenchMode, f: impl Fn(&Run) -> Option<f64>) -> f64 {
-    let values: Vec<f64> = runs_ok(r, mode).filter_map(f).collect();
+    let values: Vec<f64> = ok_runs(r, mode).filter_map(f).collect();
     crate::stats::median(&values).unwrap_or(f64::NAN)
 }
 
@@ -509,7 +502,7 @@ pub fn kswapd(r: &Report, base: &ModeSummary, other: &ModeSummary, claim: &str) 
     let (b, o) = (pct(base.mode), pct(other.mode));
     // The seeds print kswapd per second: its busiest second beside the average.
     let peak = |m: BenchMode| {
-        runs_ok(r, m)
+        ok_runs(r, m)
             .flat_map(|run| &run.samples)
             .filter(|s| s.interval_secs >= 0.5)
             .map(super::export::table::kswapd_pct)
@@ -549,7 +542,7 @@ pub fn kswapd(r: &Report, base: &ModeSummary, other: &ModeSummary, claim: &str) 
 /// deviation, and of its median: how much the speed swings within a run.
 /// Err with the fewest samples a run had, when that is too few.
 fn swing_of(r: &Report, mode: BenchMode) -> Result<(f64, f64), usize> {
-    let per_second: Vec<_> = runs_ok(r, mode)
+    let per_second: Vec<_> = ok_runs(r, mode)
         .filter_map(|run| run.summary.per_second_mb_per_s)
         .collect();
     let fewest = per_second.iter().map(|s| s.n).min().unwrap_or(0);
