@@ -27,7 +27,7 @@
 //! regression. Modes in only one report are listed, not judged.
 
 use super::export::json::leaves;
-pub use super::judge::Metric;
+use super::judge::Metric;
 use super::mode::BenchMode;
 use super::schema::{Report, Run};
 use super::summary::{modes_in_order, ok_runs};

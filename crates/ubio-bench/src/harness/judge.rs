@@ -105,7 +105,7 @@ impl Metric {
     }
 
     /// [`Metric::of_mode`], NaN where there is none (figures print it "-").
-    fn of(self, m: &ModeSummary) -> f64 {
+    pub fn of(self, m: &ModeSummary) -> f64 {
         self.of_mode(m).unwrap_or(f64::NAN)
     }
 }

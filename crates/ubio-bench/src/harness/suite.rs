@@ -430,12 +430,13 @@ fn seed_003(s: &Scale) -> Experiment {
             let Some([buf, od]) = modes(r, [BenchMode::Buffered, BenchMode::Odirect]) else {
                 return missing(r, &[BenchMode::Buffered, BenchMode::Odirect]);
             };
+            let speed = |m: &ModeSummary| Metric::Throughput.of(m);
             let direct_figure = |other: &ModeSummary, what: String, claim: &str| {
                 Figure::plain(
                     what,
                     claim,
-                    format!("{} vs {} MB/s ({}x)", num(med(other)), num(med(buf)), ratio(med(other), med(buf))),
-                    med(other) > med(buf) * 1.2,
+                    format!("{} vs {} MB/s ({}x)", num(speed(other)), num(speed(buf)), ratio(speed(other), speed(buf))),
+                    speed(other) > speed(buf) * 1.2,
                 )
             };
             let mut figures = vec![direct_figure(
@@ -542,10 +543,6 @@ fn with_swing(
         Err(why) => notes.push(why),
     }
     Verdict::from_figures(figures, notes)
-}
-
-fn med(m: &ModeSummary) -> f64 {
-    Metric::Throughput.of_mode(m).unwrap_or(f64::NAN)
 }
 
 /// Median over a mode's runs of the speed the program sees while it writes:
