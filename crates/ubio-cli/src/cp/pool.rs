@@ -151,12 +151,18 @@ struct Worker<'a> {
 }
 
 impl Worker<'_> {
+    /// Half a window: the largest file whose close is deferred, and the
+    /// most bytes of deferred files a worker keeps.
+    fn deferred_bytes(&self) -> u64 {
+        self.opts.window / 2
+    }
+
     fn copy(&mut self, seq: usize, step: Step, progress: &mut Progress) {
         match file::copy_file_then(&step.src, &step.dst, self.opts, progress, true) {
-            Ok(p) if p.bytes() < self.opts.window / 2 => {
+            Ok(p) if p.bytes() < self.deferred_bytes() => {
                 self.pending_bytes += p.bytes();
                 self.pending.push_back((seq, step, p));
-                while self.pending.len() > MAX_PENDING || self.pending_bytes > self.opts.window / 2
+                while self.pending.len() > MAX_PENDING || self.pending_bytes > self.deferred_bytes()
                 {
                     self.close_oldest();
                 }
