@@ -293,7 +293,15 @@ fn read_tools_and_backed_twins_read() {
     assert_eq!(env["free_page_reporting"].is_object(), sysfs, "{env}");
     for run in r["runs"].as_array().unwrap() {
         let s = &run["summary"];
-        assert!(s["cpu_sys_secs_per_gb"].as_f64().unwrap() > 0.0, "{run}");
+        // The kernel splits a task's exact run time into user and system by
+        // its tick samples: a 16 MiB read of ~15 ms may show all of it as user
+        // time (seen in CI: sys 0.0). So the split is checked as recorded and
+        // consistent, and the total as measured.
+        let (sys, total) = (
+            s["cpu_sys_secs_per_gb"].as_f64().unwrap(),
+            s["cpu_secs_per_gb"].as_f64().unwrap(),
+        );
+        assert!(total > 0.0 && (0.0..=total).contains(&sys), "{run}");
         assert_eq!(s["reported_to_host_bytes"].is_u64(), sysfs, "{s}");
         let backed = run["mode"].as_str().unwrap().ends_with("+backed");
         assert_eq!(run["prefaulted_bytes"].is_u64(), backed, "{}", run["mode"]);
