@@ -38,6 +38,8 @@ finish() {
 arg() { tr ' ' '\n' < /proc/cmdline | sed -n "s/^ubio\.$1=//p"; }
 FILESYSTEMS=$(arg fs | tr , ' ')
 STREAM_MB=$(arg stream_mb)
+ONLY=$(arg only)     # binary::test: that test alone (run.sh's UBIO_GUEST_ONLY)
+REPEAT=$(arg repeat) # times each test runs (UBIO_GUEST_REPEAT)
 MODE=$(arg mode)
 
 say "GUEST-KERNEL $(uname -r) $(uname -m), $(grep -c ^processor /proc/cpuinfo) CPUs, $(awk '/MemTotal/ {print int($2/1024)}' /proc/meminfo) MiB"
@@ -128,8 +130,11 @@ for fs in $FILESYSTEMS; do
 
     for t in /tests/*; do
         bin=${t##*/}
+        [ -n "$ONLY" ] && [ "$bin" != "${ONLY%%::*}" ] && continue
         "$t" --list --format terse 2> /dev/console | sed -n 's/: test$//p' > /tmp/list
+        if [ -n "$ONLY" ]; then grep -x "${ONLY#*::}" /tmp/list > /tmp/list.only; mv /tmp/list.only /tmp/list; fi
         [ -s /tmp/list ] || say "GUEST-TEST $fs $bin::list: FAILED (no tests listed)"
+        for _ in $(seq "${REPEAT:-1}"); do cat /tmp/list; done > /tmp/list.all
         while read -r name; do
             start=$(date +%s)
             say "== $fs $bin::$name"
@@ -149,7 +154,7 @@ for fs in $FILESYSTEMS; do
             else
                 say "GUEST-TEST $fs $bin::$name: FAILED (exit $rc) (${secs}s)"
             fi
-        done < /tmp/list
+        done < /tmp/list.all
     done
     rm -rf /mnt/test /mnt/tmp
     umount_fs "$fs" || say "GUEST-FS $fs: FAILED umount"

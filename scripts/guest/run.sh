@@ -48,7 +48,11 @@
 # bound), UBIO_GUEST_TIMEOUT (seconds for the guests, default 3600: a run
 # takes 33 minutes on this 2-core VM while five other builds run),
 # UBIO_GUEST_ACCEL (kvm or tcg, to skip the check), UBIO_GUEST_KEEP_LOG (a
-# directory to copy the console logs to).
+# directory to copy the console logs to), UBIO_GUEST_FAILED_LOGS (where the
+# console log of a kernel with a failed cell is always kept, default
+# target/guest-failures; each failed cell's own output is also printed),
+# UBIO_GUEST_ONLY (one test, `binary::name`, instead of all) and
+# UBIO_GUEST_REPEAT (run each test that many times: hunting a flake).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -60,6 +64,10 @@ STREAM_MB=${UBIO_GUEST_STREAM_MB:-128}
 TIMEOUT=${UBIO_GUEST_TIMEOUT:-3600}
 CACHE=${UBIO_GUEST_CACHE:-$HOME/.cache/ubio-guest}
 TESTS="contract_cache contract_io contract_faults"
+ONLY=${UBIO_GUEST_ONLY:-}
+REPEAT=${UBIO_GUEST_REPEAT:-1}
+[ -n "$ONLY" ] && TESTS=${ONLY%%::*}
+FAILED_LOGS=${UBIO_GUEST_FAILED_LOGS:-$root/target/guest-failures}
 # Kernels whose guest also tests an NFS client mount (a kernel NFS server
 # in the guest exports an ext4 over loopback): the host kernel has neither.
 NFS_KERNELS=${UBIO_GUEST_NFS-6.12}
@@ -425,7 +433,7 @@ pids=()
 declare -A kpid
 for k in $KERNELS; do
     echo "== guest: booting ${kpkg[$k]} ${kver[$k]} with $accel (-smp 2, 3 GiB), filesystems: $(fs_of "$k"), streams of $STREAM_MB MiB"
-    qemu_start "$accel" "$k" "$work/console-$k.log" "ubio.fs=$(fs_of "$k" | tr ' ' ,) ubio.stream_mb=$STREAM_MB"
+    qemu_start "$accel" "$k" "$work/console-$k.log" "ubio.fs=$(fs_of "$k" | tr ' ' ,) ubio.stream_mb=$STREAM_MB ubio.repeat=$REPEAT${ONLY:+ ubio.only=$ONLY}"
     pids+=("$qemu_pid")
     kpid[$k]=$qemu_pid
 done
@@ -435,6 +443,27 @@ if [ -n "${UBIO_GUEST_KEEP_LOG:-}" ]; then
     for k in $KERNELS; do cp "$work/console-$k.log" "$UBIO_GUEST_KEEP_LOG/console-$k.log"; done
 fi
 phase guests
+
+# A failed kernel's console log is kept (the work directory is not), and
+# each failed cell's own output is printed: a flake seen once in CI must
+# leave what it printed.
+keep_failed_log() { # series log
+    local k=$1 log=$2 kept cell
+    mkdir -p "$FAILED_LOGS"
+    kept="$FAILED_LOGS/console-$k-$(date +%Y%m%d-%H%M%S).log"
+    cp "$log" "$kept"
+    echo "guest: Linux $k failed; console log kept in $kept"
+    grep -E '^GUEST-TEST [^ ]+ [^ ]+: FAILED' "$log" | awk '{sub(/:$/, "", $3); print $2, $3}' | sort -u |
+        while read -r fs cell; do
+        echo "guest: output of the failed cell $k $fs $cell:"
+        # The lines between the cell's "== fs bin::name" header and its verdict.
+        awk -v h="== $fs $cell" -v v="GUEST-TEST $fs $cell: FAILED" \
+            '$0 == h {on = 1; buf = ""; next} on && index($0, v) == 1 {printf "%s", buf; on = 0; next} on {buf = buf $0 "\n"}' \
+            "$log" | tail -80 | sed 's/^/  | /'
+    done
+    echo "guest: its console log's last lines:"
+    tail -40 "$log" | sed 's/^/  | /'
+}
 
 # 6. Results: one line per kernel and filesystem.
 failures=0
@@ -503,8 +532,7 @@ for k in $KERNELS; do
     fi
     if [ "$kfail" -ne 0 ]; then
         failures=$((failures + 1))
-        echo "guest: Linux $k failed; its console log's last lines:"
-        tail -40 "$log" | sed 's/^/  | /'
+        keep_failed_log "$k" "$log"
     fi
 done
 echo "timings: ${timings[*]}; total $((SECONDS - started))s"
