@@ -19,6 +19,8 @@
 //! [`Failure`] with the seed, the operation number, the tail of the
 //! operation log and the differing bytes.
 
+pub mod logwrites;
+
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -29,10 +31,10 @@ use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-pub use ubio_testenv::rng::mix;
-use ubio_testenv::rng::{SplitMix64, GOLDEN_GAMMA};
 use ubio::sys;
 use ubio::BackendKind;
+pub use ubio_testenv::rng::mix;
+use ubio_testenv::rng::{SplitMix64, GOLDEN_GAMMA};
 
 const PAGE: u64 = 4096;
 /// ubio's residency granularity (ubio::residency::CHUNK).

@@ -1,8 +1,8 @@
 //! What the exerciser's test files share: scratch filesystems.
 
 use std::path::PathBuf;
-use ubio_testenv::scratchfs::{FsKind, ScratchFs, ScratchOpts};
 pub use ubio_testenv::profile_dir;
+use ubio_testenv::scratchfs::{FsKind, ScratchFs, ScratchOpts};
 
 pub const MIB: u64 = 1 << 20;
 
