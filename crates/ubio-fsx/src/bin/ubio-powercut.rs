@@ -12,7 +12,8 @@
 //! (zeroes where neither had them are counted apart, as a state). The
 //! states found (per file: absent, a prefix, complete, old and new mixed,
 //! with zeroes...) of every backend are then compared with the buffered
-//! backend's on the same workload: none may be new.
+//! backend's on the same workload: no anomaly (zeroes, foreign bytes, a
+//! file longer than its contents) the buffered backend did not show.
 //!
 //! Linux with device-mapper (dm-log-writes), root, losetup, dmsetup, mkfs
 //! and the checker of the filesystem: the QEMU guest of
@@ -621,12 +622,28 @@ fn main() -> ExitCode {
             }
         }
     }
+    // Wider: an anomaly (zeroes, foreign bytes, a file longer than its
+    // contents) in a state the buffered backend never showed. A shorter
+    // prefix of the new data is not one: it is what the direct backend's
+    // writes, which reach the disk without delayed allocation, leave.
+    let anomalies = |set: &BTreeSet<String>| -> BTreeSet<String> {
+        set.iter()
+            .flat_map(|s| s.split(", "))
+            .filter(|s| {
+                ["zeroes", "foreign", "longer"]
+                    .iter()
+                    .any(|a| s.contains(a))
+            })
+            .map(str::to_string)
+            .collect()
+    };
     for (name, by) in &states {
         let Some(reference) = by.get("buffered") else {
             continue;
         };
+        let reference = anomalies(reference);
         for (backend, s) in by {
-            let wider: Vec<_> = s.difference(reference).collect();
+            let wider: Vec<_> = anomalies(s).difference(&reference).cloned().collect();
             if !wider.is_empty() {
                 failed = true;
                 println!(
