@@ -337,3 +337,56 @@ fn processes_under_the_shim_on_btrfs() {
 fn processes_under_the_shim_on_tmpfs() {
     processes_on("tmpfs");
 }
+
+/// The direct backend appending unaligned pieces (all bytes 7) while
+/// another thread watches the end of the file: its last byte is never a
+/// zero, as it was when the last block went out whole through O_DIRECT and
+/// was trimmed back after (a process killed or a power cut in between kept
+/// the file longer than anything written, with zeroes at its end).
+#[test]
+fn a_direct_append_never_shows_zeroes_past_its_data() {
+    let fs = scratch("ext4");
+    let path = fs.mount_point().join("appended");
+    let f = ubio::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .backend(BackendKind::Direct)
+        .open(&path)
+        .unwrap();
+    let watcher = std::fs::File::open(&path).unwrap();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let piece = vec![7u8; 3 * 4096 + 123];
+    let (looks, zeroes) = std::thread::scope(|s| {
+        let w = s.spawn(|| {
+            let (mut looks, mut zeroes) = (0u64, Vec::new());
+            let mut last = [0u8; 1];
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                let size = watcher.metadata().unwrap().len();
+                if size > 0 && watcher.read_at(&mut last, size - 1).unwrap() == 1 && last[0] == 0 {
+                    zeroes.push(size);
+                }
+                looks += 1;
+            }
+            (looks, zeroes)
+        });
+        let mut at = 0;
+        for _ in 0..2000 {
+            f.write_all_at(&piece, at).unwrap();
+            at += piece.len() as u64;
+        }
+        done.store(true, std::sync::atomic::Ordering::Release);
+        w.join().unwrap()
+    });
+    f.close().unwrap();
+    assert!(
+        zeroes.is_empty(),
+        "{} of {looks} looks found a zero as the last byte, at sizes {:?}...",
+        zeroes.len(),
+        &zeroes[..zeroes.len().min(10)]
+    );
+    let got = std::fs::read(&path).unwrap();
+    assert_eq!(got.len(), 2000 * piece.len());
+    assert!(got.iter().all(|&b| b == 7), "the appended data");
+    eprintln!("direct append: {looks} looks at the end of the file, never a zero");
+}
