@@ -235,21 +235,10 @@ pub fn copy(
     };
     let bytes = piped.end;
     // The destination ends where the reading ended (a trailing hole counts).
-    // Truncated only where its size is not that already: on ext4 a truncate
-    // to the current size also writes that size to disk before the data is
-    // written back, and a power cut then leaves the copy full length with
-    // zeroes at its end (found by ubio-powercut).
     progress(bytes - piped.written_end);
-    let size = dst
-        .get_ref()
-        .metadata()
-        .map_err(|e| fail(context(e, "stat", dst.path()), piped.written_end))?
-        .len();
-    if size != bytes {
-        dst.get_ref()
-            .set_len(bytes)
-            .map_err(|e| fail(context(e, "truncate", dst.path()), piped.written_end))?;
-    }
+    dst.get_ref()
+        .set_len(bytes)
+        .map_err(|e| fail(context(e, "truncate", dst.path()), piped.written_end))?;
     let after = src
         .get_ref()
         .metadata()
