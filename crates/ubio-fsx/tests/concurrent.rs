@@ -18,7 +18,7 @@
 
 mod common;
 
-use common::{profile_dir, scratch, MIB};
+use common::{compile_c, scratch, ubio_bin, MIB};
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -232,40 +232,10 @@ fn threads_share_one_file_on_tmpfs() {
     threads_on("tmpfs");
 }
 
-fn ubio_bin() -> PathBuf {
-    let p = profile_dir().join("ubio");
-    assert!(
-        p.is_file() && profile_dir().join("libubio_preload.so").is_file(),
-        "{} or libubio_preload.so missing: build the workspace first (cargo build --release)",
-        p.display()
-    );
-    p
-}
-
-/// c/share.c compiled once per test run, warnings as errors.
+/// c/share.c compiled once per test run.
 fn share_c() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let dir = profile_dir().join("fsx-c");
-        std::fs::create_dir_all(&dir).unwrap();
-        let bin = dir.join("share");
-        let building = dir.join(format!("share.{}", std::process::id()));
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("c/share.c");
-        let out = Command::new("cc")
-            .args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
-            .arg(&building)
-            .arg(&src)
-            .output()
-            .expect("cc (gcc comes from scripts/install-deps.sh)");
-        assert!(
-            out.status.success(),
-            "cc {}: {}",
-            src.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        std::fs::rename(&building, &bin).unwrap();
-        bin
-    })
+    BIN.get_or_init(|| compile_c("share"))
 }
 
 fn processes_on(fs_name: &str) {

@@ -103,21 +103,7 @@ impl Direct {
     }
 
     fn write_block(&self, buf: &[u8], off: u64) -> io::Result<()> {
-        let mut done = 0;
-        while done < buf.len() {
-            match sys::pwritev2(
-                self.dfd.as_fd(),
-                &[IoSlice::new(&buf[done..])],
-                Some(off + done as u64),
-                RwFlags::NONE,
-            ) {
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-                Ok(0) => return Err(io::Error::from_raw_os_error(libc::ENOSPC)),
-                Ok(n) => done += n,
-            }
-        }
-        Ok(())
+        write_all_at(self.dfd.as_fd(), buf, off, &mut 0)
     }
 
     fn aligned(&self, ptr: *const u8, off: u64, len: usize) -> bool {
@@ -125,6 +111,29 @@ impl Direct {
             && (len as u64).is_multiple_of(self.align)
             && (ptr as usize).is_multiple_of(self.mem_align)
     }
+}
+
+/// Write all of `buf` at `off`, adding to `done` as it goes (a short
+/// write is retried; 0 bytes written is ENOSPC).
+fn write_all_at(fd: BorrowedFd<'_>, buf: &[u8], off: u64, done: &mut usize) -> io::Result<()> {
+    let mut at = 0;
+    while at < buf.len() {
+        match sys::pwritev2(
+            fd,
+            &[IoSlice::new(&buf[at..])],
+            Some(off + at as u64),
+            RwFlags::NONE,
+        ) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+            Ok(0) => return Err(io::Error::from_raw_os_error(libc::ENOSPC)),
+            Ok(n) => {
+                at += n;
+                *done += n;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Copy `src` into the scatter list `bufs`, starting `pos` bytes in.
@@ -314,23 +323,7 @@ impl Direct {
             if end < whole_end {
                 let mut tail = vec![0u8; (whole_end - end) as usize];
                 gather(bufs, (end - off) as usize, &mut tail);
-                let mut done = 0;
-                while done < tail.len() {
-                    match sys::pwritev2(
-                        fd,
-                        &[IoSlice::new(&tail[done..])],
-                        Some(end + done as u64),
-                        RwFlags::NONE,
-                    ) {
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                        Err(e) => return Err(e),
-                        Ok(0) => return Err(io::Error::from_raw_os_error(libc::ENOSPC)),
-                        Ok(n) => {
-                            done += n;
-                            written += n;
-                        }
-                    }
-                }
+                write_all_at(fd, &tail, end, &mut written)?;
             }
             Ok(len)
         })();
