@@ -185,10 +185,21 @@ impl Backend for Direct {
         if len == 0 {
             return Ok(0);
         }
-        if bufs.len() == 1 && self.aligned(bufs[0].as_ptr(), off, len) {
+        // Never past the block that holds the end of the file: there xfs may
+        // keep a delayed-allocation preallocation (left by a buffered write
+        // that extended the file), and an O_DIRECT read that meets one fails
+        // with EIO ("Direct I/O collision with buffered writes").
+        let size = sys::fstat(self.dfd.as_fd())?.st_size as u64;
+        if off >= size {
+            return Ok(0);
+        }
+        if bufs.len() == 1
+            && self.aligned(bufs[0].as_ptr(), off, len)
+            && off + len as u64 <= self.up(size)
+        {
             return sys::preadv2(self.dfd.as_fd(), bufs, Some(off), RwFlags::NONE);
         }
-        let end = off + len as u64;
+        let end = (off + len as u64).min(size);
         let mut buf = self.take_buf();
         let mut copied = 0usize;
         let mut chunk = self.down(off);
