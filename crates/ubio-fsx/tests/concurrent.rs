@@ -13,7 +13,7 @@
 //!   under `ubio run --backend B`, each writing, reading back and checking
 //!   its own regions, neighbours' regions sharing pages).
 //!
-//! `UBIO_CONCURRENT_OPS` operations per thread (default 1,000; the
+//! `UBIO_CONCURRENT_OPS` operations per thread (default 400; the
 //! integrity script runs more), `UBIO_CONCURRENT_SEED` the seed.
 
 mod common;
@@ -34,7 +34,7 @@ fn ops() -> u64 {
     std::env::var("UBIO_CONCURRENT_OPS")
         .ok()
         .map(|v| v.parse().expect("UBIO_CONCURRENT_OPS: a number"))
-        .unwrap_or(1000)
+        .unwrap_or(400)
 }
 
 fn seed() -> u64 {
