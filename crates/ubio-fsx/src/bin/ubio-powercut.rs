@@ -30,9 +30,10 @@ use std::io::Write;
 use std::ops::Range;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode};
 use std::time::Instant;
 use ubio::BackendKind;
+use ubio_fsx::guest::{check_fs, fs_bytes, mkfs, mount, pattern, sh};
 use ubio_fsx::logwrites::{self, Log};
 use ubio_testenv::rng::SplitMix64;
 
@@ -93,88 +94,15 @@ struct Workload {
     commits: Vec<Acked>,
 }
 
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut r = SplitMix64::new(seed);
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        out.extend_from_slice(&r.next_u64().to_le_bytes());
-    }
-    out.truncate(len);
-    // No zero bytes: a zero read back is then never the data's own.
-    for b in &mut out {
-        *b |= 1;
-    }
-    out
-}
-
-fn run(cmd: &mut Command) -> Result<String> {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("{cmd:?}"))?;
-    if !out.status.success() {
-        bail!(
-            "{cmd:?}: {}: {}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-fn sh(cmd: &str, args: &[&str]) -> Result<String> {
-    run(Command::new(cmd).args(args))
-}
-
 fn mark(name: &str) -> Result<()> {
-    sh("dmsetup", &["message", DEV, "0", "mark", name]).map(drop)
+    sh("dmsetup", &["message", DEV, "0", "mark", name])?;
+    Ok(())
 }
 
 fn losetup(file: &Path) -> Result<String> {
-    sh("losetup", &["-f", "--show", &file.to_string_lossy()])
+    Ok(sh("losetup", &["-f", "--show", &file.to_string_lossy()])?)
 }
 
-fn fs_bytes(fs: &str) -> u64 {
-    // mkfs.xfs wants 300 MiB at least.
-    if fs == "xfs" {
-        320 << 20
-    } else {
-        256 << 20
-    }
-}
-
-fn mkfs(fs: &str, dev: &str) -> Result<()> {
-    match fs {
-        "ext4" => sh("mkfs.ext4", &["-q", "-F", "-b", "4096", dev]),
-        "xfs" => sh("mkfs.xfs", &["-q", "-f", dev]),
-        "btrfs" => sh("mkfs.btrfs", &["-q", "-f", dev]),
-        "f2fs" => sh("mkfs.f2fs", &["-q", "-f", dev]),
-        _ => bail!("unknown filesystem {fs}"),
-    }
-    .map(drop)
-}
-
-fn mount(fs: &str, dev: &str, dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir)?;
-    sh("mount", &["-t", fs, dev, &dir.to_string_lossy()]).map(drop)
-}
-
-/// The filesystem's own checker, read-only; Err with its output if it
-/// finds anything.
-fn check_fs(fs: &str, dev: &str) -> Result<()> {
-    match fs {
-        "ext4" => sh("e2fsck", &["-fn", dev]),
-        "xfs" => sh("xfs_repair", &["-n", dev]),
-        "btrfs" => sh("btrfs", &["check", "--readonly", dev]),
-        "f2fs" => sh("fsck.f2fs", &["-f", "--dry-run", dev]),
-        _ => bail!("unknown filesystem {fs}"),
-    }
-    .map(drop)
-}
-
-/// Set up the workload's old files on `mnt` (made durable before the
-/// "setup" mark), run it with `backend`, marking each commit; returns its
 /// model, or None when the backend cannot run there (said why).
 fn workload(a: &Args, name: &str, backend: BackendKind, mnt: &Path) -> Result<Option<Workload>> {
     let len = (a.mib << 20) as usize;
