@@ -171,7 +171,8 @@ if [ -n "$PC_FS$DF_FS" ]; then
         for fs in $PC_FS; do
             start=$(date +%s)
             /usr/bin/ubio-powercut --fs "$fs" --backends "$(arg pc_backends)" --workloads "$(arg pc_workloads)" \
-                --mib "$(arg pc_mib)" --work /work --keep /work/kept --ubio /usr/bin/ubio > /dev/console 2>&1 ||
+                --mib "$(arg pc_mib)" --work /work --keep /work/kept --ubio /usr/bin/ubio --cp /opt/gnu/bin/cp \
+                > /dev/console 2>&1 ||
                 say "GUEST-POWERCUT: FAILED on $fs (exit $?, $(($(date +%s) - start))s)"
         done
         if [ -d /work/kept ] && [ -b /dev/vdb ]; then

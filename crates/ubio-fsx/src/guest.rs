@@ -2,11 +2,17 @@
 //! the QEMU guest of scripts/guest/run.sh, as root, with device-mapper):
 //! the system's tools (losetup, dmsetup, mkfs, mount, the checkers) run as
 //! commands whose failure is an error with their output, loop and
-//! device-mapper devices removed when dropped, and the data pattern.
+//! device-mapper devices removed when dropped, the data pattern, and the
+//! extents of a file.
 
+use std::fs::File;
 use std::io::{self, Write};
+use std::ops::Range;
+use std::os::fd::AsFd;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use ubio::sys::{self, FIEMAP_EXTENT_DELALLOC, FIEMAP_EXTENT_UNWRITTEN};
 use ubio_testenv::rng::SplitMix64;
 
 /// Run `cmd`; its standard output (trimmed), or an error with its status
@@ -49,7 +55,8 @@ pub fn sh(cmd: &str, args: &[&str]) -> io::Result<String> {
 }
 
 /// `len` bytes of seeded data with no even byte: a zero (a hole, an
-/// unwritten extent) read back is then never the data's own.
+/// unwritten extent) or [`STALE`] (a block the filesystem never wrote) read
+/// back is then never the data's own.
 pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
     let mut r = SplitMix64::new(seed);
     let mut out = Vec::with_capacity(len + 8);
@@ -63,6 +70,26 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
     out
 }
 
+/// What every block of a device holds before mkfs (see [`stale_image`]):
+/// even, so never a byte of [`pattern`], and not zero, so a file that shows
+/// it shows a block that nothing wrote since (stale data on a real disk).
+pub const STALE: u8 = 0xA4;
+
+/// Make `path` a file of `len` bytes of [`STALE`]: the disk's old contents,
+/// which a filesystem must never show in a file. Filesystems are then made
+/// with mkfs's discard off ([`mkfs`]), so that they stay.
+pub fn stale_image(path: &Path, len: u64) -> io::Result<()> {
+    let f = File::create(path)?;
+    let block = vec![STALE; 4 << 20];
+    let mut at = 0;
+    while at < len {
+        let n = (block.len() as u64).min(len - at) as usize;
+        f.write_all_at(&block[..n], at)?;
+        at += n as u64;
+    }
+    f.sync_all()
+}
+
 /// The size a test filesystem gets (mkfs.xfs wants 300 MiB at least).
 pub fn fs_bytes(fs: &str) -> u64 {
     if fs == "xfs" {
@@ -72,12 +99,17 @@ pub fn fs_bytes(fs: &str) -> u64 {
     }
 }
 
+/// mkfs, without discarding the device first (a discard would zero the
+/// [`STALE`] blocks of the device's old contents).
 pub fn mkfs(fs: &str, dev: &str) -> io::Result<()> {
     match fs {
-        "ext4" => sh("mkfs.ext4", &["-q", "-F", "-b", "4096", dev]),
-        "xfs" => sh("mkfs.xfs", &["-q", "-f", dev]),
-        "btrfs" => sh("mkfs.btrfs", &["-q", "-f", dev]),
-        "f2fs" => sh("mkfs.f2fs", &["-q", "-f", dev]),
+        "ext4" => sh(
+            "mkfs.ext4",
+            &["-q", "-F", "-b", "4096", "-E", "nodiscard", dev],
+        ),
+        "xfs" => sh("mkfs.xfs", &["-q", "-f", "-K", dev]),
+        "btrfs" => sh("mkfs.btrfs", &["-q", "-f", "-K", dev]),
+        "f2fs" => sh("mkfs.f2fs", &["-q", "-f", "-t", "0", dev]),
         _ => Err(io::Error::other(format!("unknown filesystem {fs}"))),
     }
     .map(drop)
@@ -155,14 +187,75 @@ impl Drop for Dm {
     }
 }
 
+/// What holds the bytes of a file that read back as zeroes, by its extents:
+/// nothing (a hole: the size was written before any block), an unwritten
+/// extent (allocated, the data's I/O not yet done or not yet recorded as
+/// done), or a written one.
+pub fn zero_kinds(path: &Path, zeroes: &[Range<u64>]) -> io::Result<Vec<&'static str>> {
+    let f = File::open(path)?;
+    let ext = sys::fiemap(f.as_fd(), false)
+        .map_err(|e| io::Error::new(e.kind(), format!("FIEMAP {}: {e}", path.display())))?;
+    let mut kinds = Vec::new();
+    for z in zeroes {
+        let mut at = z.start;
+        while at < z.end {
+            let (kind, end) = match ext
+                .iter()
+                .find(|e| e.logical + e.length > at && e.logical < z.end)
+            {
+                Some(e) if e.logical <= at => {
+                    let kind = if e.flags & FIEMAP_EXTENT_UNWRITTEN != 0 {
+                        "unwritten"
+                    } else if e.flags & FIEMAP_EXTENT_DELALLOC != 0 {
+                        "delalloc"
+                    } else {
+                        "written"
+                    };
+                    (kind, (e.logical + e.length).min(z.end))
+                }
+                Some(e) => ("hole", e.logical),
+                None => ("hole", z.end),
+            };
+            if !kinds.contains(&kind) {
+                kinds.push(kind);
+            }
+            at = end;
+        }
+    }
+    kinds.sort();
+    Ok(kinds)
+}
+
+/// Runs of bytes equal to `b` in `data`, as ranges.
+pub fn runs_of(data: &[u8], b: u8) -> Vec<Range<u64>> {
+    let mut out: Vec<Range<u64>> = Vec::new();
+    for (i, &x) in data.iter().enumerate() {
+        if x != b {
+            continue;
+        }
+        let i = i as u64;
+        match out.last_mut() {
+            Some(r) if r.end == i => r.end = i + 1,
+            _ => out.push(i..i + 1),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn pattern_never_holds_zero() {
+    fn pattern_never_holds_zero_or_stale() {
         let p = pattern(3, 1 << 16);
-        assert!(p.iter().all(|&b| b != 0));
+        assert!(p.iter().all(|&b| b != 0 && b != STALE));
         assert_eq!(p, pattern(3, 1 << 16));
+    }
+
+    #[test]
+    fn runs_are_found() {
+        assert_eq!(runs_of(&[0, 0, 1, 0, 1, 1, 0], 0), vec![0..2, 3..4, 6..7]);
+        assert!(runs_of(&[1, 2], 0).is_empty());
     }
 }
