@@ -944,7 +944,9 @@ fn long_kernel_copies_on_ext4_and_xfs() {
             mkfs_args: mkfs_args.iter().map(|a| a.to_string()).collect(),
             ..ScratchOpts::default()
         };
-        let fs = ScratchFs::create(kind, 640 * MIB, &opts).unwrap();
+        // Room for the input, the output and a deleted output whose blocks
+        // ext4 frees only at its next journal commit.
+        let fs = ScratchFs::create(kind, 1024 * MIB, &opts).unwrap();
         let input = fs.mount_point().join("in");
         let out = fs.mount_point().join("out");
         write_input(&input);
