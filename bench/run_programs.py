@@ -4,7 +4,7 @@
     bench/run-programs.sh [SIZE_GIB] [ROUNDS]      # prepares, runs, summarizes
 
     bench/run_programs.py prepare --dir D --size-gib N --ubio PATH
-    bench/run_programs.py round   --dir D --ubio PATH --jsonl runs.jsonl [--only TEXT]
+    bench/run_programs.py round   --dir D --ubio PATH --jsonl runs.jsonl [--only TEXT] [--modes M,...]
     bench/run_programs.py summary --jsonl runs.jsonl
 
 Each round runs every (program, mode) pair once in a new random order; mode
@@ -214,7 +214,10 @@ def run_one(a, name, cmd, outputs, mode):
 
 
 def round_(a):
-    pairs = [(p, m) for p in PROGRAMS for m in MODES
+    modes = a.modes.split(",")
+    if not set(modes) <= set(MODES):
+        raise SystemExit(f"--modes: {a.modes}: expected some of {','.join(MODES)}")
+    pairs = [(p, m) for p in PROGRAMS for m in modes
              if not a.only or a.only in p[0]]
     random.shuffle(pairs)
     with open(a.jsonl, "a") as out:
@@ -284,6 +287,9 @@ def main():
     ap.add_argument("--ubio")
     ap.add_argument("--jsonl")
     ap.add_argument("--only", help="run only programs whose name holds this text")
+    ap.add_argument("--modes", default=",".join(MODES),
+                    help="the modes a round runs (default: all), e.g. `ubio` with another "
+                         "--ubio to measure an older ubio")
     a = ap.parse_args()
     if a.ubio:
         a.ubio = os.path.abspath(a.ubio)
