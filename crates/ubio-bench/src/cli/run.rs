@@ -1,4 +1,4 @@
-//! `ubio bench run`: one benchmark (a workload, several modes, rounds
+//! `ubio-bench run`: one benchmark (a workload, several modes, rounds
 //! each round in a random order) through `ubio_bench::harness::runner`, with progress on
 //! stderr and the report files in --out.
 
@@ -122,6 +122,14 @@ pub struct Args {
     /// Skip the untimed warm-up pass.
     #[arg(long)]
     no_warmup: bool,
+    /// Run a run that failed or timed out again, at once, up to N times
+    /// (every attempt stays in the report, and counts in its mode's
+    /// failures).
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=10))]
+    retries: u32,
+    /// Stop a run still going after this many seconds; it counts as failed.
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<f64>,
     /// Where the report files go [default: bench/out/<date>-<time>].
     #[arg(long)]
     out: Option<PathBuf>,
@@ -139,20 +147,39 @@ pub fn run(args: Args) -> Result<ExitCode> {
 
 fn bench(args: Args) -> Result<ExitCode> {
     let config = config(&args)?;
-    let exe = std::env::current_exe().context("find the ubio binary for the worker processes")?;
     let out = args.out.clone().unwrap_or_else(|| default_out(""));
-    let mut options = RunOptions::new(exe.clone());
+    let mut options = run_options(args.seed)?;
     options.out_dir = Some(out.clone());
     options.fio = args.fio;
     options.warmup = !args.no_warmup;
     options.verify = args.verify;
-    options.git_commit = git_commit(&exe);
-    options.order_seed = args.seed.unwrap_or_else(schedule::seed_from_clock);
+    options.retries = args.retries;
+    options.run_timeout = match args.timeout {
+        Some(t) if !(t.is_finite() && t > 0.0) => bail!("--timeout must be more than 0 seconds"),
+        t => t.map(std::time::Duration::from_secs_f64),
+    };
     let progress = TermProgress::new(args.verbose);
-    let report = runner::run(&config, &options, &progress).context("ubio bench run")?;
+    let report = runner::run(&config, &options, &progress).context("ubio-bench run")?;
     progress.line(&format!("report in {}", out.display()));
     print_report(&report, args.json)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The runner's options every command starts from: this program for the
+/// workers, the `ubio` to measure (UBIO_EXE, set by `ubio bench`, or
+/// beside this program, or on PATH), the source's git description, and the
+/// seed of the modes' order (from the clock unless given).
+pub(crate) fn run_options(seed: Option<u64>) -> Result<RunOptions> {
+    let exe =
+        std::env::current_exe().context("find the ubio-bench binary for the worker processes")?;
+    let ubio = std::env::var_os("UBIO_EXE")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| ubio_cmd::find_program("ubio"));
+    let mut options = RunOptions::new(exe.clone(), ubio);
+    options.git_commit = git_commit(&exe);
+    options.order_seed = seed.unwrap_or_else(schedule::seed_from_clock);
+    Ok(options)
 }
 
 fn print_report(report: &Report, json: bool) -> Result<()> {
@@ -192,11 +219,7 @@ fn config(a: &Args) -> Result<Config> {
         Some(list) => BenchMode::parse_list(list).map_err(|e| anyhow::anyhow!("--modes {e}"))?,
         None => BenchMode::defaults(a.workload),
     };
-    let copies = if a.workload == WorkloadKind::Copy {
-        2
-    } else {
-        1
-    };
+    let copies = a.workload.copies();
     let target = match a.fs {
         None => Target::Dir {
             path: a.dir.clone(),
@@ -256,8 +279,8 @@ pub(crate) fn default_floor(leave: u64) -> u64 {
 
 /// The source tree's `git describe`, from the build or from the tree the
 /// binary sits in.
-pub(crate) fn git_commit(exe: &std::path::Path) -> Option<String> {
-    option_env!("UBIO_GIT_DESCRIBE")
+fn git_commit(exe: &std::path::Path) -> Option<String> {
+    ubio_cmd::git_describe()
         .map(str::to_owned)
         .or_else(|| exe.parent().and_then(environment::git_describe))
 }
