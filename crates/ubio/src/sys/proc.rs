@@ -50,6 +50,28 @@ pub fn poll_readable(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> 
     }
 }
 
+/// `poll(fds with POLLIN, timeout)` over several descriptors: which of
+/// them became readable within `timeout` (all false on a timeout or EINTR).
+///
+/// See poll(2).
+pub fn poll_readable_any(fds: &[BorrowedFd<'_>], timeout: Duration) -> io::Result<Vec<bool>> {
+    let mut p: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|fd| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: `p` holds `p.len()` valid pollfds for the duration of the call.
+    match cvt(unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, ms) } as libc::c_long) {
+        Ok(_) => Ok(p.iter().map(|x| x.revents != 0).collect()),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(vec![false; fds.len()]),
+        Err(e) => Err(e),
+    }
+}
+
 /// Whose CPU time [`cpu_time`] reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Usage {
