@@ -9,6 +9,7 @@ mod evict;
 mod interrupt;
 mod msg;
 mod out;
+mod policy;
 mod probe;
 mod run;
 mod size;
@@ -66,6 +67,11 @@ enum Command {
     /// Apply uncached I/O to a running process and its children (`ubio run --pid PID`)
     #[command(after_help = "Examples:\n  ubio attach 4242          # a backup that is already running\n  ubio attach --log $(pgrep -o restic)")]
     Attach(run::AttachArgs),
+    /// Apply uncached I/O to every process of configured scopes (a daemon)
+    #[command(
+        after_help = "Examples:\n  ubio policy check /etc/ubio/policy.toml\n  ubio policy run --config /etc/ubio/policy.toml\n  ubio policy status --json"
+    )]
+    Policy(policy::Args),
     #[command(
         after_help = "Examples:\n  ubio bench run --workload seq-read --dataset 4G --limit 1G\n  ubio bench compare old/report.json new/report.json"
     )]
@@ -87,6 +93,7 @@ impl Command {
             Command::Demo(_) => "demo",
             Command::Run(_) => "run",
             Command::Attach(_) => "attach",
+            Command::Policy(_) => "policy",
             Command::Bench(_) => "bench",
             Command::Worker(_) => "__worker",
             Command::GenerateDocs(_) => "__generate-docs",
@@ -125,6 +132,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => demo::run(a),
         Command::Run(a) => run::run(a),
         Command::Attach(a) => run::attach_cmd(a),
+        Command::Policy(a) => policy::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Worker(a) => worker::run(a),
         Command::GenerateDocs(a) => docs::run(a),

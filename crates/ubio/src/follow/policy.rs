@@ -359,12 +359,22 @@ impl Policy {
         Ok(())
     }
 
-    /// Take a new set of scopes (a reload): the processes followed are
-    /// judged again, discovery is set up anew (marks may differ) and the
-    /// scopes' processes are scanned once (events between the two groups
-    /// are lost).
-    pub fn reload(&mut self, scopes: Scopes) -> io::Result<()> {
-        self.scopes = scopes;
+    /// Take a new set of scopes and options (a reload): the processes
+    /// followed are judged again, discovery is set up anew (marks may
+    /// differ) and the scopes' processes are scanned once (events between
+    /// the two groups are lost). If discovery cannot be set up as asked,
+    /// the old scopes and options are restored and the error returned.
+    pub fn reload(&mut self, scopes: Scopes, opts: PolicyOptions) -> io::Result<()> {
+        let old = (std::mem::replace(&mut self.scopes, scopes), self.opts);
+        self.opts = PolicyOptions {
+            follow: self.opts.follow,
+            ..opts
+        };
+        if let Err(e) = self.set_up_discovery() {
+            (self.scopes, self.opts) = old;
+            self.set_up_discovery()?;
+            return Err(e);
+        }
         let pids: Vec<u32> = self.members.keys().copied().collect();
         for pid in pids {
             self.members.remove(&pid);
@@ -372,7 +382,6 @@ impl Policy {
                 self.follower.remove(pid);
             }
         }
-        self.set_up_discovery()?;
         self.scan("reload");
         Ok(())
     }

@@ -29,7 +29,7 @@ pub use fs::{
 pub use ids::{group_id, peer_cred, user_id, PeerCred};
 pub use proc::{
     clock_monotonic, clock_ticks, cpu_time, kill, pidfd_getfd, pidfd_open, poll_readable,
-    poll_readable_any, raise_default, set_nice, Usage,
+    poll_readable_any, raise_default, raise_open_files_limit, set_nice, Usage,
 };
 pub use rw::{preadv2, pwritev2, RwFlags};
 

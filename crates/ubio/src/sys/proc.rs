@@ -72,6 +72,23 @@ pub fn poll_readable_any(fds: &[BorrowedFd<'_>], timeout: Duration) -> io::Resul
     }
 }
 
+/// `setrlimit(RLIMIT_NOFILE)`: raise the soft limit of open descriptors
+/// to the hard limit; returns the new limit.
+///
+/// See getrlimit(2).
+pub fn raise_open_files_limit() -> io::Result<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `r` is a valid out-pointer for struct rlimit.
+    cvt(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } as libc::c_long)?;
+    r.rlim_cur = r.rlim_max;
+    // SAFETY: `r` is a valid struct rlimit.
+    cvt(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) } as libc::c_long)?;
+    Ok(r.rlim_cur as u64)
+}
+
 /// Whose CPU time [`cpu_time`] reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Usage {
