@@ -17,6 +17,8 @@
 #   share/bash-completion/completions/ubio
 #   share/zsh/site-functions/_ubio
 #   share/fish/vendor_completions.d/ubio.fish
+#   lib/systemd/system/ubio-policy.service      (the policy daemon's unit, from dist/systemd/)
+#   share/doc/ubio/policy.toml.example          (copy it to /etc/ubio/policy.toml)
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -63,11 +65,15 @@ trap 'rm -rf "$docs"' EXIT
 
 install -d "$root/bin" "$root/lib" "$root/share/man/man1" \
     "$root/share/bash-completion/completions" "$root/share/zsh/site-functions" \
-    "$root/share/fish/vendor_completions.d"
+    "$root/share/fish/vendor_completions.d" "$root/lib/systemd/system" "$root/share/doc/ubio"
 install -m 755 "$bin_dir/ubio" "$root/bin/ubio"
 install -m 755 "$bin_dir/libubio_preload.so" "$root/lib/libubio_preload.so"
 install -m 644 "$docs"/man/*.1 "$root/share/man/man1/"
 install -m 644 "$docs/completions/ubio.bash" "$root/share/bash-completion/completions/ubio"
 install -m 644 "$docs/completions/_ubio" "$root/share/zsh/site-functions/_ubio"
 install -m 644 "$docs/completions/ubio.fish" "$root/share/fish/vendor_completions.d/ubio.fish"
-echo "install.sh: installed ubio into $root ($(ls "$docs/man" | wc -l) man pages, bash/zsh/fish completions)"
+# The unit runs the binary where it is installed (PREFIX, without DESTDIR).
+sed "s|@BINDIR@|$PREFIX/bin|g" "$repo/dist/systemd/ubio-policy.service.in" >"$docs/ubio-policy.service"
+install -m 644 "$docs/ubio-policy.service" "$root/lib/systemd/system/ubio-policy.service"
+install -m 644 "$repo/dist/policy.toml.example" "$root/share/doc/ubio/policy.toml.example"
+echo "install.sh: installed ubio into $root ($(ls "$docs/man" | wc -l) man pages, bash/zsh/fish completions, the ubio-policy.service unit)"

@@ -41,6 +41,47 @@ engine of `ubio run`. It never reads or writes the files' data. It cannot see re
 through mmap or pread alone (no position moves): what such a reader brought in is
 dropped when the file is closed, if the daemon saw it open.";
 
+/// `ubio policy check --help`: the configuration's format.
+const CONFIG_FORMAT: &str = "\
+Examples:
+  ubio policy check /etc/ubio/policy.toml
+
+The configuration is TOML; only root may be able to write it and its directories
+(the daemon refuses it otherwise). Every mistake is named with its line.
+
+  [daemon]
+  discovery = \"auto\"        # auto: fanotify where it can be used, else polling (the log says why);
+                              # fanotify: fail without it; poll: poll the scopes' cgroups
+  marks = \"filesystem\"      # fanotify marks: filesystem (every mount of it) or mount
+  poll_interval = \"500ms\"   # when polling
+  socket = \"/run/ubio/policy.sock\"
+  window = \"16M\"            # dirty + writeback per file, for scopes that set none
+
+  [exclude]                   # never managed, whatever a scope says (checked first)
+  cgroups = [\"/system.slice/postgresql.service\"]
+  uids = [\"postgres\"]
+  paths = [\"/var/lib/postgresql\"]
+
+  [[scope]]                   # one or more; a process's file goes to the first scope that takes it
+  name = \"backup\"
+  cgroups = [\"/system.slice/backup.service\", \"memory:/kubepods/*/pod*\"]
+  uids = [\"backup\", 34]       # real or effective uid; names or numbers
+  gids = [\"backup\"]           # real or effective gid, or a supplementary group
+  exes = [\"tar\", \"/usr/local/bin/restic\"]   # a name, or a glob over /proc/PID/exe
+  paths = [\"/srv\", \"/home\"]   # path prefixes of the files (whole components)
+  min_size = \"1M\"           # smaller files are left alone (a file being written is judged again as it grows)
+  window = \"16M\"
+  [scope.exclude]             # the same kinds as [exclude], for this scope only
+  paths = [\"/srv/db\"]
+
+Every kind of rule given must match (a process in one of the cgroups AND run by one of
+the uids ...); a kind left out matches everything, so a scope with no rules takes every
+process. Cgroup patterns are paths as /proc/PID/cgroup shows them, with globs (* and ?
+within a component, ** across), and take the cgroups below them too; \"CONTROLLER:/path\"
+matches only that cgroup v1 hierarchy, a plain path any hierarchy (v2's, or each v1 one).
+Files opened O_DIRECT or O_SYNC, pipes, sockets, devices and files on tmpfs are left
+alone; pages others had cached before a stream reached them stay cached.";
+
 #[derive(clap::Args)]
 #[command(after_long_help = ABOUT_POLICY)]
 pub struct Args {
@@ -54,7 +95,10 @@ enum Sub {
     #[command(after_help = "Examples:\n  ubio policy run --config /etc/ubio/policy.toml")]
     Run(RunArgs),
     /// Check a configuration and show what it would manage now
-    #[command(after_help = "Examples:\n  ubio policy check /etc/ubio/policy.toml")]
+    #[command(
+        after_help = "Examples:\n  ubio policy check /etc/ubio/policy.toml",
+        after_long_help = CONFIG_FORMAT
+    )]
     Check(CheckArgs),
     /// Ask the running daemon for its figures
     #[command(after_help = "Examples:\n  ubio policy status\n  ubio policy status --json")]
@@ -63,7 +107,7 @@ enum Sub {
 
 #[derive(clap::Args)]
 struct RunArgs {
-    /// The configuration (TOML; see ubio-policy-check(1)).
+    /// The configuration (TOML; its format: ubio policy check --help).
     #[arg(long, default_value = DEFAULT_CONFIG)]
     config: PathBuf,
 }
