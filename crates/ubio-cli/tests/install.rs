@@ -180,8 +180,15 @@ fn install_script_installs_binary_shim_man_pages_and_completions() {
         assert!(text.contains(want), "the unit lacks {want}:\n{text}");
     }
     assert!(!text.contains("@BINDIR@"));
-    if Command::new("systemd-analyze").arg("--version").output().is_err() {
-        skip("install_script systemd-analyze verify", "systemd-analyze is not installed");
+    if Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        skip(
+            "install_script systemd-analyze verify",
+            "systemd-analyze is not installed",
+        );
     } else {
         // Verified where the binary really is (the staged copy).
         let staged = stage.path().join("ubio-policy.service");
@@ -199,6 +206,15 @@ fn install_script_installs_binary_shim_man_pages_and_completions() {
         );
     }
     let example = root.join("share/doc/ubio/policy.toml.example");
-    let out = Command::new(&ubio).args(["policy", "check"]).arg(&example).output().unwrap();
-    assert!(out.status.success(), "ubio policy check {}: {}", example.display(), stderr(&out));
+    let out = Command::new(&ubio)
+        .args(["policy", "check"])
+        .arg(&example)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "ubio policy check {}: {}",
+        example.display(),
+        stderr(&out)
+    );
 }

@@ -93,7 +93,9 @@ impl Fanotify {
         };
         Ok(Fanotify {
             group,
-            buf: vec![0u8; 64 << 10],
+            // About 500 events a read: each holds two descriptors (the file
+            // and a pidfd) until it is handled.
+            buf: vec![0u8; 16 << 10],
             pidfds,
             quiet_works: None,
             marked: HashSet::new(),
