@@ -16,8 +16,8 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 use ubio::follow::policy::Policy;
 use ubio::follow::scope::{ProcessFacts, ProcessVerdict};
 
@@ -144,8 +144,6 @@ fn log(line: &str) {
 /// How long, at exit, the daemon waits for the writeback of what the
 /// processes wrote before dropping it.
 const FINAL_WRITEBACK: Duration = Duration::from_secs(60);
-/// How often the figures the status socket answers with are renewed.
-const PUBLISH_EVERY: Duration = Duration::from_millis(200);
 
 fn daemon(path: &Path) -> Result<ExitCode> {
     let cfg = match config::load(path) {
@@ -163,7 +161,9 @@ fn daemon(path: &Path) -> Result<ExitCode> {
         log::debug!("cannot raise the daemon's priority: {e}");
     }
     let mut policy = Policy::start(cfg.scopes.clone(), cfg.options)?;
-    let shared: status::Shared = Arc::new(Mutex::new(Some(policy.status())));
+    let (wake, waker) = UnixStream::pair()?;
+    wake.set_nonblocking(true)?;
+    let shared = status::Shared::new(policy.status(), waker.try_clone()?);
     let _server = status::serve(&cfg.socket, Arc::clone(&shared))?;
     let names: Vec<&str> = cfg.scopes.scopes.iter().map(|s| s.name.as_str()).collect();
     log(&format!(
@@ -175,18 +175,16 @@ fn daemon(path: &Path) -> Result<ExitCode> {
     for n in policy.take_notices() {
         log(&n);
     }
-    let (wake, hup, term) = signals()?;
+    let (hup, term) = signals(&waker)?;
     sd_notify("READY=1");
-    let mut published = Instant::now();
     let socket = cfg.socket.clone();
     loop {
         let wait = policy.step();
         for n in policy.take_notices() {
             log(&n);
         }
-        if published.elapsed() >= PUBLISH_EVERY {
-            *shared.lock().unwrap_or_else(|p| p.into_inner()) = Some(policy.status());
-            published = Instant::now();
+        if shared.wanted() {
+            shared.publish(policy.status());
         }
         let fds: Vec<_> = std::iter::once(wake.as_fd()).chain(policy.fd()).collect();
         let ready = ubio::sys::poll_readable_any(&fds, wait)?;
@@ -240,11 +238,9 @@ fn daemon(path: &Path) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// SIGHUP and SIGTERM/SIGINT set their flags and wake the loop through a
-/// socket pair (the loop polls its read end with the event queue).
-fn signals() -> Result<(UnixStream, Arc<AtomicBool>, Arc<AtomicBool>)> {
-    let (rx, tx) = UnixStream::pair()?;
-    rx.set_nonblocking(true)?;
+/// SIGHUP and SIGTERM/SIGINT set their flags and wake the loop through
+/// `waker` (the loop polls the other end with the event queue).
+fn signals(waker: &UnixStream) -> Result<(Arc<AtomicBool>, Arc<AtomicBool>)> {
     let hup = Arc::new(AtomicBool::new(false));
     let term = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(SIGHUP, Arc::clone(&hup))?;
@@ -252,9 +248,9 @@ fn signals() -> Result<(UnixStream, Arc<AtomicBool>, Arc<AtomicBool>)> {
         signal_hook::flag::register(sig, Arc::clone(&term))?;
     }
     for sig in [SIGHUP, SIGTERM, SIGINT] {
-        signal_hook::low_level::pipe::register(sig, tx.try_clone()?)?;
+        signal_hook::low_level::pipe::register(sig, waker.try_clone()?)?;
     }
-    Ok((rx, hup, term))
+    Ok((hup, term))
 }
 
 /// systemd's readiness protocol (sd_notify(3)) for Type=notify: a datagram

@@ -4,8 +4,9 @@
 //! The socket is a unix stream socket anyone may connect to; each answer
 //! is cut to what the asking user could read in /proc themselves
 //! ([`Status::for_reader`], by the peer's credentials from the kernel). A
-//! thread of its own answers from the latest figures the engine published,
-//! so a client that connects and says nothing delays nobody.
+//! thread of its own answers, so a client that connects and says nothing
+//! delays nobody: it asks the engine's loop for fresh figures (waking it)
+//! and answers with them, so an answer is never older than its question.
 
 use anyhow::{bail, Context, Result};
 use std::fmt::Write as _;
@@ -14,7 +15,8 @@ use std::os::fd::AsFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 use ubio::follow::policy::Status;
 use ubio::size::human;
@@ -24,8 +26,51 @@ const REQUEST: &str = "status";
 /// How long a client may take to ask or to read the answer.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// The latest figures, shared with the socket's thread.
-pub type Shared = Arc<Mutex<Option<Status>>>;
+/// The figures, renewed by the engine's loop when the socket's thread asks.
+pub struct Shared {
+    /// (generation, figures).
+    state: Mutex<(u64, Status)>,
+    renewed: Condvar,
+    wanted: AtomicBool,
+    /// Wakes the engine's loop (it polls the other end).
+    wake: UnixStream,
+}
+
+impl Shared {
+    pub fn new(first: Status, wake: UnixStream) -> Arc<Shared> {
+        Arc::new(Shared {
+            state: Mutex::new((0, first)),
+            renewed: Condvar::new(),
+            wanted: AtomicBool::new(false),
+            wake,
+        })
+    }
+
+    /// Whether a client waits for fresh figures (the loop then publishes).
+    pub fn wanted(&self) -> bool {
+        self.wanted.swap(false, Ordering::SeqCst)
+    }
+
+    pub fn publish(&self, s: Status) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        *st = (st.0 + 1, s);
+        self.renewed.notify_all();
+    }
+
+    /// Figures made after this call (or, if the loop does not answer within
+    /// a second, the latest ones).
+    fn fresh(&self) -> Status {
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let asked = st.0;
+        self.wanted.store(true, Ordering::SeqCst);
+        let _ = (&self.wake).write(&[1]);
+        let (st, _) = self
+            .renewed
+            .wait_timeout_while(st, Duration::from_secs(1), |s| s.0 == asked)
+            .unwrap_or_else(|p| p.into_inner());
+        st.1.clone()
+    }
+}
 
 /// The listening socket; removed when dropped.
 pub struct Server {
@@ -42,7 +87,7 @@ impl Drop for Server {
 /// socket's directory is made (0755) if missing; one that anyone but root
 /// could write is refused, since the socket would be created and removed
 /// there.
-pub fn serve(path: &Path, shared: Shared) -> Result<Server> {
+pub fn serve(path: &Path, shared: Arc<Shared>) -> Result<Server> {
     let dir = path.parent().context("the socket path has no directory")?;
     if !dir.exists() {
         std::fs::create_dir_all(dir)
@@ -101,15 +146,8 @@ fn answer(conn: UnixStream, shared: &Shared) -> Result<()> {
         writeln!(out, "{{\"error\":\"unknown request\"}}")?;
         return Ok(());
     }
-    let view = shared
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .as_ref()
-        .map(|s| s.for_reader(peer.uid, peer.gid));
-    match view {
-        Some(v) => writeln!(out, "{}", serde_json::to_string(&v)?)?,
-        None => writeln!(out, "{{\"error\":\"starting\"}}")?,
-    }
+    let view = shared.fresh().for_reader(peer.uid, peer.gid);
+    writeln!(out, "{}", serde_json::to_string(&view)?)?;
     Ok(())
 }
 
@@ -158,16 +196,11 @@ pub fn render(s: &Status) -> String {
     if s.restricted {
         out.push_str("(only the files of processes whose /proc you can read are counted)\n");
     }
-    let managed: u64 = s
-        .per_scope()
-        .iter()
-        .map(|f| f.totals.bytes_read + f.totals.bytes_written)
-        .sum();
-    if managed > 0 {
+    // Per GiB only once there is enough to divide by.
+    let managed: u64 = s.per_scope().iter().map(|f| f.totals.bytes_read + f.totals.bytes_written).sum();
+    if !s.restricted && managed >= 256 << 20 {
         let gib = managed as f64 / (1u64 << 30) as f64;
-        if !s.restricted {
-            let _ = writeln!(out, "CPU per GiB managed: {:.3} s", cpu / gib);
-        }
+        let _ = writeln!(out, "CPU per GiB managed: {:.3} s", cpu / gib);
     }
     let _ = writeln!(
         out,
