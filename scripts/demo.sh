@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run `ubio demo` from a fresh checkout: install what is missing, build the
-# release binary (and the shim, for the ubio-run-cp copy mode), run it.
+# release binary, ubio-bench (the harness `ubio demo` runs) and the shim (for
+# the ubio-run-cp copy mode), run it.
 # Arguments go to `ubio demo` (try --help). The demo is a short `ubio bench
 # run`: seq-write then seq-read of buffered and ubio (or --copy: cp, nocache
 # cp, dd nocache, rsync, ubio cp, ubio run -- cp), next to a hot-file reader;
@@ -31,7 +32,7 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 
 cd "$repo"
-echo "demo.sh: building (cargo build --release -p ubio-cli -p ubio-preload)" >&2
-cargo build --release --quiet -p ubio-cli -p ubio-preload
+echo "demo.sh: building (cargo build --release -p ubio-cli -p ubio-preload -p ubio-bench)" >&2
+cargo build --release --quiet -p ubio-cli -p ubio-preload -p ubio-bench
 cd - >/dev/null
 exec "$repo/target/release/ubio" demo "$@"

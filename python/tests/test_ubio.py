@@ -5,6 +5,7 @@ with the builtin open() is the control that shows the pages would stay.
 UBIO_PY_TEST_DIR: a directory on a filesystem whose page cache ubio manages.
 """
 
+import builtins
 import csv
 import errno
 import hashlib
@@ -12,6 +13,7 @@ import io
 import json
 import os
 import shutil
+import subprocess
 import threading
 
 import pytest
@@ -246,6 +248,89 @@ def test_context_manager_and_closed_file_errors(d):
         with pytest.raises(ValueError):
             op()
     assert raw.stats()["bytes_read"] == 0  # the final statistics stay readable
+
+
+# The descriptor's offset (issue 25): a ubio file is the descriptor it wraps
+
+
+def ubio_or_skip(path, mode, backend, **kw):
+    """ubio.open with `backend`; pytest.skip where this filesystem refuses it."""
+    try:
+        return ubio.open(path, mode, backend=backend, **kw)
+    except OSError as e:
+        if e.errno == errno.EOPNOTSUPP:
+            pytest.skip(f"{backend} refused here: {e}")
+        raise
+
+
+def header_child_tail(opener, path):
+    """Write a header, let a child write through the inherited descriptor,
+    write a tail: what the file holds."""
+    with opener(path, "w") as f:
+        f.write("header\n")
+        f.flush()
+        subprocess.run(["echo", "from child"], stdout=f, check=True)
+        f.write("tail\n")
+    with builtins.open(path) as f:
+        return f.read()
+
+
+@pytest.mark.parametrize("backend", ubio.BACKENDS)
+def test_a_child_writes_through_the_inherited_descriptor(d, backend):
+    path = p(d, "child.txt")
+    want = header_child_tail(builtins.open, path)
+    assert want == "header\nfrom child\ntail\n"
+    got = header_child_tail(lambda path, mode: ubio_or_skip(path, mode, backend), path)
+    assert got == want
+
+
+@pytest.mark.parametrize("backend", ubio.BACKENDS)
+def test_the_descriptor_offset_moves_as_with_the_builtin(d, backend):
+    path = p(d, "offset.dat")
+    data = bytes(range(256)) * 8
+    with builtins.open(path, "wb") as f:
+        f.write(data)
+    for opener in (builtins.open, lambda path, mode, **kw: ubio_or_skip(path, mode, backend, **kw)):
+        # Raw: os.read after f.read continues where f.read stopped, and f.read
+        # after os.lseek starts where the caller put the offset.
+        with opener(path, "rb", buffering=0) as f:
+            assert f.read(4) == data[:4]
+            assert os.read(f.fileno(), 3) == data[4:7]
+            assert f.tell() == 7
+            os.lseek(f.fileno(), 100, os.SEEK_SET)
+            assert f.read(2) == data[100:102]
+            assert f.readinto(bytearray(10)) == 10 and f.tell() == 112
+        # Buffered: a child handed the file after a line was read gets
+        # what the builtin's child gets (what the buffer did not take).
+        with opener(path, "rb") as f:
+            f.readline()
+            out = subprocess.run(["wc", "-c"], stdin=f, capture_output=True, check=True).stdout
+            assert int(out) == 0, "the child read the file again"
+        # Writes through the raw file, the caller's own os.write between them.
+        with opener(path, "r+b", buffering=0) as f:
+            f.seek(10)
+            assert f.write(b"ab") == 2
+            assert os.write(f.fileno(), b"cd") == 2
+            assert f.write(b"ef") == 2 and f.tell() == 16
+        with builtins.open(path, "rb") as f:
+            assert f.read(16) == data[:10] + b"abcdef"
+        with builtins.open(path, "wb") as f:
+            f.write(data)
+
+
+@pytest.mark.parametrize("backend", ubio.BACKENDS)
+def test_append_writes_go_to_the_end_with_a_child_between(d, backend):
+    path = p(d, "append.txt")
+    with builtins.open(path, "w") as f:
+        f.write("existing\n")
+    with ubio_or_skip(path, "ab", backend, buffering=0) as f:
+        f.write(b"one\n")
+        subprocess.run(["echo", "two"], stdout=f, check=True)
+        f.seek(0)
+        f.write(b"three\n")
+        assert f.tell() == os.path.getsize(path) == 23
+    with builtins.open(path) as f:
+        assert f.read() == "existing\none\ntwo\nthree\n"
 
 
 # Errors

@@ -9,7 +9,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 out="${1:-$here}"
 cd "$here/../../.."
-cargo build --release -p ubio-cli -p ubio-preload
+cargo build --release -p ubio-cli -p ubio-preload -p ubio-bench
 ubio=target/release/ubio
 common=(--fs ext4 --backing disk --limit 1G --victim 256M --rounds 3)
 

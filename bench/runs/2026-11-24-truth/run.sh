@@ -34,7 +34,7 @@ parts=("${@:-reads-cgroup reads-free copies tree}")
 # shellcheck disable=SC2206
 parts=(${parts[*]})
 cd "$here/../../.."
-cargo build --release -p ubio-cli -p ubio-preload
+cargo build --release -p ubio-cli -p ubio-preload -p ubio-bench
 ubio="$PWD/target/release/ubio"
 seed="${SEED:-$(date +%s)}"
 rounds="${ROUNDS:-5}"

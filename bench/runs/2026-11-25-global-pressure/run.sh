@@ -18,7 +18,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 out="${1:-$here}"
 cd "$here/../../.."
-[ -n "${NO_BUILD:-}" ] || cargo build --release -p ubio-cli
+[ -n "${NO_BUILD:-}" ] || cargo build --release -p ubio-cli -p ubio-bench
 ubio="$PWD/target/release/ubio"
 seed="${SEED:-$(date +%s)}"
 mkdir -p "$out"

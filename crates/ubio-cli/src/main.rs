@@ -1,29 +1,28 @@
 //! The `ubio` command.
 
-mod bench;
 mod cat;
 mod cp;
-mod demo;
-mod docs;
 mod evict;
-mod interrupt;
+mod external;
 mod msg;
 mod out;
 mod policy;
 mod probe;
 mod run;
-mod size;
+mod shim;
 mod stat;
-mod worker;
 
-use clap::{Parser, Subcommand};
+/// Size arguments, shared with ubio-bench.
+use ubio_cmd::size;
+
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// Uncached buffered I/O: stream big files without wrecking the page cache.
 #[derive(Parser)]
 #[command(
     name = "ubio",
-    version,
+    version = ubio_cmd::VERSION,
     after_help = "Examples:\n  ubio cp -a /data/backup /mnt/archive\n  ubio cat big.log | grep ERROR\n  ubio run -- tar cf /mnt/backup.tar /data\n\nSee 'ubio COMMAND --help' and the man pages ubio(1), ubio-cp(1), ..."
 )]
 pub struct Cli {
@@ -57,8 +56,8 @@ enum Command {
     /// Drop files' clean pages from the page cache
     #[command(after_help = "Examples:\n  ubio evict big.img\n  ubio evict -r --sync /data/done")]
     Evict(evict::Args),
-    #[command(after_help = "Examples:\n  ubio demo\n  ubio demo --copy --limit 1G")]
-    Demo(demo::Args),
+    /// Stream a dataset larger than a memory cgroup, buffered and with ubio, side by side (runs ubio-bench demo)
+    Demo(external::Args),
     /// Run an unmodified program (and its children) with uncached I/O
     #[command(
         after_help = "Examples:\n  ubio run -- tar cf /mnt/backup.tar /data\n  ubio run --window 64M --log -- rsync -a src/ dst/"
@@ -72,14 +71,10 @@ enum Command {
         after_help = "Examples:\n  ubio policy check /etc/ubio/policy.toml\n  ubio policy run --config /etc/ubio/policy.toml\n  ubio policy status --json"
     )]
     Policy(policy::Args),
-    #[command(
-        after_help = "Examples:\n  ubio bench run --workload seq-read --dataset 4G --limit 1G\n  ubio bench compare old/report.json new/report.json"
-    )]
-    Bench(bench::Args),
-    #[command(name = "__worker", hide = true)]
-    Worker(worker::Args),
+    /// Benchmark buffered I/O against its alternatives (runs ubio-bench, installed on its own)
+    Bench(external::Args),
     #[command(name = "__generate-docs", hide = true)]
-    GenerateDocs(docs::Args),
+    GenerateDocs(ubio_cmd::docs::Args),
 }
 
 impl Command {
@@ -95,7 +90,6 @@ impl Command {
             Command::Attach(_) => "attach",
             Command::Policy(_) => "policy",
             Command::Bench(_) => "bench",
-            Command::Worker(_) => "__worker",
             Command::GenerateDocs(_) => "__generate-docs",
         }
     }
@@ -111,9 +105,7 @@ fn usage_exit_code() -> u8 {
 }
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().filter_or("UBIO_LOG", "warn"))
-        .format_timestamp(None)
-        .init();
+    ubio_cmd::init_log();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if e.use_stderr() => {
@@ -129,19 +121,14 @@ fn main() -> ExitCode {
         Command::Cp(a) => cp::run(a),
         Command::Stat(a) => stat::run(a),
         Command::Evict(a) => evict::run(a),
-        Command::Demo(a) => demo::run(a),
+        Command::Demo(a) => external::exec_bench("demo", Some("demo"), a),
         Command::Run(a) => run::run(a),
         Command::Attach(a) => run::attach_cmd(a),
         Command::Policy(a) => policy::run(a),
-        Command::Bench(a) => bench::run(a),
-        Command::Worker(a) => worker::run(a),
-        Command::GenerateDocs(a) => docs::run(a),
-    };
-    match result {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("ubio {name}: {}", msg::anyhow(&e));
-            ExitCode::FAILURE
+        Command::Bench(a) => external::exec_bench("bench", None, a),
+        Command::GenerateDocs(a) => {
+            ubio_cmd::docs::run(a, Cli::command(), "ubio", &["bench", "demo"])
         }
-    }
+    };
+    ubio_cmd::finish("ubio", name, result, msg::anyhow)
 }

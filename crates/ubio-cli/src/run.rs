@@ -109,8 +109,6 @@ pub fn attach_cmd(a: AttachArgs) -> Result<ExitCode> {
 /// program wrote before dropping it (what is still dirty then stays).
 const FINAL_WRITEBACK: Duration = Duration::from_secs(600);
 
-const LIB: &str = "libubio_preload.so";
-
 pub fn run(args: Args) -> Result<ExitCode> {
     let opts = FollowOptions {
         window: args.window.unwrap_or(ubio::DEFAULT_WINDOW),
@@ -119,7 +117,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if let Some(pid) = args.pid {
         return attach(pid, opts, args.log);
     }
-    let lib = find_shim()?;
+    let lib = crate::shim::find()?;
     let (cmd, rest) = args.command.split_first().expect("clap requires CMD");
     let Some(exe) = which(cmd) else {
         eprintln!("ubio run: {}: command not found", Path::new(cmd).display());
@@ -309,28 +307,6 @@ fn report(s: &FollowStats) {
         }
         None => eprint!("{out}"),
     }
-}
-
-/// The shim: UBIO_PRELOAD if set, else next to this binary (target/<profile>/
-/// in a build tree, or the directory ubio was installed to), as an absolute
-/// path so that children in other directories find it too.
-fn find_shim() -> Result<PathBuf> {
-    if let Some(p) = std::env::var_os("UBIO_PRELOAD").filter(|v| !v.is_empty()) {
-        let p = PathBuf::from(p);
-        return std::fs::canonicalize(&p)
-            .with_context(|| format!("UBIO_PRELOAD={}: no such shim library", p.display()));
-    }
-    let exe = std::env::current_exe().context("cannot find the ubio binary's directory")?;
-    let dir = exe.parent().context("the ubio binary has no directory")?;
-    for cand in [dir.join(LIB), dir.join("../lib").join(LIB)] {
-        if cand.is_file() {
-            return Ok(std::fs::canonicalize(&cand)?);
-        }
-    }
-    bail!(
-        "{LIB} not found next to {} (build it with `cargo build --release -p ubio-preload`, or set UBIO_PRELOAD)",
-        exe.display()
-    )
 }
 
 /// The program `cmd` names, searched in PATH as exec does.

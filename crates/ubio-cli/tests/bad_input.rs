@@ -6,8 +6,9 @@
 //! panicked, and that nothing was lost (sources unchanged, destinations
 //! absent, complete or reported incomplete). Every command runs under
 //! `timeout`, so a hang fails instead of stalling. (`ubio bench` did not
-//! exist when this matrix was written.) Each test prints
-//! `BAD-INPUT <category> cases=N`.
+//! exist when this matrix was written.) `ubio demo` runs ubio-bench, which
+//! a workspace build puts beside `ubio`; without it its cases are skipped.
+//! Each test prints `BAD-INPUT <category> cases=N`.
 
 mod common;
 use common::*;
@@ -79,6 +80,14 @@ impl Tree {
         out
     }
 
+    /// As [`Tree::case`], for `ubio demo` (which runs ubio-bench), if
+    /// ubio-bench is beside `ubio`.
+    fn demo_case(&mut self, args: &[&str], nobody: bool, exit: Exit, says: &[&str]) {
+        if harness_beside() {
+            self.case(args, nobody, exit, says);
+        }
+    }
+
     /// `ubio` (as nobody if `nobody`) in the tree, killed by `timeout` if
     /// it runs for a minute.
     fn bounded_ubio(&self, nobody: bool) -> Command {
@@ -138,6 +147,25 @@ impl Tree {
     }
 }
 
+/// ubio-bench is beside `ubio` (else one SKIP line for this test binary).
+fn harness_beside() -> bool {
+    static HERE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HERE.get_or_init(|| {
+        let bench = Path::new(UBIO).with_file_name("ubio-bench");
+        let here = bench.is_file();
+        if !here {
+            skip(
+                "bad_input ubio demo",
+                &format!(
+                    "{} is not built (cargo build --release -p ubio-bench)",
+                    bench.display()
+                ),
+            );
+        }
+        here
+    })
+}
+
 #[test]
 fn missing_files() {
     let mut t = Tree::new();
@@ -190,7 +218,7 @@ fn missing_files() {
         Exit::Code(127),
         &["./nope: command not found"],
     );
-    t.case(
+    t.demo_case(
         &["demo", "--dir", "nope"],
         false,
         Exit::Fails,
@@ -255,7 +283,7 @@ fn directories_and_files_swapped() {
         Exit::Code(126),
         &["./d: Is a directory"],
     );
-    t.case(&["demo", "--dir", "f"], false, Exit::Fails, &["f"]);
+    t.demo_case(&["demo", "--dir", "f"], false, Exit::Fails, &["f"]);
     t.report("dir-file-swapped");
 }
 
@@ -309,7 +337,7 @@ fn permission_denied() {
         Exit::Code(126),
         &["ubio run: cannot run './priv': Permission denied"],
     );
-    t.case(&["demo", "--dir", "ro"], true, Exit::Fails, &["ro"]);
+    t.demo_case(&["demo", "--dir", "ro"], true, Exit::Fails, &["ro"]);
     assert_eq!(std::fs::read(t.p("priv")).unwrap(), b"secret");
     t.report("permission-denied");
 }
@@ -602,6 +630,9 @@ fn invalid_sizes_and_flags() {
         &["bogus"],
     ];
     for args in cases {
+        if args[0] == "demo" && !harness_beside() {
+            continue;
+        }
         // GNU cp and cat exit 1 on a bad command line; the others clap's 2.
         let exit = if matches!(args[0], "cp" | "cat") {
             Exit::Fails
@@ -638,25 +669,25 @@ fn invalid_sizes_and_flags() {
         Exit::Fails,
         &["invalid --block 0"],
     );
-    t.case(
+    t.demo_case(
         &["demo", "--limit", "0"],
         false,
         Exit::Fails,
         &["--limit 0 B is too small"],
     );
-    t.case(
+    t.demo_case(
         &["demo", "--dataset", "0"],
         false,
         Exit::Fails,
         &["--dataset 0 B is too small"],
     );
-    t.case(
+    t.demo_case(
         &["demo", "--modes", "nope"],
         false,
         Exit::Fails,
         &["unknown mode 'nope'"],
     );
-    t.case(
+    t.demo_case(
         &["demo", "--limit", "999T"],
         false,
         Exit::Fails,

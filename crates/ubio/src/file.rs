@@ -121,11 +121,6 @@ impl OpenOptions {
     pub fn wrap(&self, file: std::fs::File, path: Option<&Path>) -> io::Result<File> {
         let fd = file.as_fd();
         let stream = Stream::new(fd, &self.stream).map_err(|e| context(e, "open", path))?;
-        let pos = if stream.is_regular() {
-            sys::lseek_cur(fd).unwrap_or(0)
-        } else {
-            0
-        };
         let choice = stream.choice();
         log::debug!(
             "{}: backend {} ({})",
@@ -140,7 +135,6 @@ impl OpenOptions {
             file,
             path: path.map(Path::to_path_buf),
             stream,
-            pos,
             finished: false,
         })
     }
@@ -152,13 +146,17 @@ impl OpenOptions {
 /// into the page cache are dropped behind it, writeback is started early and
 /// bounded by the window, and pages others had cached stay. `read_at` and
 /// `write_at` take `&self`, so threads can share one handle.
+///
+/// The handle is the descriptor it wraps: Read, Write and Seek use and move
+/// the open file description's offset as read(2), write(2) and lseek(2) do,
+/// so other descriptors of it (the caller's own, a child's that inherited
+/// it) see the same offset; `read_at` and `write_at` leave it alone; an
+/// O_APPEND file appends.
 #[derive(Debug)]
 pub struct File {
     file: std::fs::File,
     path: Option<PathBuf>,
     stream: Stream,
-    /// Position for Read/Write/Seek (positional I/O underneath).
-    pos: u64,
     finished: bool,
 }
 
@@ -199,26 +197,25 @@ impl File {
         move |e| context(e, op, self.path.as_deref())
     }
 
-    /// Read at `off` into `bufs`, without moving the stream position.
+    /// Read at `off` into `bufs`, without moving the file position.
     pub fn read_vectored_at(&self, bufs: &mut [IoSliceMut<'_>], off: u64) -> io::Result<usize> {
         self.stream
             .read_at(self.file.as_fd(), bufs, off)
             .map_err(self.ctx("read"))
     }
 
-    /// Read at `off` into `buf`, without moving the stream position.
+    /// Read at `off` into `buf`, without moving the file position.
     pub fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
         self.read_vectored_at(&mut [IoSliceMut::new(buf)], off)
     }
 
     /// Write `bufs` at `off` (at the end of file on an O_APPEND handle, as
-    /// pwrite(2) does on Linux), without moving the stream position.
+    /// pwrite(2) does on Linux), without moving the file position.
     pub fn write_vectored_at(&self, bufs: &[IoSlice<'_>], off: u64) -> io::Result<usize> {
-        let off = (!self.stream.is_append()).then_some(off);
-        self.write_inner(bufs, off).map(|(_, n)| n)
+        self.write_inner(bufs, Some(off)).map(|(_, n)| n)
     }
 
-    /// Write `buf` at `off`, without moving the stream position.
+    /// Write `buf` at `off`, without moving the file position.
     pub fn write_at(&self, buf: &[u8], off: u64) -> io::Result<usize> {
         self.write_vectored_at(&[IoSlice::new(buf)], off)
     }
@@ -255,7 +252,8 @@ impl File {
         Ok(())
     }
 
-    /// `off` None: append. Returns where the data went and how much.
+    /// `off` None: at the file position (the end for O_APPEND). Returns
+    /// where the data went and how much.
     fn write_inner(&self, bufs: &[IoSlice<'_>], off: Option<u64>) -> io::Result<(u64, usize)> {
         self.stream
             .write(self.file.as_fd(), bufs, off)
@@ -348,17 +346,10 @@ impl File {
         res.map(|()| stats)
     }
 
-    /// As `close`, but hand back the descriptor (positioned at the stream
-    /// position) instead of closing it.
+    /// As `close`, but hand back the descriptor instead of closing it.
     pub fn into_inner(mut self) -> io::Result<std::fs::File> {
         self.finish()?;
-        let file = self.file.try_clone().map_err(self.ctx("dup"))?;
-        if self.stream.is_regular() {
-            let mut f = &file;
-            f.seek(SeekFrom::Start(self.pos))
-                .map_err(self.ctx("seek"))?;
-        }
-        Ok(file)
+        self.file.try_clone().map_err(self.ctx("dup"))
     }
 }
 
@@ -381,9 +372,9 @@ impl Read for File {
             return sys::preadv2(self.file.as_fd(), bufs, None, sys::RwFlags::NONE)
                 .map_err(self.ctx("read"));
         }
-        let n = self.read_vectored_at(bufs, self.pos)?;
-        self.pos += n as u64;
-        Ok(n)
+        self.stream
+            .read(self.file.as_fd(), bufs, None)
+            .map_err(self.ctx("read"))
     }
 }
 
@@ -396,10 +387,7 @@ impl Write for File {
             return sys::pwritev2(self.file.as_fd(), bufs, None, sys::RwFlags::NONE)
                 .map_err(self.ctx("write"));
         }
-        let off = (!self.stream.is_append()).then_some(self.pos);
-        let (at, n) = self.write_inner(bufs, off)?;
-        self.pos = at + n as u64;
-        Ok(n)
+        self.write_inner(bufs, None).map(|(_, n)| n)
     }
     /// Pushes the write-behind out and waits for it (see `flush_writeback`).
     fn flush(&mut self) -> io::Result<()> {
@@ -407,28 +395,10 @@ impl Write for File {
     }
 }
 
+/// lseek(2) on the descriptor: the position is the kernel's.
 impl Seek for File {
     fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
-        if !self.stream.is_regular() {
-            return (&self.file).seek(to).map_err(self.ctx("seek"));
-        }
-        let new = match to {
-            SeekFrom::Start(n) => Some(n),
-            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
-            SeekFrom::End(d) => {
-                let size = sys::fstat(self.file.as_fd())
-                    .map_err(self.ctx("stat"))?
-                    .st_size as u64;
-                size.checked_add_signed(d)
-            }
-        };
-        match new {
-            Some(n) => {
-                self.pos = n;
-                Ok(n)
-            }
-            None => Err(self.ctx("seek")(io::Error::from_raw_os_error(libc::EINVAL))),
-        }
+        (&self.file).seek(to).map_err(self.ctx("seek"))
     }
 }
 

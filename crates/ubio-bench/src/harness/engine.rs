@@ -46,8 +46,9 @@ pub struct EngineJob {
     pub workload: Workload,
     pub mode: BenchMode,
     pub layout: Layout,
-    /// The `ubio` binary, for the ubio-cp and ubio-run-cp tools.
-    pub ubio_exe: PathBuf,
+    /// The `ubio` binary, for the ubio-cat, ubio-cp and ubio-run-* tools
+    /// (None: not found, and no such mode runs).
+    pub ubio_exe: Option<PathBuf>,
 }
 
 /// The engine has opened nothing yet and is about to start the clock.
@@ -321,7 +322,12 @@ fn check_job(job: &EngineJob) -> io::Result<()> {
 /// RWF_DONTCACHE where the kernel or filesystem lacks it (btrfs, tmpfs),
 /// O_DIRECT where the filesystem refuses it or the block size does not fit
 /// its alignment, a ubio backend that cannot work here, a missing tool.
-pub fn check_mode(mode: BenchMode, w: &Workload, dir: &Path, ubio_exe: &Path) -> io::Result<()> {
+pub fn check_mode(
+    mode: BenchMode,
+    w: &Workload,
+    dir: &Path,
+    ubio_exe: Option<&Path>,
+) -> io::Result<()> {
     let unsupported = |m: String| io::Error::new(io::ErrorKind::Unsupported, m);
     if !mode.supports(w.kind) {
         return Err(unsupported(format!(
@@ -398,7 +404,7 @@ fn check_direct_block(block: u64, probe: &Path) -> io::Result<()> {
     Ok(())
 }
 
-fn check_tool(tool: Tool, ubio_exe: &Path) -> io::Result<()> {
+fn check_tool(tool: Tool, ubio_exe: Option<&Path>) -> io::Result<()> {
     let unsupported = |m: String| io::Error::new(io::ErrorKind::Unsupported, m);
     let caps = tool.caps();
     for p in caps.programs {
@@ -410,13 +416,24 @@ fn check_tool(tool: Tool, ubio_exe: &Path) -> io::Result<()> {
             ))
         })?;
     }
-    if caps.ubio && !ubio_exe.is_file() {
-        return Err(unsupported(format!(
-            "{}: no ubio binary at {}",
-            tool.name(),
-            ubio_exe.display()
-        )));
-    }
+    let ubio_exe = match ubio_exe {
+        Some(exe) if exe.is_file() => exe,
+        _ if !caps.ubio => return Ok(()),
+        Some(exe) => {
+            return Err(unsupported(format!(
+                "{}: no ubio binary at {}",
+                tool.name(),
+                exe.display()
+            )))
+        }
+        None => {
+            return Err(unsupported(format!(
+                "{}: the ubio program was not found (in UBIO_EXE, beside ubio-bench or on PATH): \
+                 install the ubio package, or build it with cargo build --release -p ubio-cli",
+                tool.name()
+            )))
+        }
+    };
     if caps.shim {
         let out = std::process::Command::new(ubio_exe)
             .args(["run", "--", "true"])

@@ -22,7 +22,7 @@
 //! end, on failure and on Ctrl-C (through [`ubio_testenv::cleanup`]).
 //!
 //! Under global pressure ([`Config::global_pressure`]) there is no memory
-//! cgroup: a balloon ([`ubio_testenv::balloon`], held by `ubio __worker
+//! cgroup: a balloon ([`ubio_testenv::balloon`], held by `ubio-bench __worker
 //! balloon`) takes the machine's memory down to what the run should have,
 //! right after the target is made, and gives it back at the end (or on
 //! failure, Ctrl-C, or the death of this process).
@@ -71,9 +71,12 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How to run a benchmark (what is measured is the [`Config`]).
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    /// The `ubio` binary: workers run as `ubio __worker bench JOB`, and the
-    /// ubio-cp / ubio-run-cp tools call it.
-    pub ubio_exe: PathBuf,
+    /// The harness's own binary: workers run as `ubio-bench __worker bench
+    /// JOB`, the balloon's holder as `ubio-bench __worker balloon`.
+    pub worker_exe: PathBuf,
+    /// The `ubio` binary that the ubio-cat, ubio-cp and ubio-run-* modes
+    /// run; None where none was found (those modes are then left out).
+    pub ubio_exe: Option<PathBuf>,
     /// Where the report files go (rewritten after every run); None: nowhere.
     pub out_dir: Option<PathBuf>,
     /// Run fio's version of the buffered and O_DIRECT jobs afterwards.
@@ -93,9 +96,10 @@ pub struct RunOptions {
 }
 
 impl RunOptions {
-    /// Defaults around the given binary.
-    pub fn new(ubio_exe: PathBuf) -> RunOptions {
+    /// Defaults around the given binaries.
+    pub fn new(worker_exe: PathBuf, ubio_exe: Option<PathBuf>) -> RunOptions {
         RunOptions {
+            worker_exe,
             ubio_exe,
             out_dir: None,
             fio: false,
@@ -157,7 +161,7 @@ pub fn run(config: &Config, options: &RunOptions, progress: &dyn Progress) -> io
     let mut warnings = Vec::new();
     let mut modes = Vec::new();
     for &mode in &config.modes {
-        match engine::check_mode(mode, w, &target.dir, &options.ubio_exe) {
+        match engine::check_mode(mode, w, &target.dir, options.ubio_exe.as_deref()) {
             Ok(()) => modes.push(mode),
             Err(e) => {
                 let msg = format!("{mode} left out: {e}");
@@ -410,7 +414,7 @@ fn inflate(
         plan.floor_bytes >> 20,
         dataset as f64 / plan.leave_bytes as f64
     ));
-    let mut holder = Command::new(&options.ubio_exe);
+    let mut holder = Command::new(&options.worker_exe);
     holder.args(["__worker", "balloon"]).stderr(Stdio::inherit());
     let since = Instant::now();
     let b = Balloon::inflate(holder, plan.balloon_bytes, plan.floor_bytes)
@@ -470,7 +474,7 @@ impl Bench<'_> {
     }
 
     fn spawn(&self, job: EngineJob) -> io::Result<BenchClient> {
-        let mut cmd = Command::new(&self.options.ubio_exe);
+        let mut cmd = Command::new(&self.options.worker_exe);
         cmd.arg("__worker")
             .args(Job::Bench(Box::new(job)).to_args())
             .stdin(Stdio::null())
@@ -558,7 +562,7 @@ impl Bench<'_> {
         ));
         write_plain(hot, bytes)?;
         drop_cached(hot)?;
-        let mut cmd = Command::new(&self.options.ubio_exe);
+        let mut cmd = Command::new(&self.options.worker_exe);
         cmd.arg("__worker")
             .args(
                 Job::Victim {

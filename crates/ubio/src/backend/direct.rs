@@ -9,7 +9,7 @@
 //! another process writing the same block at the same time can lose an
 //! update, as with any O_DIRECT user of unaligned data.
 
-use super::{pwrite_with_flags, Backend, WriteAt};
+use super::{pwrite_with_flags, Backend, ReadAt, WriteAt};
 use crate::buffer::AlignedBuf;
 use crate::sys::{self, DioAlign, RwFlags};
 use std::fs::File;
@@ -28,6 +28,10 @@ pub struct Direct {
     /// False when only a write-only O_DIRECT descriptor could be had: then
     /// unaligned writes go through the page cache instead.
     dfd_readable: bool,
+    /// The caller's descriptor was opened for reading: reads of a
+    /// write-only one fail with EBADF, as read(2) would, although the
+    /// O_DIRECT descriptor may be readable (for the edges of writes).
+    readable: bool,
     /// Offset and length alignment (at least 512).
     align: u64,
     /// Buffer address alignment.
@@ -55,6 +59,7 @@ impl Direct {
         Ok(Direct {
             dfd,
             dfd_readable,
+            readable: access != libc::O_WRONLY,
             align,
             mem_align,
             pool: Mutex::new(Vec::new()),
@@ -167,10 +172,52 @@ impl Backend for Direct {
 
     fn read(
         &self,
-        _fd: BorrowedFd<'_>,
+        fd: BorrowedFd<'_>,
         bufs: &mut [IoSliceMut<'_>],
-        off: u64,
+        at: ReadAt,
     ) -> io::Result<usize> {
+        if !self.readable {
+            return Err(io::Error::from_raw_os_error(libc::EBADF));
+        }
+        let n = self.read_direct(bufs, at.offset())?;
+        if let ReadAt::Position(pos) = at {
+            // The data came through the O_DIRECT descriptor: move this
+            // one's position past it, as read(2) would have. (Not atomic
+            // against another process using the same open file description
+            // at the same moment, as the kernel's own read(2) is.)
+            sys::lseek_set(fd, pos + n as u64)?;
+        }
+        Ok(n)
+    }
+
+    fn write(
+        &self,
+        fd: BorrowedFd<'_>,
+        bufs: &[IoSlice<'_>],
+        at: WriteAt,
+        keep_cached: bool,
+    ) -> io::Result<(u64, usize)> {
+        if keep_cached {
+            return pwrite_with_flags(fd, bufs, at, RwFlags::NONE);
+        }
+        let _guard = self.write_lock.lock().unwrap();
+        let off = match at {
+            WriteAt::Offset(off) | WriteAt::Position(off) => off,
+            WriteAt::End | WriteAt::EndPositional => sys::fstat(fd)?.st_size as u64,
+        };
+        let n = self.write_direct(fd, bufs, off)?;
+        if matches!(at, WriteAt::Position(_) | WriteAt::End) {
+            // The data went through the O_DIRECT descriptor: move this
+            // one's position past it, as write(2) would have.
+            sys::lseek_set(fd, off + n as u64)?;
+        }
+        Ok((off, n))
+    }
+}
+
+impl Direct {
+    /// Read into `bufs` at `off` through the O_DIRECT descriptor.
+    fn read_direct(&self, bufs: &mut [IoSliceMut<'_>], off: u64) -> io::Result<usize> {
         let len: usize = bufs.iter().map(|b| b.len()).sum();
         if len == 0 {
             return Ok(0);
@@ -210,32 +257,6 @@ impl Backend for Direct {
         result
     }
 
-    fn write(
-        &self,
-        fd: BorrowedFd<'_>,
-        bufs: &[IoSlice<'_>],
-        at: WriteAt,
-        keep_cached: bool,
-    ) -> io::Result<(u64, usize)> {
-        if keep_cached {
-            return pwrite_with_flags(fd, bufs, at, RwFlags::NONE);
-        }
-        let _guard = self.write_lock.lock().unwrap();
-        let off = match at {
-            WriteAt::Offset(off) | WriteAt::Position(off) => off,
-            WriteAt::End => sys::fstat(fd)?.st_size as u64,
-        };
-        let n = self.write_direct(fd, bufs, off)?;
-        if !matches!(at, WriteAt::Offset(_)) {
-            // The data went through the O_DIRECT descriptor: move this
-            // one's position past it, as write(2) would have.
-            sys::lseek_set(fd, off + n as u64)?;
-        }
-        Ok((off, n))
-    }
-}
-
-impl Direct {
     /// Write `bufs` at `off` through the O_DIRECT descriptor (under the
     /// write lock); short only on an error after some data went out.
     fn write_direct(

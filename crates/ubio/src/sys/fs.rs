@@ -227,6 +227,17 @@ fn move_high(file: File) -> File {
     unsafe { File::from_raw_fd(high) }
 }
 
+/// `lseek(fd, offset, whence)`: move the file position (SEEK_SET, SEEK_CUR,
+/// SEEK_END, SEEK_DATA, SEEK_HOLE; other values are passed on for the
+/// kernel to refuse); the new position.
+///
+/// See lseek(2); SEEK_DATA and SEEK_HOLE since Linux 3.1.
+pub fn lseek(fd: BorrowedFd<'_>, offset: i64, whence: libc::c_int) -> io::Result<u64> {
+    // SAFETY: no pointers are passed.
+    cvt(unsafe { libc::lseek(fd.as_raw_fd(), offset as libc::off_t, whence) } as libc::c_long)
+        .map(|p| p as u64)
+}
+
 /// `lseek(fd, 0, SEEK_CUR)`: the file position.
 ///
 /// See lseek(2).

@@ -61,6 +61,8 @@ pub(super) fn lane(
     shared: &Shared,
 ) -> io::Result<LaneOutcome> {
     let layout = &job.layout;
+    // check_mode left out every ubio tool when no ubio binary was found.
+    let ubio = job.ubio_exe.as_deref().unwrap_or(Path::new("ubio"));
     let copies_files = tool.caps().workload == WorkloadKind::Copy;
     let mut copies = Vec::new();
     for f in 0..layout.files_per_thread {
@@ -68,7 +70,7 @@ pub(super) fn lane(
             break;
         }
         let (src, dst) = (layout.source(thread, f), layout.copy(thread, f));
-        let argv = argv(tool, &job.ubio_exe, layout.block_bytes, &src, &dst);
+        let argv = argv(tool, ubio, layout.block_bytes, &src, &dst);
         let cmdline = argv.join(" ");
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..])
@@ -117,7 +119,7 @@ pub(super) fn lane(
     }
     let template = argv(
         tool,
-        &job.ubio_exe,
+        ubio,
         layout.block_bytes,
         Path::new("SRC"),
         Path::new("DST"),

@@ -1,5 +1,5 @@
-//! `ubio __worker ...` (hidden): the worker processes of `ubio bench` (and
-//! so of `ubio demo`), speaking JSON lines (see `ubio_bench::worker`).
+//! `ubio-bench __worker ...` (hidden): the worker processes of the harness
+//! (and so of `ubio-bench demo`), speaking JSON lines (see `ubio_bench::worker`).
 
 use anyhow::Result;
 use std::ffi::OsString;

@@ -1,4 +1,4 @@
-//! `ubio bench run`: one benchmark (a workload, several modes, rounds
+//! `ubio-bench run`: one benchmark (a workload, several modes, rounds
 //! each round in a random order) through `ubio_bench::harness::runner`, with progress on
 //! stderr and the report files in --out.
 
@@ -139,20 +139,34 @@ pub fn run(args: Args) -> Result<ExitCode> {
 
 fn bench(args: Args) -> Result<ExitCode> {
     let config = config(&args)?;
-    let exe = std::env::current_exe().context("find the ubio binary for the worker processes")?;
     let out = args.out.clone().unwrap_or_else(|| default_out(""));
-    let mut options = RunOptions::new(exe.clone());
+    let mut options = run_options(args.seed)?;
     options.out_dir = Some(out.clone());
     options.fio = args.fio;
     options.warmup = !args.no_warmup;
     options.verify = args.verify;
-    options.git_commit = git_commit(&exe);
-    options.order_seed = args.seed.unwrap_or_else(schedule::seed_from_clock);
     let progress = TermProgress::new(args.verbose);
-    let report = runner::run(&config, &options, &progress).context("ubio bench run")?;
+    let report = runner::run(&config, &options, &progress).context("ubio-bench run")?;
     progress.line(&format!("report in {}", out.display()));
     print_report(&report, args.json)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The runner's options every command starts from: this program for the
+/// workers, the `ubio` to measure (UBIO_EXE, set by `ubio bench`, or
+/// beside this program, or on PATH), the source's git description, and the
+/// seed of the modes' order (from the clock unless given).
+pub(crate) fn run_options(seed: Option<u64>) -> Result<RunOptions> {
+    let exe =
+        std::env::current_exe().context("find the ubio-bench binary for the worker processes")?;
+    let ubio = std::env::var_os("UBIO_EXE")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| ubio_cmd::find_program("ubio"));
+    let mut options = RunOptions::new(exe.clone(), ubio);
+    options.git_commit = git_commit(&exe);
+    options.order_seed = seed.unwrap_or_else(schedule::seed_from_clock);
+    Ok(options)
 }
 
 fn print_report(report: &Report, json: bool) -> Result<()> {
@@ -256,8 +270,8 @@ pub(crate) fn default_floor(leave: u64) -> u64 {
 
 /// The source tree's `git describe`, from the build or from the tree the
 /// binary sits in.
-pub(crate) fn git_commit(exe: &std::path::Path) -> Option<String> {
-    option_env!("UBIO_GIT_DESCRIBE")
+fn git_commit(exe: &std::path::Path) -> Option<String> {
+    ubio_cmd::git_describe()
         .map(str::to_owned)
         .or_else(|| exe.parent().and_then(environment::git_describe))
 }

@@ -1,4 +1,4 @@
-//! `ubio demo` end to end, at a tiny scale: it runs the harness for writes
+//! `ubio-bench demo` (`ubio demo`) end to end, at a tiny scale: it runs the harness for writes
 //! and reads, prints one table row per mode and operation, reports the
 //! harness's figures as JSON, keeps the report files with --out, and leaves
 //! nothing behind (no cgroup, no file), also when interrupted. Page-cache
@@ -9,9 +9,9 @@
 
 mod common;
 
-use common::{assert_clean, demo_possible, run_demo_json, scratch_dir, skip, UBIO};
+use common::{assert_clean, demo_possible, run_demo_json, scratch_dir, skip, ubio_bench};
 use serde_json::Value;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// One demo at a time: each streams through a small cgroup, and several at
@@ -204,7 +204,7 @@ fn interrupted_demo_cleans_up() {
     };
     let dir_guard = scratch_dir("demo-sigint");
     let dir = dir_guard.path();
-    let mut child = Command::new(UBIO)
+    let mut child = ubio_bench()
         .args([
             "demo",
             "--limit",
@@ -263,7 +263,7 @@ fn not_enough_space_is_a_clear_error() {
     }
     let dir_guard = scratch_dir("demo-space");
     let dir = dir_guard.path();
-    let out = Command::new(UBIO)
+    let out = ubio_bench()
         .args(["demo", "--dataset", "900T", "--dir"])
         .arg(dir)
         .output()
@@ -292,7 +292,7 @@ fn bad_options_are_refused() {
         (&["--modes", "buffered,cp"][..], "use it with --copy"),
         (&["--modes", "ubio:nope"][..], "nope"),
     ] {
-        let out = Command::new(UBIO).arg("demo").args(args).output().unwrap();
+        let out = ubio_bench().arg("demo").args(args).output().unwrap();
         assert!(!out.status.success(), "{args:?} accepted");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(want), "{args:?}: {err}");
@@ -301,7 +301,7 @@ fn bad_options_are_refused() {
 
 #[test]
 fn worker_is_hidden_from_help() {
-    let out = Command::new(UBIO).arg("--help").output().unwrap();
+    let out = ubio_bench().arg("--help").output().unwrap();
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(
         help.contains("demo") && !help.contains("__worker"),

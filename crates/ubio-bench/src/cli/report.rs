@@ -1,4 +1,4 @@
-//! `ubio bench report RESULT.json [--out DIR]`: the CSV, Markdown and HTML
+//! `ubio-bench report RESULT.json [--out DIR]`: the CSV, Markdown and HTML
 //! exports again, from the JSON alone (after a change to the exporters, or
 //! on another machine).
 

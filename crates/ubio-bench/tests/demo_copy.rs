@@ -1,4 +1,4 @@
-//! `ubio demo --copy` end to end, at a tiny scale: every default copy tool
+//! `ubio-bench demo --copy` (`ubio demo --copy`) end to end, at a tiny scale: every default copy tool
 //! runs in the harness's copy workload, makes an exact copy (--verify),
 //! shows up in the table, and leaves nothing behind (no cgroup, no file);
 //! cp leaves the files in the page cache, ubio cp and ubio run -- cp do not
@@ -30,6 +30,9 @@ fn tiny_copy_demo_verifies_every_tool_and_cleans_up() {
         Ok(p) => p,
         Err(reason) => return skip(NAME, &reason),
     };
+    if let Err(reason) = common::ubio_beside() {
+        return skip(NAME, &reason);
+    }
     let mut want = vec![
         "cp",
         "cp+backed",

@@ -26,18 +26,18 @@ pub fn run_until_signal(
     let (tx, rx) = mpsc::channel();
     let on_signal = tx.clone();
     std::thread::Builder::new()
-        .name("ubio-signal-wait".into())
+        .name("ubio-bench-signal-wait".into())
         .spawn(move || {
             let _ = on_signal.send(Event::Interrupted(cleanup::signal_cleanup_done()));
         })?;
     std::thread::Builder::new()
-        .name("ubio-command".into())
+        .name("ubio-bench-command".into())
         .spawn(move || {
             let _ = tx.send(Event::Finished(command()));
         })?;
     let interrupted = |sig: i32| {
         eprintln!(
-            "ubio: interrupted by {}; what it made is removed",
+            "ubio-bench: interrupted by {}; what it made is removed",
             cleanup::signal_name(sig)
         );
         Ok(ExitCode::from(128 + sig as u8))

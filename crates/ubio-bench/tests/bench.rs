@@ -1,11 +1,11 @@
-//! `ubio bench run` end to end, on tiny datasets: one real run of every
+//! `ubio-bench run` end to end, on tiny datasets: one real run of every
 //! mode (the data written or copied checked with --verify), the victim and
 //! the duration cap, fio's cross-check, a throttled xfs on a loop device,
 //! and Ctrl-C removing everything the benchmark made.
 
 mod common;
 
-use common::{skip, stderr, ubio, workdir};
+use common::{skip, stderr, ubio_bench, workdir};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -26,21 +26,25 @@ fn possible(name: &str) -> bool {
     }
 }
 
-/// Runs `ubio bench run ARGS --json` in a fresh directory, one round, no
+/// As [`possible`], for the tests that run `ubio` itself (ubio-cat,
+/// ubio-cp, ubio-run-*).
+fn possible_with_ubio(name: &str) -> bool {
+    match common::ubio_beside() {
+        Ok(_) => possible(name),
+        Err(why) => {
+            skip(name, &why);
+            false
+        }
+    }
+}
+
+/// Runs `ubio-bench run ARGS --json` in a fresh directory, one round, no
 /// warm-up; returns the report after the generic checks.
 fn bench(name: &str, args: &[&str]) -> Value {
     let dir = workdir();
     let out = dir.path().join("out");
-    let mut cmd = ubio();
-    cmd.args([
-        "bench",
-        "run",
-        "--rounds",
-        "1",
-        "--no-warmup",
-        "--json",
-        "--verify",
-    ]);
+    let mut cmd = ubio_bench();
+    cmd.args(["run", "--rounds", "1", "--no-warmup", "--json", "--verify"]);
     if !args.contains(&"--fs") {
         cmd.arg("--dir").arg(dir.path());
     }
@@ -210,7 +214,7 @@ fn every_in_process_mode_writes_at_random() {
 
 #[test]
 fn every_mode_and_tool_copies() {
-    if !possible("every_mode_and_tool_copies") {
+    if !possible_with_ubio("every_mode_and_tool_copies") {
         return;
     }
     let modes = format!("{IN_PROCESS},{TOOLS}");
@@ -249,7 +253,7 @@ fn every_mode_and_tool_copies() {
 /// virtualisation and free page reporting, and each run's system s/GB.
 #[test]
 fn read_tools_and_backed_twins_read() {
-    if !possible("read_tools_and_backed_twins_read") {
+    if !possible_with_ubio("read_tools_and_backed_twins_read") {
         return;
     }
     let r = bench(
@@ -545,9 +549,8 @@ fn ctrl_c_removes_everything() {
     let before = fixtures();
     let dir = workdir();
     // A slow device (ext4 throttled to 20 MB/s) so the runs last.
-    let mut child = ubio()
+    let mut child = ubio_bench()
         .args([
-            "bench",
             "run",
             "--fs",
             "ext4",
@@ -607,7 +610,7 @@ fn ctrl_c_removes_everything() {
     );
 }
 
-/// `ubio bench suite seeds` end to end at the smoke scale, on the seed whose
+/// `ubio-bench suite seeds` end to end at the smoke scale, on the seed whose
 /// experiment is quickest (003: xfs on /dev/shm, with fio): the verdict is
 /// written next to the experiment's report, and nothing is left behind.
 #[test]
@@ -618,10 +621,8 @@ fn seed_suite_judges_an_experiment() {
     let dir = workdir();
     let out = dir.path().join("suite");
     let before = fixtures();
-    let o = ubio()
-        .args([
-            "bench", "suite", "seeds", "--smoke", "--only", "003", "--out",
-        ])
+    let o = ubio_bench()
+        .args(["suite", "seeds", "--smoke", "--only", "003", "--out"])
         .arg(&out)
         .output()
         .unwrap();
@@ -663,8 +664,15 @@ fn global_pressure_refuses_unsafe_settings() {
     let dir = workdir();
     let before = fixtures();
     let refused = |args: &[&str], why: &str| {
-        let mut cmd = ubio();
-        cmd.args(["bench", "run", "--pressure", "global", "--no-victim", "--rounds", "1"]);
+        let mut cmd = ubio_bench();
+        cmd.args([
+            "run",
+            "--pressure",
+            "global",
+            "--no-victim",
+            "--rounds",
+            "1",
+        ]);
         if !args.contains(&"--fs") {
             cmd.arg("--dir").arg(dir.path());
         }
@@ -674,14 +682,29 @@ fn global_pressure_refuses_unsafe_settings() {
         assert!(err.contains(why), "{args:?}: {err}");
     };
     // A floor under 256 MiB.
-    refused(&["--limit", "1G", "--dataset", "4G", "--floor", "100M"], "unsafe");
+    refused(
+        &["--limit", "1G", "--dataset", "4G", "--floor", "100M"],
+        "unsafe",
+    );
     // Leaving less than the floor.
-    refused(&["--limit", "512M", "--dataset", "4G", "--floor", "1G"], "below the floor");
+    refused(
+        &["--limit", "512M", "--dataset", "4G", "--floor", "1G"],
+        "below the floor",
+    );
     // A dataset that what is left would nearly hold.
     refused(&["--limit", "1G", "--dataset", "1G"], "not several times");
     // A loop device in /dev/shm would take the dataset's size in memory.
     refused(
-        &["--limit", "1G", "--dataset", "4G", "--fs", "ext4", "--backing", "shm"],
+        &[
+            "--limit",
+            "1G",
+            "--dataset",
+            "4G",
+            "--fs",
+            "ext4",
+            "--backing",
+            "shm",
+        ],
         "/dev/shm",
     );
     // No memory taken from the whole machine.

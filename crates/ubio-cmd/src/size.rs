@@ -1,4 +1,4 @@
-//! Byte sizes on the command line ("16M", "1GiB", "4096") and in output.
+//! Byte sizes on the command lines ("16M", "1GiB", "4096") and in output.
 
 /// Parse a size: a number with an optional K, M, G or T suffix (the
 /// library's parser, shared with the LD_PRELOAD shim).
@@ -14,7 +14,7 @@ pub fn parse_nonzero(s: &str) -> Result<u64, String> {
 }
 
 /// "1.5 GiB" style: the library's formatter, which the bench reports use
-/// too, so `ubio` prints sizes one way everywhere.
+/// too, so both programs print sizes one way everywhere.
 pub use ubio::size::human;
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! `ubio bench compare OLD.json NEW.json`: per mode and metric, what changed
+//! `ubio-bench compare OLD.json NEW.json`: per mode and metric, what changed
 //! beyond the noise the runs themselves show (the rule is documented in
 //! `ubio_bench::harness::compare`), with an exit status for CI.
 

@@ -1,4 +1,4 @@
-//! `ubio bench suite seeds`: the seeds' experiments
+//! `ubio-bench suite seeds`: the seeds' experiments
 //! (`ubio_bench::harness::suite`), one benchmark each, every figure printed
 //! next to the seed's claim with a verdict.
 //!
@@ -10,8 +10,7 @@ use super::run::TermProgress;
 use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use ubio_bench::harness::runner::{self, RunOptions};
-use ubio_bench::harness::schedule;
+use ubio_bench::harness::runner;
 use ubio_bench::harness::schema::GlobalPressure;
 use ubio_bench::harness::suite::{self, ExperimentResult, Outcome, Scale, Verdict};
 
@@ -114,13 +113,12 @@ fn suite(args: Args) -> Result<ExitCode> {
     if scale.slow_device_mb_per_s.is_nan() || scale.slow_device_mb_per_s <= 0.0 {
         bail!("--slow-device must be more than 0 MB/s");
     }
-    let exe = std::env::current_exe().context("find the ubio binary for the worker processes")?;
     let out = args
         .out
         .clone()
         .unwrap_or_else(|| super::run::default_out("seeds-"));
     let progress = TermProgress::new(args.verbose);
-    let seed = args.seed.unwrap_or_else(schedule::seed_from_clock);
+    let base = super::run::run_options(args.seed)?;
     let mut results: Vec<ExperimentResult> = Vec::new();
     let mut failed = 0;
     let experiments = suite::experiments(&scale, &args.only);
@@ -133,11 +131,9 @@ fn suite(args: Args) -> Result<ExitCode> {
             experiments.len(),
             exp.title
         ));
-        let mut options = RunOptions::new(exe.clone());
+        let mut options = base.clone();
         options.out_dir = Some(out.join(&dir_name));
         options.fio = exp.fio;
-        options.git_commit = super::run::git_commit(&exe);
-        options.order_seed = seed;
         let verdict = match runner::run(&exp.config, &options, &progress) {
             Ok(report) => exp.judge(&report, &scale),
             Err(e) => {

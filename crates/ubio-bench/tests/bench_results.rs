@@ -1,9 +1,9 @@
-//! `ubio bench compare` and `ubio bench report` on mock results (no disk
+//! `ubio-bench compare` and `ubio-bench report` on mock results (no disk
 //! work, no root): exit codes 0/1/2 and a re-render from the JSON alone.
 
 mod common;
 
-use common::{stderr, ubio, workdir};
+use common::{stderr, ubio_bench, workdir};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use ubio_bench::harness::export;
@@ -18,8 +18,8 @@ fn write_report(dir: &Path, name: &str, report: &Report) -> PathBuf {
 }
 
 fn compare(old: &Path, new: &Path, extra: &[&str]) -> Output {
-    ubio()
-        .args(["bench", "compare"])
+    ubio_bench()
+        .arg("compare")
         .arg(old)
         .arg(new)
         .args(extra)
@@ -125,8 +125,8 @@ fn report_rerenders_every_export_from_the_json() {
     let report = mock::report(3);
     let json = write_report(dir.path(), "result.json", &report);
     let out_dir = dir.path().join("out");
-    let out = ubio()
-        .args(["bench", "report"])
+    let out = ubio_bench()
+        .arg("report")
         .arg(&json)
         .arg("--out")
         .arg(&out_dir)
@@ -150,8 +150,8 @@ fn report_rerenders_every_export_from_the_json() {
 #[test]
 fn report_of_a_bad_file_exits_2() {
     let dir = workdir();
-    let out = ubio()
-        .args(["bench", "report"])
+    let out = ubio_bench()
+        .arg("report")
         .arg(dir.path().join("missing.json"))
         .output()
         .unwrap();

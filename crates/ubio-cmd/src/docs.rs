@@ -1,12 +1,14 @@
-//! `ubio __generate-docs DIR` (hidden): man pages and shell completions made
+//! `PROGRAM __generate-docs DIR` (hidden): man pages and shell completions made
 //! from the clap definitions themselves, so they never drift from `--help`.
-//! scripts/install.sh runs it and installs what it writes:
+//! scripts/install.sh and the packages run it and install what it writes:
 //!
-//!     DIR/man/ubio.1, ubio-cp.1, ubio-bench-run.1, ...  (one page per command)
+//!     DIR/man/ubio.1, ubio-cp.1, ...             (one page per command)
 //!     DIR/completions/ubio.bash, _ubio (zsh), ubio.fish
+//!
+//! (`ubio-bench __generate-docs` the same for ubio-bench: ubio-bench.1,
+//! ubio-bench-run.1, ...).
 
 use anyhow::{Context, Result};
-use clap::CommandFactory;
 use clap_complete::Shell;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -17,17 +19,21 @@ pub struct Args {
     dir: PathBuf,
 }
 
-pub fn run(args: Args) -> Result<ExitCode> {
+/// Writes the pages and completions of `cli` (named `name`). The
+/// subcommands in `elsewhere` get no page of their own: another program
+/// documents them (`ubio bench` and `ubio demo` run ubio-bench, whose pages
+/// are ubio-bench(1) and its own).
+pub fn run(args: Args, cli: clap::Command, name: &str, elsewhere: &[&str]) -> Result<ExitCode> {
     let man = args.dir.join("man");
     let completions = args.dir.join("completions");
     for d in [&man, &completions] {
         std::fs::create_dir_all(d).with_context(|| format!("create directory {}", d.display()))?;
     }
-    let mut cli = crate::Cli::command().disable_help_subcommand(true);
-    cli.build();
-    man_pages(cli, &man)?;
+    let mut pages = cli.clone().disable_help_subcommand(true);
+    pages.build();
+    man_pages(pages, &man, elsewhere)?;
     for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
-        clap_complete::generate_to(shell, &mut crate::Cli::command(), "ubio", &completions)
+        clap_complete::generate_to(shell, &mut cli.clone(), name, &completions)
             .with_context(|| format!("write {shell} completion to {}", completions.display()))?;
     }
     Ok(ExitCode::SUCCESS)
@@ -35,9 +41,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
 
 /// clap_mangen's pages for `cmd` and each visible subcommand, with the
 /// examples (`after_help`) under EXAMPLES rather than clap_mangen's EXTRA.
-fn man_pages(cmd: clap::Command, dir: &Path) -> Result<()> {
-    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
-        man_pages(sub.clone(), dir)?;
+fn man_pages(cmd: clap::Command, dir: &Path, elsewhere: &[&str]) -> Result<()> {
+    for sub in cmd
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set() && !elsewhere.contains(&s.get_name()))
+    {
+        man_pages(sub.clone(), dir, &[])?;
     }
     let page = clap_mangen::Man::new(cmd);
     let mut roff = Vec::new();

@@ -12,7 +12,7 @@
 //! a few sentences computed from the harness's mode summaries, and with
 //! --out keeps the harness's report files.
 
-use crate::bench::run::{git_commit, TermProgress};
+use crate::run::{run_options, TermProgress};
 use crate::size;
 use crate::size::human as human_bytes;
 use anyhow::{bail, Context, Result};
@@ -24,8 +24,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 use ubio_bench::harness::judge::{self, Figure};
 use ubio_bench::harness::mode::{Backable, BenchMode, Tool, WorkloadKind};
-use ubio_bench::harness::runner::{self, RunOptions};
-use ubio_bench::harness::schedule;
+use ubio_bench::harness::runner;
 use ubio_bench::harness::schema::{Config, ModeSummary, Report, Target, Workload};
 use ubio_bench::harness::summary::baseline_mode;
 
@@ -122,18 +121,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
 fn demo(args: Args) -> Result<ExitCode> {
     let started = Instant::now();
     let configs = configs(&args)?;
-    let exe = std::env::current_exe().context("find the ubio binary for the worker processes")?;
     let progress = TermProgress::new(false);
-    let seed = args.seed.unwrap_or_else(schedule::seed_from_clock);
+    let base = run_options(args.seed)?;
     let mut reports = Vec::new();
     for config in &configs {
         let kind = config.workload.kind;
-        let mut options = RunOptions::new(exe.clone());
+        let mut options = base.clone();
         options.out_dir = args.out.as_ref().map(|o| o.join(kind.name()));
         options.verify = args.verify;
         options.victim_solo_secs = args.solo_secs;
-        options.git_commit = git_commit(&exe);
-        options.order_seed = seed;
         progress.line(&format!(
             "== {kind}: {} of {} in a {} memory cgroup, {}",
             human_bytes(config.workload.dataset_bytes),
