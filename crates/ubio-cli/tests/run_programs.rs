@@ -90,11 +90,31 @@ fn hash_file(path: &Path) -> (u64, u64) {
     (len, h.finish())
 }
 
-/// The programs the suite builds: a static Go copy and a static musl stdio
-/// copy (None where no musl-gcc).
+/// The programs the suite builds: a static Go copy, a static musl stdio
+/// copy and a static musl kernel copy (None where no musl-gcc), and the
+/// kernel copy linked dynamically (None where no gcc).
 struct Built {
     gocopy: PathBuf,
     cstdio: Option<PathBuf>,
+    kcopy: Option<PathBuf>,
+    kcopy_dyn: Option<PathBuf>,
+}
+
+/// Compile `src` (in tests/run_programs) to `out` with `cc` and `flags`.
+fn compile(cc: &str, flags: &[&str], src: &Path, out: PathBuf) -> PathBuf {
+    let res = Command::new(cc)
+        .args(flags)
+        .args(["-O2", "-o"])
+        .arg(&out)
+        .arg(src)
+        .output()
+        .unwrap();
+    assert!(
+        res.status.success(),
+        "{cc}: {}",
+        String::from_utf8_lossy(&res.stderr)
+    );
+    out
 }
 
 fn build(dir: &Path) -> Result<Built, String> {
@@ -117,22 +137,20 @@ fn build(dir: &Path) -> Result<Built, String> {
             String::from_utf8_lossy(&out.stderr)
         ));
     }
-    let cstdio = have("musl-gcc").then(|| {
-        let p = dir.join("cstdio");
-        let out = Command::new("musl-gcc")
-            .args(["-static", "-O2", "-o"])
-            .arg(&p)
-            .arg(src.join("cstdio.c"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "musl-gcc: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        p
-    });
-    Ok(Built { gocopy, cstdio })
+    let musl = |name: &str| {
+        have("musl-gcc").then(|| {
+            let c = src.join(name).with_extension("c");
+            compile("musl-gcc", &["-static"], &c, dir.join(name))
+        })
+    };
+    let kcopy_dyn =
+        have("gcc").then(|| compile("gcc", &[], &src.join("kcopy.c"), dir.join("kcopy-dyn")));
+    Ok(Built {
+        gocopy,
+        cstdio: musl("cstdio"),
+        kcopy: musl("kcopy"),
+        kcopy_dyn,
+    })
 }
 
 /// A program run by `sh -c` in the scratch directory, reading `in` and
@@ -181,9 +199,16 @@ fn cases(b: &Built) -> Vec<Case> {
         ),
     ];
     let go = b.gocopy.display().to_string();
-    // (Not `gocopy in out`: Go's io.Copy between two files is one
-    // copy_file_range of up to 1 GiB, which moves no position until it
-    // returns; README, "The engine".)
+    // Go's io.Copy between two files is one copy_file_range of up to
+    // 2 GiB, which moves no position until it returns: the engine finds it
+    // from the pages (follow/silent.rs). More such copies, on ext4 and xfs:
+    // long_kernel_copies_on_ext4_and_xfs.
+    v.push(c(
+        "static Go io.Copy (one copy_file_range)",
+        &[],
+        &format!("{go} in out"),
+        &["out"],
+    ));
     v.push(c(
         "static Go read/write loop",
         &[],
@@ -349,7 +374,7 @@ fn programs_under_ubio_run() {
         }
     }
     assert!(
-        ran >= 15 || !only.is_empty() || !failures.is_empty(),
+        ran >= 16 || !only.is_empty() || !failures.is_empty(),
         "only {ran} programs ran"
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -569,12 +594,22 @@ fn pages_cached_before_stay_cached() {
             "engine: static Go read/write loop",
             format!("{} -rw in out", built.gocopy.display()),
         ),
+        (
+            "engine: static Go io.Copy (one copy_file_range)",
+            format!("{} in out", built.gocopy.display()),
+        ),
         ("shim: cat", "cat in > out".to_string()),
     ];
     if let Some(p) = &built.cstdio {
         cases.push((
             "engine: static musl stdio, < in > out",
             format!("{} < in > out", p.display()),
+        ));
+    }
+    if let Some(p) = &built.kcopy {
+        cases.push((
+            "engine: static musl splice, explicit offsets",
+            format!("{} splice in out", p.display()),
         ));
     }
     // DAMON may reclaim a few of the cached pages just before the stream's
@@ -709,7 +744,8 @@ fn sample_writes(path: PathBuf) -> ubio_testenv::sampler_thread::SamplerThread<V
 /// of RATE completed since the first write, counted from REACTION later,
 /// plus the window (without the engine nothing would be written back for
 /// 30 s: dirty_expire_centisecs; the kernel's background threshold is GiBs
-/// away); and nothing is left cached at the end.
+/// away); and nothing is left cached at the end. The same for copies the
+/// kernel makes in one long call or with offsets (no position moves).
 #[test]
 fn writers_on_a_throttled_device() {
     use ubio_testenv::scratchfs::{FsKind, ScratchFs};
@@ -729,18 +765,30 @@ fn writers_on_a_throttled_device() {
         Ok(b) => b,
         Err(e) => return skip("writers_on_a_throttled_device", &e),
     };
-    let input = dir.path().join("in");
-    common::write_cold(&input, &common::data(LEN as usize, 3));
     let fs = ScratchFs::create(FsKind::Ext4, 256 * MIB, &Default::default()).unwrap();
+    // The input on the same filesystem: copy_file_range copies within one.
+    let input = fs.mount_point().join("in");
+    common::write_cold(&input, &common::data(LEN as usize, 3));
     let out = fs.mount_point().join("out");
-    let cases = [
+    let mut cases = vec![
         (
             "engine: static Go read/write loop",
             vec![built.gocopy.clone().into_os_string(), "-rw".into()],
         ),
         ("shim: cp", vec!["cp".into()]),
+        (
+            "engine: static Go io.Copy (one copy_file_range)",
+            vec![built.gocopy.clone().into_os_string()],
+        ),
     ];
+    if let Some(k) = &built.kcopy {
+        cases.push((
+            "engine: static musl splice, explicit offsets",
+            vec![k.clone().into_os_string(), "splice".into()],
+        ));
+    }
     for (name, prog) in cases {
+        evict(&input);
         let _ = std::fs::remove_file(&out);
         fs.set_write_bps(RATE).unwrap();
         let sampler = sample_writes(out.clone());
@@ -755,6 +803,7 @@ fn writers_on_a_throttled_device() {
         let took = t.elapsed();
         let samples = sampler.finish().unwrap();
         fs.set_write_bps(0).unwrap();
+        let input_left = cached(&input);
         assert!(status.success(), "{name}: {status:?}");
         assert_eq!(hash_file(&out), hash_file(&input), "{name}: copy differs");
         let first = samples
@@ -775,6 +824,7 @@ fn writers_on_a_throttled_device() {
             rate = RATE / MIB,
         );
         assert_eq!(left, 0, "{name}: left cached after exit");
+        assert_eq!(input_left, 0, "{name}: input left cached after exit");
         if name.starts_with("shim") {
             // Exact: the writer waits for its writeback a window ahead.
             assert!(
@@ -797,4 +847,325 @@ fn writers_on_a_throttled_device() {
             );
         }
     }
+}
+
+/// Copies made by the kernel in one long call (copy_file_range, sendfile)
+/// or in calls with explicit offsets (splice through a pipe), which move no
+/// position while they run: `(name, program and its first arguments)`, to
+/// which IN and OUT are added. Skips what cannot be built here.
+fn kernel_copies(b: &Built, test: &str) -> Vec<(&'static str, Vec<std::ffi::OsString>)> {
+    let mut v = vec![(
+        "static Go io.Copy (copy_file_range)",
+        vec![b.gocopy.clone().into_os_string()],
+    )];
+    match &b.kcopy {
+        Some(k) => {
+            for (name, mode) in [
+                ("static musl copy_file_range", "cfr"),
+                ("static musl sendfile", "sendfile"),
+                ("static musl splice, explicit offsets", "splice"),
+            ] {
+                v.push((name, vec![k.clone().into_os_string(), mode.into()]));
+            }
+        }
+        None => skip(&format!("{test} (musl)"), "no musl-gcc (musl-tools)"),
+    }
+    match &b.kcopy_dyn {
+        // `env` is dynamic and gets the shim; the copy is exec'ed without it.
+        Some(k) => v.push((
+            "dynamic copy_file_range, shim not loaded",
+            vec![
+                "env".into(),
+                "-u".into(),
+                "LD_PRELOAD".into(),
+                k.clone().into_os_string(),
+                "cfr".into(),
+            ],
+        )),
+        None => skip(&format!("{test} (dynamic)"), "no gcc"),
+    }
+    v
+}
+
+/// `ubio run --window 16M -- PROG... IN OUT` on a cold IN, with the input's
+/// and the output's page cache sampled: (exit status, input peaks, output
+/// peaks, bytes of each left cached after exit).
+fn kernel_copy_under_ubio(
+    prog: &[std::ffi::OsString],
+    input: &Path,
+    out: &Path,
+) -> (std::process::ExitStatus, Peaks, Peaks, [u64; 2]) {
+    let _ = std::fs::remove_file(out);
+    evict(input);
+    let sin = ResidencySampler::follow_all(vec![input.to_path_buf()], SAMPLE_EVERY);
+    let sout = ResidencySampler::follow_all(vec![out.to_path_buf()], SAMPLE_EVERY);
+    let status = Command::new(UBIO)
+        .args(["run", "--window", "16M", "--"])
+        .args(prog)
+        .arg(input)
+        .arg(out)
+        .stdin(Stdio::null())
+        .status()
+        .unwrap();
+    let (pin, pout) = (sin.finish().unwrap(), sout.finish().unwrap());
+    let left = [cached(input), if out.exists() { cached(out) } else { 0 }];
+    (status, pin, pout, left)
+}
+
+/// One long in-kernel copy per program (Go's io.Copy, copy_file_range and
+/// sendfile of the whole file in one call, splice with explicit offsets;
+/// static and a dynamic one without the shim), on ext4 and on xfs made
+/// without reflink (with it, copy_file_range clones and caches nothing:
+/// checked too), each on a loop device: the input's and the output's page
+/// cache within 64 MiB at every sample, the output's dirty + writeback
+/// within the engine's bound, nothing cached after exit, the copy exact.
+#[test]
+fn long_kernel_copies_on_ext4_and_xfs() {
+    use ubio_testenv::scratchfs::{FsKind, ScratchFs, ScratchOpts};
+    const NAME: &str = "long_kernel_copies_on_ext4_and_xfs";
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !common::root_or_skip(NAME) {
+        return;
+    }
+    let dir = workdir();
+    let built = match build(dir.path()) {
+        Ok(b) => b,
+        Err(e) => return skip(NAME, &e),
+    };
+    let copies = kernel_copies(&built, NAME);
+    let filesystems: [(&str, FsKind, &[&str]); 3] = [
+        ("ext4", FsKind::Ext4, &[]),
+        ("xfs", FsKind::Xfs, &["-m", "reflink=0"]),
+        ("xfs with reflink", FsKind::Xfs, &["-m", "reflink=1"]),
+    ];
+    let mut failures = Vec::new();
+    for (fs_name, kind, mkfs_args) in filesystems {
+        let opts = ScratchOpts {
+            mkfs_args: mkfs_args.iter().map(|a| a.to_string()).collect(),
+            ..ScratchOpts::default()
+        };
+        let fs = ScratchFs::create(kind, 640 * MIB, &opts).unwrap();
+        let input = fs.mount_point().join("in");
+        let out = fs.mount_point().join("out");
+        write_input(&input);
+        let want = hash_file(&input);
+        let reflink = fs_name.contains("reflink");
+        for (name, prog) in &copies {
+            // A clone: only the calls that clone.
+            if reflink && !(name.contains("copy_file_range") || name.contains("io.Copy")) {
+                continue;
+            }
+            let t = Instant::now();
+            let (status, pin, pout, left) = kernel_copy_under_ubio(prog, &input, &out);
+            eprintln!(
+                "{fs_name:<16} {name:<42} {:>5.1} s: input peak {:>5.1} MiB, output peak {:>5.1} MiB, dirty+writeback peak {:>5.1} MiB, left {left:?} B",
+                t.elapsed().as_secs_f64(),
+                (pin.max_cached * PAGE) as f64 / MIB as f64,
+                (pout.max_cached * PAGE) as f64 / MIB as f64,
+                (pout.max_dirty_writeback * PAGE) as f64 / MIB as f64,
+            );
+            let mut fail = |what: String| failures.push(format!("{fs_name}: {name}: {what}"));
+            if !status.success() {
+                fail(format!("{status:?}"));
+                continue;
+            }
+            if hash_file(&out) != want {
+                fail("the copy differs".into());
+            }
+            if pin.max_cached * PAGE > PEAK_LIMIT {
+                fail(format!(
+                    "input peak {} MiB cached",
+                    pin.max_cached * PAGE / MIB
+                ));
+            }
+            if pout.max_cached * PAGE > PEAK_LIMIT {
+                fail(format!(
+                    "output peak {} MiB cached",
+                    pout.max_cached * PAGE / MIB
+                ));
+            }
+            if pout.max_dirty_writeback * PAGE > WRITE_BOUND {
+                fail(format!(
+                    "output's dirty + writeback peak {} MiB",
+                    pout.max_dirty_writeback * PAGE / MIB
+                ));
+            }
+            if left != [0, 0] {
+                fail(format!(
+                    "left cached after exit (input, output): {left:?} bytes"
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The in-kernel copy slower than the disk (its source on a loop device
+/// whose reads are throttled to RATE, ext4), so that the engine writes back
+/// and drops the output while the call is still copying: the output's
+/// dirty + writeback stays within the window plus what the copy adds
+/// between two looks, its cache drops behind it (the peak is a fraction of
+/// the copy: not a test that passes because everything fits), the input's
+/// cache within 64 MiB, nothing left after exit.
+#[test]
+fn kernel_copies_from_a_slow_source() {
+    use ubio_testenv::scratchfs::{FsKind, ScratchFs};
+    const NAME: &str = "kernel_copies_from_a_slow_source";
+    const RATE: u64 = 64 * MIB;
+    const LEN: u64 = 128 * MIB;
+    const WINDOW: u64 = 16 * MIB;
+    /// What the copy adds at RATE in a look and the device's latency (the
+    /// engine's rule: README, "The engine"), a quarter of a second on a
+    /// busy machine.
+    const SLACK: u64 = RATE / 4;
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !common::root_or_skip(NAME) {
+        return;
+    }
+    let dir = workdir();
+    let built = match build(dir.path()) {
+        Ok(b) => b,
+        Err(e) => return skip(NAME, &e),
+    };
+    let fs = ScratchFs::create(FsKind::Ext4, 512 * MIB, &Default::default()).unwrap();
+    let input = fs.mount_point().join("in");
+    let out = fs.mount_point().join("out");
+    common::write_cold(&input, &common::data(LEN as usize, 5));
+    let want = hash_file(&input);
+    // The dynamic copy is the static one's twin here.
+    let copies: Vec<_> = kernel_copies(&built, NAME)
+        .into_iter()
+        .filter(|(name, _)| name.starts_with("static"))
+        .collect();
+    for (name, prog) in copies {
+        evict(&input);
+        let _ = std::fs::remove_file(&out);
+        let sin = ResidencySampler::follow_all(vec![input.clone()], SAMPLE_EVERY);
+        let sampler = sample_writes(out.clone());
+        fs.set_read_bps(RATE).unwrap();
+        let t = Instant::now();
+        let status = Command::new(UBIO)
+            .args(["run", "--window", "16M", "--"])
+            .args(&prog)
+            .arg(&input)
+            .arg(&out)
+            .status()
+            .unwrap();
+        let took = t.elapsed();
+        fs.set_read_bps(0).unwrap();
+        let samples = sampler.finish().unwrap();
+        let pin = sin.finish().unwrap();
+        let peak = samples.iter().map(|s| s.dirty_writeback).max().unwrap_or(0);
+        let peak_cached = samples.iter().map(|s| s.cached).max().unwrap_or(0);
+        let left = [cached(&input), cached(&out)];
+        eprintln!(
+            "{name}: {} MiB at {} MiB/s in {:.2} s: input peak {:.1} MiB; output dirty+writeback peak {:.1} MiB, cached peak {:.1} MiB; left {left:?} B",
+            LEN / MIB,
+            RATE / MIB,
+            took.as_secs_f64(),
+            (pin.max_cached * PAGE) as f64 / MIB as f64,
+            peak as f64 / MIB as f64,
+            peak_cached as f64 / MIB as f64,
+        );
+        assert!(status.success(), "{name}: {status:?}");
+        assert!(
+            took >= Duration::from_secs_f64(0.8 * (LEN / RATE) as f64),
+            "{name}: the throttle did not slow the copy ({took:?})"
+        );
+        assert_eq!(hash_file(&out), want, "{name}: the copy differs");
+        assert!(
+            peak <= WINDOW + SLACK,
+            "{name}: dirty+writeback peak {peak} B > window + {} MiB",
+            SLACK / MIB
+        );
+        assert!(
+            peak_cached <= WINDOW + SLACK,
+            "{name}: output's cache peak {peak_cached} B"
+        );
+        assert!(
+            pin.max_cached * PAGE <= PEAK_LIMIT,
+            "{name}: input peak {} MiB",
+            pin.max_cached * PAGE / MIB
+        );
+        assert_eq!(
+            left,
+            [0, 0],
+            "{name}: left cached after exit (input, output)"
+        );
+    }
+}
+
+/// A copy killed inside its one long call (the source throttled so that
+/// the call lasts seconds): the engine sees the descriptors go without a
+/// position ever having moved, writes back what the call wrote and drops
+/// it and what it read; `ubio run` dies of the same signal.
+#[test]
+fn a_copy_killed_in_its_call_leaves_nothing() {
+    use std::os::unix::process::ExitStatusExt;
+    use ubio_testenv::scratchfs::{FsKind, ScratchFs};
+    const NAME: &str = "a_copy_killed_in_its_call_leaves_nothing";
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !common::root_or_skip(NAME) {
+        return;
+    }
+    let dir = workdir();
+    let built = match build(dir.path()) {
+        Ok(b) => b,
+        Err(e) => return skip(NAME, &e),
+    };
+    let Some(kcopy) = built.kcopy else {
+        return skip(NAME, "no musl-gcc (musl-tools)");
+    };
+    let fs = ScratchFs::create(FsKind::Ext4, 256 * MIB, &Default::default()).unwrap();
+    let input = fs.mount_point().join("in");
+    let out = fs.mount_point().join("out");
+    common::write_cold(&input, &common::data(128 << 20, 9));
+    fs.set_read_bps(16 * MIB).unwrap();
+    let mut ubio = Command::new(UBIO)
+        .args(["run", "--"])
+        .arg(&kcopy)
+        .arg("cfr")
+        .arg(&input)
+        .arg(&out)
+        .spawn()
+        .unwrap();
+    // The copy's pid: ubio's child.
+    let child = loop {
+        use ubio::follow::procfs::{all_pids, ppid};
+        let kid = all_pids()
+            .unwrap()
+            .into_iter()
+            .find(|&p| ppid(p).ok() == Some(ubio.id()));
+        if let Some(p) = kid {
+            break p;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let t = Instant::now();
+    while std::fs::metadata(&out).map_or(0, |m| m.len()) < 32 * MIB {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the copy did not start"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    sys::kill(child, libc::SIGKILL).unwrap();
+    let status = ubio.wait().unwrap();
+    fs.set_read_bps(0).unwrap();
+    let written = std::fs::metadata(&out).unwrap().len();
+    let (cin, cout) = (common::count(&input), common::count(&out));
+    eprintln!(
+        "killed after {} MiB of 128: input {} pages cached, output {} cached ({:?} dirty)",
+        written / MIB,
+        cin.cached,
+        cout.cached,
+        cout.dirty
+    );
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+    assert!(written < 128 * MIB, "the copy ended before the kill");
+    assert_eq!(
+        (cin.cached, cout.cached),
+        (0, 0),
+        "left cached after the kill"
+    );
 }

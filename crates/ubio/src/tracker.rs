@@ -257,6 +257,13 @@ impl Tracker {
         }
     }
 
+    /// Read what the residency snapshots found: for an observer that reads
+    /// the page cache itself to tell a transfer's pages from others' (the
+    /// engine of `ubio run`, for transfers that move no position).
+    pub fn residency<R>(&self, f: impl FnOnce(&Residency) -> R) -> R {
+        f(&self.state().residency)
+    }
+
     /// After the caller read `n` bytes at `off` itself (without the
     /// backend's flags: copy_file_range, another process): drop-behind, also
     /// where the backend's kernel flag would have dropped them.
