@@ -74,6 +74,10 @@ pub struct FollowOptions {
     /// Sample each written file's dirty + writeback pages at every look
     /// (one cachestat) for [`FileReport::dirty_peak`].
     pub sample_dirty: bool,
+    /// The programs' POSIX_FADV_SEQUENTIAL advice stands (no shim strips
+    /// it, as under `ubio policy`): the kernel's readahead may run twice as
+    /// far ahead of a read, which the engine must not take for pages read.
+    pub sequential_readahead: bool,
 }
 
 impl Default for FollowOptions {
@@ -85,6 +89,7 @@ impl Default for FollowOptions {
             max_interval: Duration::from_millis(10),
             bytes_per_look: 4 << 20,
             sample_dirty: false,
+            sequential_readahead: false,
         }
     }
 }
@@ -520,6 +525,17 @@ impl Follower {
             Ok(c) => (c.managed, c.reason),
             Err(e) => (false, e.to_string()),
         };
+        // A reader that advised POSIX_FADV_SEQUENTIAL (GNU cat, cp,
+        // sha256sum do) has its readahead twice as far ahead where no shim
+        // strips that advice. Under `ubio policy`, with the single
+        // lookahead, 30 MiB of a cat's own pages were kept as others' at
+        // first sight in 2 of 4 runs, and readahead taken for a transfer
+        // that moves no position was dropped ahead of the reader, which
+        // read it again: cat's cache peaked at 140-186 MiB (54-68 with it).
+        let lookahead = match self.opts.sequential_readahead {
+            true => 2 * fs.lookahead(),
+            false => fs.lookahead(),
+        };
         let tracker = managed.then(|| {
             let cfg = TrackerConfig {
                 window,
@@ -528,12 +544,7 @@ impl Follower {
                 preserve_cached: true,
             };
             let t = Tracker::new(Caps::default(), cfg, blind);
-            // A reader that advised POSIX_FADV_SEQUENTIAL (GNU cat, cp, tar
-            // do) has its readahead twice as far ahead, which the engine
-            // cannot undo (the shim strips that advice; `ubio policy` runs
-            // without the shim): 30 MiB of a cat's own pages were kept as
-            // others' in 2 of 4 runs with the single lookahead.
-            let passed = s.info.pos + progress + 2 * cfg.lookahead;
+            let passed = s.info.pos + progress + lookahead;
             snapshot_first_sight(&t, &file, s, st.st_size as u64, passed);
             t
         });
@@ -560,7 +571,7 @@ impl Follower {
             closed: false,
             claimed: false,
             writable: is_writable(s.info.flags),
-            lookahead: fs.lookahead(),
+            lookahead,
             silent: Silent::default(),
             tag,
             dirty_peak: 0,

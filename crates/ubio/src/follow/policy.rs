@@ -49,6 +49,8 @@ impl Default for PolicyOptions {
             poll_interval: Duration::from_millis(500),
             follow: FollowOptions {
                 sample_dirty: true,
+                // No shim strips the programs' advice here.
+                sequential_readahead: true,
                 ..FollowOptions::default()
             },
         }
