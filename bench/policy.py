@@ -2,7 +2,7 @@
 """`ubio policy` measured: the daemon off and on, each round in a new random order.
 
     bench/policy.py prepare --dir D --ubio PATH [--scale S]
-    bench/policy.py round   --dir D --ubio PATH --jsonl runs.jsonl --exp EXP [--scale S]
+    bench/policy.py round   --dir D --ubio PATH [--bench PATH] --jsonl runs.jsonl --exp EXP [--scale S]
     bench/policy.py summary --jsonl runs.jsonl
 
 Experiments (EXP), each run in modes `off` (no daemon) and `on` (a daemon
@@ -245,7 +245,7 @@ def run(argv, cwd, cg=None):
 
 
 def evict(a, *paths):
-    subprocess.run([a.ubio, "evict", "--sync", *paths], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([a.ubio, "evict", "-r", "--sync", *paths], check=True, stdout=subprocess.DEVNULL)
 
 
 def rm(*paths):
@@ -329,7 +329,7 @@ def start_balloon(a, leave):
     take = avail - leave
     if take < GiB:
         raise SystemExit(f"not enough memory for the balloon ({avail >> 20} MiB available)")
-    p = subprocess.Popen([a.ubio, "__worker", "balloon", str(take), str(GiB)],
+    p = subprocess.Popen([a.bench, "__worker", "balloon", str(take), str(GiB)],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     line = p.stdout.readline()
     if not line.startswith("ready"):
@@ -342,7 +342,7 @@ class Victim:
     """ubio's victim worker re-reading the hot file: reads per second."""
 
     def __init__(self, a, hot):
-        self.p = subprocess.Popen([a.ubio, "__worker", "victim", "--tick-ms", "1000", hot],
+        self.p = subprocess.Popen([a.bench, "__worker", "victim", "--tick-ms", "1000", hot],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.ticks, self.ready = [], threading.Event()
         threading.Thread(target=self._read, daemon=True).start()
@@ -393,6 +393,12 @@ def operator_round(a, modes):
                 rates = victim.per_second(t_start, t_end)
                 size = sum(os.path.getsize(os.path.join(r, f))
                            for r, _, fs in os.walk(os.path.join(d, "tree")) for f in fs)
+                if dm:
+                    dm.wait_idle()
+                tree_files = [os.path.join(r, f) for r, _, fs in os.walk(os.path.join(d, "tree")) for f in fs]
+                left = {"tree_left_bytes": sum(cached_pages(f) for f in tree_files) * PAGE,
+                        "tree_small_left_bytes": sum(cached_pages(f) for f in tree_files if "/small/" in f) * PAGE,
+                        "archive_left_bytes": cached_pages(os.path.join(d, "backup.tar")) * PAGE}
                 r = {"mode": mode, "tar_s": t_tar, "tar_MBps": size / 1e6 / t_tar, "cpu_s": cpu,
                      "victim_alone_rps": alone,
                      "victim_median_pct": 100 * statistics.median(rates) / alone if rates else None,
@@ -402,7 +408,7 @@ def operator_round(a, modes):
                      "pgsteal_kswapd_per_s": (vm1.get("pgsteal_kswapd", 0) - vm0.get("pgsteal_kswapd", 0)) / t_tar,
                      "pgscan_direct_per_s": (vm1.get("pgscan_direct", 0) - vm0.get("pgscan_direct", 0)) / t_tar,
                      "machine_cpu_s": machine_busy_s() - busy0,
-                     "balloon_bytes": took, "dataset_bytes": size}
+                     "balloon_bytes": took, "dataset_bytes": size, **left}
                 if dm:
                     r["daemon_cpu_s"], st = dm.stop()
                     r["managed_bytes"] = managed_bytes(st)
@@ -532,8 +538,9 @@ def summary(a):
     print("\n## operator: tar of an 8 GiB tree in scope, a hot 256 MiB reader out of scope, "
           "2 GiB left to the machine\n")
     print("| policy | runs | hot reader median % of alone | worst second % | kswapd CPU % "
-          "| kswapd pages scanned/s | direct scanned/s | tar MB/s (to durability) | daemon CPU s/GB |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| kswapd pages scanned/s | direct scanned/s | tar MB/s (to durability) | daemon CPU s/GB "
+          "| left cached: tree (of it small files) / archive MiB |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for m in MODES["operator"]:
         rs = by("operator", m)
         if rs:
@@ -543,7 +550,9 @@ def summary(a):
                   f"| {med([r['pgscan_kswapd_per_s'] for r in rs])} "
                   f"| {med([r['pgscan_direct_per_s'] for r in rs])} "
                   f"| {med([r['tar_MBps'] for r in rs])} "
-                  f"| {med([r['daemon_cpu_s'] / (r['managed_bytes'] / 1e9) for r in rs if r.get('managed_bytes')], '{:.3f}')} |")
+                  f"| {med([r['daemon_cpu_s'] / (r['managed_bytes'] / 1e9) for r in rs if r.get('managed_bytes')], '{:.3f}')} "
+                  f"| {med([M(r['tree_left_bytes']) for r in rs])} ({med([M(r['tree_small_left_bytes']) for r in rs])}) "
+                  f"/ {med([M(r['archive_left_bytes']) for r in rs])} |")
     print("\n## dd: seed 004's demo, dd if=/dev/zero bs=1M of 3.2 GiB in scope, then sync\n")
     print("| policy | runs | Dirty peak MiB | Dirty at dd's end MiB | dd s | sync s | dd + sync s |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
@@ -581,6 +590,8 @@ def main():
     ap.add_argument("step", choices=["prepare", "round", "summary"])
     ap.add_argument("--dir")
     ap.add_argument("--ubio")
+    ap.add_argument("--bench", help="ubio-bench (its balloon and victim workers); "
+                    "default: beside --ubio")
     ap.add_argument("--jsonl")
     ap.add_argument("--exp", choices=EXPS)
     ap.add_argument("--scale", type=float, default=1.0,
@@ -588,6 +599,7 @@ def main():
     a = ap.parse_args()
     if a.ubio:
         a.ubio = os.path.abspath(a.ubio)
+        a.bench = os.path.abspath(a.bench or os.path.join(os.path.dirname(a.ubio), "ubio-bench"))
     if a.dir:
         a.dir = os.path.abspath(a.dir)
     {"prepare": prepare, "round": round_, "summary": summary}[a.step](a)
