@@ -171,6 +171,18 @@ impl Fixture {
         p
     }
 
+    /// A reader of `in`, in scope, paced: 256 MiB in about 2 s (1 MiB
+    /// reads, 8 ms apart).
+    fn paced_reader(&self) -> Child {
+        let mut c = Command::new("python3");
+        c.args([
+            "-c",
+            "import time\nf=open('in','rb',buffering=0)\nwhile f.read(1<<20): time.sleep(0.008)\n",
+        ])
+        .current_dir(&self.root);
+        self.inside.spawn(&mut c).unwrap()
+    }
+
     /// `sh -c cmd` in `cg`, in the scratch directory.
     fn sh(&self, cg: &MemCgroup, cmd: &str) -> Output {
         let mut c = Command::new("sh");
@@ -499,13 +511,7 @@ fn a_process_from_before_the_start_and_a_cgroup_made_after_are_covered() {
     write_input(&fx.path("in"), SIZE);
     // A reader already streaming when the daemon starts (paced: 256 MiB
     // in about 2 s).
-    let mut c = Command::new("python3");
-    c.args([
-        "-c",
-        "import time\nf=open('in','rb',buffering=0)\nwhile f.read(1<<20): time.sleep(0.008)\n",
-    ])
-    .current_dir(&fx.root);
-    let mut early = fx.inside.spawn(&mut c).unwrap();
+    let mut early = fx.paced_reader();
     std::thread::sleep(Duration::from_millis(300));
     // The scope also takes cgroups made later: a glob over siblings named
     // ubio-policy-late-*.
@@ -713,13 +719,7 @@ fn a_queue_overflow_falls_back_to_a_scan_and_leaves_nothing_cached() {
     assert!(out.status.success());
     let input = fx.path("in");
     let si = ResidencySampler::follow_all(vec![input.clone()], SAMPLE_EVERY);
-    let mut c = Command::new("python3");
-    c.args([
-        "-c",
-        "import time\nf=open('in','rb',buffering=0)\nwhile f.read(1<<20): time.sleep(0.008)\n",
-    ])
-    .current_dir(&fx.root);
-    let mut reader = fx.inside.spawn(&mut c).unwrap();
+    let mut reader = fx.paced_reader();
     std::thread::sleep(Duration::from_millis(200));
     daemon.signal(libc::SIGCONT);
     assert!(reader.wait().unwrap().success());
@@ -775,13 +775,7 @@ fn without_cap_sys_admin_it_polls_and_says_why() {
     );
     let input = fx.path("in");
     let si = ResidencySampler::follow_all(vec![input.clone()], SAMPLE_EVERY);
-    let mut c = Command::new("python3");
-    c.args([
-        "-c",
-        "import time\nf=open('in','rb',buffering=0)\nwhile f.read(1<<20): time.sleep(0.008)\n",
-    ])
-    .current_dir(&fx.root);
-    let mut reader = fx.inside.spawn(&mut c).unwrap();
+    let mut reader = fx.paced_reader();
     assert!(reader.wait().unwrap().success());
     daemon.wait_finished(std::slice::from_ref(&input));
     let peak = si.finish().unwrap();

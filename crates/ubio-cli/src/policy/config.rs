@@ -173,33 +173,20 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             .map_err(|r| err(Some(w.span()), r))?,
         None => ubio::DEFAULT_WINDOW,
     };
-    let discovery = match d.discovery.as_ref() {
-        None => DiscoveryMode::Auto,
-        Some(s) => match s.get_ref().as_str() {
-            "auto" => DiscoveryMode::Auto,
-            "fanotify" => DiscoveryMode::Fanotify,
-            "poll" => DiscoveryMode::Poll,
-            other => {
-                return Err(err(
-                    Some(s.span()),
-                    format!("discovery = {other:?}: must be \"auto\", \"fanotify\" or \"poll\""),
-                ))
-            }
-        },
-    };
-    let marks = match d.marks.as_ref() {
-        None => MarkKind::Filesystem,
-        Some(s) => match s.get_ref().as_str() {
-            "filesystem" => MarkKind::Filesystem,
-            "mount" => MarkKind::Mount,
-            other => {
-                return Err(err(
-                    Some(s.span()),
-                    format!("marks = {other:?}: must be \"filesystem\" or \"mount\""),
-                ))
-            }
-        },
-    };
+    let discovery = one_of(
+        &d.discovery,
+        "discovery",
+        &[("auto", DiscoveryMode::Auto), ("fanotify", DiscoveryMode::Fanotify), ("poll", DiscoveryMode::Poll)],
+    )
+    .map_err(|(sp, r)| err(Some(sp), r))?
+    .unwrap_or(DiscoveryMode::Auto);
+    let marks = one_of(
+        &d.marks,
+        "marks",
+        &[("filesystem", MarkKind::Filesystem), ("mount", MarkKind::Mount)],
+    )
+    .map_err(|(sp, r)| err(Some(sp), r))?
+    .unwrap_or(MarkKind::Filesystem);
     let poll_interval = match d.poll_interval.as_ref() {
         None => PolicyOptions::default().poll_interval,
         Some(s) => duration(s.get_ref()).map_err(|r| err(Some(s.span()), r))?,
@@ -270,6 +257,18 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
 }
 
 type Bad = (Range<usize>, String);
+
+/// The value of `key` among its `choices` (None when it is not set).
+fn one_of<T: Copy>(v: &Option<Spanned<String>>, key: &str, choices: &[(&str, T)]) -> Result<Option<T>, Bad> {
+    let Some(v) = v else { return Ok(None) };
+    match choices.iter().find(|(name, _)| name == v.get_ref()) {
+        Some((_, t)) => Ok(Some(*t)),
+        None => {
+            let names: Vec<String> = choices.iter().map(|(n, _)| format!("{n:?}")).collect();
+            Err((v.span(), format!("{key} = {:?}: must be one of {}", v.get_ref(), names.join(", "))))
+        }
+    }
+}
 
 fn process_rules(
     cgroups: &[Spanned<String>],

@@ -343,14 +343,7 @@ impl Policy {
             }
         }
         for m in &self.marks {
-            self.notices.push(match &m.how {
-                Ok(how) => format!(
-                    "watching {} ({}) with a {how} mark",
-                    m.path.display(),
-                    m.fstype
-                ),
-                Err(why) => format!("not watching {} ({}): {why}", m.path.display(), m.fstype),
-            });
+            self.notices.push(mark_notice(m, ""));
         }
         if let Some(why) = &self.why_poll {
             self.notices.push(format!(
@@ -583,14 +576,7 @@ impl Policy {
         };
         let prefixes = self.scopes.path_prefixes();
         for m in fan.mark(prefixes.as_deref(), self.opts.marks) {
-            self.notices.push(match &m.how {
-                Ok(how) => format!(
-                    "watching {} ({}) with a {how} mark (mounted since)",
-                    m.path.display(),
-                    m.fstype
-                ),
-                Err(why) => format!("not watching {} ({}): {why}", m.path.display(), m.fstype),
-            });
+            self.notices.push(mark_notice(&m, " (mounted since)"));
             if m.how.is_err() {
                 self.why_poll.get_or_insert_with(|| {
                     format!("fanotify marks refused on {}", m.path.display())
@@ -689,6 +675,14 @@ impl Policy {
         }
         self.members.clear();
         self.status()
+    }
+}
+
+/// The log line about a filesystem marked (or not).
+fn mark_notice(m: &Marked, when: &str) -> String {
+    match &m.how {
+        Ok(how) => format!("watching {} ({}) with a {how} mark{when}", m.path.display(), m.fstype),
+        Err(why) => format!("not watching {} ({}){when}: {why}", m.path.display(), m.fstype),
     }
 }
 

@@ -6,69 +6,47 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 
-fn not_found(kind: &str, name: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::NotFound, format!("no such {kind}: {name}"))
-}
-
-fn c_name(name: &str) -> io::Result<CString> {
-    CString::new(name)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "name holds a NUL byte"))
+/// A `get*nam_r` call: `call(name, entry, buf, buflen, result)`; the entry
+/// found, or NotFound naming `kind`.
+fn by_name<T>(
+    kind: &str,
+    name: &str,
+    call: impl Fn(*const libc::c_char, *mut T, *mut libc::c_char, usize, *mut *mut T) -> libc::c_int,
+) -> io::Result<T> {
+    let c = CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "name holds a NUL byte"))?;
+    // Large enough for a group with many members.
+    let mut buf = vec![0u8; 64 << 10];
+    let mut entry = std::mem::MaybeUninit::<T>::zeroed();
+    let mut res: *mut T = std::ptr::null_mut();
+    let ret = call(c.as_ptr(), entry.as_mut_ptr(), buf.as_mut_ptr().cast(), buf.len(), &mut res);
+    if ret != 0 {
+        return Err(io::Error::from_raw_os_error(ret));
+    }
+    if res.is_null() {
+        return Err(io::Error::new(io::ErrorKind::NotFound, format!("no such {kind}: {name}")));
+    }
+    // SAFETY: the call succeeded and filled `entry` (res points at it);
+    // the fields read by the callers are plain integers.
+    Ok(unsafe { entry.assume_init() })
 }
 
 /// `getpwnam_r(name)`: the uid of user `name`.
 ///
 /// See getpwnam_r(3).
 pub fn user_id(name: &str) -> io::Result<u32> {
-    let c = c_name(name)?;
-    let mut buf = vec![0u8; 16 << 10];
-    // SAFETY: zeroed plain data, filled by the call.
-    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut res: *mut libc::passwd = std::ptr::null_mut();
-    // SAFETY: every pointer is valid for the call; buf outlives it.
-    let ret = unsafe {
-        libc::getpwnam_r(
-            c.as_ptr(),
-            &mut pw,
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            &mut res,
-        )
-    };
-    if ret != 0 {
-        return Err(io::Error::from_raw_os_error(ret));
-    }
-    if res.is_null() {
-        return Err(not_found("user", name));
-    }
-    Ok(pw.pw_uid)
+    // SAFETY: by_name passes valid pointers and the buffer's length.
+    by_name("user", name, |n, e, b, l, r| unsafe { libc::getpwnam_r(n, e, b, l, r) })
+        .map(|pw: libc::passwd| pw.pw_uid)
 }
 
 /// `getgrnam_r(name)`: the gid of group `name`.
 ///
 /// See getgrnam_r(3).
 pub fn group_id(name: &str) -> io::Result<u32> {
-    let c = c_name(name)?;
-    let mut buf = vec![0u8; 64 << 10];
-    // SAFETY: zeroed plain data, filled by the call.
-    let mut gr: libc::group = unsafe { std::mem::zeroed() };
-    let mut res: *mut libc::group = std::ptr::null_mut();
-    // SAFETY: every pointer is valid for the call; buf outlives it.
-    let ret = unsafe {
-        libc::getgrnam_r(
-            c.as_ptr(),
-            &mut gr,
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            &mut res,
-        )
-    };
-    if ret != 0 {
-        return Err(io::Error::from_raw_os_error(ret));
-    }
-    if res.is_null() {
-        return Err(not_found("group", name));
-    }
-    Ok(gr.gr_gid)
+    // SAFETY: by_name passes valid pointers and the buffer's length.
+    by_name("group", name, |n, e, b, l, r| unsafe { libc::getgrnam_r(n, e, b, l, r) })
+        .map(|gr: libc::group| gr.gr_gid)
 }
 
 /// The credentials of the process at the other end of a connected unix
