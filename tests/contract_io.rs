@@ -666,3 +666,30 @@ fn drops_follow_the_descriptor_offset() {
         }
     }
 }
+
+/// `File::close` reports close(2)'s error (std's drop ignores it; NFS
+/// reports writeback errors there), after ending the stream: here the
+/// descriptor was closed behind the handle's back, so close(2) says EBADF
+/// (the buffered backend: no stream call before it fails).
+#[test]
+fn close_reports_the_close_error() {
+    use std::os::fd::AsRawFd;
+    let t = &targets("close_error", 0)[0];
+    let path = t.path("close-error");
+    let mut f = ubio::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .backend(BackendKind::Buffered)
+        .open(&path)
+        .unwrap();
+    f.write_all(b"data").unwrap();
+    // SAFETY (of the test): the descriptor is closed behind the handle's
+    // back on purpose; nothing else opens a file before f.close().
+    assert_eq!(unsafe { libc::close(f.as_raw_fd()) }, 0);
+    let err = f.close().unwrap_err().to_string();
+    assert!(
+        err.starts_with("close ") && err.contains("Bad file descriptor"),
+        "{err}"
+    );
+}

@@ -481,6 +481,19 @@ fn remove_cgroup(path: &Path, version: CgroupVersion, spawned: &Mutex<Vec<u32>>)
     }
 }
 
+/// Spawns `cmd` in `cg` ([`MemCgroup::spawn`]), or, without a cgroup (a
+/// benchmark under global pressure), as a child that the kernel kills when
+/// the spawning thread dies ([`crate::cleanup::die_with_parent`]): either
+/// way it cannot outlive what made it.
+pub fn spawn_in(cg: Option<&MemCgroup>, cmd: &mut Command) -> io::Result<Child> {
+    match cg {
+        Some(cg) => cg.spawn(cmd),
+        None => crate::cleanup::die_with_parent(cmd)
+            .spawn()
+            .map_err(|e| context(e, format_args!("spawn {:?}", cmd.get_program()))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -132,7 +132,7 @@ impl OpenOptions {
             choice.reason
         );
         Ok(File {
-            file,
+            file: Some(file),
             path: path.map(Path::to_path_buf),
             stream,
             finished: false,
@@ -154,7 +154,8 @@ impl OpenOptions {
 /// O_APPEND file appends.
 #[derive(Debug)]
 pub struct File {
-    file: std::fs::File,
+    /// Some until `close` or `into_inner` takes it.
+    file: Option<std::fs::File>,
     path: Option<PathBuf>,
     stream: Stream,
     finished: bool,
@@ -190,7 +191,13 @@ impl File {
 
     /// The underlying standard file (for metadata, set_len, ...).
     pub fn get_ref(&self) -> &std::fs::File {
-        &self.file
+        self.file
+            .as_ref()
+            .expect("a File is open until close or into_inner")
+    }
+
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.get_ref().as_fd()
     }
 
     fn ctx(&self, op: &'static str) -> impl Fn(io::Error) -> io::Error + '_ {
@@ -200,7 +207,7 @@ impl File {
     /// Read at `off` into `bufs`, without moving the file position.
     pub fn read_vectored_at(&self, bufs: &mut [IoSliceMut<'_>], off: u64) -> io::Result<usize> {
         self.stream
-            .read_at(self.file.as_fd(), bufs, off)
+            .read_at(self.fd(), bufs, off)
             .map_err(self.ctx("read"))
     }
 
@@ -256,7 +263,7 @@ impl File {
     /// where the data went and how much.
     fn write_inner(&self, bufs: &[IoSlice<'_>], off: Option<u64>) -> io::Result<(u64, usize)> {
         self.stream
-            .write(self.file.as_fd(), bufs, off)
+            .write(self.fd(), bufs, off)
             .map_err(|e| match e {
                 WriteError::Deferred(e) => self.ctx("write back")(e),
                 WriteError::Now(e) => self.ctx("write")(e),
@@ -286,7 +293,7 @@ impl File {
                 "the direct backend's descriptors bypass the page cache",
             )));
         }
-        let (from, to) = (src.file.as_fd(), self.file.as_fd());
+        let (from, to) = (src.fd(), self.fd());
         src.stream.before_external_io(from, src_off, len as u64);
         self.stream.before_external_io(to, off, len as u64);
         let n = sys::copy_file_range(from, src_off, to, off, len, 0)
@@ -300,9 +307,7 @@ impl File {
     /// those pages, and report any writeback error not yet reported. Does
     /// not promise durability: use `sync_all`/`sync_data` for that.
     pub fn flush_writeback(&self) -> io::Result<()> {
-        self.stream
-            .flush(self.file.as_fd())
-            .map_err(self.ctx("write back"))
+        self.stream.flush(self.fd()).map_err(self.ctx("write back"))
     }
 
     /// Start the writeback of everything written so far, without waiting:
@@ -311,19 +316,19 @@ impl File {
     /// writes many small files: close them a few files later instead of
     /// waiting for each in turn.
     pub fn start_writeback(&self) {
-        self.stream.start_writeback(self.file.as_fd());
+        self.stream.start_writeback(self.fd());
     }
 
     /// As `std::fs::File::sync_all`, after flushing the write-behind.
     pub fn sync_all(&self) -> io::Result<()> {
         self.flush_writeback()?;
-        self.file.sync_all().map_err(self.ctx("fsync"))
+        self.get_ref().sync_all().map_err(self.ctx("fsync"))
     }
 
     /// As `std::fs::File::sync_data`, after flushing the write-behind.
     pub fn sync_data(&self) -> io::Result<()> {
         self.flush_writeback()?;
-        self.file.sync_data().map_err(self.ctx("fdatasync"))
+        self.get_ref().sync_data().map_err(self.ctx("fdatasync"))
     }
 
     /// The statistics so far.
@@ -333,23 +338,25 @@ impl File {
 
     fn finish(&mut self) -> io::Result<()> {
         self.finished = true;
-        self.stream
-            .finish(self.file.as_fd())
-            .map_err(self.ctx("close"))
+        self.stream.finish(self.fd()).map_err(self.ctx("close"))
     }
 
     /// Flush the write-behind, drop what the stream cached, and report any
-    /// deferred error; then close. Returns the final statistics.
+    /// deferred error; then close the descriptor and report close(2)'s
+    /// error (NFS reports writeback errors there). Returns the final
+    /// statistics.
     pub fn close(mut self) -> io::Result<Stats> {
         let res = self.finish();
         let stats = self.stats();
-        res.map(|()| stats)
+        let file = self.file.take().expect("open until close");
+        let closed = sys::close(file.into()).map_err(self.ctx("close"));
+        res.and(closed).map(|()| stats)
     }
 
     /// As `close`, but hand back the descriptor instead of closing it.
     pub fn into_inner(mut self) -> io::Result<std::fs::File> {
         self.finish()?;
-        self.file.try_clone().map_err(self.ctx("dup"))
+        Ok(self.file.take().expect("open until into_inner"))
     }
 }
 
@@ -369,11 +376,11 @@ impl Read for File {
     }
     fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
         if !self.stream.is_regular() {
-            return sys::preadv2(self.file.as_fd(), bufs, None, sys::RwFlags::NONE)
+            return sys::preadv2(self.fd(), bufs, None, sys::RwFlags::NONE)
                 .map_err(self.ctx("read"));
         }
         self.stream
-            .read(self.file.as_fd(), bufs, None)
+            .read(self.fd(), bufs, None)
             .map_err(self.ctx("read"))
     }
 }
@@ -384,7 +391,7 @@ impl Write for File {
     }
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         if !self.stream.is_regular() {
-            return sys::pwritev2(self.file.as_fd(), bufs, None, sys::RwFlags::NONE)
+            return sys::pwritev2(self.fd(), bufs, None, sys::RwFlags::NONE)
                 .map_err(self.ctx("write"));
         }
         self.write_inner(bufs, None).map(|(_, n)| n)
@@ -398,18 +405,18 @@ impl Write for File {
 /// lseek(2) on the descriptor: the position is the kernel's.
 impl Seek for File {
     fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
-        (&self.file).seek(to).map_err(self.ctx("seek"))
+        self.get_ref().seek(to).map_err(self.ctx("seek"))
     }
 }
 
 impl AsFd for File {
     fn as_fd(&self) -> BorrowedFd<'_> {
-        self.file.as_fd()
+        self.fd()
     }
 }
 
 impl AsRawFd for File {
     fn as_raw_fd(&self) -> RawFd {
-        self.file.as_raw_fd()
+        self.get_ref().as_raw_fd()
     }
 }

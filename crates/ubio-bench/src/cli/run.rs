@@ -122,6 +122,14 @@ pub struct Args {
     /// Skip the untimed warm-up pass.
     #[arg(long)]
     no_warmup: bool,
+    /// Run a run that failed or timed out again, at once, up to N times
+    /// (every attempt stays in the report, and counts in its mode's
+    /// failures).
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=10))]
+    retries: u32,
+    /// Stop a run still going after this many seconds; it counts as failed.
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<f64>,
     /// Where the report files go [default: bench/out/<date>-<time>].
     #[arg(long)]
     out: Option<PathBuf>,
@@ -145,6 +153,11 @@ fn bench(args: Args) -> Result<ExitCode> {
     options.fio = args.fio;
     options.warmup = !args.no_warmup;
     options.verify = args.verify;
+    options.retries = args.retries;
+    options.run_timeout = match args.timeout {
+        Some(t) if !(t.is_finite() && t > 0.0) => bail!("--timeout must be more than 0 seconds"),
+        t => t.map(std::time::Duration::from_secs_f64),
+    };
     let progress = TermProgress::new(args.verbose);
     let report = runner::run(&config, &options, &progress).context("ubio-bench run")?;
     progress.line(&format!("report in {}", out.display()));
@@ -206,11 +219,7 @@ fn config(a: &Args) -> Result<Config> {
         Some(list) => BenchMode::parse_list(list).map_err(|e| anyhow::anyhow!("--modes {e}"))?,
         None => BenchMode::defaults(a.workload),
     };
-    let copies = if a.workload == WorkloadKind::Copy {
-        2
-    } else {
-        1
-    };
+    let copies = a.workload.copies();
     let target = match a.fs {
         None => Target::Dir {
             path: a.dir.clone(),

@@ -256,7 +256,7 @@ fn run_fio(fio: &Path, args: &[String], cg: Option<&MemCgroup>) -> Result<String
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = super::runner::spawn_in(cg, &mut cmd).map_err(|e| e.to_string())?;
+    let mut child = ubio_testenv::cgroup::spawn_in(cg, &mut cmd).map_err(|e| e.to_string())?;
     let mut out = String::new();
     let mut err = String::new();
     if let Some(mut o) = child.stdout.take() {

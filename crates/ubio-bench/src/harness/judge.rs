@@ -14,12 +14,12 @@
 //! reproduced here" with the reason ([`Figure::not_reproduced`]): a
 //! comparison of two absent effects proves nothing.
 
-use super::export::table::human_bytes;
 use super::mode::BenchMode;
-use super::schema::{ModeSummary, Report, Run};
+use super::schema::{ModeSummary, Report, Run, Sample};
 use super::summary::{backed_baseline_mode, ok_runs};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
+use ubio::size::human as human_bytes;
 
 const MIB: u64 = 1 << 20;
 
@@ -505,7 +505,7 @@ pub fn kswapd(r: &Report, base: &ModeSummary, other: &ModeSummary, claim: &str) 
         ok_runs(r, m)
             .flat_map(|run| &run.samples)
             .filter(|s| s.interval_secs >= 0.5)
-            .map(super::export::table::kswapd_pct)
+            .map(Sample::kswapd_pct)
             .fold(0.0, f64::max)
     };
     let why_not = if r.config.global_pressure.is_none() {

@@ -89,33 +89,7 @@ impl Rng {
 /// The mock report for `seed`, complete, with its mode summaries.
 pub fn report(seed: u64) -> Report {
     let mut rng = Rng(SplitMix64(seed));
-    let environment = Environment {
-        tool_version: "ubio 0.1.0".into(),
-        git_commit: Some("mock".into()),
-        kernel: "6.18.0-mock".into(),
-        hostname: "mockhost".into(),
-        cpu_model: "Mock CPU <2 cores> & co".into(),
-        cpus: 2,
-        mem_total_bytes: 24 << 30,
-        cgroup_version: "v1".into(),
-        filesystem: "ext4".into(),
-        device: "loop on /dev/shm".into(),
-        probe: serde_json::json!({ "backend": "kernel" }),
-        tools: [("fio".to_owned(), "fio-3.33".to_owned())].into(),
-        virtualization: Virtualization {
-            summary: "Firecracker (kvm) VM, in a docker container".into(),
-            vm: Some("kvm".into()),
-            container: Some("docker".into()),
-            dmi: None,
-            cpuinfo_hypervisor: true,
-            hypervisor: Some("Firecracker".into()),
-        },
-        free_page_reporting: Some(
-            [("page_reporting_order", "9"), ("reported_kib", "3605112")]
-                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                .into(),
-        ),
-    };
+    let environment = environment();
     let config = Config {
         workload: Workload {
             kind: WorkloadKind::SeqWrite,
@@ -173,6 +147,37 @@ pub fn report(seed: u64) -> Report {
     report.wall_secs = report.runs.iter().map(|r| r.secs + 2.0).sum();
     report.complete = true;
     report
+}
+
+/// The mock machine: a 2-core Firecracker VM with free page reporting.
+pub fn environment() -> Environment {
+    Environment {
+        tool_version: "ubio 0.1.0".into(),
+        git_commit: Some("mock".into()),
+        kernel: "6.18.0-mock".into(),
+        hostname: "mockhost".into(),
+        cpu_model: "Mock CPU <2 cores> & co".into(),
+        cpus: 2,
+        mem_total_bytes: 24 << 30,
+        cgroup_version: "v1".into(),
+        filesystem: "ext4".into(),
+        device: "loop on /dev/shm".into(),
+        probe: serde_json::json!({ "backend": "kernel" }),
+        tools: [("fio".to_owned(), "fio-3.33".to_owned())].into(),
+        virtualization: Virtualization {
+            summary: "Firecracker (kvm) VM, in a docker container".into(),
+            vm: Some("kvm".into()),
+            container: Some("docker".into()),
+            dmi: None,
+            cpuinfo_hypervisor: true,
+            hypervisor: Some("Firecracker".into()),
+        },
+        free_page_reporting: Some(
+            [("page_reporting_order", "9"), ("reported_kib", "3605112")]
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .into(),
+        ),
+    }
 }
 
 /// Scales `mode`'s throughput (its runs' and their samples') by `factor` and

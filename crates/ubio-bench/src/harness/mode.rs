@@ -45,6 +45,16 @@ impl WorkloadKind {
     pub fn writes(self) -> bool {
         !matches!(self, WorkloadKind::SeqRead | WorkloadKind::RandRead)
     }
+
+    /// The dataset's size times this is what the workload puts on disk
+    /// and in the page cache: 2 for a copy (source and copy), else 1.
+    pub fn copies(self) -> u64 {
+        if self == WorkloadKind::Copy {
+            2
+        } else {
+            1
+        }
+    }
 }
 
 impl fmt::Display for WorkloadKind {

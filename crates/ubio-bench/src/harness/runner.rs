@@ -1,72 +1,38 @@
-//! The whole benchmark, hyperfine-style phases:
+//! The whole benchmark, hyperfine-style phases driven by its schedule:
 //!
-//! 1. prepare: make the target (a subdirectory, or a loop filesystem),
-//!    check free space, leave out the modes that cannot run here (with a
-//!    warning each), make the memory cgroup, write the dataset (untimed, in
-//!    the cgroup);
-//! 2. the victim (optional): start it on a hot file that fits in the
-//!    cgroup, and measure it alone;
-//! 3. warm up: one untimed buffered pass of the workload, which touches the
-//!    memory the runs will use (fresh VM memory is slow on first touch);
-//! 4. measure: rounds x modes, each round in a new random order (seeded,
-//!    see [`super::schedule`]); a backed mode first faults in and releases
-//!    memory of the size its pages will take ([`crate::backing`]); before each run the
-//!    dataset's own pages are dropped (fsync + POSIX_FADV_DONTNEED on our
-//!    files only: the machine is shared, so never drop_caches) and the
-//!    victim re-reads its hot file; each run is sampled every second and
-//!    the report is rewritten after it;
-//! 5. conclude: fio's cross-check (optional), the mode summaries, and the
-//!    report marked complete.
+//! 1. prepare: the target made and each mode checked there (a mode that
+//!    cannot run is left out with a warning that says why), then the
+//!    memory cgroup or the balloon, the dataset, the victim and its rate
+//!    alone;
+//! 2. warm up: the dataset settled, one untimed pass of the workload;
+//! 3. measure: rounds x modes, each round in a new random order (seeded,
+//!    see [`super::schedule`]); before each run the dataset is settled; a
+//!    run that fails or is still going at `--timeout` (then stopped) is
+//!    run again at once, up to `--retries` times, every attempt kept in
+//!    the report; the balloon's state is noted and the report written
+//!    after every run; fio's cross-check of the mode right after it;
+//! 4. conclude: the cross-checks judged, the mode summaries, the balloon's
+//!    give-back warned about, the report marked complete.
 //!
-//! Everything made (loop device, mount, cgroup, files) is removed at the
-//! end, on failure and on Ctrl-C (through [`ubio_testenv::cleanup`]).
-//!
-//! Under global pressure ([`Config::global_pressure`]) there is no memory
-//! cgroup: a balloon ([`ubio_testenv::balloon`], held by `ubio-bench __worker
-//! balloon`) takes the machine's memory down to what the run should have,
-//! right after the target is made, and gives it back at the end (or on
-//! failure, Ctrl-C, or the death of this process).
+//! The phases are this module's; what carries them out is behind the
+//! executor seam ([`executor::Executor`], as hyperfine's): the process
+//! executor ([`process::ProcessExecutor`]) for real runs, and in the tests
+//! a fake that answers from a script, without root and without disk.
 
 pub mod environment;
+pub mod executor;
+#[cfg(test)]
+mod fake;
+pub mod process;
 pub mod target;
 
-use super::engine::data::Layout;
-use super::engine::{self, EngineJob, EngineProgress, EngineResult};
-use super::fio::Fio;
-use super::mode::{BenchMode, WorkloadKind};
-use super::sampler::{self, SystemSampler};
 use super::schedule::Schedule;
-use super::schema::{
-    Backing, Config, GlobalPressure, PressureRecord, Report, Run, Sample, Target, VictimSolo, Workload,
-};
-use super::summary::{self, FastPeaks, RunInput};
-use crate::clock::monotonic_secs;
-use crate::cpu::CpuTimes;
-use crate::page_reporting;
-use crate::path_context;
-use crate::stats::Summary;
-use crate::victim::{self, per_second_rates};
-use crate::worker::{BenchClient, Event, Job, VictimClient};
+use super::schema::{Backing, Config, Report, Run, Sample, Target};
+use super::{sampler, summary};
+use executor::{BalloonState, Ended, Executor, RunSpec};
 use std::io;
-use std::os::fd::AsFd;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use ubio::sys::{self, Advice};
-use ubio_testenv::balloon::{self, Balloon};
-use ubio_testenv::cgroup::{CgroupVersion, MemCgroup};
-use ubio_testenv::reclaim_trace::MemcgReclaimTrace;
-use ubio_testenv::residency_sampler::ResidencySampler;
-
-/// How long a victim may take to read its hot file through.
-const WARM_TIMEOUT: Duration = Duration::from_secs(120);
-/// How often the dataset's page-cache peaks are sampled during a run.
-const PEAK_EVERY: Duration = Duration::from_millis(10);
-/// The longest a backed mode waits for a free page reporting pass that
-/// the settle armed (its delay is about 2 s here).
-const REPORTING_PASS: Duration = Duration::from_millis(2500);
-/// How long a worker may take to start.
-const START_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How to run a benchmark (what is measured is the [`Config`]).
 #[derive(Debug, Clone)]
@@ -93,6 +59,10 @@ pub struct RunOptions {
     pub verify: bool,
     /// Seed of the modes' order in every round (kept in the report).
     pub order_seed: u64,
+    /// How many times a failed (or timed-out) run is run again, at once.
+    pub retries: u32,
+    /// A run still going after this long is stopped and counts as failed.
+    pub run_timeout: Option<Duration>,
 }
 
 impl RunOptions {
@@ -108,6 +78,8 @@ impl RunOptions {
             git_commit: None,
             verify: false,
             order_seed: super::schedule::seed_from_clock(),
+            retries: 0,
+            run_timeout: None,
         }
     }
 }
@@ -132,39 +104,43 @@ pub trait Progress {
 pub struct Quiet;
 impl Progress for Quiet {}
 
-/// Runs the benchmark of `config` and returns its report (also written to
-/// `options.out_dir` after every run).
+/// Runs the benchmark of `config` for real (needs root) and returns its
+/// report, also written to `options.out_dir` after every run.
 pub fn run(config: &Config, options: &RunOptions, progress: &dyn Progress) -> io::Result<Report> {
+    validate(config)?;
+    let mut executor = process::ProcessExecutor::new(options)?;
+    let mut write = |report: &Report| match &options.out_dir {
+        Some(dir) => super::export::write_all(report, dir).map(drop),
+        None => Ok(()),
+    };
+    run_with(config, options, &mut executor, progress, &mut write)
+}
+
+/// The phases of the benchmark of `config`, carried out by `executor`;
+/// `write` gets the report after the warm-up, after every run and at the
+/// end (complete). An error of the executor ends the benchmark (what was
+/// written stays, marked incomplete); a run that fails does not.
+pub fn run_with(
+    config: &Config,
+    options: &RunOptions,
+    executor: &mut dyn Executor,
+    progress: &dyn Progress,
+    write: &mut dyn FnMut(&Report) -> io::Result<()>,
+) -> io::Result<Report> {
     let started = Instant::now();
     let started_unix = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     validate(config)?;
-    if !ubio_testenv::is_root() {
-        return Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            "ubio bench needs root: it makes a memory cgroup beneath its own (and loop filesystems)",
-        ));
-    }
-    ubio_testenv::cleanup::install_signal_handler()?;
-    let w = &config.workload;
-    let hot = config.victim_hot_bytes.unwrap_or(0);
-    let copies = if w.kind == WorkloadKind::Copy { 2 } else { 1 };
-    let need = copies * w.dataset_bytes + hot + target::SPACE_MARGIN;
-    progress.message("making the target");
-    let target = target::make(&config.target, need)?;
-    let layout = Layout::new(&target.dir, w);
-    for d in [layout.data_dir(), layout.copy_dir()] {
-        std::fs::create_dir(&d).map_err(|e| path_context(e, "mkdir", &d))?;
-    }
 
+    // 1. Prepare.
     let mut warnings = Vec::new();
     let mut modes = Vec::new();
-    for &mode in &config.modes {
-        match engine::check_mode(mode, w, &target.dir, options.ubio_exe.as_deref()) {
-            Ok(()) => modes.push(mode),
-            Err(e) => {
-                let msg = format!("{mode} left out: {e}");
+    for (mode, why) in executor.check_modes(config, progress)? {
+        match why {
+            None => modes.push(mode),
+            Some(why) => {
+                let msg = format!("{mode} left out: {why}");
                 progress.warning(&msg);
                 warnings.push(msg);
             }
@@ -176,89 +152,22 @@ pub fn run(config: &Config, options: &RunOptions, progress: &dyn Progress) -> io
             format!("no mode can run here: {}", warnings.join("; ")),
         ));
     }
-    if let Some(limit) = config.memory_limit_bytes {
-        if layout.total_bytes() <= limit {
-            warnings.push(format!(
-                "the dataset ({} MiB) fits in the memory limit ({} MiB): buffered I/O is not pushed into \
-                 reclaim; use a --dataset several times --limit to see what a dataset larger than memory does",
-                layout.total_bytes() >> 20,
-                limit >> 20
-            ));
-        }
-    }
-
-    // Global pressure: no cgroup (kswapd reclaims for the whole machine),
-    // the balloon instead.
-    let (cg, balloon) = match config.global_pressure {
-        None => (
-            Some(MemCgroup::create("ubio-bench", config.memory_limit_bytes.unwrap_or(u64::MAX))?),
-            None,
-        ),
-        Some(p) => (None, Some(inflate(options, p, copies * w.dataset_bytes + hot, progress)?)),
-    };
-    let cg_version = match cg.as_ref().map(MemCgroup::version) {
-        Some(CgroupVersion::V1) => "v1",
-        Some(CgroupVersion::V2) => "v2",
-        None => "none (global pressure)",
-    };
-    let env = environment::gather(
-        &target.dir,
-        &target.filesystem,
-        &target.device,
-        cg_version,
-        options.git_commit.clone(),
-    );
-    let mut report = Report::new(env, config.clone(), started_unix);
-    report.pressure = balloon.as_ref().map(|(_, record)| record.clone());
-    let balloon = balloon.map(|(b, _)| b);
-    // Reclaim forced by the cgroup's limit is not in /proc/vmstat.
-    let reclaim_trace = match MemcgReclaimTrace::start() {
-        Ok(t) => Some(t),
-        Err(e) => {
-            warnings.push(format!(
-                "the memory cgroup's reclaim is not counted (reclaimed pages cover kswapd and direct reclaim only): {e}"
-            ));
-            None
-        }
-    };
+    let prepared = executor.prepare(&modes, progress)?;
+    let mut report = Report::new(prepared.environment, config.clone(), started_unix);
+    report.pressure = prepared.pressure;
+    report.victim_solo = prepared.victim_solo;
+    warnings.extend(prepared.warnings);
     report.warnings = warnings;
-    let bench = Bench {
-        config,
-        options,
-        layout: &layout,
-        cg: cg.as_ref(),
-        reclaim_trace: reclaim_trace.as_ref(),
-        progress,
-    };
 
-    if w.kind != WorkloadKind::SeqWrite {
-        progress.message(&format!(
-            "writing the dataset ({} MiB, untimed)",
-            layout.total_bytes() >> 20
-        ));
-        bench.untimed(WorkloadKind::SeqWrite)?;
-    }
-    let mut victim = match config.victim_hot_bytes {
-        Some(hot) => Some(bench.start_victim(&target.dir.join("hot"), hot, &mut report)?),
-        None => None,
-    };
-    if let Some(v) = &victim {
-        report.victim_solo = Some(bench.victim_alone(v)?);
-    }
+    // 2. Warm up.
     if options.warmup {
-        bench.settle(victim.as_mut(), &mut report.warnings)?;
+        executor.settle(&mut report.warnings)?;
         progress.message("warm-up: one buffered pass of the workload (untimed)");
-        bench.untimed(w.kind)?;
+        executor.warm_up(progress)?;
     }
-    bench.write(&report)?;
+    write(&report)?;
 
-    let mut fio = None;
-    if options.fio {
-        match Fio::find(w.kind) {
-            Ok(f) => fio = Some(f),
-            Err(e) => report.warnings.push(e),
-        }
-    }
+    // 3. Measure.
     let schedule = Schedule::new(options.order_seed, &modes, config.rounds);
     progress.message(&format!(
         "order seed {} (--seed {} runs the same orders)",
@@ -266,52 +175,73 @@ pub fn run(config: &Config, options: &RunOptions, progress: &dyn Progress) -> io
     ));
     report.schedule = Some(schedule.clone());
     for (round, mode) in schedule.runs() {
-        bench.settle(victim.as_mut(), &mut report.warnings)?;
         let label = format!("round {round}/{}: {mode}", config.rounds);
-        let run = bench.measure(
-            mode,
-            round,
-            &label,
-            victim.as_ref(),
-            report.victim_solo.as_ref(),
-        )?;
-        if let Some(e) = &run.error {
-            let msg = format!("{label} failed: {e}");
-            progress.warning(&msg);
-            report.warnings.push(msg);
-        }
-        report.runs.push(run);
-        report.wall_secs = started.elapsed().as_secs_f64();
-        note_balloon(balloon.as_ref(), &mut report);
-        bench.write(&report)?;
-        if let Some(fio) = fio.as_mut() {
-            if fio.mirrors(mode) {
-                bench.settle(victim.as_mut(), &mut report.warnings)?;
-                progress.message(&format!("round {round}/{}: fio's {mode}", config.rounds));
-                fio.run(mode, w, &layout, cg.as_ref());
+        let attempts = 1 + options.retries;
+        for attempt in 1..=attempts {
+            executor.settle(&mut report.warnings)?;
+            let label = if attempt > 1 {
+                format!("{label} (attempt {attempt} of {attempts})")
+            } else {
+                label.clone()
+            };
+            let spec = RunSpec {
+                mode,
+                round,
+                label: &label,
+                timeout: options.run_timeout,
+            };
+            let run = match executor.measure(&spec, progress)? {
+                Ended::Finished(run) => run,
+                Ended::TimedOut(mut run) => {
+                    let secs = options.run_timeout.map_or(0.0, |t| t.as_secs_f64());
+                    run.error = Some(format!(
+                        "timed out: still running after {secs:.0} s (--timeout), stopped"
+                    ));
+                    run
+                }
+            };
+            progress.run_finished(&run, &run_line(&label, &run));
+            let failed = run.error.is_some();
+            if let Some(e) = &run.error {
+                let again = if attempt < attempts {
+                    "; running it again"
+                } else {
+                    ""
+                };
+                let msg = format!("{label} failed: {e}{again}");
+                progress.warning(&msg);
+                report.warnings.push(msg);
+            }
+            report.runs.push(run);
+            report.wall_secs = started.elapsed().as_secs_f64();
+            note_balloon(executor.balloon(), &mut report);
+            write(&report)?;
+            if !failed {
+                break;
             }
         }
-    }
-    if let Some(fio) = fio {
-        let (checks, warnings) = fio.checks(&report);
-        for line in &warnings {
-            progress.warning(line);
-        }
-        report.fio = checks;
-        report.warnings.extend(warnings);
-    }
-    if let Some(v) = victim {
-        let status = v.stop(Duration::from_secs(5))?;
-        if !status.success() {
-            report
-                .warnings
-                .push(format!("the victim exited with {status}"));
+        if executor.cross_checks(mode) {
+            executor.settle(&mut report.warnings)?;
+            progress.message(&format!("round {round}/{}: fio's {mode}", config.rounds));
+            executor.cross_check(mode);
         }
     }
+
+    // 4. Conclude.
+    let concluded = executor.conclude(&report)?;
+    for line in &concluded.warnings {
+        progress.warning(line);
+    }
+    report.fio = concluded.fio;
+    report.warnings.extend(concluded.warnings);
     report.modes = summary::summarize_modes(&report);
     report.wall_secs = started.elapsed().as_secs_f64();
-    note_balloon(balloon.as_ref(), &mut report);
-    if let Some(p) = report.pressure.as_ref().filter(|p| p.held_at_end_bytes < p.balloon_bytes) {
+    note_balloon(executor.balloon(), &mut report);
+    if let Some(p) = report
+        .pressure
+        .as_ref()
+        .filter(|p| p.held_at_end_bytes < p.balloon_bytes)
+    {
         report.warnings.push(format!(
             "the balloon gave back {} MiB during the benchmark to keep {} MiB available for others: \
              the runs after that had more memory than planned ({:?})",
@@ -321,11 +251,16 @@ pub fn run(config: &Config, options: &RunOptions, progress: &dyn Progress) -> io
         ));
     }
     report.complete = true;
-    bench.write(&report)?;
-    drop(balloon);
-    drop(cg);
-    drop(target);
+    write(&report)?;
     Ok(report)
+}
+
+/// The balloon's state so far, into the report.
+fn note_balloon(balloon: Option<BalloonState>, report: &mut Report) {
+    if let (Some(b), Some(p)) = (balloon, report.pressure.as_mut()) {
+        p.held_at_end_bytes = b.held_bytes;
+        p.shrinks = b.shrinks;
+    }
 }
 
 fn validate(c: &Config) -> io::Result<()> {
@@ -364,16 +299,24 @@ fn validate(c: &Config) -> io::Result<()> {
     }
     if let Some(p) = c.global_pressure {
         if c.memory_limit_bytes.is_some() {
-            return bad("global pressure runs without a memory cgroup: give no memory limit with it".into());
+            return bad(
+                "global pressure runs without a memory cgroup: give no memory limit with it".into(),
+            );
         }
-        if let Target::Loop { backing: Backing::Shm, .. } = c.target {
+        if let Target::Loop {
+            backing: Backing::Shm,
+            ..
+        } = c.target
+        {
             return bad(
                 "global pressure with a loop device backed by /dev/shm: the backing file would take the \
                  dataset's size in memory and the balloon would give it back; use disk backing"
                     .into(),
             );
         }
-        if c.victim_hot_bytes.is_some_and(|hot| hot > p.leave_bytes / 4 * 3) {
+        if c.victim_hot_bytes
+            .is_some_and(|hot| hot > p.leave_bytes / 4 * 3)
+        {
             return bad(format!(
                 "the victim's hot file does not fit in the {} MiB global pressure leaves, with room to spare: \
                  keep it under three quarters",
@@ -382,469 +325,6 @@ fn validate(c: &Config) -> io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Spawns `cmd` in the memory cgroup, or, without one (global pressure),
-/// as a child that the kernel kills when the spawning thread dies.
-pub(crate) fn spawn_in(cg: Option<&MemCgroup>, cmd: &mut Command) -> io::Result<std::process::Child> {
-    match cg {
-        Some(cg) => cg.spawn(cmd),
-        None => ubio_testenv::cleanup::die_with_parent(cmd)
-            .spawn()
-            .map_err(|e| ubio_testenv::context(e, format_args!("spawn {:?}", cmd.get_program()))),
-    }
-}
-
-/// Inflates the balloon of a global-pressure run, for `dataset` bytes of
-/// files (all the run puts in the page cache): what it leaves, its floor
-/// and its size are refused if unsafe (see [`balloon::plan`]).
-fn inflate(
-    options: &RunOptions,
-    p: GlobalPressure,
-    dataset: u64,
-    progress: &dyn Progress,
-) -> io::Result<(Balloon, PressureRecord)> {
-    let plan = balloon::plan_here(dataset, p.leave_bytes, p.floor_bytes)?;
-    progress.message(&format!(
-        "global pressure: locking {} MiB of memory so that {} MiB of the {} MiB available remain \
-         (floor {} MiB; the dataset is {:.1}x what remains)",
-        plan.balloon_bytes >> 20,
-        plan.leave_bytes >> 20,
-        plan.available_bytes >> 20,
-        plan.floor_bytes >> 20,
-        dataset as f64 / plan.leave_bytes as f64
-    ));
-    let mut holder = Command::new(&options.worker_exe);
-    holder.args(["__worker", "balloon"]).stderr(Stdio::inherit());
-    let since = Instant::now();
-    let b = Balloon::inflate(holder, plan.balloon_bytes, plan.floor_bytes)
-        .map_err(|e| io::Error::new(e.kind(), format!("global pressure: {e}")))?;
-    let inflate_secs = since.elapsed().as_secs_f64();
-    let after = ubio_testenv::procfs::meminfo()?
-        .get("MemAvailable")
-        .copied()
-        .unwrap_or(0);
-    progress.message(&format!(
-        "global pressure: the balloon holds {} MiB (in {inflate_secs:.1} s); {} MiB available now",
-        b.held_bytes() >> 20,
-        after >> 20
-    ));
-    let record = PressureRecord {
-        balloon_bytes: plan.balloon_bytes,
-        leave_bytes: plan.leave_bytes,
-        floor_bytes: plan.floor_bytes,
-        available_before_bytes: plan.available_bytes,
-        available_after_bytes: after,
-        inflate_secs,
-        held_at_end_bytes: b.held_bytes(),
-        shrinks: Vec::new(),
-    };
-    Ok((b, record))
-}
-
-/// The balloon's state so far, into the report.
-fn note_balloon(balloon: Option<&Balloon>, report: &mut Report) {
-    if let (Some(b), Some(p)) = (balloon, report.pressure.as_mut()) {
-        p.held_at_end_bytes = b.held_bytes();
-        p.shrinks = b.events();
-    }
-}
-
-/// What every phase needs.
-struct Bench<'a> {
-    config: &'a Config,
-    options: &'a RunOptions,
-    layout: &'a Layout,
-    cg: Option<&'a MemCgroup>,
-    reclaim_trace: Option<&'a MemcgReclaimTrace>,
-    progress: &'a dyn Progress,
-}
-
-impl Bench<'_> {
-    fn job(&self, kind: WorkloadKind, mode: BenchMode) -> EngineJob {
-        EngineJob {
-            workload: Workload {
-                kind,
-                ..self.config.workload.clone()
-            },
-            mode,
-            layout: self.layout.clone(),
-            ubio_exe: self.options.ubio_exe.clone(),
-        }
-    }
-
-    fn spawn(&self, job: EngineJob) -> io::Result<BenchClient> {
-        let mut cmd = Command::new(&self.options.worker_exe);
-        cmd.arg("__worker")
-            .args(Job::Bench(Box::new(job)).to_args())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped());
-        BenchClient::new(spawn_in(self.cg, &mut cmd)?)
-    }
-
-    /// An untimed buffered pass of `kind` (the dataset writer, the
-    /// warm-up), without duration cap; then the files are settled.
-    fn untimed(&self, kind: WorkloadKind) -> io::Result<()> {
-        let mut job = self.job(kind, BenchMode::Buffered);
-        job.workload.duration_secs = None;
-        if kind == WorkloadKind::Copy {
-            self.remove_copies()?;
-        }
-        let client = self.spawn(job)?;
-        let result = loop {
-            match client.next(Duration::from_secs(3600)) {
-                Some(Ok(Event::BenchDone(r))) => break Ok(r),
-                Some(Ok(_)) | None => {}
-                Some(Err(e)) => {
-                    break Err(io::Error::other(format!("{kind} (untimed, buffered): {e}")))
-                }
-            }
-        };
-        let status = client.wait(result.is_err())?;
-        result?;
-        if !status.success() {
-            return Err(io::Error::other(format!(
-                "{kind} (untimed) worker exited with {status}"
-            )));
-        }
-        Ok(())
-    }
-
-    fn remove_copies(&self) -> io::Result<()> {
-        self.layout
-            .copies()
-            .iter()
-            .try_for_each(|p| remove_if_exists(p))
-    }
-
-    /// Before a run: the dataset cold (fsync + DONTNEED on our files), no
-    /// copies, fresh files for sequential writes; the victim's hot file
-    /// read through again.
-    fn settle(
-        &self,
-        victim: Option<&mut VictimClient>,
-        warnings: &mut Vec<String>,
-    ) -> io::Result<()> {
-        let kind = self.config.workload.kind;
-        if kind == WorkloadKind::Copy {
-            self.remove_copies()?;
-        }
-        let mut left = 0;
-        for p in self.layout.sources() {
-            if kind == WorkloadKind::SeqWrite {
-                remove_if_exists(&p)?;
-            } else {
-                left += drop_cached(&p)?;
-            }
-        }
-        if left > 256 && !warnings.iter().any(|w| w.contains("stayed cached")) {
-            warnings.push(format!(
-                "{} KiB of the dataset stayed cached after fsync + fadvise(DONTNEED): runs may not start cold",
-                left * sys::page_size() / 1024
-            ));
-        }
-        if let Some(v) = victim {
-            v.warm(WARM_TIMEOUT)
-                .map_err(|e| io::Error::new(e.kind(), format!("the victim: {e}")))?;
-        }
-        Ok(())
-    }
-
-    fn start_victim(
-        &self,
-        hot: &Path,
-        bytes: u64,
-        report: &mut Report,
-    ) -> io::Result<VictimClient> {
-        self.progress.message(&format!(
-            "starting the victim on a {} MiB hot file",
-            bytes >> 20
-        ));
-        write_plain(hot, bytes)?;
-        drop_cached(hot)?;
-        let mut cmd = Command::new(&self.options.worker_exe);
-        cmd.arg("__worker")
-            .args(
-                Job::Victim {
-                    path: hot.to_path_buf(),
-                    tick: victim::DEFAULT_TICK,
-                }
-                .to_args(),
-            )
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped());
-        let mut client = VictimClient::new(spawn_in(self.cg, &mut cmd)?)?;
-        client.wait_ready(WARM_TIMEOUT)?;
-        let cached =
-            ubio::residency::count_path(hot, sys::FileRange::WHOLE)?.cached * sys::page_size();
-        if cached < bytes / 10 * 9 {
-            report.warnings.push(format!(
-                "only {} of the victim's {} MiB hot file stayed cached after it read it: the memory limit may be too small for it",
-                cached >> 20,
-                bytes >> 20
-            ));
-        }
-        Ok(client)
-    }
-
-    fn victim_alone(&self, v: &VictimClient) -> io::Result<VictimSolo> {
-        let secs = self.options.victim_solo_secs.max(1.0);
-        self.progress
-            .message(&format!("the victim alone for {secs:.0} s"));
-        let from = monotonic_secs();
-        std::thread::sleep(Duration::from_secs_f64(secs));
-        let to = monotonic_secs();
-        wait_for_ticks(v, to);
-        let rates = per_second_rates(&v.ticks(), from, to);
-        let ops_per_s = Summary::of(&rates)
-            .ok_or_else(|| io::Error::other("the victim reported nothing while running alone"))?;
-        self.progress.message(&format!(
-            "the victim alone: {:.0} reads/s (worst second {:.0})",
-            ops_per_s.median, ops_per_s.min
-        ));
-        Ok(VictimSolo { ops_per_s })
-    }
-
-    /// One measured run.
-    fn measure(
-        &self,
-        mode: BenchMode,
-        round: u32,
-        label: &str,
-        victim: Option<&VictimClient>,
-        solo: Option<&VictimSolo>,
-    ) -> io::Result<Run> {
-        let kind = self.config.workload.kind;
-        let prefaulted_bytes = if mode.caps().prefault {
-            Some(self.back_pages(label)?)
-        } else {
-            None
-        };
-        let reported = page_reporting::Reported::start(Path::new(page_reporting::SYSFS));
-        self.progress.run_started(label, self.layout.total_bytes());
-        let client = self.spawn(self.job(kind, mode))?;
-        let start = loop {
-            match client.next(START_TIMEOUT) {
-                Some(Ok(Event::BenchStarted(s))) => break Ok(s.start_mono_secs),
-                Some(Ok(_)) => {}
-                Some(Err(e)) => break Err(e),
-                None => break Err(format!("no start within {START_TIMEOUT:?}")),
-            }
-        };
-        let start = match start {
-            Ok(s) => s,
-            Err(e) => {
-                client.wait(true)?;
-                let mut run = self.failed_run(mode, round, e);
-                run.prefaulted_bytes = prefaulted_bytes;
-                return Ok(run);
-            }
-        };
-        let mut sampler = SystemSampler::start(
-            self.cg,
-            self.reclaim_trace,
-            self.layout.watched(kind),
-            start,
-        )?;
-        // Per-second samples see levels only at each second's end; the
-        // peaks come from this one.
-        let peaks = ResidencySampler::follow_all(self.layout.watched(kind), PEAK_EVERY);
-        let mut samples: Vec<Sample> = Vec::new();
-        let mut last = EngineProgress {
-            t_mono_secs: start,
-            bytes: 0,
-            cpu_user_secs: 0.0,
-            cpu_sys_secs: 0.0,
-        };
-        let mut next = start + 1.0;
-        let outcome: Result<EngineResult, String> = loop {
-            let wait = (next - monotonic_secs()).max(0.0);
-            match client.next(Duration::from_secs_f64(wait)) {
-                Some(Ok(Event::BenchProgress(p))) => last = p,
-                Some(Ok(Event::BenchDone(r))) => break Ok(r),
-                Some(Ok(_)) => {}
-                Some(Err(e)) => break Err(e),
-                None => {}
-            }
-            if monotonic_secs() >= next {
-                let mut s = sampler.sample(
-                    next,
-                    last.bytes,
-                    sampler::cpu(last.cpu_user_secs, last.cpu_sys_secs),
-                )?;
-                if let Some(v) = victim {
-                    sampler::fill_victim(std::slice::from_mut(&mut s), &v.ticks(), start);
-                }
-                self.progress.sample(&s, &sampler::live_line(&s));
-                samples.push(s);
-                next += 1.0;
-            }
-        };
-        let status = client.wait(outcome.is_err())?;
-        let (end, bytes, cpu) = match &outcome {
-            Ok(r) => (
-                r.end_mono_secs,
-                r.bytes,
-                CpuTimes {
-                    user_secs: r.cpu_user_secs,
-                    sys_secs: r.cpu_sys_secs,
-                },
-            ),
-            Err(_) => (
-                monotonic_secs(),
-                last.bytes,
-                sampler::cpu(last.cpu_user_secs, last.cpu_sys_secs),
-            ),
-        };
-        // The tail since the last whole second (or the only sample of a short run).
-        let covered = start + samples.len() as f64;
-        if end - covered > 0.005 || samples.is_empty() {
-            samples.push(sampler.sample(end.max(covered + 1e-3), bytes, cpu)?);
-        }
-        let fast_peaks = peaks.finish().map_or_else(
-            |e| {
-                log::warn!("dataset peak sampler: {e}");
-                FastPeaks::default()
-            },
-            |p| FastPeaks {
-                cached_bytes: p.max_cached * sys::page_size(),
-                dirty_writeback_bytes: p.max_dirty_writeback * sys::page_size(),
-            },
-        );
-        let final_cached = sampler::dataset_cache(&self.layout.watched(kind)).0;
-        if let Some(v) = victim {
-            wait_for_ticks(v, end);
-            sampler::fill_victim(&mut samples, &v.ticks(), start);
-        }
-        let (result, error) = match outcome {
-            Ok(r) if status.success() => {
-                let bad = (self.options.verify && !r.capped)
-                    .then(|| self.verify(kind))
-                    .and_then(Result::err);
-                let error = bad.map(|e| format!("verify: {e}"));
-                (Some(r), error)
-            }
-            Ok(r) => (Some(r), Some(format!("the worker exited with {status}"))),
-            Err(e) => (None, Some(e)),
-        };
-        let secs = end - start;
-        let summary = summary::summarize_run(&RunInput {
-            samples: &samples,
-            bytes,
-            secs,
-            time_to_durable_secs: kind.writes().then_some(secs),
-            final_dataset_cached_bytes: Some(final_cached),
-            victim_solo_ops_per_s: solo.map(|s| s.ops_per_s.median),
-            fast_peaks: Some(fast_peaks),
-            reported_to_host_bytes: reported.bytes_since(),
-        });
-        let (backend, reason, ubio_stats) = match result {
-            Some(r) => (r.backend, r.reason, r.ubio_stats),
-            None => (String::new(), String::new(), None),
-        };
-        let run = Run {
-            mode,
-            round,
-            backend,
-            reason,
-            error,
-            bytes,
-            secs,
-            samples,
-            summary,
-            ubio_stats,
-            prefaulted_bytes,
-        };
-        self.progress.run_finished(&run, &run_line(label, &run));
-        Ok(run)
-    }
-
-    /// For a backed mode, right before its run: memory of the size of the
-    /// page cache the run will take (the dataset; source and copy for
-    /// copies), as much as is free to spare, faulted in and released, so
-    /// the run's pages need no host fault. Returns the bytes.
-    fn back_pages(&self, label: &str) -> io::Result<u64> {
-        let kind = self.config.workload.kind;
-        let copies = if kind == WorkloadKind::Copy { 2 } else { 1 };
-        let want = copies * self.layout.total_bytes();
-        // Leave a quarter of what is available (and 1 GiB) to everyone else.
-        let available = ubio_testenv::procfs::meminfo()
-            .ok()
-            .and_then(|m| m.get("MemAvailable").copied())
-            .unwrap_or(0);
-        let spare = (available / 4 * 3).saturating_sub(1 << 30);
-        let bytes = want.min(spare);
-        self.progress.message(&format!(
-            "{label}: backing {} MiB of pages first (fault in, release)",
-            bytes >> 20
-        ));
-        // The pages the settle just freed armed a reporting pass (~2 s
-        // later): let it go by first (at most REPORTING_PASS), so that it
-        // does not hand the backing back during the run.
-        let sysfs = Path::new(page_reporting::SYSFS);
-        let waiting = page_reporting::Reported::start(sysfs);
-        let since = Instant::now();
-        while waiting.bytes_since() == Some(0) && since.elapsed() < REPORTING_PASS {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        // A pass during the backing hands part of it back at once; the
-        // next is at least its delay away, so back again then.
-        for _ in 0..3 {
-            let before = page_reporting::Reported::start(sysfs);
-            crate::backing::prefault_and_release(bytes)?;
-            match before.bytes_since() {
-                Some(n) if n > 0 => self.progress.message(&format!(
-                    "{label}: {} MiB were reported to the host while backing: backing again",
-                    n >> 20
-                )),
-                _ => break,
-            }
-        }
-        Ok(bytes)
-    }
-
-    /// The files the run wrote (or copied) hold the dataset.
-    fn verify(&self, kind: WorkloadKind) -> io::Result<()> {
-        let l = self.layout;
-        for t in 0..l.threads {
-            for f in 0..l.files_per_thread {
-                let id = l.file_id(t, f);
-                match kind {
-                    WorkloadKind::SeqWrite | WorkloadKind::RandWrite => {
-                        engine::data::check_file(&l.source(t, f), l, id)?
-                    }
-                    WorkloadKind::Copy => engine::data::check_file(&l.copy(t, f), l, id)?,
-                    WorkloadKind::SeqRead | WorkloadKind::RandRead => {}
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn failed_run(&self, mode: BenchMode, round: u32, error: String) -> Run {
-        let summary = summary::summarize_run(&RunInput::NOTHING_MOVED);
-        Run {
-            mode,
-            round,
-            backend: String::new(),
-            reason: String::new(),
-            error: Some(error),
-            bytes: 0,
-            secs: 0.0,
-            samples: Vec::new(),
-            summary,
-            ubio_stats: None,
-            prefaulted_bytes: None,
-        }
-    }
-
-    /// The report files (JSON, CSV, Markdown, HTML), after every run.
-    fn write(&self, report: &Report) -> io::Result<()> {
-        match &self.options.out_dir {
-            Some(dir) => super::export::write_all(report, dir).map(drop),
-            None => Ok(()),
-        }
-    }
 }
 
 /// One line per finished run.
@@ -877,51 +357,366 @@ pub fn run_line(label: &str, run: &Run) -> String {
     line
 }
 
-/// fsync, then POSIX_FADV_DONTNEED of the whole file; the pages still cached.
-fn drop_cached(path: &Path) -> io::Result<u64> {
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(path)
-        .map_err(|e| path_context(e, "open", path))?;
-    f.sync_all().map_err(|e| path_context(e, "fsync", path))?;
-    sys::fadvise(f.as_fd(), 0, 0, Advice::DontNeed)
-        .map_err(|e| path_context(e, "fadvise", path))?;
-    Ok(ubio::residency::count(f.as_fd(), sys::FileRange::WHOLE)
-        .map_err(|e| path_context(e, "cachestat", path))?
-        .cached)
-}
+/// The phases, through the fake executor: no root, no disk.
+#[cfg(test)]
+mod tests {
+    use super::fake::{Attempt, Call, Fake};
+    use super::*;
+    use crate::harness::mode::{Backable, BenchMode, WorkloadKind};
+    use crate::harness::schema::{GlobalPressure, Workload};
+    use ubio::BackendKind;
 
-fn remove_if_exists(path: &Path) -> io::Result<()> {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(path_context(e, "remove", path)),
-        _ => Ok(()),
-    }
-}
+    const DATASET: u64 = 400_000_000;
+    const UBIO: BenchMode = BenchMode::Ubio(BackendKind::Auto);
+    const BACKED: BenchMode = BenchMode::Backed(Backable::Buffered);
 
-/// A file of `bytes` (the fill pattern), durable.
-fn write_plain(path: &Path, bytes: u64) -> io::Result<()> {
-    use std::io::Write;
-    let mut f = std::fs::File::create(path).map_err(|e| path_context(e, "create", path))?;
-    let mut buf = ubio::AlignedBuf::page_aligned(1 << 20);
-    crate::harness::engine::support::fill(&mut buf);
-    let mut done = 0;
-    while done < bytes {
-        let n = (bytes - done).min(buf.len() as u64) as usize;
-        f.write_all(&buf[..n])
-            .map_err(|e| path_context(e, "write", path))?;
-        done += n as u64;
-    }
-    f.sync_all().map_err(|e| path_context(e, "fsync", path))
-}
-
-/// The victim reports every 100 ms through a pipe: wait (briefly) until a
-/// tick ending after `t` has arrived.
-fn wait_for_ticks(v: &VictimClient, t: f64) {
-    let deadline = Instant::now() + Duration::from_secs(1);
-    while Instant::now() < deadline {
-        if v.ticks().last().is_some_and(|k| k.t1 >= t) {
-            return;
+    fn config(modes: &[BenchMode], rounds: u32) -> Config {
+        Config {
+            workload: Workload {
+                kind: WorkloadKind::SeqRead,
+                block_bytes: 1 << 20,
+                threads: 1,
+                files_per_thread: 1,
+                dataset_bytes: DATASET,
+                duration_secs: None,
+                queue_depth: 1,
+                seed: 1,
+            },
+            modes: modes.to_vec(),
+            rounds,
+            target: Target::Dir {
+                path: PathBuf::from("/nonexistent: the fake makes nothing"),
+            },
+            memory_limit_bytes: Some(100_000_000),
+            victim_hot_bytes: None,
+            global_pressure: None,
         }
-        std::thread::sleep(Duration::from_millis(10));
+    }
+
+    fn options(seed: u64) -> RunOptions {
+        let mut o = RunOptions::new(PathBuf::from("/nonexistent/ubio-bench"), None);
+        o.order_seed = seed;
+        o
+    }
+
+    /// Runs the benchmark through `fake`; the report and every report
+    /// written on the way.
+    fn bench(
+        config: &Config,
+        options: &RunOptions,
+        fake: &mut Fake,
+    ) -> (io::Result<Report>, Vec<Report>) {
+        let mut written = Vec::new();
+        let result = run_with(config, options, fake, &Quiet, &mut |r: &Report| {
+            written.push(r.clone());
+            Ok(())
+        });
+        (result, written)
+    }
+
+    fn runs_of(r: &Report, mode: BenchMode) -> Vec<&Run> {
+        r.runs.iter().filter(|run| run.mode == mode).collect()
+    }
+
+    #[test]
+    fn runs_follow_the_schedule_each_round_in_a_new_order() {
+        let modes = [BenchMode::Buffered, BenchMode::Dontcache, UBIO, BACKED];
+        for seed in [1, 7, 42] {
+            let c = config(&modes, 5);
+            let mut fake = Fake::new(DATASET);
+            let report = bench(&c, &options(seed), &mut fake).0.unwrap();
+            let planned = Schedule::new(seed, &modes, 5);
+            assert_eq!(
+                fake.measured(),
+                planned.runs().collect::<Vec<_>>(),
+                "seed {seed}"
+            );
+            assert_eq!(report.schedule.as_ref(), Some(&planned));
+            assert!(
+                planned.rounds.windows(2).any(|w| w[0] != w[1]),
+                "seed {seed}"
+            );
+            let ran: Vec<(u32, BenchMode)> =
+                report.runs.iter().map(|r| (r.round, r.mode)).collect();
+            assert_eq!(ran, fake.measured());
+            // Every run starts settled: a settle right before each measure.
+            for (i, call) in fake.calls.iter().enumerate() {
+                if matches!(call, Call::Measure { .. }) {
+                    assert_eq!(fake.calls[i - 1], Call::Settle, "before {call:?}");
+                }
+            }
+            assert!(report.complete);
+            assert_eq!(report.modes.len(), modes.len());
+        }
+    }
+
+    #[test]
+    fn the_phases_come_in_order_and_the_warm_up_is_optional() {
+        let c = config(&[BenchMode::Buffered, UBIO], 1);
+        let mut fake = Fake::new(DATASET);
+        bench(&c, &options(3), &mut fake).0.unwrap();
+        let first: Vec<&Call> = fake.calls.iter().take(4).collect();
+        assert!(matches!(first[0], Call::CheckModes));
+        assert!(matches!(first[1], Call::Prepare(_)));
+        assert_eq!(first[2..], [&Call::Settle, &Call::WarmUp]);
+        assert_eq!(fake.calls.last(), Some(&Call::Conclude));
+
+        let mut no_warmup = options(3);
+        no_warmup.warmup = false;
+        let mut fake = Fake::new(DATASET);
+        bench(&c, &no_warmup, &mut fake).0.unwrap();
+        assert!(!fake.calls.contains(&Call::WarmUp));
+    }
+
+    #[test]
+    fn the_report_is_written_after_every_run() {
+        let c = config(&[BenchMode::Buffered, BenchMode::Odirect, UBIO], 3);
+        let mut fake = Fake::new(DATASET);
+        let (report, written) = bench(&c, &options(5), &mut fake);
+        let report = report.unwrap();
+        // After the warm-up, after each of the 9 runs, and complete at the end.
+        assert_eq!(written.len(), 1 + 9 + 1);
+        for (i, w) in written.iter().enumerate().take(10) {
+            assert_eq!(w.runs.len(), i, "report {i}");
+            assert!(!w.complete && w.modes.is_empty(), "report {i}");
+        }
+        assert_eq!(written.last(), Some(&report));
+        assert!(report.complete);
+        assert_eq!(report.warnings, ["prepared by the fake"]);
+    }
+
+    #[test]
+    fn a_mode_that_cannot_run_is_left_out_with_its_reason() {
+        let c = config(&[BenchMode::Buffered, BenchMode::Odirect, UBIO], 2);
+        let mut fake = Fake::new(DATASET);
+        fake.left_out = vec![(BenchMode::Odirect, "O_DIRECT is refused here")];
+        let report = bench(&c, &options(1), &mut fake).0.unwrap();
+        assert_eq!(
+            fake.calls[1],
+            Call::Prepare(vec![BenchMode::Buffered, UBIO])
+        );
+        assert!(runs_of(&report, BenchMode::Odirect).is_empty());
+        assert_eq!(report.runs.len(), 4);
+        assert_eq!(
+            report.warnings[0],
+            "odirect left out: O_DIRECT is refused here"
+        );
+
+        let mut none = Fake::new(DATASET);
+        none.left_out = vec![(BenchMode::Buffered, "no"), (UBIO, "not either")];
+        let c = config(&[BenchMode::Buffered, UBIO], 2);
+        let err = bench(&c, &options(1), &mut none).0.unwrap_err();
+        assert!(err.to_string().contains("no mode can run here"), "{err}");
+        assert!(!none.calls.iter().any(|c| matches!(c, Call::Prepare(_))));
+    }
+
+    #[test]
+    fn a_mode_that_fails_is_recorded_and_the_others_go_on() {
+        let modes = [BenchMode::Buffered, BenchMode::Dontcache, UBIO];
+        let c = config(&modes, 3);
+        let mut fake = Fake::new(DATASET);
+        fake.attempts.insert(
+            BenchMode::Dontcache,
+            vec![Attempt::Fails("preadv2: Operation not supported")],
+        );
+        let report = bench(&c, &options(9), &mut fake).0.unwrap();
+        assert_eq!(report.runs.len(), 9);
+        let failed = runs_of(&report, BenchMode::Dontcache);
+        assert!(failed
+            .iter()
+            .all(|r| r.error.as_deref() == Some("preadv2: Operation not supported")));
+        for round in 1..=3 {
+            let want =
+                format!("round {round}/3: dontcache failed: preadv2: Operation not supported");
+            assert!(report.warnings.contains(&want), "{:#?}", report.warnings);
+        }
+        let summary = |m: BenchMode| report.modes.iter().find(|s| s.mode == m).unwrap();
+        assert_eq!(summary(BenchMode::Dontcache).runs_ok, 0);
+        assert_eq!(summary(BenchMode::Dontcache).runs_failed, 3);
+        assert_eq!(summary(BenchMode::Dontcache).mb_per_s, None);
+        assert_eq!(summary(UBIO).runs_ok, 3);
+        assert!(summary(UBIO).mb_per_s.is_some());
+        assert!(report.complete);
+    }
+
+    #[test]
+    fn retries_run_a_failed_run_again_at_once() {
+        let modes = [BenchMode::Buffered, UBIO];
+        let c = config(&modes, 2);
+        let mut o = options(11);
+        o.retries = 2;
+        let mut fake = Fake::new(DATASET);
+        // ubio fails its first attempt only; buffered every time.
+        fake.attempts.insert(
+            UBIO,
+            vec![Attempt::Fails("worker died"), Attempt::Done(200.0)],
+        );
+        fake.attempts
+            .insert(BenchMode::Buffered, vec![Attempt::Fails("disk full")]);
+        let report = bench(&c, &o, &mut fake).0.unwrap();
+        // Each attempt right after the one it repeats: the schedule's order
+        // with every failed run repeated in place.
+        let mut expected = Vec::new();
+        let mut ubio_attempts = 0;
+        for (round, mode) in Schedule::new(11, &modes, 2).runs() {
+            let times = if mode == UBIO {
+                ubio_attempts += 1;
+                if ubio_attempts == 1 {
+                    2
+                } else {
+                    1
+                }
+            } else {
+                3
+            };
+            expected.extend((0..times).map(|_| (round, mode)));
+        }
+        assert_eq!(fake.measured(), expected);
+        let labels: Vec<String> = fake
+            .calls
+            .iter()
+            .filter_map(|c| match c {
+                Call::Measure { label, mode, .. } if *mode == BenchMode::Buffered => {
+                    Some(label.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        assert!(
+            labels.contains(&"round 1/2: buffered (attempt 3 of 3)".to_owned()),
+            "{labels:?}"
+        );
+        // Every attempt stays in the report.
+        assert_eq!(runs_of(&report, UBIO).len(), 3);
+        assert_eq!(runs_of(&report, BenchMode::Buffered).len(), 6);
+        let summary = |m: BenchMode| report.modes.iter().find(|s| s.mode == m).unwrap();
+        assert_eq!((summary(UBIO).runs_ok, summary(UBIO).runs_failed), (2, 1));
+        assert_eq!(summary(BenchMode::Buffered).runs_ok, 0);
+        let w = &report.warnings;
+        assert!(
+            w.iter()
+                .any(|l| l.ends_with("ubio failed: worker died; running it again")),
+            "{w:#?}"
+        );
+        assert!(
+            w.iter()
+                .any(|l| l == "round 2/2: buffered (attempt 3 of 3) failed: disk full"),
+            "{w:#?}"
+        );
+    }
+
+    #[test]
+    fn a_run_that_times_out_is_stopped_and_counts_as_failed() {
+        let modes = [BenchMode::Buffered, UBIO];
+        let c = config(&modes, 2);
+        let mut o = options(2);
+        o.run_timeout = Some(Duration::from_secs(30));
+        o.retries = 1;
+        let mut fake = Fake::new(DATASET);
+        fake.attempts
+            .insert(UBIO, vec![Attempt::Hangs, Attempt::Done(100.0)]);
+        let report = bench(&c, &o, &mut fake).0.unwrap();
+        // The executor was told the time-out, for every run.
+        assert!(fake.calls.iter().all(|c| match c {
+            Call::Measure { timeout, .. } => *timeout == Some(Duration::from_secs(30)),
+            _ => true,
+        }));
+        let ubio = runs_of(&report, UBIO);
+        assert_eq!(ubio.len(), 3, "the timed-out run, its retry and round 2's");
+        assert_eq!(
+            ubio[0].error.as_deref(),
+            Some("timed out: still running after 30 s (--timeout), stopped")
+        );
+        assert_eq!(ubio[0].secs, 30.0);
+        assert!(ubio[1..].iter().all(|r| r.error.is_none()));
+        let summary = report.modes.iter().find(|s| s.mode == UBIO).unwrap();
+        assert_eq!((summary.runs_ok, summary.runs_failed), (2, 1));
+    }
+
+    #[test]
+    fn the_balloons_give_back_is_noted_after_each_run_and_warned() {
+        let modes = [BenchMode::Buffered, UBIO];
+        let mut c = config(&modes, 2);
+        c.memory_limit_bytes = None;
+        c.global_pressure = Some(GlobalPressure {
+            leave_bytes: 2 << 30,
+            floor_bytes: 1 << 30,
+        });
+        let mut fake = Fake::new(DATASET);
+        fake.balloon_bytes = Some(8 << 30);
+        // Holds it all through run 2, gives 1 GiB back during run 3.
+        fake.held_after_run = vec![8 << 30, 8 << 30, 7 << 30];
+        let (report, written) = bench(&c, &options(4), &mut fake);
+        let report = report.unwrap();
+        let held: Vec<u64> = written[1..5]
+            .iter()
+            .map(|w| w.pressure.as_ref().unwrap().held_at_end_bytes)
+            .collect();
+        assert_eq!(held, [8 << 30, 8 << 30, 7 << 30, 7 << 30]);
+        let p = report.pressure.as_ref().unwrap();
+        assert_eq!(p.held_at_end_bytes, 7 << 30);
+        assert_eq!(p.shrinks.len(), 1);
+        assert!(
+            report.warnings.iter().any(|w| w.starts_with(
+                "the balloon gave back 1024 MiB during the benchmark to keep 1024 MiB available"
+            )),
+            "{:#?}",
+            report.warnings
+        );
+
+        let mut kept = Fake::new(DATASET);
+        kept.balloon_bytes = Some(8 << 30);
+        let report = bench(&c, &options(4), &mut kept).0.unwrap();
+        assert!(!report.warnings.iter().any(|w| w.contains("balloon")));
+    }
+
+    #[test]
+    fn a_cross_check_runs_settled_right_after_its_mode() {
+        let modes = [BenchMode::Buffered, BenchMode::Odirect, UBIO];
+        let c = config(&modes, 2);
+        let mut fake = Fake::new(DATASET);
+        fake.cross_checked = vec![BenchMode::Buffered, BenchMode::Odirect];
+        let report = bench(&c, &options(8), &mut fake).0.unwrap();
+        for (i, call) in fake.calls.iter().enumerate() {
+            if let Call::CrossCheck(mode) = call {
+                assert_eq!(fake.calls[i - 1], Call::Settle);
+                assert!(
+                    matches!(&fake.calls[i - 2], Call::Measure { mode: m, .. } if m == mode),
+                    "{:?}",
+                    &fake.calls[i - 2..=i]
+                );
+            }
+        }
+        let checks = fake
+            .calls
+            .iter()
+            .filter(|c| matches!(c, Call::CrossCheck(_)))
+            .count();
+        assert_eq!(checks, 4);
+        assert_eq!(report.fio.len(), 2);
+    }
+
+    #[test]
+    fn an_executor_error_ends_the_benchmark_with_what_was_written() {
+        let c = config(&[BenchMode::Buffered, UBIO], 3);
+        let mut fake = Fake::new(DATASET);
+        fake.broken_at_measure = Some(4);
+        let (result, written) = bench(&c, &options(6), &mut fake);
+        let err = result.unwrap_err();
+        assert!(err.to_string().contains("could not be spawned"), "{err}");
+        let last = written.last().unwrap();
+        assert_eq!(last.runs.len(), 3);
+        assert!(!last.complete);
+        assert!(!fake.calls.contains(&Call::Conclude));
+    }
+
+    #[test]
+    fn a_bad_config_is_refused_before_anything_runs() {
+        let mut c = config(&[BenchMode::Buffered], 1);
+        c.rounds = 0;
+        let mut fake = Fake::new(DATASET);
+        let err = bench(&c, &options(1), &mut fake).0.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert!(fake.calls.is_empty());
     }
 }

@@ -304,6 +304,45 @@ pub struct Sample {
     pub victim_ops_per_s: Option<f64>,
 }
 
+impl Sample {
+    /// A sample in which the workload moved `bytes` and nothing else
+    /// happened: zero counters and levels (the tests' and the fake
+    /// executor's runs start from it).
+    pub fn moved(t_secs: f64, interval_secs: f64, bytes: u64) -> Sample {
+        Sample {
+            t_secs,
+            interval_secs,
+            bytes,
+            mb_per_s: bytes as f64 / 1e6 / interval_secs,
+            cpu_user_secs: 0.0,
+            cpu_sys_secs: 0.0,
+            pgscan_kswapd: 0,
+            pgscan_direct: 0,
+            pgsteal_kswapd: 0,
+            pgsteal_direct: 0,
+            cgroup_pgscan: None,
+            cgroup_pgsteal: None,
+            memcg_limit_reclaimed_pages: None,
+            kswapd_cpu_secs: 0.0,
+            cached_bytes: 0,
+            dirty_bytes: 0,
+            writeback_bytes: 0,
+            free_bytes: None,
+            cgroup_cached_bytes: None,
+            dataset_cached_bytes: 0,
+            dataset_dirty_bytes: 0,
+            dataset_writeback_bytes: 0,
+            victim_ops_per_s: None,
+        }
+    }
+
+    /// kswapd's CPU in the interval, in percent of one CPU (all kswapd
+    /// threads together: 100 per busy thread).
+    pub fn kswapd_pct(&self) -> f64 {
+        self.kswapd_cpu_secs / self.interval_secs * 100.0
+    }
+}
+
 /// The figures of one run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {

@@ -24,7 +24,6 @@
 //! demo`: none passes vacuously (a baseline without the seed's effect makes
 //! the figure "not reproduced here", with the reason).
 
-use super::export::table::human_bytes;
 use super::export::write_atomically;
 use super::judge::{self, median_over_runs, missing, modes, num, ratio, Figure, Metric};
 pub use super::judge::{Outcome, Verdict};
@@ -36,6 +35,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::io;
 use std::path::Path;
+use ubio::size::human as human_bytes;
 use ubio::BackendKind;
 
 const MIB: u64 = 1 << 20;
@@ -142,11 +142,7 @@ fn unpressed_reason(s: &Scale, c: &Config) -> String {
     let Some(p) = s.global_pressure else {
         return "no global pressure asked for".into();
     };
-    let copies = if c.workload.kind == WorkloadKind::Copy {
-        2
-    } else {
-        1
-    };
+    let copies = c.workload.kind.copies();
     let ratio = ubio_testenv::balloon::MIN_DATASET_RATIO;
     if let Target::Loop {
         backing: Backing::Shm,
@@ -860,7 +856,7 @@ mod tests {
                 e.title
             );
             if let Target::Loop { size_bytes, .. } = &e.config.target {
-                let copies = if w.kind == WorkloadKind::Copy { 2 } else { 1 };
+                let copies = w.kind.copies();
                 assert!(
                     *size_bytes > copies * w.dataset_bytes,
                     "{}: the target holds the data",

@@ -318,31 +318,7 @@ mod tests {
     use super::*;
 
     fn sample(t_secs: f64, interval_secs: f64, bytes: u64) -> Sample {
-        Sample {
-            t_secs,
-            interval_secs,
-            bytes,
-            mb_per_s: bytes as f64 / MB / interval_secs,
-            cpu_user_secs: 0.0,
-            cpu_sys_secs: 0.0,
-            pgscan_kswapd: 0,
-            pgscan_direct: 0,
-            pgsteal_kswapd: 0,
-            pgsteal_direct: 0,
-            cgroup_pgscan: None,
-            cgroup_pgsteal: None,
-            memcg_limit_reclaimed_pages: None,
-            kswapd_cpu_secs: 0.0,
-            cached_bytes: 0,
-            dirty_bytes: 0,
-            writeback_bytes: 0,
-            free_bytes: None,
-            cgroup_cached_bytes: None,
-            dataset_cached_bytes: 0,
-            dataset_dirty_bytes: 0,
-            dataset_writeback_bytes: 0,
-            victim_ops_per_s: None,
-        }
+        Sample::moved(t_secs, interval_secs, bytes)
     }
 
     /// Three samples: 100, 200 and a 0.25 s tail of 10 MB (40 MB/s), 310 MB

@@ -302,6 +302,17 @@ pub fn access_fd(fd: BorrowedFd<'_>, mode: libc::c_int) -> io::Result<()> {
     cvt(r as libc::c_long).map(drop)
 }
 
+/// `close(fd)`: close the descriptor and report close(2)'s error, which
+/// std's drop ignores (NFS reports writeback errors here). On Linux the
+/// descriptor is gone whatever the result, so it is never retried.
+///
+/// See close(2).
+pub fn close(fd: std::os::fd::OwnedFd) -> io::Result<()> {
+    use std::os::fd::IntoRawFd;
+    // SAFETY: we own the descriptor and give it up here, exactly once.
+    cvt(unsafe { libc::close(fd.into_raw_fd()) } as libc::c_long).map(drop)
+}
+
 /// `fcntl(fd, F_GETFL)`: the open file's status flags and access mode.
 ///
 /// See fcntl(2).

@@ -69,7 +69,7 @@ pub fn render(report: &Report) -> String {
             &runs,
             "kswapd CPU (all kswapd threads)",
             "% of a CPU",
-            |s| Some(table::kswapd_pct(s)),
+            |s| Some(s.kswapd_pct()),
         ),
         plot(&runs, "Pages scanned by kswapd", "pages/s", |s| {
             per_s(s.pgscan_kswapd, s)

@@ -1,9 +1,11 @@
 //! The report as tables of text cells, shared by the Markdown and HTML
 //! exporters (each escapes the cells for its own format).
 
-use crate::harness::schema::{Backing, ModeSummary, Report, Run, Sample, Target};
+use crate::harness::schema::{Backing, ModeSummary, Report, Run, Target};
 use crate::harness::summary::{backed_baseline_mode, baseline_mode};
 use crate::stats::Summary;
+/// "1.5 GiB" style (powers of 1024): the library's formatter.
+use ubio::size::human as human_bytes;
 
 /// A table: a header and rows of cells, all plain text.
 #[derive(Debug, Clone, PartialEq)]
@@ -322,7 +324,7 @@ pub fn per_second(run: &Run) -> Table {
             let mut row = vec![
                 format!("{:.1}", s.t_secs),
                 format!("{:.0}", s.mb_per_s),
-                format!("{:.0}", kswapd_pct(s)),
+                format!("{:.0}", s.kswapd_pct()),
                 rate(s.pgscan_kswapd),
                 rate(s.pgscan_direct),
                 rate(s.pgsteal_kswapd),
@@ -339,12 +341,6 @@ pub fn per_second(run: &Run) -> Table {
     Table { header, rows }
 }
 
-/// kswapd's CPU in a sample, in percent of one CPU (all kswapd threads
-/// together: 100 per busy thread).
-pub fn kswapd_pct(s: &Sample) -> f64 {
-    s.kswapd_cpu_secs / s.interval_secs * 100.0
-}
-
 /// "412 [398–420] ± 8.1".
 fn spread(s: Summary) -> String {
     format!(
@@ -356,6 +352,3 @@ fn spread(s: Summary) -> String {
 fn median(s: Option<Summary>, decimals: usize) -> String {
     s.map_or("–".into(), |s| format!("{:.d$}", s.median, d = decimals))
 }
-
-/// "1.5 GiB" style (powers of 1024): the library's formatter.
-pub use ubio::size::human as human_bytes;
