@@ -176,14 +176,21 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     let discovery = one_of(
         &d.discovery,
         "discovery",
-        &[("auto", DiscoveryMode::Auto), ("fanotify", DiscoveryMode::Fanotify), ("poll", DiscoveryMode::Poll)],
+        &[
+            ("auto", DiscoveryMode::Auto),
+            ("fanotify", DiscoveryMode::Fanotify),
+            ("poll", DiscoveryMode::Poll),
+        ],
     )
     .map_err(|(sp, r)| err(Some(sp), r))?
     .unwrap_or(DiscoveryMode::Auto);
     let marks = one_of(
         &d.marks,
         "marks",
-        &[("filesystem", MarkKind::Filesystem), ("mount", MarkKind::Mount)],
+        &[
+            ("filesystem", MarkKind::Filesystem),
+            ("mount", MarkKind::Mount),
+        ],
     )
     .map_err(|(sp, r)| err(Some(sp), r))?
     .unwrap_or(MarkKind::Filesystem);
@@ -259,13 +266,24 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
 type Bad = (Range<usize>, String);
 
 /// The value of `key` among its `choices` (None when it is not set).
-fn one_of<T: Copy>(v: &Option<Spanned<String>>, key: &str, choices: &[(&str, T)]) -> Result<Option<T>, Bad> {
+fn one_of<T: Copy>(
+    v: &Option<Spanned<String>>,
+    key: &str,
+    choices: &[(&str, T)],
+) -> Result<Option<T>, Bad> {
     let Some(v) = v else { return Ok(None) };
     match choices.iter().find(|(name, _)| name == v.get_ref()) {
         Some((_, t)) => Ok(Some(*t)),
         None => {
             let names: Vec<String> = choices.iter().map(|(n, _)| format!("{n:?}")).collect();
-            Err((v.span(), format!("{key} = {:?}: must be one of {}", v.get_ref(), names.join(", "))))
+            Err((
+                v.span(),
+                format!(
+                    "{key} = {:?}: must be one of {}",
+                    v.get_ref(),
+                    names.join(", ")
+                ),
+            ))
         }
     }
 }

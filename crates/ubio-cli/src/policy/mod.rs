@@ -37,9 +37,10 @@ writeback starts early and each file's dirty + writeback stays near its window, 
 others had cached stay. It finds the processes with fanotify (filesystem or mount
 marks: each read, write, open and close with the pid) or, where fanotify cannot be
 used, by polling the scopes' cgroups, and follows each file by its position with the
-engine of `ubio run`. It never reads or writes the files' data. It cannot see reads
-through mmap or pread alone (no position moves): what such a reader brought in is
-dropped when the file is closed, if the daemon saw it open.";
+engine of `ubio run`. It never reads or writes the files' data. Reads and writes
+through mmap raise no event and move no position: what they bring in stays cached
+until the file is closed, then it is written back and dropped. Readers that use pread
+alone are followed from the pages they leave, as one-call copies are.";
 
 /// `ubio policy check --help`: the configuration's format.
 const CONFIG_FORMAT: &str = "\

@@ -197,7 +197,11 @@ pub fn render(s: &Status) -> String {
         out.push_str("(only the files of processes whose /proc you can read are counted)\n");
     }
     // Per GiB only once there is enough to divide by.
-    let managed: u64 = s.per_scope().iter().map(|f| f.totals.bytes_read + f.totals.bytes_written).sum();
+    let managed: u64 = s
+        .per_scope()
+        .iter()
+        .map(|f| f.totals.bytes_read + f.totals.bytes_written)
+        .sum();
     if !s.restricted && managed >= 256 << 20 {
         let gib = managed as f64 / (1u64 << 30) as f64;
         let _ = writeln!(out, "CPU per GiB managed: {:.3} s", cpu / gib);
