@@ -248,7 +248,14 @@ def summary(a):
           f"{'+%':>6}  {'engine s/GB':>11}  {'peak plain MiB':>14} {'peak ubio MiB':>13} {'left':>4}")
     for n in names:
         by = {md: [r for r in runs if r["program"] == n and r["mode"] == md] for md in MODES}
-        if not by["plain"] or not by["ubio"]:
+        if not by["ubio"]:
+            continue
+        if not by["plain"]:
+            # `--modes ubio` alone (an older ubio): its own figures.
+            wall = [r["wall_s"] for r in by["ubio"]]
+            print(f"{n:<34} {len(wall):>2}  {'-':<20} {'-':<20} {med(wall):<20}  ubio only: "
+                  f"peak {max(r['peak_cache_mib'] for r in by['ubio']):.0f} MiB, "
+                  f"left {med([r['left_mib'] for r in by['ubio']])} MiB")
             continue
         wall = {md: [r["wall_s"] for r in rs] for md, rs in by.items()}
         tree = {md: [r["cpu_s"] for r in rs] for md, rs in by.items()}

@@ -689,7 +689,9 @@ fn snapshot_first_sight(t: &Tracker, file: &File, s: &Seen, size: u64, passed: u
     {
         t.mark_cold(0..head_end);
     }
-    t.snapshot(fd, 0, size);
+    // Up to the end of file only: pages past it that appear later are the
+    // tree's when its streams go there (`known_to`), else someone else's.
+    t.snapshot_range(fd, 0..size);
     // Dirty pages are checked after the snapshot, not before: a write
     // under way at the position (the position moves when it returns, the
     // pages appear meanwhile) lands between any check made first and the
@@ -766,10 +768,15 @@ impl Followed {
         );
         // Open for reading and writing: written where pages are dirty.
         let write = writer && (!reader || walk.dirty);
-        let size = size.unwrap_or(u64::MAX);
+        let end = match write {
+            true => size.unwrap_or(u64::MAX),
+            // Past the end of file seen first, a reader's pages were
+            // written by someone else.
+            false => self.known_to,
+        };
         let Some(r) = self
             .silent
-            .infer(furthest, walk, write, size, self.lookahead)
+            .infer(furthest, walk, write, end, self.lookahead)
         else {
             return 0;
         };

@@ -124,22 +124,24 @@ impl Silent {
     }
 
     /// Decide from a walk what the transfer wrote (`write`: up to where its
-    /// pages reach, within `size`) or read (up to `lookahead` short of
-    /// it), past `furthest_position` and what was handed before; record
-    /// and return it (None: nothing new).
+    /// pages reach) or read (up to `lookahead` short of it), within `end`
+    /// (a writer's end of file; for a reader, the end of file when the
+    /// engine first saw it: pages past it were written by someone else),
+    /// past `furthest_position` and what was handed before; record and
+    /// return it (None: nothing new).
     pub fn infer(
         &mut self,
         furthest_position: u64,
         walk: Walk,
         write: bool,
-        size: u64,
+        end: u64,
         lookahead: u64,
     ) -> Option<Range<u64>> {
-        let to = if write {
-            walk.reach.min(size)
-        } else {
-            walk.reach.saturating_sub(lookahead)
-        };
+        let to = match write {
+            true => walk.reach,
+            false => walk.reach.saturating_sub(lookahead),
+        }
+        .min(end);
         // A writer is still filling the page at its end of file: look there
         // again next time.
         self.walked_to = self.walked_to.max(if write { to } else { walk.reach });
@@ -297,6 +299,13 @@ mod tests {
             dirty: false,
         };
         assert_eq!(r.infer(10 * MIB, w, false, u64::MAX, 18 * MIB), None);
+        // Pages past a reader's end of file at first sight are others'.
+        let mut r = Silent::default();
+        let w = Walk {
+            reach: 64 * MIB,
+            dirty: false,
+        };
+        assert_eq!(r.infer(0, w, false, 20 * MIB, 18 * MIB), Some(0..20 * MIB));
 
         let mut s = Silent::default();
         let w = Walk {
