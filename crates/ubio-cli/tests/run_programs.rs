@@ -650,14 +650,7 @@ fn check_kept(
         hash_file(input),
         "{name}: copy differs"
     );
-    if after + reclaimed < before {
-        return Err(format!(
-            "{name}: {} of the {} KiB cached before were dropped (the control lost {} KiB)",
-            (before - after) / 1024,
-            before / 1024,
-            reclaimed / 1024
-        ));
-    }
+    kept(&format!("{name}: cached before"), before, after, reclaimed)?;
     // The stream's own pages went: nothing beyond what was cached before,
     // for the shim; the engine keeps what the stream passed before it
     // first saw the file when the rest of the file is not cold (best
@@ -771,15 +764,21 @@ fn check_appended(dir: &Path, kcopy: &Path) -> Result<(), String> {
         "the copy differs"
     );
     assert_eq!(own, 0, "the reader's own pages were left cached");
-    if after + reclaimed < before {
-        return Err(format!(
-            "{} of the {} KiB another process appended were dropped (the control lost {} KiB)",
+    kept("appended by another process", before, after, reclaimed)
+}
+
+/// Of `before` bytes others had cached, `after` are cached: Err if more
+/// went than the control file lost to the VM's own reclaim (`reclaimed`).
+fn kept(what: &str, before: u64, after: u64, reclaimed: u64) -> Result<(), String> {
+    match after + reclaimed < before {
+        true => Err(format!(
+            "{what}: {} of {} KiB were dropped (the control lost {} KiB)",
             (before - after) / 1024,
             before / 1024,
             reclaimed / 1024
-        ));
+        )),
+        false => Ok(()),
     }
-    Ok(())
 }
 
 /// One look at a file being written: when, how long it was, its dirty +
