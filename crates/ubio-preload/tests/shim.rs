@@ -15,7 +15,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 use ubio::sys::{self, Advice};
 use ubio_testenv::kept_pages::with_damon_retries;
-use ubio_testenv::residency_sampler::ResidencySampler;
+use ubio_testenv::residency_sampler::{Peaks, ResidencySampler};
 use ubio_testenv::{profile_dir, skip};
 
 const MIB: u64 = 1 << 20;
@@ -383,6 +383,22 @@ fn cached_in(path: &Path, range: impl Into<sys::FileRange>) -> u64 {
     ubio::residency::count_path(path, range).unwrap().cached
 }
 
+/// The contract's bounds for a copy under the shim: the source's cache
+/// within 64 MiB, the destination's dirty + writeback within two windows
+/// (the default, 16 MiB) and a MiB.
+fn assert_copy_bounds(src: &Peaks, dst: &Peaks) {
+    assert!(
+        src.max_cached <= 64 * MIB / PAGE,
+        "source peak {} pages > 64 MiB",
+        src.max_cached
+    );
+    assert!(
+        dst.max_dirty_writeback <= (2 * 16 + 1) * MIB / PAGE,
+        "destination dirty+writeback peak {} pages > 33 MiB",
+        dst.max_dirty_writeback
+    );
+}
+
 /// A 1 GiB copy by cp under the shim: the source's cache stays within
 /// 64 MiB, the destination's dirty + writeback within two windows and a bit,
 /// nothing of either is left cached after, and source pages cached before
@@ -438,16 +454,7 @@ fn shim_cp_residency() {
             p_dst.max_cached,
             after_dst
         );
-        assert!(
-            p_src.max_cached <= 64 * MIB / PAGE,
-            "source peak {} pages > 64 MiB",
-            p_src.max_cached
-        );
-        assert!(
-            p_dst.max_dirty_writeback <= (2 * 16 + 1) * MIB / PAGE,
-            "destination dirty+writeback peak {} pages > 33 MiB",
-            p_dst.max_dirty_writeback
-        );
+        assert_copy_bounds(&p_src, &p_dst);
         assert_eq!(after_dst, 0, "destination pages left cached");
         assert_eq!(
             after_src - kept,
@@ -522,16 +529,7 @@ fn shim_one_long_call_residency() {
         c_dst.max_dirty_writeback
     );
     let (p_src, p_dst, after) = dd(true);
-    assert!(
-        p_src.max_cached <= 64 * MIB / PAGE,
-        "source peak {} pages > 64 MiB",
-        p_src.max_cached
-    );
-    assert!(
-        p_dst.max_dirty_writeback <= (2 * 16 + 1) * MIB / PAGE,
-        "destination dirty+writeback peak {} pages > 33 MiB",
-        p_dst.max_dirty_writeback
-    );
+    assert_copy_bounds(&p_src, &p_dst);
     assert_eq!(after, 0, "pages left cached");
 }
 
