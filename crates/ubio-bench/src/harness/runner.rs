@@ -22,7 +22,7 @@
 pub mod environment;
 pub mod executor;
 #[cfg(test)]
-mod fake;
+pub(crate) mod fake;
 pub mod process;
 pub mod target;
 

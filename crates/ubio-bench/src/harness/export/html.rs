@@ -10,7 +10,7 @@ use crate::harness::schema::{Report, Run, Sample};
 use crate::harness::summary::{modes_in_order, ok_runs};
 use std::fmt::Write;
 
-const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:80em}\
+pub(crate) const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:80em}\
 table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #ccc;padding:.3em .6em;text-align:right}\
 th{background:#f4f4f4}td:first-child,td:nth-child(2),th{text-align:left}\
 .warn{color:#a40}figure{margin:1em 0}figcaption{color:#555;font-size:.9em}";
@@ -162,10 +162,11 @@ fn plot(
                     .unwrap_or_default(),
             })
             .collect(),
+        limit: None,
     }
 }
 
-fn table_html(t: &Table) -> String {
+pub(crate) fn table_html(t: &Table) -> String {
     let mut out = String::from("<table>\n<tr>");
     for h in &t.header {
         let _ = write!(out, "<th>{}</th>", escape(h));
@@ -182,7 +183,7 @@ fn table_html(t: &Table) -> String {
     out
 }
 
-fn lines_html(lines: &[(String, String)]) -> String {
+pub(crate) fn lines_html(lines: &[(String, String)]) -> String {
     let mut out = String::from("<ul>\n");
     for (k, v) in lines {
         let _ = writeln!(out, "<li><b>{}</b>: {}</li>", escape(k), escape(v));
