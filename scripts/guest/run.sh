@@ -48,7 +48,11 @@
 # bound), UBIO_GUEST_TIMEOUT (seconds for the guests, default 3600: a run
 # takes 33 minutes on this 2-core VM while five other builds run),
 # UBIO_GUEST_ACCEL (kvm or tcg, to skip the check), UBIO_GUEST_KEEP_LOG (a
-# directory to copy the console logs to).
+# directory to copy the console logs to); UBIO_GUEST_FS=none runs no
+# contract test.
+# A benchmark matrix in every guest after the tests (bench/kernel-ab.sh):
+# UBIO_GUEST_MATRIX, the arguments of `ubio-bench matrix` (empty: none);
+# scripts/guest/matrix.sh runs it and prints the matrix on the console.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -56,6 +60,8 @@ root=$PWD
 
 KERNELS=${UBIO_GUEST_KERNELS:-"6.12 6.1"}
 FILESYSTEMS=${UBIO_GUEST_FS:-"f2fs ext4 xfs btrfs"}
+[ "$FILESYSTEMS" = none ] && FILESYSTEMS=
+MATRIX=${UBIO_GUEST_MATRIX:-}
 STREAM_MB=${UBIO_GUEST_STREAM_MB:-128}
 TIMEOUT=${UBIO_GUEST_TIMEOUT:-3600}
 CACHE=${UBIO_GUEST_CACHE:-$HOME/.cache/ubio-guest}
@@ -345,6 +351,14 @@ cargo test --release --target "$target" -p ubio-tests "${test_args[@]}" --no-run
 r="$work/bins"
 mkdir -p "$r/usr/bin" "$r/tests"
 strip -o "$r/usr/bin/ubio" "$CARGO_TARGET_DIR/$target/release/ubio"
+if [ -n "$MATRIX" ]; then
+    cargo build -q --release --target "$target" -p ubio-bench --bin ubio-bench
+    strip -o "$r/usr/bin/ubio-bench" "$CARGO_TARGET_DIR/$target/release/ubio-bench"
+    mkdir -p "$r/usr/share/ubio"
+    echo "$MATRIX" > "$r/usr/share/ubio/matrix.args"
+    cp scripts/guest/matrix.sh "$r/usr/share/ubio/matrix.sh"
+    echo "== guest: and ubio-bench matrix $MATRIX"
+fi
 for t in $TESTS; do
     exe=$(sed -n "s|.*Executable tests/$t.rs (\(.*\))|\1|p" "$work/build.log" | tail -1)
     [ -n "$exe" ] || { echo "guest: no executable for $t in cargo's output" >&2; cat "$work/build.log" >&2; exit 1; }

@@ -244,6 +244,10 @@ fn config(a: &Args) -> Result<Config> {
     if a.duration.is_some_and(|d| d.is_nan() || d <= 0.0) {
         bail!("--duration must be more than 0 seconds");
     }
+    if global {
+        ubio_testenv::balloon::presses(copies * dataset + victim.unwrap_or(0), a.limit)
+            .map_err(|e| anyhow::anyhow!("--pressure global: {e}"))?;
+    }
     Ok(Config {
         workload: Workload {
             kind: a.workload,

@@ -224,13 +224,15 @@ impl ProcessExecutor {
     /// Inflates the balloon of a global-pressure run, for `dataset` bytes
     /// of files (all the run puts in the page cache): what it leaves, its
     /// floor and its size are refused if unsafe (see [`balloon::plan`]).
+    /// Whether the dataset is large enough to be pressed is the caller's
+    /// question (a matrix measures small datasets on purpose).
     fn inflate(
         &self,
         p: GlobalPressure,
         dataset: u64,
         progress: &dyn Progress,
     ) -> io::Result<(Balloon, PressureRecord)> {
-        let plan = balloon::plan_here(dataset, p.leave_bytes, p.floor_bytes)?;
+        let plan = balloon::plan_here(p.leave_bytes, p.floor_bytes)?;
         progress.message(&format!(
             "global pressure: locking {} MiB of memory so that {} MiB of the {} MiB available remain \
              (floor {} MiB; the dataset is {:.1}x what remains)",
@@ -343,7 +345,10 @@ impl Executor for ProcessExecutor {
             + config.victim_hot_bytes.unwrap_or(0)
             + target::SPACE_MARGIN;
         progress.message("making the target");
-        let made = target::make(&config.target, need)?;
+        // Under global pressure a /dev/shm backing file is taken whole
+        // before the balloon is sized, as pmem is carved out of RAM at
+        // boot; sparse, it would grow into the memory the balloon leaves.
+        let made = target::make(&config.target, need, config.global_pressure.is_some())?;
         let layout = Layout::new(&made.dir, w);
         for d in [layout.data_dir(), layout.copy_dir()] {
             std::fs::create_dir(&d).map_err(|e| path_context(e, "mkdir", &d))?;

@@ -22,8 +22,10 @@ pub struct BenchTarget {
     _fs: Option<ScratchFs>,
 }
 
-/// Makes the target, after checking it has room for `need` bytes.
-pub fn make(target: &Target, need: u64) -> io::Result<BenchTarget> {
+/// Makes the target, after checking it has room for `need` bytes. With
+/// `preallocate`, a loop device's backing file is allocated whole (in
+/// /dev/shm: its memory taken before a balloon sizes the pressure).
+pub fn make(target: &Target, need: u64, preallocate: bool) -> io::Result<BenchTarget> {
     match target {
         Target::Dir { path } => {
             let parent = path
@@ -60,9 +62,11 @@ pub fn make(target: &Target, need: u64) -> io::Result<BenchTarget> {
             let opts = match backing {
                 Backing::Shm => ScratchOpts::in_shm(),
                 Backing::Disk => ScratchOpts::default().direct_io(true),
-            };
+            }
+            .preallocate(preallocate);
             let fs = ScratchFs::create(kind, *size_bytes, &opts)?;
             let mut device = match backing {
+                Backing::Shm if preallocate => "loop on /dev/shm (preallocated)".to_owned(),
                 Backing::Shm => "loop on /dev/shm".to_owned(),
                 Backing::Disk => {
                     let under = describe_mount(&std::env::temp_dir()).1;
