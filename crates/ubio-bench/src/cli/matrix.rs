@@ -62,10 +62,13 @@ pub struct Args {
     /// --pressure global what the balloon leaves [default: 1G; release: 512M].
     #[arg(long, value_parser = size::parse_nonzero)]
     memory: Option<u64>,
-    /// `cgroup` (each point in a memory cgroup of --memory) or `global` (no
+    /// `cgroup` (each point in a memory cgroup of --memory), `global` (no
     /// cgroup: a balloon of locked memory leaves --memory to the whole
-    /// machine, kswapd reclaims; see `ubio-bench run --help`).
-    #[arg(long, value_parser = ["cgroup", "global"], default_value = "cgroup")]
+    /// machine, kswapd reclaims; see `ubio-bench run --help`), or `auto`:
+    /// global on a VM with free page reporting (free memory held small, so
+    /// every mode takes pages just freed: the figures bare metal would
+    /// see), else cgroup.
+    #[arg(long, value_parser = ["auto", "cgroup", "global"], default_value = "auto")]
     pressure: String,
     /// With --pressure global: MemAvailable the balloon never goes below.
     #[arg(long, value_parser = size::parse_nonzero)]
@@ -202,16 +205,20 @@ fn matrix(args: Args) -> Result<ExitCode> {
 /// The spec from the preset and the options that change it.
 fn spec(a: &Args, seed: u64) -> Result<Spec> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-    let global = a.pressure == "global";
-    if a.floor.is_some() && !global {
-        bail!("--floor is for --pressure global");
-    }
     let mut s = match a.preset.as_str() {
         "release" => Spec::release(seed),
         _ => Spec::standard(cpus, 1 << 30, Pressure::Cgroup, seed),
     };
     if let Some(m) = a.memory {
         s.memory_bytes = m;
+    }
+    let global = match a.pressure.as_str() {
+        "global" => true,
+        "cgroup" => false,
+        _ => super::run::auto_global(s.memory_bytes),
+    };
+    if a.floor.is_some() && !global {
+        bail!("--floor is for --pressure global");
     }
     if global {
         s.pressure = Pressure::Global {

@@ -271,6 +271,19 @@ fn config(a: &Args) -> Result<Config> {
     })
 }
 
+/// `--pressure auto`: global pressure on a VM with free page reporting
+/// (free memory held small: every mode takes pages just freed, as on bare
+/// metal, where in a memory cgroup buffered I/O would pay a host fault per
+/// page taken from the machine's free memory), if `leave` can be left
+/// safely (at least the lowest floor here); else a memory cgroup.
+pub(crate) fn auto_global(leave: u64) -> bool {
+    let total = ubio_testenv::procfs::meminfo()
+        .ok()
+        .and_then(|m| m.get("MemTotal").copied())
+        .unwrap_or(0);
+    ubio_bench::page_reporting::on_here() && leave >= ubio_testenv::balloon::min_floor(total)
+}
+
 /// Half of what the balloon leaves, but never under the lowest floor
 /// accepted on this machine.
 pub(crate) fn default_floor(leave: u64) -> u64 {

@@ -646,6 +646,15 @@ pub fn page_reporting_note(report: &Report) -> String {
             .to_owned();
     }
     match (&report.environment.free_page_reporting, twin) {
+        (Some(_), _) if report.config.global_pressure.is_some() => format!(
+            "This machine ({}) hands free memory back to its host (free page reporting), which \
+             makes a buffered run that takes its pages from the machine's free memory slower \
+             here than on bare metal. This run ran under global pressure: the balloon held free \
+             memory small, so every mode took its pages from memory just freed, as on bare \
+             metal; {}",
+            report.environment.virtualization.summary,
+            reported_under_pressure(report)
+        ),
         (Some(_), Some(twin)) => format!(
             "This machine ({}) hands free memory back to its host (free page reporting), so a \
              buffered run whose page-cache pages come from freed memory pays a host fault per \
@@ -665,6 +674,39 @@ pub fn page_reporting_note(report: &Report) -> String {
         (None, _) => "No free page reporting here: buffered I/O takes its pages as on bare \
                       metal, and the backed figures (if any) should match the plain ones."
             .to_owned(),
+    }
+}
+
+/// How much went back to the host during the runs, per mode (medians):
+/// near zero for every mode is what makes the figures bare metal's.
+fn reported_under_pressure(report: &Report) -> String {
+    const NEAR_ZERO: u64 = 64 * MIB;
+    let each: Vec<(BenchMode, u64)> = report
+        .modes
+        .iter()
+        .filter_map(|m| Some((m.mode, m.reported_to_host_bytes?.median as u64)))
+        .collect();
+    if each.is_empty() {
+        return "how much went back to the host was not measured.".into();
+    }
+    let list: Vec<String> = each
+        .iter()
+        .map(|(m, b)| format!("{m} {}", human_bytes(*b)))
+        .collect();
+    if each.iter().all(|(_, b)| *b <= NEAR_ZERO) {
+        format!(
+            "the memory handed back to the host during the runs stayed near zero for every mode \
+             (median per run: {}), so these are the figures a bare-metal machine with this much \
+             memory would see.",
+            list.join(", ")
+        )
+    } else {
+        format!(
+            "but memory did go back to the host during some modes' runs (median per run: {}): \
+             those modes' pages came in part from reported memory, and bare metal could be \
+             faster for them.",
+            list.join(", ")
+        )
     }
 }
 

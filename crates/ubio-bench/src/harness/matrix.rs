@@ -665,7 +665,8 @@ pub fn run(
         let mut run_options = options.run.clone();
         run_options.out_dir = Some(point_dir.clone());
         run_options.fio = point.seed_job;
-        run_options.order_seed = crate::rng::mix(spec.order_seed ^ (i as u64 + 1));
+        run_options.order_seed =
+            crate::rng::mix(spec.order_seed.wrapping_add(crate::rng::GOLDEN_GAMMA.wrapping_mul(i as u64 + 1)));
         let started = Instant::now();
         let result = make(&point).and_then(|mut executor| {
             runner::run_with(

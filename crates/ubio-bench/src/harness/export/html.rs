@@ -252,6 +252,21 @@ mod tests {
         }
         assert!(render(&undone).contains("but perhaps only in part"));
         assert!(!html.contains("but perhaps only in part"));
+        // Under global pressure: the reported memory of every mode decides.
+        let mut pressed = report.clone();
+        pressed.config.global_pressure = Some(crate::harness::schema::GlobalPressure {
+            leave_bytes: 1 << 30,
+            floor_bytes: 512 << 20,
+        });
+        pressed.config.memory_limit_bytes = None;
+        for m in &mut pressed.modes {
+            m.reported_to_host_bytes = crate::stats::Summary::of(&[4e6]);
+        }
+        let near = render(&pressed);
+        assert!(near.contains("stayed near zero for every mode"), "{near}");
+        assert!(near.contains("ubio 3.8 MiB"), "{near}");
+        pressed.modes[0].reported_to_host_bytes = crate::stats::Summary::of(&[900e6]);
+        assert!(render(&pressed).contains("memory did go back to the host"));
         let mut off = report.clone();
         off.environment.free_page_reporting = None;
         assert!(render(&off).contains("No free page reporting here"));

@@ -10,7 +10,9 @@
 //!   on a hot file that fits and its rate alone, fio;
 //! - settle: the dataset's own pages dropped (fsync + POSIX_FADV_DONTNEED
 //!   on our files only: the machine is shared, so never drop_caches), the
-//!   victim's hot file read through again;
+//!   victim's hot file read through again; under global pressure, the
+//!   memory just freed filled again with a filler file's clean cache, so
+//!   that every run starts with free memory small (see [`FREE_KEPT`]);
 //! - warm_up: one untimed buffered pass of the workload, which touches the
 //!   memory the runs will use (fresh VM memory is slow on first touch);
 //! - measure: a backed mode first faults in and releases memory of the
@@ -61,6 +63,17 @@ const PEAK_EVERY: Duration = Duration::from_millis(10);
 const REPORTING_PASS: Duration = Duration::from_millis(2500);
 /// How long a worker may take to start.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// Free memory a settle leaves under global pressure, the rest of what the
+/// balloon leaves being a filler file's clean page cache: on a VM with free
+/// page reporting, memory left free is handed back to the host about 2 s
+/// later (mm/page_reporting.c reports a zone's free 2 MiB blocks while it
+/// has more than its low watermark and 64 MiB free), and every page a run
+/// then takes from it costs a host fault that bare metal never pays. With
+/// free memory under that, every mode takes its pages from what reclaim or
+/// its own drops just freed, as on a bare-metal machine whose memory is
+/// full of old cache; and it is above kswapd's high watermark here (about
+/// 100 MiB on 24 GiB), so no run starts in reclaim.
+pub const FREE_KEPT: u64 = 128 << 20;
 
 /// The real executor. Its fields are dropped in the order they are
 /// declared: the victim and the balloon, then the cgroup, then the target.
@@ -73,6 +86,9 @@ pub struct ProcessExecutor {
     victim_solo: Option<VictimSolo>,
     fio: Option<Fio>,
     balloon: Option<Balloon>,
+    /// Under global pressure: the file whose clean cache fills what the
+    /// settle frees (see [`FREE_KEPT`]).
+    filler: Option<std::path::PathBuf>,
     reclaim_trace: Option<MemcgReclaimTrace>,
     cg: Option<MemCgroup>,
     target: Option<target::BenchTarget>,
@@ -96,6 +112,7 @@ impl ProcessExecutor {
             victim_solo: None,
             fio: None,
             balloon: None,
+            filler: None,
             reclaim_trace: None,
             cg: None,
             target: None,
@@ -343,6 +360,7 @@ impl Executor for ProcessExecutor {
         let w = &config.workload;
         let need = w.kind.copies() * w.dataset_bytes
             + config.victim_hot_bytes.unwrap_or(0)
+            + config.global_pressure.map_or(0, |p| p.leave_bytes)
             + target::SPACE_MARGIN;
         progress.message("making the target");
         // Under global pressure a /dev/shm backing file is taken whole
@@ -399,6 +417,16 @@ impl Executor for ProcessExecutor {
                     self.inflate(p, w.kind.copies() * w.dataset_bytes + hot, progress)?;
                 self.balloon = Some(b);
                 pressure = Some(record);
+                let made = self.target.as_ref().expect("check_modes made it");
+                let filler = made.dir.join("filler");
+                progress.message(&format!(
+                    "writing a {} MiB filler file, whose clean cache will hold free memory at {} MiB before every run",
+                    p.leave_bytes >> 20,
+                    FREE_KEPT >> 20
+                ));
+                write_plain(&filler, p.leave_bytes)?;
+                drop_cached(&filler)?;
+                self.filler = Some(filler);
             }
         }
         let cg_version = match self.cg.as_ref().map(MemCgroup::version) {
@@ -470,6 +498,16 @@ impl Executor for ProcessExecutor {
         if let Some(v) = self.victim.as_mut() {
             v.warm(WARM_TIMEOUT)
                 .map_err(|e| io::Error::new(e.kind(), format!("the victim: {e}")))?;
+        }
+        if let Some(filler) = &self.filler {
+            let free = refill(filler, FREE_KEPT)?;
+            if free > 2 * FREE_KEPT && !warnings.iter().any(|w| w.contains("filler")) {
+                warnings.push(format!(
+                    "{} MiB stayed free after the filler file was read through (it holds what the balloon \
+                     leaves): runs may take pages the VM handed back to its host",
+                    free >> 20
+                ));
+            }
         }
         Ok(())
     }
@@ -706,6 +744,34 @@ fn drop_cached(path: &Path) -> io::Result<u64> {
     Ok(ubio::residency::count(f.as_fd(), sys::FileRange::WHOLE)
         .map_err(|e| path_context(e, "cachestat", path))?
         .cached)
+}
+
+/// Drops `filler`'s cached pages and reads it again until free memory is
+/// down to `keep` (or the file ends): the memory just freed taken at once
+/// by clean cache, before free page reporting hands it to the host.
+/// Returns the free memory left.
+fn refill(filler: &Path, keep: u64) -> io::Result<u64> {
+    use std::io::Read;
+    const CHUNK: usize = 8 << 20;
+    let free = || -> io::Result<u64> {
+        ubio_testenv::procfs::meminfo()?
+            .get("MemFree")
+            .copied()
+            .ok_or_else(|| io::Error::other("/proc/meminfo has no MemFree"))
+    };
+    drop_cached(filler)?;
+    let mut f = std::fs::File::open(filler).map_err(|e| path_context(e, "open", filler))?;
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        let now = free()?;
+        if now <= keep {
+            return Ok(now);
+        }
+        let want = usize::try_from(now - keep).unwrap_or(CHUNK).min(CHUNK);
+        if f.read(&mut buf[..want]).map_err(|e| path_context(e, "read", filler))? == 0 {
+            return free();
+        }
+    }
 }
 
 fn remove_if_exists(path: &Path) -> io::Result<()> {
