@@ -220,12 +220,26 @@ fn config(a: &Args) -> Result<Config> {
         None => BenchMode::defaults(a.workload),
     };
     let copies = a.workload.copies();
+    let workload = Workload {
+        kind: a.workload,
+        block_bytes: a.block,
+        threads: a.threads,
+        files_per_thread: a.files_per_thread,
+        dataset_bytes: dataset,
+        duration_secs: a.duration,
+        queue_depth: a.qd,
+        seed: a.offset_seed,
+    };
+    let global_pressure = global.then(|| GlobalPressure {
+        leave_bytes: a.limit,
+        floor_bytes: a.floor.unwrap_or_else(|| default_floor(a.limit)),
+    });
     let target = match a.fs {
         None => Target::Dir {
             path: a.dir.clone(),
         },
         Some(kind) => {
-            let need = copies * dataset + victim.unwrap_or(0) + runner::target::SPACE_MARGIN;
+            let need = runner::target::space_needed(&workload, victim, global_pressure);
             let size = a
                 .fs_size
                 .unwrap_or((need + need / 4).max(kind.min_size_bytes()));
@@ -249,25 +263,13 @@ fn config(a: &Args) -> Result<Config> {
             .map_err(|e| anyhow::anyhow!("--pressure global: {e}"))?;
     }
     Ok(Config {
-        workload: Workload {
-            kind: a.workload,
-            block_bytes: a.block,
-            threads: a.threads,
-            files_per_thread: a.files_per_thread,
-            dataset_bytes: dataset,
-            duration_secs: a.duration,
-            queue_depth: a.qd,
-            seed: a.offset_seed,
-        },
+        workload,
         modes,
         rounds: a.rounds,
         target,
         memory_limit_bytes: if global { None } else { limit },
         victim_hot_bytes: victim,
-        global_pressure: global.then(|| GlobalPressure {
-            leave_bytes: a.limit,
-            floor_bytes: a.floor.unwrap_or_else(|| default_floor(a.limit)),
-        }),
+        global_pressure,
     })
 }
 

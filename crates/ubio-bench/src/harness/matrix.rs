@@ -333,7 +333,6 @@ impl Spec {
     /// The benchmark of `point`.
     pub fn config(&self, point: &Point) -> io::Result<Config> {
         let w = &point.workload;
-        let need = w.kind.copies() * w.dataset_bytes + runner::target::SPACE_MARGIN;
         let (memory_limit_bytes, global_pressure) = match self.pressure {
             Pressure::Cgroup => (Some(self.memory_bytes), None),
             Pressure::Global { floor_bytes } => (
@@ -353,7 +352,9 @@ impl Spec {
                 .filter(|m| m.supports(w.kind))
                 .collect(),
             rounds: self.rounds,
-            target: point.target.target(need)?,
+            target: point
+                .target
+                .target(runner::target::space_needed(w, None, global_pressure))?,
             memory_limit_bytes,
             victim_hot_bytes: None,
             global_pressure,

@@ -133,6 +133,10 @@ fn pressed(s: &Scale, mut c: Config) -> Config {
         if unpressed_reason(s, &c).is_empty() {
             c.memory_limit_bytes = None;
             c.global_pressure = Some(p);
+            // Room for the filler that holds free memory small.
+            if let Target::Loop { size_bytes, .. } = &mut c.target {
+                *size_bytes += super::runner::target::filler_room(p.leave_bytes);
+            }
         }
     }
     c

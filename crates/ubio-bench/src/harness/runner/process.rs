@@ -358,10 +358,7 @@ impl Executor for ProcessExecutor {
         progress: &dyn Progress,
     ) -> io::Result<Vec<ModeCheck>> {
         let w = &config.workload;
-        let need = w.kind.copies() * w.dataset_bytes
-            + config.victim_hot_bytes.unwrap_or(0)
-            + config.global_pressure.map_or(0, |p| p.leave_bytes)
-            + target::SPACE_MARGIN;
+        let need = target::space_needed(w, config.victim_hot_bytes, config.global_pressure);
         progress.message("making the target");
         // Under global pressure a /dev/shm backing file is taken whole
         // before the balloon is sized, as pmem is carved out of RAM at
@@ -416,17 +413,22 @@ impl Executor for ProcessExecutor {
                 let (b, record) =
                     self.inflate(p, w.kind.copies() * w.dataset_bytes + hot, progress)?;
                 self.balloon = Some(b);
-                pressure = Some(record);
                 let made = self.target.as_ref().expect("check_modes made it");
                 let filler = made.dir.join("filler");
+                // As large as what the balloon left (which can be more than
+                // asked), within the room the target was given for it.
+                let bytes = (record.available_after_bytes + (256 << 20))
+                    .max(p.leave_bytes)
+                    .min(target::filler_room(p.leave_bytes));
                 progress.message(&format!(
                     "writing a {} MiB filler file, whose clean cache will hold free memory at {} MiB before every run",
-                    p.leave_bytes >> 20,
+                    bytes >> 20,
                     FREE_KEPT >> 20
                 ));
-                write_plain(&filler, p.leave_bytes)?;
+                write_plain(&filler, bytes)?;
                 drop_cached(&filler)?;
                 self.filler = Some(filler);
+                pressure = Some(record);
             }
         }
         let cg_version = match self.cg.as_ref().map(MemCgroup::version) {
