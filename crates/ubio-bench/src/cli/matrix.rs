@@ -16,6 +16,7 @@ use ubio_bench::harness::matrix::{
 use ubio_bench::harness::mode::{BenchMode, WorkloadKind};
 use ubio_bench::harness::runner::executor::Executor;
 use ubio_bench::harness::runner::process::ProcessExecutor;
+use ubio_bench::harness::runner::RunOptions;
 use ubio_bench::harness::schedule;
 
 /// Measure buffered I/O's limits as a matrix: target x workload x block
@@ -171,8 +172,8 @@ fn matrix(args: Args) -> Result<ExitCode> {
         },
         ceiling_bytes: (!args.no_ceiling).then_some(ceiling::DEFAULT_BYTES),
     };
-    let mut make = |_: &Point| -> std::io::Result<Box<dyn Executor>> {
-        Ok(Box::new(ProcessExecutor::new(&options.run)?))
+    let mut make = |_: &Point, o: &RunOptions| -> std::io::Result<Box<dyn Executor>> {
+        Ok(Box::new(ProcessExecutor::new(o)?))
     };
     let outcome =
         matrix::run(&spec, &options, &mut make, &progress).context("ubio-bench matrix")?;

@@ -464,8 +464,11 @@ pub struct MatrixOptions {
     pub ceiling_bytes: Option<u64>,
 }
 
-/// Makes the executor of a point (the process executor; the tests' fake).
-pub type MakeExecutor<'a> = dyn FnMut(&Point) -> io::Result<Box<dyn Executor>> + 'a;
+/// Makes the executor of a point (the process executor; the tests' fake)
+/// from the point's own runner options (`fio` is set at the seed's points:
+/// the executor runs fio's jobs only if it is made with it).
+pub type MakeExecutor<'a> =
+    dyn FnMut(&Point, &RunOptions) -> io::Result<Box<dyn Executor>> + 'a;
 
 /// Where an estimate's rate comes from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -669,7 +672,7 @@ pub fn run(
         run_options.order_seed =
             crate::rng::mix(spec.order_seed.wrapping_add(crate::rng::GOLDEN_GAMMA.wrapping_mul(i as u64 + 1)));
         let started = Instant::now();
-        let result = make(&point).and_then(|mut executor| {
+        let result = make(&point, &run_options).and_then(|mut executor| {
             runner::run_with(
                 &config,
                 &run_options,

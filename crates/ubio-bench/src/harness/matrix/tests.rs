@@ -46,7 +46,7 @@ fn session(
     script: &Script,
 ) -> (io::Result<Outcome>, Vec<String>) {
     let made = RefCell::new(Vec::new());
-    let mut make = |p: &Point| -> io::Result<Box<dyn Executor>> {
+    let mut make = |p: &Point, _: &RunOptions| -> io::Result<Box<dyn Executor>> {
         made.borrow_mut().push(p.id.clone());
         let mut fake = Fake::new(p.workload.dataset_bytes);
         script(p, &mut fake);
@@ -113,9 +113,10 @@ fn the_seed_point_is_seed_003s_job_with_fio() {
     // fio runs only at the seed's points, mirroring buffered and odirect.
     let dir = tempfile::tempdir().unwrap();
     let fio_points = RefCell::new(Vec::new());
-    let mut make = |p: &Point| -> io::Result<Box<dyn Executor>> {
+    // The executor is made with the point's options: fio only where asked.
+    let mut make = |p: &Point, o: &RunOptions| -> io::Result<Box<dyn Executor>> {
         let mut fake = Fake::new(p.workload.dataset_bytes);
-        if p.seed_job {
+        if o.fio {
             fio_points.borrow_mut().push(p.id.clone());
             fake.cross_checked = vec![BenchMode::Buffered, BenchMode::Odirect];
         }
