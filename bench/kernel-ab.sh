@@ -52,7 +52,7 @@ UBIO_EXE=$PWD/target/release/ubio "${host_prefix[@]}" "$bench" matrix "$@" --out
 
 echo "== kernel-ab: the guests ($kernels): the same matrix"
 rc=0
-UBIO_GUEST_KERNELS=$kernels UBIO_GUEST_FS=none UBIO_GUEST_NFS= UBIO_GUEST_POWERCUT= \
+UBIO_GUEST_KERNELS=$kernels UBIO_GUEST_FS=none UBIO_GUEST_NFS= UBIO_GUEST_POWERCUT= UBIO_GUEST_DISKFAULT= \
     UBIO_GUEST_MATRIX="$*" UBIO_GUEST_KEEP_LOG="$out" \
     "${guest_prefix[@]}" scripts/guest/run.sh 2>&1 | tee "$out/guest.log" || rc=1
 accel=$(sed -n 's/^host: .*accelerator: \([a-z]*\).*/\1/p' "$out/guest.log" | tail -1)

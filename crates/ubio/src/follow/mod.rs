@@ -20,17 +20,27 @@
 //! stream's own when the rest of the file is cold (nothing cached beyond
 //! the stream's readahead), and kept otherwise.
 //!
+//! Transfers that move no position (one long copy_file_range, sendfile or
+//! splice; splice or copy_file_range with explicit offsets) are found from
+//! the pages they leave, when no position of the file moved in a look
+//! ([`silent`]), and go to the same policies.
+//!
 //! What is best effort: a writer cannot be made to wait. Writeback is
 //! started as soon as half a window is written and pages are dropped once
 //! written back, so dirty + writeback stays near the window plus what the
 //! writer writes in one look, as long as the device keeps up; a writer
 //! faster than its device is held back only by the kernel's dirty limits.
-//! Readers through pread or mmap do not move the position and are not seen.
+//! Readers through mmap, and pread readers that do not go sequentially
+//! from their position, are not seen until the file is closed.
 //!
 //! Files the shim manages (it claims them, see [`claims`]) are left to it.
 
 pub mod claims;
+pub mod discover;
+pub mod policy;
 pub mod procfs;
+pub mod scope;
+mod silent;
 
 use crate::backend::Caps;
 use crate::probe;
@@ -40,11 +50,12 @@ use crate::tracker::{Tracker, TrackerConfig};
 use crate::BackendKind;
 use claims::{Claim, ClaimListener};
 use procfs::{Seen, Tree};
+use silent::{Pages, Silent};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io;
 use std::os::fd::AsFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// How the engine manages files and how often it looks.
@@ -60,6 +71,13 @@ pub struct FollowOptions {
     /// The interval is chosen so that the fastest stream moves about this
     /// much between looks.
     pub bytes_per_look: u64,
+    /// Sample each written file's dirty + writeback pages at every look
+    /// (one cachestat) for [`FileReport::dirty_peak`].
+    pub sample_dirty: bool,
+    /// The programs' POSIX_FADV_SEQUENTIAL advice stands (no shim strips
+    /// it, as under `ubio policy`): the kernel's readahead may run twice as
+    /// far ahead of a read, which the engine must not take for pages read.
+    pub sequential_readahead: bool,
 }
 
 impl Default for FollowOptions {
@@ -70,11 +88,39 @@ impl Default for FollowOptions {
             min_interval: Duration::from_millis(2),
             max_interval: Duration::from_millis(10),
             bytes_per_look: 4 << 20,
+            sample_dirty: false,
+            sequential_readahead: false,
         }
     }
 }
 
 type Key = (u64, u64);
+
+/// A regular file the engine found open in a member process and has not
+/// followed yet, for the caller of [`Follower::look_admitting`] to decide.
+#[derive(Debug)]
+pub struct Candidate<'a> {
+    pub pid: u32,
+    /// Where the file is, as /proc/PID/fd shows it to this process.
+    pub path: &'a Path,
+    pub size: u64,
+    /// The description's status flags (O_ACCMODE...).
+    pub flags: i32,
+}
+
+/// The caller's decision about each [`Candidate`].
+pub type AdmitFn<'f> = dyn FnMut(&Candidate<'_>) -> Admit + 'f;
+
+/// The decision about a [`Candidate`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admit {
+    /// Follow it with this write-behind window; `tag` comes back in its
+    /// [`FileReport`].
+    Follow { tag: u64, window: u64 },
+    /// Leave it alone while it stays open; `recheck`: ask again at the
+    /// next look (a file that may grow into scope).
+    Skip { why: String, recheck: bool },
+}
 
 /// One file (inode) the engine follows.
 struct Followed {
@@ -96,7 +142,29 @@ struct Followed {
     /// to drop at the end what the shim may have left (a program that
     /// closed the descriptor behind the shim's back).
     claimed: bool,
+    /// Some description of it was seen open for writing.
+    writable: bool,
+    /// How far the kernel's readahead may run ahead of a read.
+    lookahead: u64,
+    /// What transfers that move no position did to it.
+    silent: Silent,
+    /// The caller's tag ([`Admit::Follow`]).
+    tag: u64,
+    /// The most dirty + writeback bytes seen ([`FollowOptions::sample_dirty`]).
+    dirty_peak: u64,
 }
+
+/// A retired file whose pages are dropped again (see [`Follower::settle`]):
+/// `left` of them were cached at the last drop that left fewer, at `since`.
+struct Retiring {
+    f: Followed,
+    left: u64,
+    since: Instant,
+}
+
+/// How long a retired file's leftover pages are dropped again without
+/// their number going down.
+const SETTLE: Duration = Duration::from_secs(1);
 
 /// What the engine did to one file (for `ubio run --log`).
 #[derive(Debug, Clone)]
@@ -110,6 +178,11 @@ pub struct FileReport {
     pub pages_preserved: u64,
     pub writeback_starts: u64,
     pub residency_unknown: Option<String>,
+    /// The tag it was admitted with (0 without an admission).
+    pub tag: u64,
+    /// The most dirty + writeback bytes seen at a look (sampled only with
+    /// [`FollowOptions::sample_dirty`]).
+    pub dirty_peak: u64,
 }
 
 /// Totals of the engine's work.
@@ -132,26 +205,47 @@ pub struct Follower {
     /// Files a shim manages: (pid, key) claims.
     claimed: HashSet<(u32, Key)>,
     listener: Option<ClaimListener>,
+    /// Files no one has open that still hold pages their streams brought in.
+    retiring: HashMap<Key, Retiring>,
     /// Bytes per second, smoothed: the fastest recent motion of all files.
     speed: f64,
     last_look: Option<Instant>,
     stats: FollowStats,
+    /// Files the admission left alone while they stay open: Some(size)
+    /// to ask again once the size differs (a file growing into scope).
+    skipped: HashMap<Key, Option<u64>>,
+    /// Members that had a followed file open at the last look.
+    with_files: HashSet<u32>,
 }
 
 impl Follower {
     pub fn new(opts: FollowOptions) -> Follower {
+        Self::with_tree(opts, Tree::default())
+    }
+
+    /// An engine that follows only the processes given to
+    /// [`add_root`](Self::add_root), not their children: the caller
+    /// decides about each process (`ubio policy`).
+    pub fn listed(opts: FollowOptions) -> Follower {
+        Self::with_tree(opts, Tree::listed())
+    }
+
+    fn with_tree(opts: FollowOptions, tree: Tree) -> Follower {
         Follower {
             opts,
-            tree: Tree::default(),
+            tree,
             files: HashMap::new(),
             claimed: HashSet::new(),
             listener: None,
+            retiring: HashMap::new(),
             speed: 0.0,
             last_look: None,
             stats: FollowStats {
                 min_interval: Duration::MAX,
                 ..FollowStats::default()
             },
+            skipped: HashMap::new(),
+            with_files: HashSet::new(),
         }
     }
 
@@ -169,14 +263,58 @@ impl Follower {
         self.tree.add_root(pid);
     }
 
+    /// Stop following `pid` (what it had open is finished at the next look
+    /// unless another member has it open).
+    pub fn remove(&mut self, pid: u32) {
+        self.tree.remove(pid);
+    }
+
     /// The tree has no live process left.
     pub fn tree_is_empty(&self) -> bool {
         self.tree.is_empty()
     }
 
+    /// The processes followed now.
+    pub fn members(&self) -> impl Iterator<Item = u32> + '_ {
+        self.tree.members()
+    }
+
+    /// Whether `pid` had a followed file open at the last look.
+    pub fn has_files(&self, pid: u32) -> bool {
+        self.with_files.contains(&pid)
+    }
+
+    /// Files followed now, or still being finished.
+    pub fn following(&self) -> usize {
+        self.files.len() + self.retiring.len()
+    }
+
+    /// What the engine did so far to the files it follows now (and those
+    /// it is still finishing).
+    pub fn live(&self) -> Vec<FileReport> {
+        self.files
+            .values()
+            .chain(self.retiring.values().map(|r| &r.f))
+            .map(Followed::report)
+            .collect()
+    }
+
+    /// The reports of the files finished since the last call (a long
+    /// running caller takes them as they come instead of letting them pile
+    /// up in [`finish`](Self::finish)'s statistics).
+    pub fn take_finished(&mut self) -> Vec<FileReport> {
+        std::mem::take(&mut self.stats.files)
+    }
+
     /// Look once: find the tree's files and apply the policies to how they
     /// moved. Returns how long to wait before the next look.
     pub fn look(&mut self) -> Duration {
+        self.look_admitting(None)
+    }
+
+    /// [`look`](Self::look), with `admit` deciding about each file seen
+    /// for the first time (without it every regular file is followed).
+    pub fn look_admitting<'f>(&mut self, mut admit: Option<&mut AdmitFn<'f>>) -> Duration {
         let now = Instant::now();
         let elapsed = self.last_look.map(|t| now - t);
         self.last_look = Some(now);
@@ -195,14 +333,49 @@ impl Follower {
             by_file.entry((s.dev, s.ino)).or_default().push(s);
         }
         let mut moved_max = 0u64;
-        for (key, seen) in &by_file {
+        // Files open for writing first: how far a transfer under way got
+        // shows in its destination, which the first sight of its source
+        // needs (unseen_progress).
+        let mut keys: Vec<&Key> = by_file.keys().collect();
+        keys.sort_by_key(|k| !by_file[*k].iter().any(|s| is_writable(s.info.flags)));
+        self.skipped.retain(|k, _| by_file.contains_key(k));
+        self.with_files.clear();
+        for key in keys {
+            let seen = &by_file[key];
+            match self.skipped.get(key) {
+                None => {}
+                Some(None) => continue,
+                Some(Some(size)) => {
+                    // A writer of a file too small for now: its pid stays
+                    // followed, the file is judged again once it grew.
+                    self.with_files.extend(seen.iter().map(|s| s.pid));
+                    let s = &seen[0];
+                    let now =
+                        std::fs::metadata(format!("/proc/{}/fd/{}", s.pid, s.fd)).map(|m| m.len());
+                    if now.is_ok_and(|n| n == *size) {
+                        continue;
+                    }
+                }
+            }
             let claimed = self.claimed.iter().any(|(_, k)| k == key);
             if !self.files.contains_key(key) {
-                match self.first_sight(&seen[0]) {
-                    Some(f) => self.files.insert(*key, f),
+                // Open again: what was left of it is the new stream's to judge.
+                if let Some(r) = self.retiring.remove(key) {
+                    self.report(r.f);
+                }
+                let progress = match is_writable(seen[0].info.flags) {
+                    true => 0,
+                    false => self.unseen_progress(seen[0].pid, &by_file),
+                };
+                match self.first_sight(&seen[0], progress, admit.as_deref_mut()) {
+                    Some(f) => {
+                        self.skipped.remove(key);
+                        self.files.insert(*key, f);
+                    }
                     None => continue,
                 };
             }
+            self.with_files.extend(seen.iter().map(|s| s.pid));
             let f = self.files.get_mut(key).expect("inserted above");
             f.closed = false;
             if claimed {
@@ -217,6 +390,9 @@ impl Follower {
             }
             if let Some(t) = &f.tracker {
                 t.drain(f.file.as_fd());
+                if self.opts.sample_dirty && f.bytes_written > 0 {
+                    f.sample_dirty();
+                }
             }
         }
         // A file nobody has open and whose writeback is done: drop the rest.
@@ -230,9 +406,10 @@ impl Follower {
             .collect();
         for k in done {
             if let Some(f) = self.files.remove(&k) {
-                self.retire(f);
+                self.retire(k, f);
             }
         }
+        self.settle();
         self.next_interval(moved_max, elapsed)
     }
 
@@ -271,9 +448,37 @@ impl Follower {
         }
     }
 
-    /// Open a file seen for the first time, decide whether it is managed,
-    /// and snapshot its residency.
-    fn first_sight(&mut self, s: &Seen) -> Option<Followed> {
+    /// How far a transfer under way in `pid` may have gone before the engine
+    /// saw its source: the most that one of the process's files open for
+    /// writing holds dirty or under writeback past its furthest position
+    /// (a copy_file_range or sendfile moves no position until it returns).
+    fn unseen_progress(&self, pid: u32, by_file: &HashMap<Key, Vec<Seen>>) -> u64 {
+        by_file
+            .iter()
+            .filter_map(|(key, seen)| {
+                let furthest = seen
+                    .iter()
+                    .filter(|s| s.pid == pid && is_writable(s.info.flags))
+                    .map(|s| s.info.pos)
+                    .max()?;
+                let f = self.files.get(key)?;
+                let c = sys::cachestat(f.file.as_fd(), FileRange::ToEnd(furthest)).ok()?;
+                Some((c.nr_dirty + c.nr_writeback) * sys::page_size())
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Open a file seen for the first time, decide whether it is managed
+    /// (`admit`, then the filesystem and flags), and snapshot its residency.
+    /// `progress`: how far a transfer under way may have read it already
+    /// (unseen_progress).
+    fn first_sight<'f>(
+        &mut self,
+        s: &Seen,
+        progress: u64,
+        admit: Option<&mut AdmitFn<'f>>,
+    ) -> Option<Followed> {
         let link = format!("/proc/{}/fd/{}", s.pid, s.fd);
         let path = std::fs::read_link(&link).unwrap_or_else(|_| PathBuf::from(&link));
         let file = match File::open(&link) {
@@ -287,6 +492,24 @@ impl Follower {
         let st = sys::fstat(file.as_fd()).ok()?;
         if (st.st_dev, st.st_ino) != (s.dev, s.ino) {
             return None; // the descriptor changed under us; next look
+        }
+        let (mut tag, mut window) = (0, self.opts.window);
+        if let Some(admit) = admit {
+            let c = Candidate {
+                pid: s.pid,
+                path: &path,
+                size: st.st_size as u64,
+                flags: s.info.flags,
+            };
+            match admit(&c) {
+                Admit::Follow { tag: t, window: w } => (tag, window) = (t, w),
+                Admit::Skip { why, recheck } => {
+                    log::debug!("{}: left alone: {why}", path.display());
+                    self.skipped
+                        .insert((s.dev, s.ino), recheck.then_some(st.st_size as u64));
+                    return None;
+                }
+            }
         }
         let fd = file.as_fd();
         let blind = residency::blindness(fd);
@@ -302,15 +525,27 @@ impl Follower {
             Ok(c) => (c.managed, c.reason),
             Err(e) => (false, e.to_string()),
         };
+        // A reader that advised POSIX_FADV_SEQUENTIAL (GNU cat, cp,
+        // sha256sum do) has its readahead twice as far ahead where no shim
+        // strips that advice. Under `ubio policy`, with the single
+        // lookahead, 30 MiB of a cat's own pages were kept as others' at
+        // first sight in 2 of 4 runs, and readahead taken for a transfer
+        // that moves no position was dropped ahead of the reader, which
+        // read it again: cat's cache peaked at 140-186 MiB (54-68 with it).
+        let lookahead = match self.opts.sequential_readahead {
+            true => 2 * fs.lookahead(),
+            false => fs.lookahead(),
+        };
         let tracker = managed.then(|| {
             let cfg = TrackerConfig {
-                window: self.opts.window,
+                window,
                 read_lag: self.opts.read_lag,
                 lookahead: fs.lookahead(),
                 preserve_cached: true,
             };
             let t = Tracker::new(Caps::default(), cfg, blind);
-            snapshot_first_sight(&t, &file, s, st.st_size as u64, cfg.lookahead);
+            let passed = s.info.pos + progress + lookahead;
+            snapshot_first_sight(&t, &file, s, st.st_size as u64, passed);
             t
         });
         log::debug!(
@@ -335,14 +570,60 @@ impl Follower {
             known_to: (st.st_size as u64).div_ceil(CHUNK) * CHUNK,
             closed: false,
             claimed: false,
+            writable: is_writable(s.info.flags),
+            lookahead,
+            silent: Silent::default(),
+            tag,
+            dirty_peak: 0,
         })
     }
 
-    /// Stop following `f`: drop what its streams brought in.
-    fn retire(&mut self, f: Followed) {
+    /// Stop following `f`: drop what its streams brought in; if some of
+    /// it stays, go on dropping it for a while ([`settle`](Self::settle)).
+    fn retire(&mut self, key: Key, f: Followed) {
         if let Some(t) = &f.tracker {
             t.drop_all(f.file.as_fd());
         }
+        match f.left_behind() {
+            0 => self.report(f),
+            left => {
+                let since = Instant::now();
+                self.retiring.insert(key, Retiring { f, left, since });
+            }
+        }
+    }
+
+    /// Drop again what retired files still hold: reads in flight when the
+    /// reader went (readahead of a program killed in its call, on a slow
+    /// device) complete after the drop at retirement and leave their pages,
+    /// which could not be dropped while they were read. Until nothing is
+    /// left, or what is left stops shrinking for [`SETTLE`].
+    fn settle(&mut self) {
+        let keys: Vec<Key> = self.retiring.keys().copied().collect();
+        for key in keys {
+            let r = self.retiring.get_mut(&key).expect("listed above");
+            if let Some(t) = &r.f.tracker {
+                t.drop_all(r.f.file.as_fd());
+            }
+            let left = r.f.left_behind();
+            if left < r.left {
+                (r.left, r.since) = (left, Instant::now());
+            }
+            if left == 0 || r.since.elapsed() >= SETTLE {
+                let r = self.retiring.remove(&key).expect("listed above");
+                if left > 0 {
+                    log::debug!(
+                        "{}: {left} pages the streams brought in stay cached",
+                        r.f.path.display()
+                    );
+                }
+                self.report(r.f);
+            }
+        }
+    }
+
+    /// Count what `f`'s streams did, in the totals and the files' reports.
+    fn report(&mut self, f: Followed) {
         self.stats.bytes_read += f.bytes_read;
         self.stats.bytes_written += f.bytes_written;
         let report = f.report();
@@ -373,8 +654,12 @@ impl Follower {
             }
             std::thread::sleep(Duration::from_millis(2));
         }
-        for (_, f) in std::mem::take(&mut self.files) {
-            self.retire(f);
+        for (key, f) in std::mem::take(&mut self.files) {
+            self.retire(key, f);
+        }
+        while !self.retiring.is_empty() {
+            std::thread::sleep(Duration::from_millis(10));
+            self.settle();
         }
         if self.stats.min_interval == Duration::MAX {
             self.stats.min_interval = Duration::ZERO;
@@ -384,34 +669,42 @@ impl Follower {
 }
 
 /// Residency at first sight: the whole file, once. The part the stream
-/// may have passed already (up to its position plus readahead) cannot be
-/// told apart from pages others had cached; it is taken as the stream's
-/// own when the file goes on beyond it and nothing is cached there (a cold
-/// file being streamed), and for a description open for writing, chunk by
-/// chunk where pages are dirty or under writeback (fresh writes). The rest
-/// is snapshotted: what is cached there stays (so a small file read whole
-/// before the engine saw it, a program's own modules say, is kept). Beyond
-/// the end of file nothing can be anybody else's: a writer's new pages go
-/// ([`Followed::advance`] marks them as the file grows).
-fn snapshot_first_sight(t: &Tracker, file: &File, s: &Seen, size: u64, lookahead: u64) {
+/// may have passed already (`passed`: up to its position plus readahead,
+/// plus what a transfer under way that moves no position may have read)
+/// cannot be told apart from pages others had cached; it is taken as the
+/// stream's own when the file goes on beyond it and nothing is cached there
+/// (a cold file being streamed), and for a description open for writing,
+/// chunk by chunk where pages are dirty or under writeback (fresh writes,
+/// anywhere up to the end of file: a call under way writes past its
+/// position). The rest is snapshotted: what is cached there stays (so a
+/// small file read whole before the engine saw it, a program's own modules
+/// say, is kept). Beyond the end of file nothing can be anybody else's: a
+/// writer's new pages go ([`Followed::advance`] marks them as the file grows).
+fn snapshot_first_sight(t: &Tracker, file: &File, s: &Seen, size: u64, passed: u64) {
     let fd = file.as_fd();
-    let pos = s.info.pos;
     // Even at position 0 the first read (and its readahead) may be under way.
-    let head_end = (pos + lookahead).div_ceil(CHUNK) * CHUNK;
+    let head_end = passed.div_ceil(CHUNK) * CHUNK;
     if head_end < size
         && sys::cachestat(fd, FileRange::ToEnd(head_end)).is_ok_and(|c| c.nr_cache == 0)
     {
         t.mark_cold(0..head_end);
     }
-    t.snapshot(fd, 0, size);
+    // Up to the end of file only: pages past it that appear later are the
+    // tree's when its streams go there (`known_to`), else someone else's.
+    t.snapshot_range(fd, 0..size);
     // Dirty pages are checked after the snapshot, not before: a write
     // under way at the position (the position moves when it returns, the
     // pages appear meanwhile) lands between any check made first and the
     // snapshot, which then kept it as others' (1 MiB of a Go copy's output
     // left cached after exit, 2 runs in 15).
-    if s.info.flags & libc::O_ACCMODE != libc::O_RDONLY {
-        t.claim_dirty(fd, 0..head_end);
+    if is_writable(s.info.flags) {
+        t.claim_dirty(fd, 0..head_end.max(size));
     }
+}
+
+/// Open for writing (O_WRONLY or O_RDWR).
+fn is_writable(flags: i32) -> bool {
+    flags & libc::O_ACCMODE != libc::O_RDONLY
 }
 
 impl Followed {
@@ -431,41 +724,134 @@ impl Followed {
                 let from = old.remove(i);
                 if pos > from {
                     max = max.max(pos - from);
-                    self.advance(from, pos, flags);
+                    self.advance_fresh(from, pos, flags);
                 }
             }
             self.cursors.push(pos);
+            self.writable |= is_writable(flags);
+        }
+        if max == 0 && !self.claimed {
+            max = self.silent_step(&obs);
         }
         max
     }
 
+    /// No position moved since the last look: a transfer that moves none
+    /// may be under way. Find how far its pages reach ([`silent`]) and hand
+    /// what it read or wrote to the policies. Returns the bytes handed.
+    fn silent_step(&mut self, obs: &[(u64, i32)]) -> u64 {
+        let Some(t) = &self.tracker else {
+            return 0;
+        };
+        let fd = self.file.as_fd();
+        let reader = obs.iter().any(|o| o.1 & libc::O_ACCMODE != libc::O_WRONLY);
+        let writer = obs.iter().any(|o| is_writable(o.1));
+        let furthest = obs.iter().map(|o| o.0).max().unwrap_or(0);
+        let size = match writer {
+            true => sys::fstat(fd).ok().map(|st| st.st_size as u64),
+            false => None,
+        };
+        let from = self.silent.start(furthest, size);
+        let page = sys::page_size();
+        let walk = silent::walk(
+            from,
+            writer,
+            |r| t.residency(|res| res.precached_bytes(r)),
+            |at| t.residency(|res| res.past_precached(at)),
+            |r| {
+                let c = sys::cachestat(fd, r).ok()?;
+                Some(Pages {
+                    cached: c.nr_cache * page,
+                    dirty_writeback: (c.nr_dirty + c.nr_writeback) * page,
+                })
+            },
+        );
+        // Open for reading and writing: written where pages are dirty.
+        let write = writer && (!reader || walk.dirty);
+        let end = match write {
+            true => size.unwrap_or(u64::MAX),
+            // Past the end of file seen first, a reader's pages were
+            // written by someone else.
+            false => self.known_to,
+        };
+        let Some(r) = self
+            .silent
+            .infer(furthest, walk, write, end, self.lookahead)
+        else {
+            return 0;
+        };
+        let flags = if write {
+            libc::O_WRONLY
+        } else {
+            libc::O_RDONLY
+        };
+        log::trace!(
+            "{}: silent {} {}..{} MiB (walk from {} MiB to {} MiB)",
+            self.path.display(),
+            if write { "write" } else { "read" },
+            r.start >> 20,
+            r.end >> 20,
+            from >> 20,
+            walk.reach >> 20
+        );
+        self.advance(r.start, r.end, flags);
+        r.end - r.start
+    }
+
+    /// A position moved from `from` to `to`: hand the policies what the
+    /// pages did not show already.
+    fn advance_fresh(&mut self, from: u64, to: u64, flags: i32) {
+        for r in self.silent.fresh(from..to) {
+            self.advance(r.start, r.end, flags);
+        }
+    }
+
     /// No description of the file is open any more (or the engine leaves):
-    /// what was written after the last look went up to the end of file
-    /// (positions are gone with the descriptors); start its writeback.
+    /// what was written after the last look, or by a call whose position
+    /// never came back (the program killed in it, or exiting right after
+    /// it), went up to the end of file (positions are gone with the
+    /// descriptors); start its writeback.
     fn close(&mut self) {
         if self.closed {
             return;
         }
         self.closed = true;
-        if self.claimed {
-            // Whatever the shim wrote past the end of file seen first is new.
-            let size = sys::fstat(self.file.as_fd()).map_or(0, |st| st.st_size as u64);
-            let end = size.div_ceil(CHUNK) * CHUNK;
-            if let (Some(t), true) = (&self.tracker, end > self.known_to) {
-                t.mark_cold(self.known_to..end);
-                self.known_to = end;
-            }
+        if self.tracker.is_none() {
             return;
         }
-        if self.bytes_written > 0 {
-            let size = sys::fstat(self.file.as_fd()).map_or(0, |st| st.st_size as u64);
+        let fd = self.file.as_fd();
+        let size = sys::fstat(fd).map_or(0, |st| st.st_size as u64);
+        if self.writable && !self.claimed {
             let last = self.cursors.iter().copied().max().unwrap_or(0);
-            if size > last {
-                self.advance(last, size, libc::O_WRONLY);
+            let from = self.silent.start(last, Some(size));
+            let written = self.bytes_written > 0
+                || from >= self.known_to
+                || sys::cachestat(fd, FileRange::at(from, size.saturating_sub(from)))
+                    .is_ok_and(|c| c.nr_dirty + c.nr_writeback > 0);
+            if size > from && written {
+                self.advance_fresh(from, size, libc::O_WRONLY);
             }
         }
-        if let Some(t) = &self.tracker {
+        let Some(t) = &self.tracker else {
+            return;
+        };
+        // Whatever the tree wrote past the end of file seen first is new
+        // (the shim's writes included, which the engine does not follow).
+        let end = size.div_ceil(CHUNK) * CHUNK;
+        if (self.writable || self.claimed) && end > self.known_to {
+            t.mark_cold(self.known_to..end);
+            self.known_to = end;
+        }
+        if !self.claimed {
             t.flush_nowait(self.file.as_fd());
+        }
+    }
+
+    /// Note the file's dirty + writeback bytes now, if more than before.
+    fn sample_dirty(&mut self) {
+        if let Ok(c) = sys::cachestat(self.file.as_fd(), FileRange::WHOLE) {
+            let bytes = (c.nr_dirty + c.nr_writeback) * sys::page_size();
+            self.dirty_peak = self.dirty_peak.max(bytes);
         }
     }
 
@@ -496,6 +882,19 @@ impl Followed {
         }
     }
 
+    /// Pages still cached where the streams' own pages were (the ranges a
+    /// final drop takes).
+    fn left_behind(&self) -> u64 {
+        let Some(t) = &self.tracker else {
+            return 0;
+        };
+        let fd = self.file.as_fd();
+        t.residency(|r| r.all_droppable())
+            .into_iter()
+            .map(|r| sys::cachestat(fd, r).map_or(0, |c| c.nr_cache))
+            .sum()
+    }
+
     fn report(&self) -> FileReport {
         let (counts, preserved, blind) = match &self.tracker {
             Some(t) => {
@@ -514,6 +913,8 @@ impl Followed {
             pages_preserved: preserved,
             writeback_starts: counts.writeback_starts,
             residency_unknown: blind,
+            tag: self.tag,
+            dirty_peak: self.dirty_peak,
         }
     }
 }
