@@ -13,7 +13,10 @@
 #    and the summary can count them.
 # 4. scripts/memcheck.sh: Miri on the bounce buffers, valgrind on ubio cp/cat
 #    with every backend and on a C program under the shim (about a minute).
-# 5. scripts/guest/run.sh: the contract tests again in QEMU guests on Linux
+# 5. scripts/package-test.sh: the Debian packages and the wheel, built from
+#    HEAD by scripts/package.sh (lintian included), installed into a clean
+#    Debian root and used there, then purged.
+# 6. scripts/guest/run.sh: the contract tests again in QEMU guests on Linux
 #    6.12 (cachestat, no RWF_DONTCACHE) and 6.1 (neither), on f2fs, ext4,
 #    xfs and btrfs; the summary shows one line per kernel and filesystem.
 #
@@ -35,7 +38,7 @@ if [ "$(id -u)" -eq 0 ]; then
 fi
 
 log="$(mktemp -t ubio-test.XXXXXX)"
-trap 'rm -f "$log" "$log.guest"' EXIT
+trap 'rm -f "$log" "$log.guest" "$log.package"' EXIT
 
 started=$SECONDS
 build_rc=0
@@ -62,6 +65,18 @@ if [ "$build_rc" -eq 0 ]; then
     started=$SECONDS
     scripts/memcheck.sh || memcheck_rc=$?
     memcheck_secs=$((SECONDS - started))
+fi
+
+package_rc=0
+package_secs=0
+if [ "$build_rc" -eq 0 ]; then
+    echo "== scripts/package-test.sh (the packages, in a clean Debian root)"
+    started=$SECONDS
+    set +e
+    scripts/package-test.sh 2>&1 | tee "$log.package"
+    package_rc=${PIPESTATUS[0]}
+    set -e
+    package_secs=$((SECONDS - started))
 fi
 
 guest_rc=0
@@ -103,6 +118,8 @@ else
     echo "build: ok (${build_secs}s)"
     echo "tests: exit $test_rc after ${test_secs}s; $ignored ignored"
     echo "memcheck (scripts/memcheck.sh): exit $memcheck_rc after ${memcheck_secs}s"
+    echo "packages (scripts/package-test.sh): exit $package_rc after ${package_secs}s"
+    grep -E '^PKGTEST ' "$log.package" | sed 's/^/  /' || true
     echo "guest (scripts/guest/run.sh): exit $guest_rc after ${guest_secs}s"
     grep -E '^(guest kernel:|GUEST-RESULT )' "$log.guest" | sed 's/^/  /' || true
 fi
@@ -120,4 +137,5 @@ fi
 echo "summary: $passed passed, $failed failed, $skipped skipped; guest: $([ "$guest_rc" -eq 0 ] && echo ok || echo FAILED)"
 [ "$test_rc" -ne 0 ] && exit "$test_rc"
 [ "$memcheck_rc" -ne 0 ] && exit "$memcheck_rc"
+[ "$package_rc" -ne 0 ] && exit "$package_rc"
 exit "$guest_rc"
