@@ -45,6 +45,10 @@ fn cold_read_stays_under_64mib_and_leaves_nothing() {
                     break;
                 }
                 total += n as u64;
+                // Between reads too, from this thread: the judgement does
+                // not rest on the sampling thread alone, which a busy TCG
+                // guest may not schedule often during a fast direct read.
+                sampler.sample().unwrap();
             }
             let stats = f.close().unwrap();
             let after = cached_pages(&path);

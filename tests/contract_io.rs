@@ -423,3 +423,273 @@ fn stream_writes_at_the_file_position() {
         }
     }
 }
+
+/// Wrap a second descriptor of `file`'s open file description (the same
+/// offset) with `backend`; None when the backend is refused here.
+fn wrap_shared(
+    file: &std::fs::File,
+    backend: BackendKind,
+    path: &std::path::Path,
+) -> Option<ubio::File> {
+    match ubio::OpenOptions::new()
+        .backend(backend)
+        .wrap(file.try_clone().unwrap(), Some(path))
+    {
+        Ok(f) => Some(f),
+        Err(e) if e.kind() == io::ErrorKind::Unsupported => None,
+        Err(e) => panic!("wrap with {backend}: {e}"),
+    }
+}
+
+/// The offset of the open file description behind `file`, as lseek(2) says.
+fn offset_of(file: &std::fs::File) -> u64 {
+    let mut f = file;
+    f.stream_position().unwrap()
+}
+
+/// A child process that runs `script` with the descriptor as stdin and
+/// stdout (inherited, so it shares the offset); returns what it printed to
+/// stderr.
+fn child_on(file: &std::fs::File, script: &str) -> String {
+    let out = std::process::Command::new("/bin/sh")
+        .args(["-c", script])
+        .stdin(file.try_clone().unwrap())
+        .stdout(file.try_clone().unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "child {script:?}: {}", out.status);
+    String::from_utf8(out.stderr).unwrap()
+}
+
+/// A ubio::File is the descriptor it wraps (the issue's "header / from child
+/// / tail" case, issue 25): its stream reads and writes move the open file
+/// description's offset as read(2)/write(2) do, so the caller's own
+/// read/write/lseek on that description and a child that inherited it see
+/// and continue from the same offset; read_at/write_at stay positional; an
+/// O_APPEND description appends. Every backend, with data long enough for
+/// the direct backend's bounce buffers and unaligned edges.
+#[test]
+fn the_descriptor_offset_is_shared() {
+    for t in targets("descriptor_offset", 0) {
+        for backend in all_backends() {
+            let what = format!("{} {backend}", t.name);
+            let path = t.path(&format!("offset-{backend}"));
+            let plain = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&path)
+                .unwrap();
+            let Some(mut f) = wrap_shared(&plain, backend, &path) else {
+                eprintln!("{what}: refused here");
+                continue;
+            };
+            let mut model = Vec::new();
+            f.write_all(b"header\n").unwrap();
+            model.extend_from_slice(b"header\n");
+            assert_eq!(offset_of(&plain), 7, "{what}: offset after ubio's write");
+            child_on(&plain, "echo from child");
+            model.extend_from_slice(b"from child\n");
+            assert_eq!(
+                f.stream_position().unwrap(),
+                18,
+                "{what}: ubio's position after the child"
+            );
+            f.write_all(b"tail\n").unwrap();
+            model.extend_from_slice(b"tail\n");
+            (&plain).write_all(b"raw\n").unwrap();
+            model.extend_from_slice(b"raw\n");
+            // Long and unaligned: the direct backend's bounce buffers and edges.
+            let mut big = vec![0u8; 3 * MIB as usize + 1234];
+            fill_pattern(25, 0, &mut big);
+            f.write_all(&big).unwrap();
+            model.extend_from_slice(&big);
+            assert_eq!(
+                offset_of(&plain),
+                model.len() as u64,
+                "{what}: offset after the long write"
+            );
+            // Positional calls leave the offset alone.
+            f.write_all_at(b"HEAD", 0).unwrap();
+            model[..4].copy_from_slice(b"HEAD");
+            let mut four = [0u8; 4];
+            f.read_exact_at(&mut four, 7).unwrap();
+            assert_eq!(&four, b"from", "{what}: read_at");
+            assert_eq!(
+                offset_of(&plain),
+                model.len() as u64,
+                "{what}: positional calls moved the offset"
+            );
+            f.flush().unwrap();
+            assert_eq!(
+                std::fs::read(&path).unwrap(),
+                model,
+                "{what}: contents after the writes"
+            );
+
+            // Reads: ubio, then the caller, then a child, then ubio again.
+            f.seek(SeekFrom::Start(0)).unwrap();
+            assert_eq!(offset_of(&plain), 0, "{what}: ubio's seek");
+            let mut got = [0u8; 4];
+            f.read_exact(&mut got).unwrap();
+            assert_eq!(&got, b"HEAD", "{what}: ubio's read");
+            let mut three = [0u8; 3];
+            (&plain).read_exact(&mut three).unwrap();
+            assert_eq!(&three, b"er\n", "{what}: the caller's read after ubio's");
+            let mut five = [0u8; 5];
+            f.read_exact(&mut five).unwrap();
+            assert_eq!(&five, b"from ", "{what}: ubio's read after the caller's");
+            // The child reads one line from the shared offset and reports it.
+            let line = child_on(&plain, "read line; echo \"$line\" >&2");
+            assert_eq!(line, "child\n", "{what}: the child's read");
+            f.read_exact(&mut five).unwrap();
+            assert_eq!(&five, b"tail\n", "{what}: ubio's read after the child's");
+            (&plain).seek(SeekFrom::Start(22)).unwrap();
+            let mut rest = Vec::new();
+            f.read_to_end(&mut rest).unwrap();
+            assert!(
+                rest == model[22..],
+                "{what}: ubio's read from the caller's lseek"
+            );
+            assert_eq!(
+                offset_of(&plain),
+                model.len() as u64,
+                "{what}: offset at the end"
+            );
+            f.close().unwrap();
+            assert_eq!(
+                offset_of(&plain),
+                model.len() as u64,
+                "{what}: offset after close"
+            );
+            drop(plain);
+
+            // O_APPEND: every stream write goes to the end, whoever moved
+            // the offset, and leaves the offset there.
+            let plain = std::fs::OpenOptions::new()
+                .read(true)
+                .append(true)
+                .open(&path)
+                .unwrap();
+            let mut f = wrap_shared(&plain, backend, &path).unwrap();
+            (&plain).seek(SeekFrom::Start(0)).unwrap();
+            f.write_all(b"a1\n").unwrap();
+            model.extend_from_slice(b"a1\n");
+            assert_eq!(
+                offset_of(&plain),
+                model.len() as u64,
+                "{what}: offset after an append"
+            );
+            child_on(&plain, "echo a2");
+            model.extend_from_slice(b"a2\n");
+            f.seek(SeekFrom::Start(3)).unwrap();
+            f.write_all(b"a3\n").unwrap();
+            model.extend_from_slice(b"a3\n");
+            assert_eq!(
+                f.stream_position().unwrap(),
+                model.len() as u64,
+                "{what}: tell after an append"
+            );
+            f.close().unwrap();
+            assert_eq!(
+                std::fs::read(&path).unwrap(),
+                model,
+                "{what}: contents after the appends"
+            );
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+}
+
+/// The read-behind and write-behind follow the descriptor's offset: a
+/// stream that starts where the caller's lseek put it, and writes that
+/// continue after a child's, leave none of their pages cached (the drops
+/// land where the data went, not where a private position said).
+#[test]
+fn drops_follow_the_descriptor_offset() {
+    for t in targets("drops_follow_offset", 512 * MIB) {
+        if t.pages_are_storage() {
+            continue;
+        }
+        for backend in all_backends() {
+            if backend == BackendKind::Buffered {
+                continue; // the baseline: nothing dropped
+            }
+            let what = format!("{} {backend}", t.name);
+            let path = t.path(&format!("drops-{backend}"));
+            let len = 40 * MIB;
+            make_cold_file(&path, 26, len);
+            let plain = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path)
+                .unwrap();
+            let Some(mut f) = wrap_shared(&plain, backend, &path) else {
+                continue;
+            };
+            (&plain).seek(SeekFrom::Start(16 * MIB)).unwrap();
+            let mut buf = vec![0u8; MIB as usize];
+            let mut off = 16 * MIB;
+            loop {
+                let n = f.read(&mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                let mut want = vec![0u8; n];
+                fill_pattern(26, off, &mut want);
+                assert!(buf[..n] == want[..], "{what}: data at {off}");
+                off += n as u64;
+            }
+            assert_eq!(off, len, "{what}: read to the end");
+            // Writes after a child's: continue at the offset it left.
+            (&plain).seek(SeekFrom::Start(len)).unwrap();
+            child_on(&plain, "echo child");
+            let mut block = vec![0u8; MIB as usize];
+            for i in 0..24u64 {
+                fill_pattern(27, i * MIB, &mut block);
+                f.write_all(&block).unwrap();
+            }
+            f.close().unwrap();
+            assert_eq!(
+                offset_of(&plain),
+                len + 6 + 24 * MIB,
+                "{what}: offset after the writes"
+            );
+            let cached = cached_pages(&path) * PAGE;
+            assert!(
+                cached <= 2 * MIB,
+                "{what}: {} KiB of the file stayed cached after close",
+                cached >> 10
+            );
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+}
+
+/// `File::close` reports close(2)'s error (std's drop ignores it; NFS
+/// reports writeback errors there), after ending the stream: here the
+/// descriptor was closed behind the handle's back, so close(2) says EBADF
+/// (the buffered backend: no stream call before it fails).
+#[test]
+fn close_reports_the_close_error() {
+    use std::os::fd::AsRawFd;
+    let t = &targets("close_error", 0)[0];
+    let path = t.path("close-error");
+    let mut f = ubio::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .backend(BackendKind::Buffered)
+        .open(&path)
+        .unwrap();
+    f.write_all(b"data").unwrap();
+    // SAFETY (of the test): the descriptor is closed behind the handle's
+    // back on purpose; nothing else opens a file before f.close().
+    assert_eq!(unsafe { libc::close(f.as_raw_fd()) }, 0);
+    let err = f.close().unwrap_err().to_string();
+    assert!(
+        err.starts_with("close ") && err.contains("Bad file descriptor"),
+        "{err}"
+    );
+}

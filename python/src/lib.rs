@@ -1,21 +1,22 @@
 //! `ubio._ubio`: the extension module behind the `ubio` Python package
-//! (ubio/__init__.py wraps `RawFile` in an io.RawIOBase subclass and parses
-//! `open()` modes). I/O runs with the GIL released.
+//! (ubio/__init__.py opens files as io.FileIO does and moves their data
+//! through a `Stream`). I/O runs with the GIL released.
 
-use pyo3::buffer::PyUntypedBuffer;
-use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyOSError, PyOverflowError, PyTypeError, PyValueError};
+use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
-use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::fd::AsRawFd;
+use pyo3::types::{PyBytes, PyDict};
+use std::io::{self, IoSlice, IoSliceMut};
+use std::os::fd::{BorrowedFd, RawFd};
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use ubio::residency::{FileCount, Source};
 use ubio::BackendKind;
 use ubio_capi::ops;
 
-/// OSError(errno, "operation: strerror", filename): Python maps the errno to
-/// FileNotFoundError, PermissionError, ... as for the builtin open().
+/// OSError(errno, "operation: strerror", filename) for what ubio itself
+/// reports (an open refused, a copy, stat or probe): Python maps the errno
+/// to FileNotFoundError, PermissionError, ... as for the builtin open().
 fn os_error(err: io::Error) -> PyErr {
     let errno = ops::errno_of(&err);
     let (op, path, cause) = match err
@@ -37,6 +38,22 @@ fn os_error(err: io::Error) -> PyErr {
         // As str (bytes undecodable in UTF-8 escaped), as the builtin open() gives it.
         Some(p) => PyOSError::new_err((errno, msg, p.into_os_string())),
         None => PyOSError::new_err((errno, msg)),
+    }
+}
+
+/// The error of a read or write as the builtin FileIO raises it:
+/// OSError(errno, strerror) (BlockingIOError for EAGAIN, ...), no filename.
+fn io_error(err: io::Error) -> PyErr {
+    match err.raw_os_error() {
+        Some(errno) => {
+            let msg = io::Error::from_raw_os_error(errno).to_string();
+            let msg = msg
+                .rfind(" (os error ")
+                .map_or(msg.as_str(), |i| &msg[..i])
+                .to_string();
+            PyOSError::new_err((errno, msg))
+        }
+        None => os_error(err),
     }
 }
 
@@ -63,14 +80,208 @@ fn options(
     Ok(o)
 }
 
-/// A file opened for uncached buffered I/O: the raw layer under
-/// `ubio.FileIO`. Methods raise ValueError once closed.
-#[pyclass(module = "ubio._ubio")]
-struct RawFile {
-    file: Mutex<Option<ubio::File>>,
-    stats: Mutex<Option<ubio::Stats>>,
-    readable: bool,
-    writable: bool,
+/// The uncached-I/O state of a descriptor that `ubio.FileIO` holds: reads
+/// and writes at the descriptor's offset through ubio (or, for what ubio
+/// does not manage, plain read(2) and write(2)). The descriptor stays the
+/// FileIO's: this object never closes it; `finish()` ends the stream
+/// (write-behind flushed, pages dropped, deferred errors reported) while
+/// it is still open.
+///
+/// No lock is held while data moves (the GIL is released): a read blocked
+/// on a FIFO leaves every other call and attribute free.
+#[pyclass(module = "ubio._ubio", frozen)]
+struct Stream {
+    live: Mutex<Option<Arc<Live>>>,
+    /// The final statistics, once finished.
+    last: Mutex<Option<ubio::Stats>>,
+}
+
+struct Live {
+    fd: RawFd,
+    stream: ubio::Stream,
+}
+
+impl Live {
+    fn fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: the FileIO that made this stream keeps `fd` open until it
+        // has called finish() (after which this is never reached); a caller
+        // that closes it behind the FileIO's back gets EBADF, as with the
+        // builtin FileIO.
+        unsafe { BorrowedFd::borrow_raw(self.fd) }
+    }
+
+    /// read(2) at the descriptor's offset, through ubio where it manages the
+    /// file. A long read of a managed file is made in pieces of READ_PIECE
+    /// (one call would cache all of it before anything could be dropped),
+    /// and returns short only at the end of file or on an error after data.
+    fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        if !self.stream.is_regular() {
+            let bufs = &mut [IoSliceMut::new(buf)];
+            return ubio::sys::preadv2(self.fd(), bufs, None, ubio::sys::RwFlags::NONE);
+        }
+        if !self.stream.choice().managed || buf.len() <= READ_PIECE {
+            return self
+                .stream
+                .read(self.fd(), &mut [IoSliceMut::new(buf)], None);
+        }
+        let mut got = 0;
+        for piece in buf.chunks_mut(READ_PIECE) {
+            let want = piece.len();
+            match self
+                .stream
+                .read(self.fd(), &mut [IoSliceMut::new(piece)], None)
+            {
+                Ok(n) => {
+                    got += n;
+                    if n < want {
+                        break;
+                    }
+                }
+                // As read(2): what was read is returned, the error recurs.
+                Err(_) if got > 0 => break,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(got)
+    }
+
+    /// write(2) at the descriptor's offset (the end for O_APPEND).
+    fn write(&self, buf: &[u8]) -> io::Result<usize> {
+        let bufs = &[IoSlice::new(buf)];
+        if self.stream.is_regular() {
+            self.stream.write_at(self.fd(), bufs, None).map(|(_, n)| n)
+        } else {
+            ubio::sys::pwritev2(self.fd(), bufs, None, ubio::sys::RwFlags::NONE)
+        }
+    }
+}
+
+/// The most one read(2) asks for where ubio manages the file: a few
+/// drop-behind batches, so that the stream's pages leave the cache while it
+/// goes (one read of a whole large file would cache all of it first).
+const READ_PIECE: usize = 16 << 20;
+/// readall()'s growth when the file turns out longer than fstat said.
+const READALL_GROW: usize = 64 << 10;
+
+impl Live {
+    /// What the builtin readall() expects to read: the size from fstat
+    /// less the offset, for a regular file.
+    fn size_hint(&self) -> Option<usize> {
+        if !self.stream.is_regular() {
+            return None;
+        }
+        let size = ubio::sys::fstat(self.fd()).ok()?.st_size as u64;
+        let pos = ubio::sys::lseek_cur(self.fd()).ok()?;
+        usize::try_from(size.checked_sub(pos)?).ok()
+    }
+}
+
+/// A bytes object being filled (CPython's PyBytesWriter): its buffer is
+/// written in place, so that readall() copies the data once, as the
+/// builtin does.
+struct BytesWriter<'py> {
+    py: Python<'py>,
+    w: *mut ffi::compat::PyBytesWriter,
+    len: usize,
+}
+
+impl<'py> BytesWriter<'py> {
+    fn new(py: Python<'py>, len: usize) -> PyResult<Self> {
+        let size = ffi::Py_ssize_t::try_from(len)
+            .map_err(|_| PyOverflowError::new_err("file too large"))?;
+        // SAFETY: the GIL is held (py); a NULL result has set the exception.
+        let w = unsafe { ffi::compat::PyBytesWriter_Create(size) };
+        if w.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        Ok(BytesWriter { py, w, len })
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn data(&self) -> *mut u8 {
+        // SAFETY: `w` is a live writer (freed only by finish or drop).
+        unsafe { ffi::compat::PyBytesWriter_GetData(self.w) }.cast()
+    }
+
+    /// Grow to `len` bytes, keeping the contents.
+    fn resize(&mut self, len: usize) -> PyResult<()> {
+        let size = ffi::Py_ssize_t::try_from(len)
+            .map_err(|_| PyOverflowError::new_err("file too large"))?;
+        // SAFETY: the GIL is held; `w` is live; on failure it stays valid.
+        if unsafe { ffi::compat::PyBytesWriter_Resize(self.w, size) } < 0 {
+            return Err(PyErr::fetch(self.py));
+        }
+        self.len = len;
+        Ok(())
+    }
+
+    /// The bytes object of the first `len` bytes.
+    fn finish(self, len: usize) -> PyResult<Bound<'py, PyBytes>> {
+        let w = std::mem::ManuallyDrop::new(self);
+        // SAFETY: the GIL is held; the writer is consumed here (not dropped
+        // again); len <= its size, as ffi::Py_ssize_t (it came from one).
+        let obj = unsafe { ffi::compat::PyBytesWriter_FinishWithSize(w.w, len as ffi::Py_ssize_t) };
+        // SAFETY: a new reference to a bytes object (so the cast holds), or
+        // NULL with an exception set.
+        unsafe { Bound::from_owned_ptr_or_err(w.py, obj).map(|b| b.cast_into_unchecked()) }
+    }
+}
+
+impl Drop for BytesWriter<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the GIL is held (the 'py lifetime); `w` is live.
+        unsafe { ffi::compat::PyBytesWriter_Discard(self.w) };
+    }
+}
+
+/// A bytes-like object's memory, exported as one contiguous block for as
+/// long as this lives (what the builtin's "w*" and "y*" arguments take:
+/// a ctypes structure too, which has no shape).
+struct ContiguousBuffer(Box<ffi::Py_buffer>);
+
+impl ContiguousBuffer {
+    fn get(obj: &Bound<'_, PyAny>, flags: std::ffi::c_int) -> PyResult<Self> {
+        // SAFETY: an all-zero Py_buffer is a valid out-parameter.
+        let mut view: Box<ffi::Py_buffer> = Box::new(unsafe { std::mem::zeroed() });
+        // SAFETY: the GIL is held (obj); `view` outlives the export (Drop).
+        if unsafe { ffi::PyObject_GetBuffer(obj.as_ptr(), &mut *view, flags) } < 0 {
+            return Err(PyErr::fetch(obj.py()));
+        }
+        Ok(ContiguousBuffer(view))
+    }
+
+    /// For readinto(): writable, or TypeError as the builtin says it.
+    fn writable(obj: &Bound<'_, PyAny>, method: &str) -> PyResult<Self> {
+        Self::get(obj, ffi::PyBUF_WRITABLE).map_err(|_| {
+            PyTypeError::new_err(format!(
+                "{method}() argument must be read-write bytes-like object, not {}",
+                obj.get_type()
+                    .name()
+                    .map_or_else(|_| "?".into(), |n| n.to_string())
+            ))
+        })
+    }
+
+    /// For write(): any bytes-like object.
+    fn readable(obj: &Bound<'_, PyAny>) -> PyResult<Self> {
+        Self::get(obj, ffi::PyBUF_SIMPLE)
+    }
+
+    fn span(&self) -> Span {
+        Span(self.0.buf.cast(), self.0.len as usize)
+    }
+}
+
+impl Drop for ContiguousBuffer {
+    fn drop(&mut self) {
+        // SAFETY: exported by get(); released once. The GIL is held: every
+        // ContiguousBuffer lives within a #[pymethods] call (never moved
+        // into code that runs without the GIL; only its Span is).
+        unsafe { ffi::PyBuffer_Release(&mut *self.0) };
+    }
 }
 
 /// A buffer pointer handed to code running without the GIL.
@@ -79,197 +290,190 @@ struct Span(*mut u8, usize);
 // buffer it points into stays exported (pinned) by the caller.
 unsafe impl Send for Span {}
 
-impl RawFile {
-    fn with<T: Send>(
+impl Stream {
+    fn live(&self) -> PyResult<Arc<Live>> {
+        self.live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(|| PyValueError::new_err("I/O operation on closed file"))
+    }
+
+    /// Run `f` without the GIL and without any lock of this object; after
+    /// an EINTR, run the signal handlers (their exception ends the call)
+    /// and retry, as the builtin FileIO does (PEP 475).
+    fn io<T: Send>(
         &self,
         py: Python<'_>,
-        f: impl FnOnce(&mut ubio::File) -> io::Result<T> + Send,
+        mut f: impl FnMut(&Live) -> io::Result<T> + Send,
     ) -> PyResult<T> {
-        py.detach(|| {
-            let mut guard = self.lock();
-            match guard.as_mut() {
-                Some(file) => f(file).map_err(os_error),
-                None => Err(PyValueError::new_err("I/O operation on closed file")),
+        let live = self.live()?;
+        loop {
+            match py.detach(|| f(&live)) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => py.check_signals()?,
+                r => return r.map_err(io_error),
             }
-        })
-    }
-    fn lock(&self) -> MutexGuard<'_, Option<ubio::File>> {
-        self.file.lock().unwrap_or_else(|e| e.into_inner())
+        }
     }
 }
 
 #[pymethods]
-impl RawFile {
-    /// Open `path` with the flags ubio.open() derived from its mode.
+impl Stream {
+    /// Stream the open descriptor `fd` (which stays the caller's) with ubio.
     #[new]
-    #[pyo3(signature = (path, *, read, write, append, create, truncate, exclusive, mode=0o666, backend="auto", window=None, read_lag=None, preserve_cached=true))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (fd, *, backend="auto", window=None, read_lag=None, preserve_cached=true, path=None))]
     fn new(
         py: Python<'_>,
-        path: PathBuf,
-        read: bool,
-        write: bool,
-        append: bool,
-        create: bool,
-        truncate: bool,
-        exclusive: bool,
-        mode: u32,
+        fd: RawFd,
         backend: &str,
         window: Option<u64>,
         read_lag: Option<u64>,
         preserve_cached: bool,
-    ) -> PyResult<RawFile> {
-        let mut o = options(backend, window, read_lag, preserve_cached)?;
-        o.read(read)
-            .write(write)
-            .append(append)
-            .create(create)
-            .truncate(truncate)
-            .create_new(exclusive)
-            .mode(mode);
-        let file = py.detach(|| o.open(&path)).map_err(os_error)?;
-        Ok(RawFile {
-            file: Mutex::new(Some(file)),
-            stats: Mutex::new(None),
-            readable: read,
-            writable: write || append,
+        path: Option<PathBuf>,
+    ) -> PyResult<Stream> {
+        let mut opts = ubio::StreamOptions {
+            backend: self::backend(backend)?,
+            ..Default::default()
+        };
+        opts.window = window.unwrap_or(opts.window);
+        opts.read_lag = read_lag.unwrap_or(opts.read_lag);
+        opts.preserve_cached = preserve_cached;
+        if fd < 0 {
+            return Err(io_error(io::Error::from_raw_os_error(libc::EBADF)));
+        }
+        let stream = py
+            .detach(|| {
+                // SAFETY: `fd` is open for this call (the caller's contract).
+                ubio::Stream::new(unsafe { BorrowedFd::borrow_raw(fd) }, &opts)
+            })
+            .map_err(|e| os_error(ubio::error::context(e, "open", path.as_deref())))?;
+        Ok(Stream {
+            live: Mutex::new(Some(Arc::new(Live { fd, stream }))),
+            last: Mutex::new(None),
         })
     }
 
-    /// Read into a writable bytes-like object; the number of bytes read (0 at end of file).
+    /// Read into a writable, contiguous bytes-like object at the
+    /// descriptor's offset; the number of bytes read (0 at end of file).
     fn readinto(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<usize> {
-        let buf = PyUntypedBuffer::get(buffer)?;
-        if buf.readonly() || !buf.is_c_contiguous() {
-            return Err(PyTypeError::new_err(
-                "readinto() needs a writable, contiguous buffer",
-            ));
-        }
-        let span = Span(buf.buf_ptr().cast(), buf.len_bytes());
-        self.with(py, move |f| {
-            let span = span;
+        let buf = ContiguousBuffer::writable(buffer, "readinto")?;
+        let span = buf.span();
+        self.io(py, move |live| {
+            let span = &span;
             // SAFETY: `buf` keeps the buffer exported, so valid and unmoved,
             // until this call returns; nothing else writes it meanwhile.
             let slice = unsafe { std::slice::from_raw_parts_mut(span.0, span.1) };
-            f.read(slice)
+            live.read(slice)
         })
     }
 
-    /// Write a bytes-like object; the number of bytes written.
+    /// Up to `size` bytes from the descriptor's offset (one read).
+    fn read<'py>(&self, py: Python<'py>, size: usize) -> PyResult<Bound<'py, PyBytes>> {
+        // Read into the bytes object itself (MemoryError, not an abort, when
+        // `size` cannot be had).
+        let out = BytesWriter::new(py, size)?;
+        let span = Span(out.data(), size);
+        let n = self.io(py, move |live| {
+            let span = &span;
+            // SAFETY: the writer's buffer holds `size` bytes, is ours alone
+            // and does not move before finish.
+            live.read(unsafe { std::slice::from_raw_parts_mut(span.0, span.1) })
+        })?;
+        out.finish(n)
+    }
+
+    /// Everything from the descriptor's offset to the end of file, read
+    /// into one bytes object as the builtin readall() does (sized from
+    /// fstat, grown while the file turns out longer: /proc files, FIFOs, a
+    /// file being appended to), in pieces of READ_PIECE where ubio manages
+    /// the file so that drop-behind keeps up. None when a
+    /// non-blocking descriptor has nothing.
+    fn readall<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let live = self.live()?;
+        let mut out = BytesWriter::new(py, live.size_hint().map_or(READALL_GROW, |n| n + 1))?;
+        let mut got = 0usize;
+        loop {
+            if got == out.len() {
+                out.resize(got + got.max(READALL_GROW))?;
+            }
+            let want = out.len() - got;
+            // SAFETY: the writer's buffer holds out.len() bytes and is ours
+            // alone (no Python object sees it before finish); it does not
+            // move until the next resize, after this read.
+            let span = Span(unsafe { out.data().add(got) }, want);
+            let live = &*live;
+            let res = py.detach(move || {
+                let span = span;
+                // SAFETY: see above; the kernel writes it, nothing reads it.
+                live.read(unsafe { std::slice::from_raw_parts_mut(span.0, span.1) })
+            });
+            match res {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => py.check_signals()?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && got == 0 => return Ok(None),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(io_error(e)),
+            }
+        }
+        out.finish(got).map(Some)
+    }
+
+    /// Write a contiguous bytes-like object at the descriptor's offset (the
+    /// end for O_APPEND); the number of bytes written.
     fn write(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<usize> {
-        let buf = PyUntypedBuffer::get(data)?;
-        if !buf.is_c_contiguous() {
-            return Err(PyTypeError::new_err("write() needs a contiguous buffer"));
-        }
-        let span = Span(buf.buf_ptr().cast(), buf.len_bytes());
-        self.with(py, move |f| {
-            let span = span;
+        let buf = ContiguousBuffer::readable(data)?;
+        let span = buf.span();
+        self.io(py, move |live| {
+            let span = &span;
             // SAFETY: as in readinto; only read here.
-            let slice = unsafe { std::slice::from_raw_parts(span.0 as *const u8, span.1) };
-            f.write(slice)
+            live.write(unsafe { std::slice::from_raw_parts(span.0 as *const u8, span.1) })
         })
     }
 
-    /// Move the position (whence 0, 1 or 2 as os.SEEK_*); the new position.
-    #[pyo3(signature = (offset, whence=0))]
-    fn seek(&self, py: Python<'_>, offset: i64, whence: i32) -> PyResult<u64> {
-        let to =
-            match whence {
-                0 => SeekFrom::Start(u64::try_from(offset).map_err(|_| {
-                    PyValueError::new_err(format!("negative seek position {offset}"))
-                })?),
-                1 => SeekFrom::Current(offset),
-                2 => SeekFrom::End(offset),
-                _ => {
-                    return Err(PyValueError::new_err(format!(
-                        "invalid whence ({whence}, should be 0, 1 or 2)"
-                    )))
-                }
-            };
-        self.with(py, move |f| f.seek(to))
-    }
-
-    /// The position.
-    fn tell(&self, py: Python<'_>) -> PyResult<u64> {
-        self.with(py, |f| f.stream_position())
-    }
-
-    /// Resize the file to `size` bytes (the position does not move).
-    fn truncate(&self, py: Python<'_>, size: u64) -> PyResult<u64> {
-        self.with(py, move |f| {
-            f.flush_writeback()?;
-            f.get_ref()
-                .set_len(size)
-                .map_err(|e| ubio::error::context(e, "truncate", f.path()))?;
-            Ok(size)
-        })
-    }
-
-    /// Write back what was written so far, wait, and drop those pages
-    /// (no durability: use os.fsync(f.fileno()) for that).
+    /// Write back what was written so far, wait, and drop those pages; a
+    /// deferred writeback error is raised here.
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        self.with(py, |f| f.flush_writeback())
+        self.io(py, |live| live.stream.flush(live.fd()))
     }
 
-    /// The descriptor (owned by this object).
-    fn fileno(&self, py: Python<'_>) -> PyResult<i32> {
-        self.with(py, |f| Ok(f.as_raw_fd()))
+    /// End the stream while the descriptor is still open: flush the
+    /// write-behind, drop what the stream cached, report a deferred
+    /// writeback error. A second call does nothing.
+    fn finish(&self, py: Python<'_>) -> PyResult<()> {
+        let Some(live) = self.live.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+            return Ok(());
+        };
+        let res = py.detach(|| live.stream.finish(live.fd()));
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(live.stream.stats());
+        res.map_err(io_error)
     }
 
-    fn readable(&self) -> bool {
-        self.readable
-    }
-
-    fn writable(&self) -> bool {
-        self.writable
-    }
-
-    /// Whether the file is a regular file (a pipe is not seekable).
-    fn seekable(&self, py: Python<'_>) -> PyResult<bool> {
-        self.with(py, |f| Ok(f.get_ref().metadata()?.is_file()))
-    }
-
+    /// Whether ubio manages the file's page cache (else it passes through).
     #[getter]
-    fn closed(&self) -> bool {
-        self.lock().is_none()
+    fn managed(&self) -> PyResult<bool> {
+        Ok(self.live()?.stream.choice().managed)
     }
 
-    /// Flush the write-behind, drop what this file cached, report any
-    /// deferred writeback error, and close. A second call does nothing.
-    fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let res = py.detach(|| {
-            let file = self.lock().take()?;
-            let stats = file.stats();
-            let res = file.close();
-            *self.stats.lock().unwrap_or_else(|e| e.into_inner()) =
-                Some(res.as_ref().map_or(stats, Clone::clone));
-            Some(res)
-        });
-        match res {
-            Some(Err(e)) => Err(os_error(e)),
-            _ => Ok(()),
-        }
-    }
-
-    /// The per-handle statistics as a dict (the final ones after close).
+    /// The per-stream statistics as a dict (the final ones after finish).
     fn stats(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let stats = match self.lock().as_ref() {
-            Some(f) => f.stats(),
-            None => self
-                .stats
+        let stats = match self.live() {
+            Ok(live) => live.stream.stats(),
+            Err(e) => self
+                .last
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .clone()
-                .ok_or_else(|| PyValueError::new_err("no statistics"))?,
+                .ok_or(e)?,
         };
         to_py(py, &stats)
     }
 
     /// The backend in use and why it was chosen.
-    fn backend(&self, py: Python<'_>) -> PyResult<(String, String)> {
-        self.with(py, |f| {
-            let c = f.choice();
-            Ok((c.backend.to_string(), c.reason.clone()))
-        })
+    fn backend(&self) -> PyResult<(String, String)> {
+        let live = self.live()?;
+        let c = live.stream.choice();
+        Ok((c.backend.to_string(), c.reason.clone()))
     }
 }
 
@@ -348,7 +552,7 @@ fn probe(py: Python<'_>, path: PathBuf) -> PyResult<Py<PyAny>> {
 
 #[pymodule]
 fn _ubio(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<RawFile>()?;
+    m.add_class::<Stream>()?;
     m.add_function(wrap_pyfunction!(copy, m)?)?;
     m.add_function(wrap_pyfunction!(stat, m)?)?;
     m.add_function(wrap_pyfunction!(evict, m)?)?;

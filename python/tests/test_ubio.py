@@ -5,6 +5,7 @@ with the builtin open() is the control that shows the pages would stay.
 UBIO_PY_TEST_DIR: a directory on a filesystem whose page cache ubio manages.
 """
 
+import builtins
 import csv
 import errno
 import hashlib
@@ -12,6 +13,9 @@ import io
 import json
 import os
 import shutil
+import socket
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -154,6 +158,42 @@ def test_1gib_read_through_bufferedreader_stays_within_bounds(d):
     os.unlink(path)
 
 
+@pytest.mark.parametrize("call", ["readall", "read", "readinto"])
+def test_one_long_read_stays_within_bounds(d, call):
+    """One call that reads 256 MiB (readall(), read(n) or readinto() of a
+    buffer that large: what a BufferedReader passes down for a large read)
+    caches what a stream of small reads does, not the whole range at once."""
+    path = p(d, "long.dat")
+    digest = write_blocks(path, 256)
+    ubio.evict(path, sync=True)
+    peak = Peak(path)
+    stop = threading.Event()
+
+    def sampler():  # the read runs without the GIL
+        while not stop.wait(0.005):
+            peak()
+
+    t = threading.Thread(target=sampler)
+    t.start()
+    try:
+        with ubio.FileIO(path) as f:
+            if call == "readall":
+                data = f.readall()
+            elif call == "read":
+                data = f.read(256 * MiB + 1)
+            else:
+                data = bytearray(256 * MiB)
+                assert f.readinto(data) == 256 * MiB
+    finally:
+        stop.set()
+        t.join()
+    print(f"{call} of 256 MiB: peak {peak.mib:.0f} MiB cached")
+    assert hashlib.sha256(data).hexdigest() == digest
+    assert peak.mib < 64
+    assert cached(path) == 0
+    os.unlink(path)
+
+
 # File-object behaviour
 
 
@@ -248,36 +288,187 @@ def test_context_manager_and_closed_file_errors(d):
     assert raw.stats()["bytes_read"] == 0  # the final statistics stay readable
 
 
+# The descriptor's offset (issue 25): a ubio file is the descriptor it wraps
+
+
+def ubio_or_skip(path, mode, backend, **kw):
+    """ubio.open with `backend`; pytest.skip where this filesystem refuses it."""
+    try:
+        return ubio.open(path, mode, backend=backend, **kw)
+    except OSError as e:
+        if e.errno == errno.EOPNOTSUPP:
+            pytest.skip(f"{backend} refused here: {e}")
+        raise
+
+
+def header_child_tail(opener, path):
+    """Write a header, let a child write through the inherited descriptor,
+    write a tail: what the file holds."""
+    with opener(path, "w") as f:
+        f.write("header\n")
+        f.flush()
+        subprocess.run(["echo", "from child"], stdout=f, check=True)
+        f.write("tail\n")
+    with builtins.open(path) as f:
+        return f.read()
+
+
+@pytest.mark.parametrize("backend", ubio.BACKENDS)
+def test_a_child_writes_through_the_inherited_descriptor(d, backend):
+    path = p(d, "child.txt")
+    want = header_child_tail(builtins.open, path)
+    assert want == "header\nfrom child\ntail\n"
+    got = header_child_tail(lambda path, mode: ubio_or_skip(path, mode, backend), path)
+    assert got == want
+
+
+@pytest.mark.parametrize("backend", ubio.BACKENDS)
+def test_the_descriptor_offset_moves_as_with_the_builtin(d, backend):
+    path = p(d, "offset.dat")
+    data = bytes(range(256)) * 8
+    with builtins.open(path, "wb") as f:
+        f.write(data)
+    for opener in (builtins.open, lambda path, mode, **kw: ubio_or_skip(path, mode, backend, **kw)):
+        # Raw: os.read after f.read continues where f.read stopped, and f.read
+        # after os.lseek starts where the caller put the offset.
+        with opener(path, "rb", buffering=0) as f:
+            assert f.read(4) == data[:4]
+            assert os.read(f.fileno(), 3) == data[4:7]
+            assert f.tell() == 7
+            os.lseek(f.fileno(), 100, os.SEEK_SET)
+            assert f.read(2) == data[100:102]
+            assert f.readinto(bytearray(10)) == 10 and f.tell() == 112
+        # Buffered: a child handed the file after a line was read gets
+        # what the builtin's child gets (what the buffer did not take).
+        with opener(path, "rb") as f:
+            f.readline()
+            out = subprocess.run(["wc", "-c"], stdin=f, capture_output=True, check=True).stdout
+            assert int(out) == 0, "the child read the file again"
+        # Writes through the raw file, the caller's own os.write between them.
+        with opener(path, "r+b", buffering=0) as f:
+            f.seek(10)
+            assert f.write(b"ab") == 2
+            assert os.write(f.fileno(), b"cd") == 2
+            assert f.write(b"ef") == 2 and f.tell() == 16
+        with builtins.open(path, "rb") as f:
+            assert f.read(16) == data[:10] + b"abcdef"
+        with builtins.open(path, "wb") as f:
+            f.write(data)
+
+
+@pytest.mark.parametrize("backend", ubio.BACKENDS)
+def test_append_writes_go_to_the_end_with_a_child_between(d, backend):
+    path = p(d, "append.txt")
+    with builtins.open(path, "w") as f:
+        f.write("existing\n")
+    with ubio_or_skip(path, "ab", backend, buffering=0) as f:
+        f.write(b"one\n")
+        subprocess.run(["echo", "two"], stdout=f, check=True)
+        f.seek(0)
+        f.write(b"three\n")
+        assert f.tell() == os.path.getsize(path) == 23
+    with builtins.open(path) as f:
+        assert f.read() == "existing\none\ntwo\nthree\n"
+
+
 # Errors
 
 
-def test_errors_are_oserror_with_errno_and_filename(d):
+def outcome(action):
+    """What `action()` returns, or the type, args and filename of what it raises."""
+    try:
+        return ("returned", action())
+    except Exception as e:
+        return (type(e), e.args, getattr(e, "filename", None))
+
+
+@pytest.mark.parametrize("backend", ubio.BACKENDS)
+def test_errors_and_edge_cases_are_the_builtins(d, backend):
+    """The issue's list (issue 25): each action gives with ubio.FileIO and
+    ubio.open what it gives with io.FileIO and open(): the same value or the
+    same exception type, arguments and filename."""
+    path = p(d, "e.dat")
+    with builtins.open(path, "wb") as f:
+        f.write(b"0123456789")
+    bpath = os.fsencode(path)
     missing = p(d, "no/such/file")
-    with pytest.raises(FileNotFoundError) as e:
-        ubio.open(missing)
-    assert e.value.errno == errno.ENOENT and e.value.filename == missing
-    assert "open" in str(e.value)
-    with pytest.raises(IsADirectoryError) as e:
-        ubio.open(str(d), "w")
-    assert e.value.filename == str(d)
+
+    def raw(fileio, name, mode, act):
+        def run():
+            with fileio(name, mode) as f:
+                return act(f)
+        return run
+
+    actions = {
+        "open a missing file": lambda o, F: (lambda: o(missing)),
+        "open a directory for reading": lambda o, F: (lambda: o(str(d), "rb")),
+        "open a directory for writing": lambda o, F: (lambda: o(str(d), "w")),
+        "NUL in the path": lambda o, F: (lambda: o(path + "\0x", "rb")),
+        "a bad mode": lambda o, F: (lambda: o(path, "rw")),
+        "read a write-only file": lambda o, F: raw(F, path, "ab", lambda f: f.read(1)),
+        "write a read-only file": lambda o, F: raw(F, path, "rb", lambda f: f.write(b"x")),
+        "truncate a read-only file": lambda o, F: raw(F, path, "rb", lambda f: f.truncate(0)),
+        "truncate(-1)": lambda o, F: raw(F, path, "r+b", lambda f: f.truncate(-1)),
+        "seek(-1)": lambda o, F: raw(F, path, "rb", lambda f: f.seek(-1)),
+        "seek(0, 5)": lambda o, F: raw(F, path, "rb", lambda f: f.seek(0, 5)),
+        "seek past 2**63": lambda o, F: raw(F, path, "rb", lambda f: f.seek(2**63)),
+        "SEEK_DATA and SEEK_HOLE": lambda o, F: raw(
+            F, path, "rb", lambda f: (f.seek(0, os.SEEK_DATA), f.seek(0, os.SEEK_HOLE))
+        ),
+        "tell() after opening ab": lambda o, F: raw(F, path, "ab", lambda f: f.tell()),
+        "a+b reads from the end": lambda o, F: raw(F, path, "a+b", lambda f: f.read()),
+        "a bytes filename": lambda o, F: raw(F, bpath, "rb", lambda f: (f.name, f.mode, repr(f).split(".", 1)[1])),
+        "an integer descriptor": lambda o, F: (lambda: outcome_of_fd(F)),
+        "closefd with a name": lambda o, F: (lambda: F(path, "rb", closefd=False)),
+        "a negative descriptor": lambda o, F: (lambda: F(-5)),
+        "read after close": lambda o, F: (lambda: closed(F(path)).read(1)),
+        "buffered text append keeps one BOM": lambda o, F: (lambda: append_bom(o, path)),
+    }
+
+    def outcome_of_fd(F):
+        fd = os.open(path, os.O_RDONLY)
+        with F(fd, "rb", closefd=False) as f:
+            got = (f.read(3), f.name, f.closefd, repr(f).split(".", 1)[1])
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.close(fd)
+        return got
+
+    def closed(f):
+        f.close()
+        return f
+
+    def append_bom(o, name):
+        for enc in ("utf-8-sig", "utf-16"):
+            with o(name + enc, "w", encoding=enc) as f:
+                f.write("a")
+            with o(name + enc, "a", encoding=enc) as f:
+                f.write("b")
+            with builtins.open(name + enc, "rb") as f:
+                yield f.read()
+            os.unlink(name + enc)
+
+    for what, make in actions.items():
+        want = outcome(make(builtins.open, io.FileIO))
+        ubio_open = lambda *a, **k: ubio.open(*a, backend=backend, **k)  # noqa: E731
+        ubio_fileio = lambda *a, **k: ubio.FileIO(*a, backend=backend, **k)  # noqa: E731
+        got = outcome(make(ubio_open, ubio_fileio))
+        if what.startswith("buffered text"):
+            want, got = ("returned", list(want[1])), ("returned", list(got[1]))
+        if isinstance(got[0], type) and issubclass(got[0], OSError) and got[1] and got[1][0] == errno.EOPNOTSUPP:
+            pytest.skip(f"{backend} refused here")
+        assert got == want, what
+
+
+def test_module_functions_raise_oserror_with_errno_and_filename(d):
+    missing = p(d, "no/such/file")
     for fn in (ubio.stat, ubio.evict, ubio.probe):
         with pytest.raises(FileNotFoundError) as e:
             fn(missing)
         assert e.value.filename == missing
     with pytest.raises(FileNotFoundError):
         ubio.copy(missing, p(d, "dst"))
-    path = p(d, "ro.dat")
-    with open(path, "wb") as f:
-        f.write(b"x")
-    with ubio.open(path, "rb", buffering=0) as f:
-        with pytest.raises(OSError) as e:
-            f.write(b"y")
-        assert e.value.errno == errno.EBADF and e.value.filename == path
-    with ubio.open(path, "rb") as f:
-        with pytest.raises(io.UnsupportedOperation):
-            f.write(b"y")
     with pytest.raises(ValueError, match="unknown backend"):
-        ubio.open(path, backend="fast")
+        ubio.open(p(d, "x"), "wb", backend="fast")
 
 
 def test_a_backend_that_cannot_run_is_refused():
@@ -317,3 +508,120 @@ def test_copy_stat_evict_probe(d):
     assert pr["auto"] in ubio.BACKENDS and pr["fs"]["fs_type"]
     with ubio.open(src, "rb") as f:
         assert set(f.raw.stats()) >= {"backend", "pages_dropped", "bytes_read"}
+
+
+# Descriptors ubio does not manage, long reads, blocking reads
+
+
+def test_readall_reads_past_what_fstat_said(d):
+    """/proc files (size 0), a FIFO, a file that grows while it is read:
+    readall() returns what read() to the end returns (issue 25: it raised
+    BufferError)."""
+    with builtins.open("/proc/self/status", "rb") as f:
+        want = f.read().split(b"\n")[0]
+    with ubio.open("/proc/self/status", "rb", buffering=0) as f:
+        assert f.readall().split(b"\n")[0] == want
+    with ubio.open("/proc/self/status", "rb") as f:
+        assert f.read().split(b"\n")[0] == want
+    fifo = p(d, "fifo")
+    os.mkfifo(fifo)
+    data = os.urandom(300_000)
+
+    def feed():
+        with builtins.open(fifo, "wb") as w:
+            w.write(data)
+
+    t = threading.Thread(target=feed)
+    t.start()
+    with ubio.open(fifo, "rb") as f:
+        assert f.read() == data
+    t.join()
+    path = p(d, "growing")
+    with builtins.open(path, "wb") as w:
+        w.write(b"a" * 1000)
+    with ubio.open(path, "rb", buffering=0) as f:
+        with builtins.open(path, "ab") as w:
+            w.write(b"b" * 100_000)  # after the open, before readall's fstat or during it
+        assert f.readall() == b"a" * 1000 + b"b" * 100_000
+
+
+def test_a_read_blocked_on_a_fifo_blocks_nothing_else(d):
+    """A thread blocked in read() on a FIFO holds no lock that `closed`,
+    repr() or another call needs (issue 25: the interpreter stopped). Run
+    in a child interpreter, so that a deadlock fails the test instead of
+    hanging it."""
+    fifo = p(d, "fifo")
+    os.mkfifo(fifo)
+    script = f"""
+import os, threading, ubio
+fifo = {fifo!r}
+w = os.open(fifo, os.O_RDWR)  # a writer that sends nothing yet
+f = ubio.open(fifo, "rb", buffering=0)
+got = []
+t = threading.Thread(target=lambda: got.append(f.read(10)))
+t.start()
+while not t.is_alive():
+    pass
+for _ in range(1000):
+    assert not f.closed and "ubio.FileIO" in repr(f) and f.fileno() >= 0 and f.readable()
+os.write(w, b"unblock")
+t.join()
+assert got == [b"unblock"], got
+f.close()
+os.close(w)
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout == "ok\n", out.stderr
+
+
+def test_pipes_sockets_and_terminals_pass_through(d):
+    """What ubio cannot manage is read and written as io.FileIO does."""
+    r, w = os.pipe()
+    with ubio.open(w, "wb", buffering=0) as fw, ubio.open(r, "rb", buffering=0) as fr:
+        assert fw.write(b"through a pipe") == 14
+        assert fr.read(7) == b"through" and not fr.seekable()
+        assert fw.stats()["managed"] is False
+        os.set_blocking(r, False)
+        assert fr.read(100) == b" a pipe" and fr.read(100) is None  # EAGAIN: None
+    a, b = socket.socketpair()
+    with a, b, ubio.open(a.fileno(), "wb", buffering=0, closefd=False) as fa:
+        fa.write(b"socket")
+        assert b.recv(10) == b"socket"
+    master, slave = os.openpty()
+    with ubio.open(slave, "w") as t, builtins.open(master, "rb", buffering=0) as m:
+        assert t.isatty() and t.line_buffering  # as the builtin makes a terminal
+        t.write("line\n")
+        assert m.read(100).startswith(b"line")
+
+
+def test_a_direct_write_only_handle_cannot_read(d):
+    """backend="direct" reads through an O_DIRECT descriptor of its own;
+    a handle opened write-only still cannot read, as with the builtin."""
+    path = p(d, "wo.dat")
+    for mode in ("wb", "ab", "xb"):
+        if mode == "xb" and os.path.exists(path):
+            os.unlink(path)
+        f = ubio_or_skip(path, mode, "direct", buffering=0)
+        with f:
+            f.write(b"data" * 1024)
+            with pytest.raises(io.UnsupportedOperation):
+                f.read(4)
+            with pytest.raises(io.UnsupportedOperation):
+                f.readinto(bytearray(4))
+        with pytest.raises(ValueError):
+            f.read(4)
+
+
+def test_close_flushes_before_the_descriptor_goes_and_reports_close_errors(d):
+    path = p(d, "close.dat")
+    f = ubio.open(path, "wb")
+    f.write(b"buffered, not yet written")
+    f.close()  # the buffer is written through the descriptor before it is closed
+    with builtins.open(path, "rb") as g:
+        assert g.read() == b"buffered, not yet written"
+    f = ubio.open(path, "rb", buffering=0)
+    os.close(f.fileno())
+    with pytest.raises(OSError) as e:
+        f.close()
+    assert e.value.errno == errno.EBADF and f.closed

@@ -19,9 +19,13 @@ only ``os.fsync(f.fileno())`` promises it.
 
 from __future__ import annotations
 
+import errno
 import io
 import os
-from typing import IO, Any, Dict, Optional, Union
+import stat as _stat
+import threading
+import warnings
+from typing import IO, Any, Callable, Dict, Optional, Union
 
 from . import _ubio
 from ._ubio import DEFAULT_READ_LAG, DEFAULT_WINDOW, copy, evict, probe, stat
@@ -39,220 +43,443 @@ __all__ = [
     "BACKENDS",
 ]
 
-#: Buffer size of ubio.open() (the builtin open() uses st_blksize, 4 KiB on
-#: ext4): large reads keep the per-call cost small.
+#: Buffer size of ubio.open() for the files ubio manages (the builtin open()
+#: uses st_blksize, 4 KiB on ext4): large reads keep the per-call cost small.
 DEFAULT_BUFFER_SIZE = 1 << 20
 
 #: The backends ``backend=`` accepts.
 BACKENDS = ("auto", "kernel", "emulated", "direct", "buffered")
 
+#: The backend of a FileIO made without ``backend=`` (tests run the whole
+#: suite once per backend by setting it).
+_default_backend = "auto"
+
 _Path = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
+_repr_running = threading.local()
 
-def _parse_mode(mode: str) -> Dict[str, bool]:
-    chars = set(mode)
-    if len(chars) != len(mode) or not chars <= set("rwxa+bt") or "b" in chars and "t" in chars:
-        raise ValueError(f"invalid mode: {mode!r}")
-    kinds = chars & set("rwxa")
-    if len(kinds) != 1:
-        raise ValueError("must have exactly one of create/read/write/append mode")
-    kind = kinds.pop()
-    plus = "+" in chars
-    return {
-        "read": kind == "r" or plus,
-        "write": kind in "wx" or plus,
-        "append": kind == "a",
-        "create": kind in "wax",
-        "truncate": kind == "w",
-        "exclusive": kind == "x",
-    }
+# The range of a descriptor (a C int).
+_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
 
 
 class FileIO(io.RawIOBase):
-    """A raw binary file whose I/O goes through ubio (io.RawIOBase semantics).
+    """A raw binary file whose data goes through ubio; otherwise io.FileIO.
+
+    Takes what io.FileIO takes (a path or an integer descriptor, the modes
+    "r", "w", "x", "a" with "b" and "+", ``closefd``, ``opener``) and raises
+    what it raises. The descriptor's offset is the file position, shared with
+    other descriptors of the same open file (a child's, the caller's own
+    os.read/os.lseek). Descriptors ubio does not manage (pipes, sockets,
+    terminals, /proc files) are read and written as io.FileIO does.
 
     ``ubio.open(..., buffering=0)`` returns one; otherwise it sits under an
     io.BufferedReader/Writer/Random as ``f.raw``. ``stats()`` gives the
     per-handle statistics (pages dropped and kept, bytes, backend).
     """
 
+    _fd = -1
+    _created = False
+    _readable = False
+    _writable = False
+    _appending = False
+    _seekable: Optional[bool] = None
+    _closefd = True
+    _stream: Optional[_ubio.Stream] = None
+
     def __init__(
         self,
-        file: _Path,
+        file: Union[_Path, int],
         mode: str = "r",
+        closefd: bool = True,
+        opener: Optional[Callable[[Any, int], int]] = None,
         *,
-        backend: str = "auto",
+        backend: Optional[str] = None,
         window: Optional[int] = None,
         read_lag: Optional[int] = None,
         preserve_cached: bool = True,
     ) -> None:
-        super().__init__()
-        flags = _parse_mode(mode)
-        path = os.fsdecode(os.fspath(file))
-        self._raw = _ubio.RawFile(
-            path,
-            mode=0o666,
-            backend=backend,
-            window=window,
-            read_lag=read_lag,
-            preserve_cached=preserve_cached,
-            **flags,
-        )
-        self.name = file
-        # As io.FileIO reports it.
-        kind = next(c for c in mode if c in "rwxa")
-        self.mode = {"r": "rb", "w": "wb", "x": "xb", "a": "ab"}[kind]
-        if "+" in mode:
-            self.mode = self.mode[0] + "b+"
+        if self._fd >= 0:
+            # __init__ again: the earlier file goes first, as with io.FileIO.
+            try:
+                self._end_stream()
+            finally:
+                fd, self._fd = self._fd, -1
+                if self._closefd:
+                    os.close(fd)
+        if isinstance(file, float):
+            raise TypeError("integer argument expected, got float")
+        if isinstance(file, int) and _INT_MIN <= file <= _INT_MAX:
+            if file < 0:
+                raise ValueError("negative file descriptor")
+            fd = file
+        else:
+            fd = -1  # a name (an int beyond a C int is refused by os.open, as by io.FileIO)
+        if not isinstance(mode, str):
+            raise TypeError(f"invalid mode: {mode}")
+        if not set(mode) <= set("xrwab+") or len(set(mode)) != len(mode):
+            raise ValueError(f"invalid mode: {mode}")
+        if sum(c in "rwax" for c in mode) != 1:
+            raise ValueError("Must have exactly one of create/read/write/append mode and at most one plus")
+        self._created = "x" in mode
+        self._readable = "r" in mode or "+" in mode
+        self._writable = "r" not in mode or "+" in mode
+        self._appending = "a" in mode
+        flags = os.O_CLOEXEC
+        if self._created:
+            flags |= os.O_EXCL | os.O_CREAT
+        elif "w" in mode:
+            flags |= os.O_CREAT | os.O_TRUNC
+        elif self._appending:
+            flags |= os.O_APPEND | os.O_CREAT
+        if self._readable and self._writable:
+            flags |= os.O_RDWR
+        elif self._readable:
+            flags |= os.O_RDONLY
+        else:
+            flags |= os.O_WRONLY
+
+        owned = None
+        try:
+            if fd < 0:
+                if not closefd:
+                    raise ValueError("Cannot use closefd=False with file name")
+                if opener is None:
+                    fd = os.open(file, flags, 0o666)
+                else:
+                    fd = opener(file, flags)
+                    if not isinstance(fd, int):
+                        raise TypeError("expected integer from opener")
+                    if fd < 0:
+                        raise ValueError(f"opener returned {fd}")
+                owned = fd
+            self._closefd = closefd
+            st = os.fstat(fd)
+            if _stat.S_ISDIR(st.st_mode):
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), file)
+            self._blksize = st.st_blksize if st.st_blksize > 1 else io.DEFAULT_BUFFER_SIZE
+            self.name = file
+            if self._appending:
+                # The position is the end from the start, as io.FileIO makes
+                # it (tell() says so; a BOM is not written again).
+                try:
+                    os.lseek(fd, 0, os.SEEK_END)
+                except OSError as e:
+                    if e.errno != errno.ESPIPE:
+                        raise
+            path = None if isinstance(file, int) else os.fsdecode(file)
+            self._stream = _ubio.Stream(
+                fd,
+                backend=_default_backend if backend is None else backend,
+                window=window,
+                read_lag=read_lag,
+                preserve_cached=preserve_cached,
+                path=path,
+            )
+        except BaseException:
+            if owned is not None:
+                os.close(owned)
+            raise
+        self._fd = fd
+
+    def __del__(self) -> None:
+        if self._fd >= 0 and self._closefd and not self.closed:
+            warnings.warn(f"unclosed file {self!r}", ResourceWarning, stacklevel=2, source=self)
+            self.close()
+
+    def _dealloc_warn(self, source: Any) -> None:
+        # Called by a buffered wrapper that is collected unclosed.
+        if self._fd >= 0 and self._closefd and not self.closed:
+            warnings.warn(f"unclosed file {source!r}", ResourceWarning, stacklevel=2, source=source)
+
+    def __getstate__(self) -> None:
+        raise TypeError(f"cannot pickle {type(self).__name__!r} object")
 
     def __repr__(self) -> str:
-        state = "closed" if self.closed else self.backend()[0]
-        return f"<ubio.FileIO name={self.name!r} mode={self.mode!r} {state}>"
-
-    @property
-    def closed(self) -> bool:  # type: ignore[override]
-        return self._raw.closed
-
-    def readinto(self, buffer: Any) -> int:
-        """Read into a writable bytes-like object; 0 at end of file."""
-        return self._raw.readinto(buffer)
-
-    def readall(self) -> bytes:
-        """Read to the end of the file in large steps."""
-        self._check_open()
+        cls = f"{type(self).__module__}.{type(self).__qualname__}"
+        if self.closed:
+            return f"<{cls} [closed]>"
+        active = getattr(_repr_running, "ids", None)
+        if active is None:
+            active = _repr_running.ids = set()
+        if id(self) in active:
+            raise RuntimeError(f"reentrant call inside {cls}.__repr__")
+        active.add(id(self))
         try:
-            size = os.fstat(self.fileno()).st_size - self.tell()
-        except OSError:
-            size = 0
-        buf = bytearray(max(size, 0) + 1)
-        view = memoryview(buf)
-        got = 0
-        while True:
-            if got == len(buf):
-                buf.extend(bytes(DEFAULT_BUFFER_SIZE))
-                view.release()
-                view = memoryview(buf)
-            n = self._raw.readinto(view[got:])
-            if n == 0:
-                break
-            got += n
-        view.release()
-        del buf[got:]
-        return bytes(buf)
+            try:
+                name = self.name
+            except AttributeError:
+                return f"<{cls} fd={self._fd} mode={self.mode!r} closefd={self._closefd!r}>"
+            return f"<{cls} name={name!r} mode={self.mode!r} closefd={self._closefd!r}>"
+        finally:
+            active.discard(id(self))
 
-    def write(self, data: Any) -> int:
-        """Write a bytes-like object; the number of bytes written."""
-        return self._raw.write(data)
+    def _check_closed(self) -> None:
+        if self._fd < 0:
+            raise ValueError("I/O operation on closed file")
 
-    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
-        return self._raw.seek(offset, whence)
+    def _check_readable(self) -> None:
+        if not self._readable:
+            raise io.UnsupportedOperation("File not open for reading")
+
+    def _check_writable(self) -> None:
+        if not self._writable:
+            raise io.UnsupportedOperation("File not open for writing")
+
+    def _live(self) -> _ubio.Stream:
+        self._check_closed()
+        assert self._stream is not None
+        return self._stream
+
+    def read(self, size: Optional[int] = -1) -> Optional[bytes]:
+        """Read at most size bytes (one read); all to the end of file if
+        size is None or negative; None when a non-blocking descriptor has
+        nothing."""
+        stream = self._live()
+        self._check_readable()
+        if size is None or size < 0:
+            return self.readall()
+        try:
+            return stream.read(size)
+        except BlockingIOError:
+            return None
+
+    def readall(self) -> Optional[bytes]:
+        """Read to the end of file (the file may be longer than fstat()
+        says: /proc files, FIFOs, a file being appended to)."""
+        stream = self._live()
+        self._check_readable()
+        return stream.readall()
+
+    def readinto(self, buffer: Any) -> Optional[int]:
+        """Read into a writable bytes-like object; 0 at end of file."""
+        stream = self._live()
+        self._check_readable()
+        try:
+            return stream.readinto(buffer)
+        except BlockingIOError:
+            return None
+
+    def write(self, data: Any) -> Optional[int]:
+        """Write a bytes-like object (one write); the number of bytes written."""
+        stream = self._live()
+        self._check_writable()
+        try:
+            return stream.write(data)
+        except BlockingIOError:
+            return None
+
+    def seek(self, pos: int, whence: int = os.SEEK_SET) -> int:
+        """lseek(2) on the descriptor: the new position."""
+        if isinstance(pos, float):
+            raise TypeError("an integer is required")
+        self._check_closed()
+        return os.lseek(self._fd, pos, whence)
 
     def tell(self) -> int:
-        return self._raw.tell()
+        self._check_closed()
+        return os.lseek(self._fd, 0, os.SEEK_CUR)
 
     def truncate(self, size: Optional[int] = None) -> int:
-        return self._raw.truncate(self.tell() if size is None else size)
-
-    def readable(self) -> bool:
-        self._check_open()
-        return self._raw.readable()
-
-    def writable(self) -> bool:
-        self._check_open()
-        return self._raw.writable()
+        """Resize the file to size bytes (default: the position, which does
+        not move)."""
+        self._check_closed()
+        self._check_writable()
+        if size is None:
+            size = self.tell()
+        os.ftruncate(self._fd, size)
+        return size
 
     def seekable(self) -> bool:
-        return self._raw.seekable()
+        self._check_closed()
+        if self._seekable is None:
+            try:
+                self.tell()
+            except OSError:
+                self._seekable = False
+            else:
+                self._seekable = True
+        return self._seekable
+
+    def readable(self) -> bool:
+        self._check_closed()
+        return self._readable
+
+    def writable(self) -> bool:
+        self._check_closed()
+        return self._writable
 
     def fileno(self) -> int:
-        return self._raw.fileno()
+        self._check_closed()
+        return self._fd
 
     def isatty(self) -> bool:
-        return os.isatty(self.fileno())
+        self._check_closed()
+        return os.isatty(self._fd)
+
+    @property
+    def closefd(self) -> bool:
+        """Whether close() closes the descriptor."""
+        return self._closefd
+
+    @property
+    def mode(self) -> str:
+        """The mode as io.FileIO reports it ("rb", "wb", "xb", "ab", "rb+", ...)."""
+        if self._created:
+            return "xb+" if self._readable else "xb"
+        if self._appending:
+            return "ab+" if self._readable else "ab"
+        if self._readable:
+            return "rb+" if self._writable else "rb"
+        return "wb"
 
     def flush(self) -> None:
-        """Write back what was written so far and drop those pages (no
+        """Nothing to write out (as io.FileIO); raises ValueError once closed.
+        ``flush_writeback()`` waits for the written data's writeback."""
+        self._checkClosed()  # type: ignore[attr-defined]
+
+    def flush_writeback(self) -> None:
+        """Write back what was written so far, wait, and drop those pages (no
         durability promise: os.fsync(f.fileno()) gives that)."""
-        if not self.closed and self._raw.writable():
-            self._raw.flush()
+        self._live().flush()
 
     def close(self) -> None:
-        """Flush the write-behind, drop what this file cached, report any
-        deferred writeback error (as OSError), and close."""
+        """Flush, end the stream (the write-behind written back, what this
+        file cached dropped, a deferred writeback error raised) while the
+        descriptor is open, then close it (closefd) and raise close(2)'s
+        error, as io.FileIO does."""
         if self.closed:
             return
+        first: Optional[BaseException] = None
         try:
-            self._raw.close()
-        finally:
             super().close()
+        except BaseException as e:
+            first = e
+        try:
+            self._end_stream()
+        except BaseException as e:
+            first = first or e
+        fd, self._fd = self._fd, -1
+        if self._closefd and fd >= 0:
+            try:
+                os.close(fd)
+            except BaseException as e:
+                first = first or e
+        if first is not None:
+            raise first
+
+    def _end_stream(self) -> None:
+        if self._stream is not None:
+            self._stream.finish()
 
     def stats(self) -> Dict[str, Any]:
         """The per-handle statistics (the final ones after close)."""
-        return self._raw.stats()
+        if self._stream is None:
+            raise ValueError("no statistics")
+        return self._stream.stats()
 
     def backend(self) -> "tuple[str, str]":
         """The backend in use and why it was chosen."""
-        return self._raw.backend()
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise ValueError("I/O operation on closed file")
+        return self._live().backend()
 
 
 def open(  # noqa: A001 (shadows the builtin on purpose, as io.open does)
-    file: _Path,
+    file: Union[_Path, int],
     mode: str = "r",
     buffering: int = -1,
     encoding: Optional[str] = None,
     errors: Optional[str] = None,
     newline: Optional[str] = None,
+    closefd: bool = True,
+    opener: Optional[Callable[[Any, int], int]] = None,
     *,
-    backend: str = "auto",
+    backend: Optional[str] = None,
     window: Optional[int] = None,
     read_lag: Optional[int] = None,
     preserve_cached: bool = True,
 ) -> IO[Any]:
     """Open a file as the builtin open() does, with ubio underneath.
 
-    Returns io.TextIOWrapper (text modes), io.BufferedReader, BufferedWriter
-    or BufferedRandom (binary modes), or the raw ubio.FileIO (buffering=0).
-    ``backend``: one of BACKENDS ("auto" picks per file); ``window``: dirty +
-    writeback bytes a writer may have (default 16 MiB); ``read_lag``: how far
-    behind the read position read pages may stay (default 4 MiB);
-    ``preserve_cached``: keep pages that were cached before (default True).
+    Takes what open() takes and returns what it returns: io.TextIOWrapper
+    (text modes), io.BufferedReader, BufferedWriter or BufferedRandom
+    (binary modes), or the raw ubio.FileIO (buffering=0); the buffer of a
+    file ubio manages is DEFAULT_BUFFER_SIZE (1 MiB). ``backend``: one of
+    BACKENDS ("auto" picks per file); ``window``: dirty + writeback bytes a
+    writer may have (default 16 MiB); ``read_lag``: how far behind the read
+    position read pages may stay (default 4 MiB); ``preserve_cached``: keep
+    pages that were cached before (default True).
     """
-    text = "b" not in mode
-    if text and buffering == 0:
-        raise ValueError("can't have unbuffered text I/O")
-    if not text and (encoding is not None or errors is not None or newline is not None):
-        raise ValueError("binary mode doesn't take an encoding, errors or newline argument")
+    if not isinstance(file, int):
+        file = os.fspath(file)
+    if not isinstance(file, (str, bytes, int)):
+        raise TypeError(f"invalid file: {file!r}")
+    if not isinstance(mode, str):
+        raise TypeError(f"invalid mode: {mode!r}")
+    if not isinstance(buffering, int):
+        raise TypeError(f"invalid buffering: {buffering!r}")
+    if encoding is not None and not isinstance(encoding, str):
+        raise TypeError(f"invalid encoding: {encoding!r}")
+    if errors is not None and not isinstance(errors, str):
+        raise TypeError(f"invalid errors: {errors!r}")
+    modes = set(mode)
+    if modes - set("axrwb+t") or len(mode) > len(modes):
+        raise ValueError(f"invalid mode: {mode!r}")
+    creating, reading, writing, appending = ("x" in modes, "r" in modes, "w" in modes, "a" in modes)
+    updating, text, binary = "+" in modes, "t" in modes, "b" in modes
+    if text and binary:
+        raise ValueError("can't have text and binary mode at once")
+    if creating + reading + writing + appending != 1:
+        raise ValueError("must have exactly one of create/read/write/append mode")
+    if binary and encoding is not None:
+        raise ValueError("binary mode doesn't take an encoding argument")
+    if binary and errors is not None:
+        raise ValueError("binary mode doesn't take an errors argument")
+    if binary and newline is not None:
+        raise ValueError("binary mode doesn't take a newline argument")
+    if binary and buffering == 1:
+        warnings.warn(
+            "line buffering (buffering=1) isn't supported in binary mode, "
+            "the default buffer size will be used",
+            RuntimeWarning,
+            2,
+        )
     raw = FileIO(
         file,
-        mode,
+        "".join(c for c in "xrwa+" if c in modes),
+        closefd,
+        opener,
         backend=backend,
         window=window,
         read_lag=read_lag,
         preserve_cached=preserve_cached,
     )
+    result: Any = raw
     try:
+        line_buffering = False
+        if buffering == 1 or buffering < 0 and raw.isatty():
+            buffering = -1
+            line_buffering = True
+        if buffering < 0:
+            buffering = DEFAULT_BUFFER_SIZE if raw._stream.managed else raw._blksize  # type: ignore[union-attr]
         if buffering == 0:
-            return raw
-        line_buffering = text and buffering == 1
-        size = DEFAULT_BUFFER_SIZE if buffering in (-1, 1) else buffering
+            if binary:
+                return result
+            raise ValueError("can't have unbuffered text I/O")
         buffer: Union[io.BufferedRandom, io.BufferedWriter, io.BufferedReader]
-        if "+" in mode:
-            buffer = io.BufferedRandom(raw, size)
-        elif raw.writable():
-            buffer = io.BufferedWriter(raw, size)
+        if updating:
+            buffer = io.BufferedRandom(raw, buffering)
+        elif creating or writing or appending:
+            buffer = io.BufferedWriter(raw, buffering)
         else:
-            buffer = io.BufferedReader(raw, size)
-        if not text:
-            return buffer
+            buffer = io.BufferedReader(raw, buffering)
+        result = buffer
+        if binary:
+            return result
         if hasattr(io, "text_encoding"):
             encoding = io.text_encoding(encoding)
         wrapper = io.TextIOWrapper(buffer, encoding, errors, newline, line_buffering)
+        result = wrapper
         wrapper.mode = mode  # type: ignore[misc]
         return wrapper
     except BaseException:
-        raw.close()
+        result.close()
         raise

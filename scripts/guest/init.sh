@@ -38,6 +38,8 @@ finish() {
 arg() { tr ' ' '\n' < /proc/cmdline | sed -n "s/^ubio\.$1=//p"; }
 FILESYSTEMS=$(arg fs | tr , ' ')
 STREAM_MB=$(arg stream_mb)
+ONLY=$(arg only)     # binary::test: that test alone (run.sh's UBIO_GUEST_ONLY)
+REPEAT=$(arg repeat) # times each test runs (UBIO_GUEST_REPEAT)
 MODE=$(arg mode)
 
 say "GUEST-KERNEL $(uname -r) $(uname -m), $(grep -c ^processor /proc/cpuinfo) CPUs, $(awk '/MemTotal/ {print int($2/1024)}' /proc/meminfo) MiB"
@@ -128,8 +130,11 @@ for fs in $FILESYSTEMS; do
 
     for t in /tests/*; do
         bin=${t##*/}
+        [ -n "$ONLY" ] && [ "$bin" != "${ONLY%%::*}" ] && continue
         "$t" --list --format terse 2> /dev/console | sed -n 's/: test$//p' > /tmp/list
+        if [ -n "$ONLY" ]; then grep -x "${ONLY#*::}" /tmp/list > /tmp/list.only; mv /tmp/list.only /tmp/list; fi
         [ -s /tmp/list ] || say "GUEST-TEST $fs $bin::list: FAILED (no tests listed)"
+        for _ in $(seq "${REPEAT:-1}"); do cat /tmp/list; done > /tmp/list.all
         while read -r name; do
             start=$(date +%s)
             say "== $fs $bin::$name"
@@ -149,9 +154,31 @@ for fs in $FILESYSTEMS; do
             else
                 say "GUEST-TEST $fs $bin::$name: FAILED (exit $rc) (${secs}s)"
             fi
-        done < /tmp/list
+        done < /tmp/list.all
     done
     rm -rf /mnt/test /mnt/tmp
     umount_fs "$fs" || say "GUEST-FS $fs: FAILED umount"
 done
+
+# The power-cut suite (run.sh's UBIO_GUEST_POWERCUT): images on an xfs on
+# the scratch disk (a replay point's copy is a reflink); what fails is kept
+# and written to the second disk as a tar, for run.sh to keep.
+PC_FS=$(arg powercut | tr , ' ')
+if [ -n "$PC_FS" ]; then
+    if /usr/sbin/mkfs.xfs -q -f /dev/vda > /tmp/mkfs.log 2>&1 && mkdir -p /work && mount -t xfs /dev/vda /work; then
+        for fs in $PC_FS; do
+            start=$(date +%s)
+            /usr/bin/ubio-powercut --fs "$fs" --backends "$(arg pc_backends)" --workloads "$(arg pc_workloads)" \
+                --mib "$(arg pc_mib)" --work /work --keep /work/kept --ubio /usr/bin/ubio > /dev/console 2>&1 ||
+                say "GUEST-POWERCUT: FAILED on $fs (exit $?, $(($(date +%s) - start))s)"
+        done
+        if [ -d /work/kept ] && [ -b /dev/vdb ]; then
+            tar -cf /dev/vdb -C /work kept && say "GUEST-POWERCUT: kept images written to the second disk"
+        fi
+        umount /work
+    else
+        cat /tmp/mkfs.log > /dev/console
+        say "GUEST-POWERCUT: FAILED (no xfs for the images)"
+    fi
+fi
 finish

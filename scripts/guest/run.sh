@@ -48,7 +48,21 @@
 # bound), UBIO_GUEST_TIMEOUT (seconds for the guests, default 3600: a run
 # takes 33 minutes on this 2-core VM while five other builds run),
 # UBIO_GUEST_ACCEL (kvm or tcg, to skip the check), UBIO_GUEST_KEEP_LOG (a
-# directory to copy the console logs to).
+# directory to copy the console logs to), UBIO_GUEST_FAILED_LOGS (where the
+# console log of a kernel with a failed cell is always kept, default
+# target/guest-failures; each failed cell's own output is also printed),
+# UBIO_GUEST_ONLY (one test, `binary::name`, instead of all) and
+# UBIO_GUEST_REPEAT (run each test that many times: hunting a flake);
+# UBIO_GUEST_FS=none runs no contract test.
+# The power-cut suite (ubio-powercut, in the first kernel's guest, after the
+# contract tests: dm-log-writes records each workload, every flush and FUA
+# point is replayed and checked): UBIO_GUEST_POWERCUT (filesystems, default
+# "ext4", the reduced pass CI runs; "ext4 xfs btrfs f2fs" for the matrix of
+# scripts/integrity.sh; empty: none), UBIO_GUEST_POWERCUT_BACKENDS
+# (default "emulated,direct"), UBIO_GUEST_POWERCUT_WORKLOADS (default
+# "cp,tree,fsync,overwrite"), UBIO_GUEST_POWERCUT_MIB (MiB per workload,
+# default 4). A failing point's replayed image and log excerpt are kept in
+# the failed-logs directory.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -56,10 +70,19 @@ root=$PWD
 
 KERNELS=${UBIO_GUEST_KERNELS:-"6.12 6.1"}
 FILESYSTEMS=${UBIO_GUEST_FS:-"f2fs ext4 xfs btrfs"}
+[ "$FILESYSTEMS" = none ] && FILESYSTEMS=
+POWERCUT=${UBIO_GUEST_POWERCUT-ext4}
+POWERCUT_BACKENDS=${UBIO_GUEST_POWERCUT_BACKENDS:-emulated,direct}
+POWERCUT_WORKLOADS=${UBIO_GUEST_POWERCUT_WORKLOADS:-cp,tree,fsync,overwrite}
+POWERCUT_MIB=${UBIO_GUEST_POWERCUT_MIB:-4}
 STREAM_MB=${UBIO_GUEST_STREAM_MB:-128}
 TIMEOUT=${UBIO_GUEST_TIMEOUT:-3600}
 CACHE=${UBIO_GUEST_CACHE:-$HOME/.cache/ubio-guest}
 TESTS="contract_cache contract_io contract_faults"
+ONLY=${UBIO_GUEST_ONLY:-}
+REPEAT=${UBIO_GUEST_REPEAT:-1}
+[ -n "$ONLY" ] && TESTS=${ONLY%%::*}
+FAILED_LOGS=${UBIO_GUEST_FAILED_LOGS:-$root/target/guest-failures}
 # Kernels whose guest also tests an NFS client mount (a kernel NFS server
 # in the guest exports an ext4 over loopback): the host kernel has neither.
 NFS_KERNELS=${UBIO_GUEST_NFS-6.12}
@@ -115,7 +138,7 @@ trap 'echo "guest: interrupted" >&2; exit 130' INT TERM HUP
 
 # 1. Host tools (what is missing), and Rust.
 "$root/scripts/install-deps.sh" qemu-system-x86 cpio xz-utils zstd f2fs-tools xfsprogs btrfs-progs e2fsprogs \
-    binutils libc6-dev |
+    dmsetup binutils libc6-dev |
     sed 's/^/== guest: /'
 export PATH="$PATH:/usr/sbin:/sbin"
 if ! command -v cargo >/dev/null 2>&1 && [ -f "$HOME/.cargo/env" ]; then
@@ -206,7 +229,9 @@ phase download
 # a cpio of the modules, in load order (the NFS server and client ones in
 # every kernel: loaded, they cost nothing where NFS is not tested).
 guest_nfs_modules="nfsd nfsv4 nfs"
-modkey=$(echo "$guest_nfs_modules" | sha256sum | cut -c1-8)
+# device-mapper for the power-cut suite (log-writes) and disk faults (flakey).
+guest_dm_modules="dm-mod dm-log-writes dm-flakey"
+modkey=$(echo "$guest_nfs_modules $guest_dm_modules" | sha256sum | cut -c1-8)
 extract_kernel() { # series
     local k=$1 d=${kdir[$1]} krel=${kpkg[$1]#linux-image-} vmlinuz off magic unpack mods dep name path seen m
     echo "== guest: extracting ${kpkg[$k]} ${kver[$k]}"
@@ -241,7 +266,7 @@ extract_kernel() { # series
         order+=("$m")
     }
     for name in crc32c_generic crc32c-intel crc32_generic xxhash_generic blake2b_generic sha256_generic \
-        virtio_pci virtio_blk loop ext4 xfs btrfs f2fs $guest_nfs_modules; do
+        virtio_pci virtio_blk loop ext4 xfs btrfs f2fs $guest_nfs_modules $guest_dm_modules; do
         path=$(awk -F: -v n="/$name.ko" '!p && (substr($1, length($1) - length(n) + 1) == n ||
             substr($1, length($1) - length(n) - 2) == n ".xz") {print $1; p = 1}' "$dep")
         [ -n "$path" ] && add "$path"
@@ -282,7 +307,8 @@ if [ -n "$NFS_KERNELS" ]; then
 fi
 
 # 3. The base initramfs: busybox, filesystem tools and their libraries, /init.
-tools="mkfs.f2fs mkfs.ext4 mkfs.xfs mkfs.btrfs losetup mount umount"
+# The checkers and dmsetup: the power-cut suite.
+tools="mkfs.f2fs mkfs.ext4 mkfs.xfs mkfs.btrfs losetup mount umount dmsetup e2fsck xfs_repair btrfs fsck.f2fs"
 toolver=$(dpkg-query -W -f '${Version} ' f2fs-tools e2fsprogs xfsprogs btrfs-progs util-linux mount 2>/dev/null || true)
 key=$(cat scripts/guest/init.sh - <<<"$bbver $toolver ${nfsvers:-}" | sha256sum | cut -c1-16)
 base="$CACHE/base-$key.cpio"
@@ -345,6 +371,10 @@ cargo test --release --target "$target" -p ubio-tests "${test_args[@]}" --no-run
 r="$work/bins"
 mkdir -p "$r/usr/bin" "$r/tests"
 strip -o "$r/usr/bin/ubio" "$CARGO_TARGET_DIR/$target/release/ubio"
+if [ -n "$POWERCUT" ]; then
+    cargo build -q --release --target "$target" -p ubio-fsx --bin ubio-powercut
+    strip -o "$r/usr/bin/ubio-powercut" "$CARGO_TARGET_DIR/$target/release/ubio-powercut"
+fi
 for t in $TESTS; do
     exe=$(sed -n "s|.*Executable tests/$t.rs (\(.*\))|\1|p" "$work/build.log" | tail -1)
     [ -n "$exe" ] || { echo "guest: no executable for $t in cargo's output" >&2; cat "$work/build.log" >&2; exit 1; }
@@ -357,7 +387,7 @@ done
 phase build
 
 # 5. Boot.
-qemu_start() { # accel kernel-series log cmdline-extra; sets qemu_pid
+qemu_start() { # accel kernel-series log cmdline-extra [outbox-image]; sets qemu_pid
     local accel=$1 k=$2 log=$3 extra=$4 cpu=max
     [ "$accel" = kvm ] && cpu=host
     : > "$log"
@@ -368,6 +398,7 @@ qemu_start() { # accel kernel-series log cmdline-extra; sets qemu_pid
         -append "console=ttyS0 quiet panic=-1 $extra" \
         -serial "file:$log" \
         -drive "file=$work/disk-$k.img,format=raw,if=virtio,cache=unsafe" \
+        ${5:+-drive "file=$5,format=raw,if=virtio,cache=unsafe"} \
         > "$log.qemu" 2>&1 &
     qemu_pid=$!
     qemu_pids+=("$qemu_pid")
@@ -425,7 +456,17 @@ pids=()
 declare -A kpid
 for k in $KERNELS; do
     echo "== guest: booting ${kpkg[$k]} ${kver[$k]} with $accel (-smp 2, 3 GiB), filesystems: $(fs_of "$k"), streams of $STREAM_MB MiB"
-    qemu_start "$accel" "$k" "$work/console-$k.log" "ubio.fs=$(fs_of "$k" | tr ' ' ,) ubio.stream_mb=$STREAM_MB"
+    extra="ubio.fs=$(fs_of "$k" | tr ' ' ,) ubio.stream_mb=$STREAM_MB ubio.repeat=$REPEAT${ONLY:+ ubio.only=$ONLY}"
+    outbox=
+    if [ -n "$POWERCUT" ] && [ "$k" = "${KERNELS%% *}" ]; then
+        # The power-cut suite's failing images come back on a second disk.
+        outbox="$work/outbox-$k.img"
+        truncate -s 4G "$outbox"
+        extra+=" ubio.powercut=$(echo $POWERCUT | tr ' ' ,) ubio.pc_backends=$POWERCUT_BACKENDS"
+        extra+=" ubio.pc_workloads=$POWERCUT_WORKLOADS ubio.pc_mib=$POWERCUT_MIB"
+        echo "== guest: and the power-cut suite on $POWERCUT (backends $POWERCUT_BACKENDS; workloads $POWERCUT_WORKLOADS; $POWERCUT_MIB MiB each)"
+    fi
+    qemu_start "$accel" "$k" "$work/console-$k.log" "$extra" "$outbox"
     pids+=("$qemu_pid")
     kpid[$k]=$qemu_pid
 done
@@ -435,6 +476,27 @@ if [ -n "${UBIO_GUEST_KEEP_LOG:-}" ]; then
     for k in $KERNELS; do cp "$work/console-$k.log" "$UBIO_GUEST_KEEP_LOG/console-$k.log"; done
 fi
 phase guests
+
+# A failed kernel's console log is kept (the work directory is not), and
+# each failed cell's own output is printed: a flake seen once in CI must
+# leave what it printed.
+keep_failed_log() { # series log
+    local k=$1 log=$2 kept cell
+    mkdir -p "$FAILED_LOGS"
+    kept="$FAILED_LOGS/console-$k-$(date +%Y%m%d-%H%M%S).log"
+    cp "$log" "$kept"
+    echo "guest: Linux $k failed; console log kept in $kept"
+    grep -E '^GUEST-TEST [^ ]+ [^ ]+: FAILED' "$log" | awk '{sub(/:$/, "", $3); print $2, $3}' | sort -u |
+        while read -r fs cell; do
+        echo "guest: output of the failed cell $k $fs $cell:"
+        # The lines between the cell's "== fs bin::name" header and its verdict.
+        awk -v h="== $fs $cell" -v v="GUEST-TEST $fs $cell: FAILED" \
+            '$0 == h {on = 1; buf = ""; next} on && index($0, v) == 1 {printf "%s", buf; on = 0; next} on {buf = buf $0 "\n"}' \
+            "$log" | tail -80 | sed 's/^/  | /'
+    done
+    echo "guest: its console log's last lines:"
+    tail -40 "$log" | sed 's/^/  | /'
+}
 
 # 6. Results: one line per kernel and filesystem.
 failures=0
@@ -497,14 +559,34 @@ for k in $KERNELS; do
             kfail=1
         fi
     done
+    if [ -n "$POWERCUT" ] && [ "$k" = "${KERNELS%% *}" ]; then
+        grep -E '^POWERCUT(-NOTE|-WIDER)? ' "$log" | sed 's/^/  /' || true
+        cells=$(grep -c '^POWERCUT ' "$log" || true)
+        bad=$(grep -cE '^POWERCUT [^:]+: FAILED|^POWERCUT-WIDER |^GUEST-POWERCUT: FAILED' "$log" || true)
+        points=$(sed -nE 's/^POWERCUT .*: ok \(([0-9]+) replay points.*/\1/p' "$log" | awk '{s += $1} END {print s + 0}')
+        if [ "$cells" -eq 0 ] || [ "$bad" -gt 0 ]; then
+            echo "GUEST-RESULT $k powercut: FAILED ($cells cells, $bad failed or wider than buffered)"
+            kfail=1
+            if [ -s "$work/outbox-$k.img" ] && [ "$(head -c 5 "$work/outbox-$k.img" | tr -d '\0')" != "" ]; then
+                mkdir -p "$FAILED_LOGS"
+                cp --sparse=always "$work/outbox-$k.img" "$FAILED_LOGS/powercut-$k-$(date +%Y%m%d-%H%M%S).tar"
+                echo "guest: the failing replay images and log excerpts kept in $FAILED_LOGS (a tar)"
+            fi
+        else
+            case ",$POWERCUT_BACKENDS," in
+            *,buffered,*) wider="no state wider than buffered's" ;;
+            *) wider="states not compared: buffered not run" ;;
+            esac
+            echo "GUEST-RESULT $k powercut: ok ($cells cells on $POWERCUT, $points replay points checked, none failed; $wider)"
+        fi
+    fi
     if ! grep -q '^GUEST-DONE' "$log"; then
         echo "GUEST-RESULT $k all: FAILED (the guest did not reach the end)"
         kfail=1
     fi
     if [ "$kfail" -ne 0 ]; then
         failures=$((failures + 1))
-        echo "guest: Linux $k failed; its console log's last lines:"
-        tail -40 "$log" | sed 's/^/  | /'
+        keep_failed_log "$k" "$log"
     fi
 done
 echo "timings: ${timings[*]}; total $((SECONDS - started))s"

@@ -18,8 +18,14 @@
  * Thread safety: a handle may be shared by threads. ubio_pread, ubio_pwrite,
  * ubio_preadv, ubio_pwritev, ubio_flush, ubio_sync, ubio_stats and ubio_fd
  * run concurrently; ubio_read, ubio_write, ubio_readv, ubio_writev and
- * ubio_seek use the handle's position and run one at a time (each is
+ * ubio_seek use the descriptor's offset and run one at a time (each is
  * atomic with respect to the others, as for a POSIX file description).
+ *
+ * Offsets: a handle is the descriptor it works on. ubio_read, ubio_write
+ * and ubio_seek use and move the open file description's offset as read(2),
+ * write(2) and lseek(2) do, so other descriptors of that description (the
+ * one given to ubio_wrap_fd, a child's inherited copy) see the same offset;
+ * the positional calls move nothing; O_APPEND appends.
  * ubio_close must be the last call on a handle, by one thread, once the
  * others are done with it. Functions without a handle are thread-safe.
  *
@@ -166,9 +172,12 @@ struct ubio_file *ubio_open(const char *path, int flags, unsigned int mode, cons
 
 // Stream a descriptor the caller opened (and keeps: ubio works on a
 // duplicate, closed by `ubio_close`; `fd` stays open and the caller's
-// own fsync()/fdatasync() on it remain the durability point). The handle's
-// position starts at the descriptor's offset and moves on its own: reads
-// and writes through the handle do not move `fd`'s offset. Returns NULL on error.
+// own fsync()/fdatasync() on it remain the durability point). The
+// duplicate shares `fd`'s open file description, so the handle behaves as
+// `fd` would: ubio_read/ubio_write/ubio_seek use and move `fd`'s offset as
+// read(2)/write(2)/lseek(2) do, the caller's own read, write and lseek on
+// `fd` (or a child's on an inherited copy) move the handle's, and
+// ubio_pread/ubio_pwrite move neither. Returns NULL on error.
 //
 // # Safety
 // `opts` is NULL or valid.
@@ -180,19 +189,20 @@ struct ubio_file *ubio_wrap_fd(int fd, const struct ubio_options *opts);
 // `f` is a live handle.
 int ubio_fd(const struct ubio_file *f);
 
-// As read(2), at the handle's position, which moves past the data.
+// As read(2), at the descriptor's offset, which moves past the data.
 //
 // # Safety
 // `f` is a live handle; `buf` is valid for writes of `count` bytes.
 ssize_t ubio_read(struct ubio_file *f, void *buf, size_t count);
 
-// As write(2), at the handle's position (at the end with O_APPEND).
+// As write(2), at the descriptor's offset (at the end with O_APPEND),
+// which moves past the data.
 //
 // # Safety
 // `f` is a live handle; `buf` is valid for reads of `count` bytes.
 ssize_t ubio_write(struct ubio_file *f, const void *buf, size_t count);
 
-// As pread(2): at `offset`; the handle's position does not move.
+// As pread(2): at `offset`; the descriptor's offset does not move.
 //
 // # Safety
 // `f` is a live handle; `buf` is valid for writes of `count` bytes.
@@ -228,7 +238,8 @@ ssize_t ubio_preadv(struct ubio_file *f, const struct iovec *iov, int iovcnt, of
 // `f` is a live handle; `iov` holds `iovcnt` valid buffers.
 ssize_t ubio_pwritev(struct ubio_file *f, const struct iovec *iov, int iovcnt, off_t offset);
 
-// As lseek(2) with SEEK_SET, SEEK_CUR or SEEK_END, on the handle's position.
+// As lseek(2) on the descriptor (SEEK_SET, SEEK_CUR, SEEK_END, SEEK_DATA,
+// SEEK_HOLE): the new offset, or -1 with errno as lseek(2) sets it.
 //
 // # Safety
 // `f` is a live handle.

@@ -4,7 +4,8 @@
 //! Every function catches panics and returns its error value; errors set
 //! errno and a thread-local message (`ubio_last_error`). The handle is an
 //! `RwLock<ubio::File>`: positional calls share it, calls that move the
-//! handle's position take it alone.
+//! descriptor's offset take it alone (the direct backend moves it in a
+//! second call, after the data).
 
 #![allow(non_camel_case_types)]
 
@@ -12,8 +13,8 @@ pub mod ops;
 
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
-use std::io::{self, IoSlice, IoSliceMut, Read, Seek, SeekFrom, Write};
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
@@ -395,9 +396,12 @@ pub unsafe extern "C" fn ubio_open(
 
 /// Stream a descriptor the caller opened (and keeps: ubio works on a
 /// duplicate, closed by `ubio_close`; `fd` stays open and the caller's
-/// own fsync()/fdatasync() on it remain the durability point). The handle's
-/// position starts at the descriptor's offset and moves on its own: reads
-/// and writes through the handle do not move `fd`'s offset. Returns NULL on error.
+/// own fsync()/fdatasync() on it remain the durability point). The
+/// duplicate shares `fd`'s open file description, so the handle behaves as
+/// `fd` would: ubio_read/ubio_write/ubio_seek use and move `fd`'s offset as
+/// read(2)/write(2)/lseek(2) do, the caller's own read, write and lseek on
+/// `fd` (or a child's on an inherited copy) move the handle's, and
+/// ubio_pread/ubio_pwrite move neither. Returns NULL on error.
 ///
 /// # Safety
 /// `opts` is NULL or valid.
@@ -431,7 +435,7 @@ pub unsafe extern "C" fn ubio_fd(f: *const ubio_file) -> c_int {
     call(-1, || Ok(unsafe { handle(f)? }.shared().as_raw_fd()))
 }
 
-/// As read(2), at the handle's position, which moves past the data.
+/// As read(2), at the descriptor's offset, which moves past the data.
 ///
 /// # Safety
 /// `f` is a live handle; `buf` is valid for writes of `count` bytes.
@@ -449,7 +453,8 @@ pub unsafe extern "C" fn ubio_read(
     unsafe { ubio_readv(f, &iov, 1) }
 }
 
-/// As write(2), at the handle's position (at the end with O_APPEND).
+/// As write(2), at the descriptor's offset (at the end with O_APPEND),
+/// which moves past the data.
 ///
 /// # Safety
 /// `f` is a live handle; `buf` is valid for reads of `count` bytes.
@@ -467,7 +472,7 @@ pub unsafe extern "C" fn ubio_write(
     unsafe { ubio_writev(f, &iov, 1) }
 }
 
-/// As pread(2): at `offset`; the handle's position does not move.
+/// As pread(2): at `offset`; the descriptor's offset does not move.
 ///
 /// # Safety
 /// `f` is a live handle; `buf` is valid for writes of `count` bytes.
@@ -575,7 +580,8 @@ pub unsafe extern "C" fn ubio_pwritev(
     })
 }
 
-/// As lseek(2) with SEEK_SET, SEEK_CUR or SEEK_END, on the handle's position.
+/// As lseek(2) on the descriptor (SEEK_SET, SEEK_CUR, SEEK_END, SEEK_DATA,
+/// SEEK_HOLE): the new offset, or -1 with errno as lseek(2) sets it.
 ///
 /// # Safety
 /// `f` is a live handle.
@@ -587,14 +593,10 @@ pub unsafe extern "C" fn ubio_seek(
 ) -> libc::off_t {
     call(-1, || {
         // SAFETY: per this function's contract.
-        let h = unsafe { handle(f)? };
-        let to = match whence {
-            libc::SEEK_SET => SeekFrom::Start(self::offset(offset)?),
-            libc::SEEK_CUR => SeekFrom::Current(offset),
-            libc::SEEK_END => SeekFrom::End(offset),
-            _ => return Err(io::Error::from_raw_os_error(libc::EINVAL)),
-        };
-        Ok(h.exclusive().seek(to)? as libc::off_t)
+        let h = unsafe { handle(f)? }.exclusive();
+        let pos = ubio::sys::lseek(h.as_fd(), offset, whence)
+            .map_err(|e| ubio::error::context(e, "seek", h.path()))?;
+        Ok(pos as libc::off_t)
     })
 }
 

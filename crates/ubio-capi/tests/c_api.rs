@@ -110,6 +110,11 @@ fn vectored_io_copy_and_probe() {
     c_case("vectored_copy_probe");
 }
 
+#[test]
+fn a_wrapped_descriptor_keeps_posix_offsets() {
+    c_case("descriptor_offset");
+}
+
 /// The example builds against the installed library, shared and static
 /// (pkg-config --static's Libs.private), and sums a file as read(2) does.
 #[test]

@@ -19,6 +19,8 @@
 //! [`Failure`] with the seed, the operation number, the tail of the
 //! operation log and the differing bytes.
 
+pub mod logwrites;
+
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;

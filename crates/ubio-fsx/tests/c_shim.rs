@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{profile_dir, scratch, MIB};
+use common::{compile_c, scratch, ubio_bin, MIB};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -17,43 +17,10 @@ use std::sync::OnceLock;
 const OPS: u64 = 3000;
 const BACKENDS: [&str; 5] = ["auto", "kernel", "emulated", "direct", "buffered"];
 
-fn ubio_bin() -> PathBuf {
-    let p = profile_dir().join("ubio");
-    assert!(
-        p.is_file() && profile_dir().join("libubio_preload.so").is_file(),
-        "{} or libubio_preload.so missing: build the workspace first (cargo build --release)",
-        p.display()
-    );
-    p
-}
-
-/// c/fsx.c compiled once per test run, warnings as errors.
+/// c/fsx.c compiled once per test run.
 fn fsx_c() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let dir = profile_dir().join("fsx-c");
-        std::fs::create_dir_all(&dir).unwrap();
-        // Built under a name of our own, then renamed over the one binary
-        // every run uses: nothing piles up, and a concurrent run never
-        // executes a half-written file.
-        let bin = dir.join("fsx");
-        let building = dir.join(format!("fsx.{}", std::process::id()));
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("c/fsx.c");
-        let out = Command::new("cc")
-            .args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
-            .arg(&building)
-            .arg(&src)
-            .output()
-            .expect("cc (gcc comes from scripts/install-deps.sh)");
-        assert!(
-            out.status.success(),
-            "cc {}: {}",
-            src.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        std::fs::rename(&building, &bin).unwrap();
-        bin
-    })
+    BIN.get_or_init(|| compile_c("fsx"))
 }
 
 /// What the shim does with `backend` on `fs`: Some(backend it manages the

@@ -36,8 +36,9 @@ pub struct Desc {
     passthrough: AtomicBool,
     /// Claimed from `ubio run`'s engine (at the first managed I/O).
     claimed: AtomicBool,
-    /// Serialises the "read at the position, then move it" of read()/readv()
-    /// between threads of this process sharing the description.
+    /// Serialises read()/readv() between threads of this process sharing
+    /// the description: the direct backend reads at the position through a
+    /// descriptor of its own, then moves it.
     pos: Mutex<()>,
 }
 
@@ -121,10 +122,7 @@ impl Desc {
     ) -> io::Result<usize> {
         let s = self.stream().expect("managed");
         let _pos = self.pos.lock().unwrap_or_else(|p| p.into_inner());
-        let off = sys::lseek_cur(fd)?;
-        let n = s.read_at(fd, bufs, off)?;
-        sys::lseek_set(fd, off + n as u64)?;
-        Ok(n)
+        s.read(fd, bufs, None)
     }
 }
 

@@ -30,6 +30,17 @@ pub struct Peaks {
 }
 
 impl Peaks {
+    /// The peaks of two sets of samples of the same file taken together.
+    fn merge(self, o: Peaks) -> Peaks {
+        Peaks {
+            samples: self.samples + o.samples,
+            max_cached: self.max_cached.max(o.max_cached),
+            max_dirty_writeback: self.max_dirty_writeback.max(o.max_dirty_writeback),
+            max_dirty: self.max_dirty.max(o.max_dirty),
+            max_writeback: self.max_writeback.max(o.max_writeback),
+        }
+    }
+
     fn add(&mut self, c: &CacheStat) {
         self.samples += 1;
         self.max_cached = self.max_cached.max(c.nr_cache);
@@ -41,6 +52,9 @@ impl Peaks {
 
 pub struct ResidencySampler {
     thread: SamplerThread<Peaks>,
+    /// The file, for samples the caller takes itself ([`Self::sample`]).
+    file: Option<File>,
+    taken: std::sync::Mutex<Peaks>,
 }
 
 impl ResidencySampler {
@@ -62,9 +76,26 @@ impl ResidencySampler {
                 why.note()
             )));
         }
-        Ok(Self::spawn(every, move || {
+        let own = file.try_clone()?;
+        let mut sampler = Self::spawn(every, move || {
             with_meminfo(count(file.as_fd(), FileRange::WHOLE)?).map(Some)
-        }))
+        });
+        sampler.file = Some(own);
+        Ok(sampler)
+    }
+
+    /// One sample taken now by the calling thread (a stream between two of
+    /// its calls), added to the thread's: a judgement that needs so many
+    /// samples then does not depend on the sampling thread being scheduled
+    /// during a short stream on a busy machine (a TCG guest beside another).
+    pub fn sample(&self) -> io::Result<()> {
+        let file = self
+            .file
+            .as_ref()
+            .expect("sample() is for samplers made by start()");
+        let c = with_meminfo(count(file.as_fd(), FileRange::WHOLE)?)?;
+        self.taken.lock().unwrap_or_else(|p| p.into_inner()).add(&c);
+        Ok(())
     }
 
     /// Sample the files at `paths` together (their counts summed) every
@@ -115,12 +146,17 @@ impl ResidencySampler {
                 std::thread::sleep(every);
             }
         });
-        ResidencySampler { thread }
+        ResidencySampler {
+            thread,
+            file: None,
+            taken: Default::default(),
+        }
     }
 
     /// Stop (after one last sample) and return the peaks.
     pub fn finish(self) -> io::Result<Peaks> {
-        self.thread.finish()
+        let taken = self.taken.into_inner().unwrap_or_else(|p| p.into_inner());
+        Ok(self.thread.finish()?.merge(taken))
     }
 }
 

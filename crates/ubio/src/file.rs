@@ -121,11 +121,6 @@ impl OpenOptions {
     pub fn wrap(&self, file: std::fs::File, path: Option<&Path>) -> io::Result<File> {
         let fd = file.as_fd();
         let stream = Stream::new(fd, &self.stream).map_err(|e| context(e, "open", path))?;
-        let pos = if stream.is_regular() {
-            sys::lseek_cur(fd).unwrap_or(0)
-        } else {
-            0
-        };
         let choice = stream.choice();
         log::debug!(
             "{}: backend {} ({})",
@@ -137,10 +132,9 @@ impl OpenOptions {
             choice.reason
         );
         Ok(File {
-            file,
+            file: Some(file),
             path: path.map(Path::to_path_buf),
             stream,
-            pos,
             finished: false,
         })
     }
@@ -152,13 +146,18 @@ impl OpenOptions {
 /// into the page cache are dropped behind it, writeback is started early and
 /// bounded by the window, and pages others had cached stay. `read_at` and
 /// `write_at` take `&self`, so threads can share one handle.
+///
+/// The handle is the descriptor it wraps: Read, Write and Seek use and move
+/// the open file description's offset as read(2), write(2) and lseek(2) do,
+/// so other descriptors of it (the caller's own, a child's that inherited
+/// it) see the same offset; `read_at` and `write_at` leave it alone; an
+/// O_APPEND file appends.
 #[derive(Debug)]
 pub struct File {
-    file: std::fs::File,
+    /// Some until `close` or `into_inner` takes it.
+    file: Option<std::fs::File>,
     path: Option<PathBuf>,
     stream: Stream,
-    /// Position for Read/Write/Seek (positional I/O underneath).
-    pos: u64,
     finished: bool,
 }
 
@@ -192,33 +191,38 @@ impl File {
 
     /// The underlying standard file (for metadata, set_len, ...).
     pub fn get_ref(&self) -> &std::fs::File {
-        &self.file
+        self.file
+            .as_ref()
+            .expect("a File is open until close or into_inner")
+    }
+
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.get_ref().as_fd()
     }
 
     fn ctx(&self, op: &'static str) -> impl Fn(io::Error) -> io::Error + '_ {
         move |e| context(e, op, self.path.as_deref())
     }
 
-    /// Read at `off` into `bufs`, without moving the stream position.
+    /// Read at `off` into `bufs`, without moving the file position.
     pub fn read_vectored_at(&self, bufs: &mut [IoSliceMut<'_>], off: u64) -> io::Result<usize> {
         self.stream
-            .read_at(self.file.as_fd(), bufs, off)
+            .read_at(self.fd(), bufs, off)
             .map_err(self.ctx("read"))
     }
 
-    /// Read at `off` into `buf`, without moving the stream position.
+    /// Read at `off` into `buf`, without moving the file position.
     pub fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
         self.read_vectored_at(&mut [IoSliceMut::new(buf)], off)
     }
 
     /// Write `bufs` at `off` (at the end of file on an O_APPEND handle, as
-    /// pwrite(2) does on Linux), without moving the stream position.
+    /// pwrite(2) does on Linux), without moving the file position.
     pub fn write_vectored_at(&self, bufs: &[IoSlice<'_>], off: u64) -> io::Result<usize> {
-        let off = (!self.stream.is_append()).then_some(off);
-        self.write_inner(bufs, off).map(|(_, n)| n)
+        self.write_inner(bufs, Some(off)).map(|(_, n)| n)
     }
 
-    /// Write `buf` at `off`, without moving the stream position.
+    /// Write `buf` at `off`, without moving the file position.
     pub fn write_at(&self, buf: &[u8], off: u64) -> io::Result<usize> {
         self.write_vectored_at(&[IoSlice::new(buf)], off)
     }
@@ -255,10 +259,11 @@ impl File {
         Ok(())
     }
 
-    /// `off` None: append. Returns where the data went and how much.
+    /// `off` None: at the file position (the end for O_APPEND). Returns
+    /// where the data went and how much.
     fn write_inner(&self, bufs: &[IoSlice<'_>], off: Option<u64>) -> io::Result<(u64, usize)> {
         self.stream
-            .write(self.file.as_fd(), bufs, off)
+            .write(self.fd(), bufs, off)
             .map_err(|e| match e {
                 WriteError::Deferred(e) => self.ctx("write back")(e),
                 WriteError::Now(e) => self.ctx("write")(e),
@@ -288,7 +293,7 @@ impl File {
                 "the direct backend's descriptors bypass the page cache",
             )));
         }
-        let (from, to) = (src.file.as_fd(), self.file.as_fd());
+        let (from, to) = (src.fd(), self.fd());
         src.stream.before_external_io(from, src_off, len as u64);
         self.stream.before_external_io(to, off, len as u64);
         let n = sys::copy_file_range(from, src_off, to, off, len, 0)
@@ -302,9 +307,7 @@ impl File {
     /// those pages, and report any writeback error not yet reported. Does
     /// not promise durability: use `sync_all`/`sync_data` for that.
     pub fn flush_writeback(&self) -> io::Result<()> {
-        self.stream
-            .flush(self.file.as_fd())
-            .map_err(self.ctx("write back"))
+        self.stream.flush(self.fd()).map_err(self.ctx("write back"))
     }
 
     /// Start the writeback of everything written so far, without waiting:
@@ -313,19 +316,19 @@ impl File {
     /// writes many small files: close them a few files later instead of
     /// waiting for each in turn.
     pub fn start_writeback(&self) {
-        self.stream.start_writeback(self.file.as_fd());
+        self.stream.start_writeback(self.fd());
     }
 
     /// As `std::fs::File::sync_all`, after flushing the write-behind.
     pub fn sync_all(&self) -> io::Result<()> {
         self.flush_writeback()?;
-        self.file.sync_all().map_err(self.ctx("fsync"))
+        self.get_ref().sync_all().map_err(self.ctx("fsync"))
     }
 
     /// As `std::fs::File::sync_data`, after flushing the write-behind.
     pub fn sync_data(&self) -> io::Result<()> {
         self.flush_writeback()?;
-        self.file.sync_data().map_err(self.ctx("fdatasync"))
+        self.get_ref().sync_data().map_err(self.ctx("fdatasync"))
     }
 
     /// The statistics so far.
@@ -335,30 +338,25 @@ impl File {
 
     fn finish(&mut self) -> io::Result<()> {
         self.finished = true;
-        self.stream
-            .finish(self.file.as_fd())
-            .map_err(self.ctx("close"))
+        self.stream.finish(self.fd()).map_err(self.ctx("close"))
     }
 
     /// Flush the write-behind, drop what the stream cached, and report any
-    /// deferred error; then close. Returns the final statistics.
+    /// deferred error; then close the descriptor and report close(2)'s
+    /// error (NFS reports writeback errors there). Returns the final
+    /// statistics.
     pub fn close(mut self) -> io::Result<Stats> {
         let res = self.finish();
         let stats = self.stats();
-        res.map(|()| stats)
+        let file = self.file.take().expect("open until close");
+        let closed = sys::close(file.into()).map_err(self.ctx("close"));
+        res.and(closed).map(|()| stats)
     }
 
-    /// As `close`, but hand back the descriptor (positioned at the stream
-    /// position) instead of closing it.
+    /// As `close`, but hand back the descriptor instead of closing it.
     pub fn into_inner(mut self) -> io::Result<std::fs::File> {
         self.finish()?;
-        let file = self.file.try_clone().map_err(self.ctx("dup"))?;
-        if self.stream.is_regular() {
-            let mut f = &file;
-            f.seek(SeekFrom::Start(self.pos))
-                .map_err(self.ctx("seek"))?;
-        }
-        Ok(file)
+        Ok(self.file.take().expect("open until into_inner"))
     }
 }
 
@@ -378,12 +376,12 @@ impl Read for File {
     }
     fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
         if !self.stream.is_regular() {
-            return sys::preadv2(self.file.as_fd(), bufs, None, sys::RwFlags::NONE)
+            return sys::preadv2(self.fd(), bufs, None, sys::RwFlags::NONE)
                 .map_err(self.ctx("read"));
         }
-        let n = self.read_vectored_at(bufs, self.pos)?;
-        self.pos += n as u64;
-        Ok(n)
+        self.stream
+            .read(self.fd(), bufs, None)
+            .map_err(self.ctx("read"))
     }
 }
 
@@ -393,13 +391,10 @@ impl Write for File {
     }
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         if !self.stream.is_regular() {
-            return sys::pwritev2(self.file.as_fd(), bufs, None, sys::RwFlags::NONE)
+            return sys::pwritev2(self.fd(), bufs, None, sys::RwFlags::NONE)
                 .map_err(self.ctx("write"));
         }
-        let off = (!self.stream.is_append()).then_some(self.pos);
-        let (at, n) = self.write_inner(bufs, off)?;
-        self.pos = at + n as u64;
-        Ok(n)
+        self.write_inner(bufs, None).map(|(_, n)| n)
     }
     /// Pushes the write-behind out and waits for it (see `flush_writeback`).
     fn flush(&mut self) -> io::Result<()> {
@@ -407,39 +402,21 @@ impl Write for File {
     }
 }
 
+/// lseek(2) on the descriptor: the position is the kernel's.
 impl Seek for File {
     fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
-        if !self.stream.is_regular() {
-            return (&self.file).seek(to).map_err(self.ctx("seek"));
-        }
-        let new = match to {
-            SeekFrom::Start(n) => Some(n),
-            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
-            SeekFrom::End(d) => {
-                let size = sys::fstat(self.file.as_fd())
-                    .map_err(self.ctx("stat"))?
-                    .st_size as u64;
-                size.checked_add_signed(d)
-            }
-        };
-        match new {
-            Some(n) => {
-                self.pos = n;
-                Ok(n)
-            }
-            None => Err(self.ctx("seek")(io::Error::from_raw_os_error(libc::EINVAL))),
-        }
+        self.get_ref().seek(to).map_err(self.ctx("seek"))
     }
 }
 
 impl AsFd for File {
     fn as_fd(&self) -> BorrowedFd<'_> {
-        self.file.as_fd()
+        self.fd()
     }
 }
 
 impl AsRawFd for File {
     fn as_raw_fd(&self) -> RawFd {
-        self.file.as_raw_fd()
+        self.get_ref().as_raw_fd()
     }
 }

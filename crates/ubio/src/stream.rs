@@ -4,7 +4,7 @@
 //! of the program it runs in. Errors are returned as the kernel gave them
 //! (the shim must hand errno back unchanged); `File` adds context.
 
-use crate::backend::{Backend, BackendKind, Buffered, Direct, Emulated, Kernel, WriteAt};
+use crate::backend::{Backend, BackendKind, Buffered, Direct, Emulated, Kernel, ReadAt, WriteAt};
 use crate::overlay::RealFile;
 use crate::probe::{self, Choice};
 use crate::residency::{self, Blindness};
@@ -211,16 +211,37 @@ impl Stream {
         self.append
     }
 
-    /// Read into `bufs` at `off`.
+    /// Read into `bufs` at `off` (pread(2)).
     pub fn read_at(
         &self,
         fd: BorrowedFd<'_>,
         bufs: &mut [IoSliceMut<'_>],
         off: u64,
     ) -> io::Result<usize> {
+        self.read(fd, bufs, Some(off))
+    }
+
+    /// Read into `bufs` at `off`, or when `off` is `None` at (and advancing)
+    /// the file position, as read(2) does: the position is the open file
+    /// description's, shared with every other descriptor of it.
+    pub fn read(
+        &self,
+        fd: BorrowedFd<'_>,
+        bufs: &mut [IoSliceMut<'_>],
+        off: Option<u64>,
+    ) -> io::Result<usize> {
         let len: u64 = bufs.iter().map(|b| b.len() as u64).sum();
-        let plan = self.tracker.as_ref().map(|t| t.before_read(fd, off, len));
-        let res = self.backend.read(fd, bufs, off);
+        let at = match off {
+            Some(o) => ReadAt::Offset(o),
+            // Where the read will start, for the tracker (and the direct
+            // backend, which reads through a descriptor of its own).
+            None => ReadAt::Position(sys::lseek_cur(fd)?),
+        };
+        let plan = self
+            .tracker
+            .as_ref()
+            .map(|t| t.before_read(fd, at.offset(), len));
+        let res = self.backend.read(fd, bufs, at);
         if let (Some(t), Some(plan)) = (&self.tracker, plan) {
             t.run(fd, plan);
         }
@@ -236,8 +257,8 @@ impl Stream {
     }
 
     /// Write `bufs` at `off`, or when `off` is `None` at (and advancing) the
-    /// file position, as write(2) does: the end of file for O_APPEND.
-    /// Returns where the data went and how much. A writeback error of
+    /// file position, as write(2) does. On an O_APPEND file both go to the
+    /// end of file, as pwrite(2) and write(2) do on Linux. Returns where the data went and how much. A writeback error of
     /// earlier writes is returned instead, once.
     pub fn write_at(
         &self,
@@ -259,6 +280,8 @@ impl Stream {
     ) -> Result<(u64, usize), WriteError> {
         let len: u64 = bufs.iter().map(|b| b.len() as u64).sum();
         let at = match off {
+            // pwrite(2) on an O_APPEND file appends too (on Linux).
+            Some(_) if self.append => WriteAt::EndPositional,
             Some(o) => WriteAt::Offset(o),
             None if self.append => WriteAt::End,
             None => WriteAt::Position(sys::lseek_cur(fd).map_err(WriteError::Now)?),
@@ -271,7 +294,9 @@ impl Stream {
                 let start = match at {
                     WriteAt::Offset(o) | WriteAt::Position(o) => o,
                     // Where the end is now; the backend reports where it was.
-                    WriteAt::End => sys::fstat(fd).map_err(WriteError::Now)?.st_size as u64,
+                    WriteAt::End | WriteAt::EndPositional => {
+                        sys::fstat(fd).map_err(WriteError::Now)?.st_size as u64
+                    }
                 };
                 let (keep, plan) = t.before_write(fd, start, len);
                 (keep, Some((start, plan)))

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <ubio.h>
 
@@ -327,7 +328,8 @@ static void test_threads(void)
     free(path);
 }
 
-/* A descriptor the caller opened stays the caller's: usable, unmoved, fsync-able. */
+/* A descriptor the caller opened stays the caller's: usable, fsync-able,
+ * its offset moved by the handle's writes as by write(2). */
 static void test_wrap_fd(void)
 {
     char *path = path_in("wrapped.dat");
@@ -342,7 +344,7 @@ static void test_wrap_fd(void)
         CHECK(ubio_write(f, buf, CHUNK) == CHUNK, "write");
     }
     CHECK(ubio_close(f, NULL) == 0, "close the handle");
-    CHECK(lseek(fd, 0, SEEK_CUR) == 0, "the caller's offset did not move");
+    CHECK(lseek(fd, 0, SEEK_CUR) == 8 * CHUNK, "the caller's offset moved with the writes");
     CHECK(fsync(fd) == 0, "the caller's descriptor is still open");
     CHECK(pread(fd, buf, CHUNK, 7 * CHUNK) == CHUNK && same(3, 7 * CHUNK, buf, CHUNK), "data");
     close(fd);
@@ -352,6 +354,114 @@ static void test_wrap_fd(void)
     free(buf);
     unlink(path);
     free(path);
+}
+
+/* Run `script` with /bin/sh, its stdin and stdout the descriptor `fd`
+ * (inherited: the child shares the open file description and its offset). */
+static void child_on(int fd, const char *script)
+{
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        if (dup2(fd, 0) < 0 || dup2(fd, 1) < 0)
+            _exit(126);
+        execl("/bin/sh", "sh", "-c", script, (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "child %s: status %d", script, status);
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    int fd = open(path, O_RDONLY);
+    CHECK(fd >= 0, "open %s", path);
+    struct stat st;
+    CHECK(fstat(fd, &st) == 0, "fstat");
+    char *buf = malloc((size_t)st.st_size + 1);
+    CHECK(pread(fd, buf, (size_t)st.st_size, 0) == st.st_size, "read %s", path);
+    buf[st.st_size] = 0;
+    *len = (size_t)st.st_size;
+    close(fd);
+    return buf;
+}
+
+/* A wrapped descriptor keeps POSIX semantics (issue 25), with every backend
+ * that runs here: ubio_read/ubio_write/ubio_seek use and move the caller's
+ * offset, the caller's own read/write/lseek and a child writing through an
+ * inherited copy ("header / from child / tail") are seen by the handle,
+ * ubio_pread/ubio_pwrite move nothing, O_APPEND appends. */
+static void test_descriptor_offset(void)
+{
+    static const char want[] = "HEADer\nfrom child\ntail\nraw\nend\n";
+    for (int backend = UBIO_BACKEND_AUTO; backend <= UBIO_BACKEND_BUFFERED; backend++) {
+        const char *name = ubio_backend_name(backend);
+        char *path = path_in("offset.dat");
+        int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+        CHECK(fd >= 0, "open");
+        struct ubio_options o;
+        ubio_options_init(&o);
+        o.backend = backend;
+        struct ubio_file *f = ubio_wrap_fd(fd, &o);
+        if (!f && errno == EOPNOTSUPP) {
+            printf("%s: refused here: %s\n", name, ubio_last_error());
+            close(fd);
+            unlink(path);
+            free(path);
+            continue;
+        }
+        CHECK(f, "wrap with %s", name);
+        CHECK(ubio_write(f, "header\n", 7) == 7, "%s: write", name);
+        CHECK(lseek(fd, 0, SEEK_CUR) == 7, "%s: the caller's offset after ubio_write", name);
+        child_on(fd, "echo from child");
+        CHECK(ubio_seek(f, 0, SEEK_CUR) == 18, "%s: the handle's offset after the child", name);
+        CHECK(ubio_write(f, "tail\n", 5) == 5, "%s: write after the child", name);
+        CHECK(write(fd, "raw\n", 4) == 4, "%s: the caller's write", name);
+        CHECK(ubio_write(f, "end\n", 4) == 4, "%s: write after the caller's", name);
+        CHECK(ubio_pwrite(f, "HEAD", 4, 0) == 4, "%s: pwrite", name);
+        char four[4];
+        CHECK(ubio_pread(f, four, 4, 7) == 4 && !memcmp(four, "from", 4), "%s: pread", name);
+        CHECK(lseek(fd, 0, SEEK_CUR) == 31, "%s: positional calls moved the offset", name);
+        CHECK(ubio_flush(f) == 0, "%s: flush", name);
+        size_t len;
+        char *got = slurp(path, &len);
+        CHECK(len == sizeof want - 1 && !memcmp(got, want, len), "%s: contents %s", name, got);
+        free(got);
+
+        /* Reads: the handle, the caller, a child, the handle again. */
+        CHECK(lseek(fd, 0, SEEK_SET) == 0, "lseek");
+        char buf[16] = {0};
+        CHECK(ubio_read(f, buf, 4) == 4 && !memcmp(buf, "HEAD", 4), "%s: read", name);
+        CHECK(read(fd, buf, 3) == 3 && !memcmp(buf, "er\n", 3), "%s: the caller's read", name);
+        CHECK(ubio_read(f, buf, 5) == 5 && !memcmp(buf, "from ", 5), "%s: read after the caller's", name);
+        child_on(fd, "read line; test \"$line\" = child");
+        CHECK(ubio_read(f, buf, 5) == 5 && !memcmp(buf, "tail\n", 5), "%s: read after the child's", name);
+        CHECK(ubio_seek(f, 0, SEEK_END) == 31 && lseek(fd, 0, SEEK_CUR) == 31, "%s: seek end", name);
+        CHECK(ubio_read(f, buf, 4) == 0, "%s: end of file", name);
+        CHECK(ubio_close(f, NULL) == 0, "%s: close", name);
+        CHECK(lseek(fd, 0, SEEK_CUR) == 31, "%s: offset after close", name);
+        close(fd);
+
+        /* O_APPEND: to the end whatever the offset, which then stays there. */
+        fd = open(path, O_RDWR | O_APPEND);
+        CHECK(fd >= 0, "open append");
+        f = ubio_wrap_fd(fd, &o);
+        CHECK(f, "wrap append");
+        CHECK(ubio_write(f, "a1\n", 3) == 3 && lseek(fd, 0, SEEK_CUR) == 34, "%s: append", name);
+        child_on(fd, "echo a2");
+        CHECK(ubio_seek(f, 2, SEEK_SET) == 2, "seek");
+        CHECK(ubio_write(f, "a3\n", 3) == 3 && ubio_seek(f, 0, SEEK_CUR) == 40, "%s: append after seek", name);
+        CHECK(ubio_pwrite(f, "a4\n", 3, 0) == 3 && lseek(fd, 0, SEEK_CUR) == 40, "%s: pwrite appends, offset stays", name);
+        CHECK(ubio_close(f, NULL) == 0, "%s: close append", name);
+        close(fd);
+        got = slurp(path, &len);
+        CHECK(len == 43 && !memcmp(got + 31, "a1\na2\na3\na4\n", 12), "%s: appended %s", name, got);
+        free(got);
+        printf("%s: ok\n", name);
+        unlink(path);
+        free(path);
+    }
 }
 
 /* Vectored and positional forms, seek, copy and probe. */
@@ -408,6 +518,7 @@ int main(int argc, char **argv)
         {"contract", test_contract},   {"errors", test_errors},
         {"threads", test_threads},     {"wrap_fd", test_wrap_fd},
         {"vectored_copy_probe", test_vectored_copy_probe},
+        {"descriptor_offset", test_descriptor_offset},
     };
     if (argc != 3) {
         fprintf(stderr, "usage: %s CASE DIR\n", argv[0]);

@@ -1,7 +1,8 @@
 //! `direct`: O_DIRECT through aligned bounce buffers, for callers that want
 //! no page cache at all. Any offset, length and buffer works: unaligned edges
-//! are read-modify-written under a per-handle lock, writes that end inside a
-//! block past EOF are trimmed back with ftruncate. Ranges that other users
+//! are read-modify-written under a per-handle lock; the part of a write that
+//! ends inside a block past EOF goes through the page cache, so that the
+//! file is never longer than what was written. Ranges that other users
 //! had cached are written through the page cache instead (an O_DIRECT write
 //! would invalidate them), so they stay cached and coherent.
 //!
@@ -9,7 +10,7 @@
 //! another process writing the same block at the same time can lose an
 //! update, as with any O_DIRECT user of unaligned data.
 
-use super::{pwrite_with_flags, Backend, WriteAt};
+use super::{pwrite_with_flags, Backend, ReadAt, WriteAt};
 use crate::buffer::AlignedBuf;
 use crate::sys::{self, DioAlign, RwFlags};
 use std::fs::File;
@@ -28,6 +29,10 @@ pub struct Direct {
     /// False when only a write-only O_DIRECT descriptor could be had: then
     /// unaligned writes go through the page cache instead.
     dfd_readable: bool,
+    /// The caller's descriptor was opened for reading: reads of a
+    /// write-only one fail with EBADF, as read(2) would, although the
+    /// O_DIRECT descriptor may be readable (for the edges of writes).
+    readable: bool,
     /// Offset and length alignment (at least 512).
     align: u64,
     /// Buffer address alignment.
@@ -55,6 +60,7 @@ impl Direct {
         Ok(Direct {
             dfd,
             dfd_readable,
+            readable: access != libc::O_WRONLY,
             align,
             mem_align,
             pool: Mutex::new(Vec::new()),
@@ -102,21 +108,7 @@ impl Direct {
     }
 
     fn write_block(&self, buf: &[u8], off: u64) -> io::Result<()> {
-        let mut done = 0;
-        while done < buf.len() {
-            match sys::pwritev2(
-                self.dfd.as_fd(),
-                &[IoSlice::new(&buf[done..])],
-                Some(off + done as u64),
-                RwFlags::NONE,
-            ) {
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-                Ok(0) => return Err(io::Error::from_raw_os_error(libc::ENOSPC)),
-                Ok(n) => done += n,
-            }
-        }
-        Ok(())
+        write_all_at(self.dfd.as_fd(), buf, off, &mut 0)
     }
 
     fn aligned(&self, ptr: *const u8, off: u64, len: usize) -> bool {
@@ -124,6 +116,29 @@ impl Direct {
             && (len as u64).is_multiple_of(self.align)
             && (ptr as usize).is_multiple_of(self.mem_align)
     }
+}
+
+/// Write all of `buf` at `off`, adding to `done` as it goes (a short
+/// write is retried; 0 bytes written is ENOSPC).
+fn write_all_at(fd: BorrowedFd<'_>, buf: &[u8], off: u64, done: &mut usize) -> io::Result<()> {
+    let mut at = 0;
+    while at < buf.len() {
+        match sys::pwritev2(
+            fd,
+            &[IoSlice::new(&buf[at..])],
+            Some(off + at as u64),
+            RwFlags::NONE,
+        ) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+            Ok(0) => return Err(io::Error::from_raw_os_error(libc::ENOSPC)),
+            Ok(n) => {
+                at += n;
+                *done += n;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Copy `src` into the scatter list `bufs`, starting `pos` bytes in.
@@ -167,18 +182,71 @@ impl Backend for Direct {
 
     fn read(
         &self,
-        _fd: BorrowedFd<'_>,
+        fd: BorrowedFd<'_>,
         bufs: &mut [IoSliceMut<'_>],
-        off: u64,
+        at: ReadAt,
     ) -> io::Result<usize> {
+        if !self.readable {
+            return Err(io::Error::from_raw_os_error(libc::EBADF));
+        }
+        let n = self.read_direct(bufs, at.offset())?;
+        if let ReadAt::Position(pos) = at {
+            // The data came through the O_DIRECT descriptor: move this
+            // one's position past it, as read(2) would have. (Not atomic
+            // against another process using the same open file description
+            // at the same moment, as the kernel's own read(2) is.)
+            sys::lseek_set(fd, pos + n as u64)?;
+        }
+        Ok(n)
+    }
+
+    fn write(
+        &self,
+        fd: BorrowedFd<'_>,
+        bufs: &[IoSlice<'_>],
+        at: WriteAt,
+        keep_cached: bool,
+    ) -> io::Result<(u64, usize)> {
+        if keep_cached {
+            return pwrite_with_flags(fd, bufs, at, RwFlags::NONE);
+        }
+        let _guard = self.write_lock.lock().unwrap();
+        let off = match at {
+            WriteAt::Offset(off) | WriteAt::Position(off) => off,
+            WriteAt::End | WriteAt::EndPositional => sys::fstat(fd)?.st_size as u64,
+        };
+        let n = self.write_direct(fd, bufs, off)?;
+        if matches!(at, WriteAt::Position(_) | WriteAt::End) {
+            // The data went through the O_DIRECT descriptor: move this
+            // one's position past it, as write(2) would have.
+            sys::lseek_set(fd, off + n as u64)?;
+        }
+        Ok((off, n))
+    }
+}
+
+impl Direct {
+    /// Read into `bufs` at `off` through the O_DIRECT descriptor.
+    fn read_direct(&self, bufs: &mut [IoSliceMut<'_>], off: u64) -> io::Result<usize> {
         let len: usize = bufs.iter().map(|b| b.len()).sum();
         if len == 0 {
             return Ok(0);
         }
-        if bufs.len() == 1 && self.aligned(bufs[0].as_ptr(), off, len) {
+        // Never past the block that holds the end of the file: there xfs may
+        // keep a delayed-allocation preallocation (left by a buffered write
+        // that extended the file), and an O_DIRECT read that meets one fails
+        // with EIO ("Direct I/O collision with buffered writes").
+        let size = sys::fstat(self.dfd.as_fd())?.st_size as u64;
+        if off >= size {
+            return Ok(0);
+        }
+        if bufs.len() == 1
+            && self.aligned(bufs[0].as_ptr(), off, len)
+            && off + len as u64 <= self.up(size)
+        {
             return sys::preadv2(self.dfd.as_fd(), bufs, Some(off), RwFlags::NONE);
         }
-        let end = off + len as u64;
+        let end = (off + len as u64).min(size);
         let mut buf = self.take_buf();
         let mut copied = 0usize;
         let mut chunk = self.down(off);
@@ -210,32 +278,6 @@ impl Backend for Direct {
         result
     }
 
-    fn write(
-        &self,
-        fd: BorrowedFd<'_>,
-        bufs: &[IoSlice<'_>],
-        at: WriteAt,
-        keep_cached: bool,
-    ) -> io::Result<(u64, usize)> {
-        if keep_cached {
-            return pwrite_with_flags(fd, bufs, at, RwFlags::NONE);
-        }
-        let _guard = self.write_lock.lock().unwrap();
-        let off = match at {
-            WriteAt::Offset(off) | WriteAt::Position(off) => off,
-            WriteAt::End => sys::fstat(fd)?.st_size as u64,
-        };
-        let n = self.write_direct(fd, bufs, off)?;
-        if !matches!(at, WriteAt::Offset(_)) {
-            // The data went through the O_DIRECT descriptor: move this
-            // one's position past it, as write(2) would have.
-            sys::lseek_set(fd, off + n as u64)?;
-        }
-        Ok((off, n))
-    }
-}
-
-impl Direct {
     /// Write `bufs` at `off` through the O_DIRECT descriptor (under the
     /// write lock); short only on an error after some data went out.
     fn write_direct(
@@ -258,10 +300,24 @@ impl Direct {
             return pwrite_with_flags(fd, bufs, WriteAt::Offset(off), RwFlags::NONE)
                 .map(|(_, n)| n);
         }
-        // The last block is written whole and trimmed back to this size.
         let old_size = sys::fstat(fd)?.st_size as u64;
-        let end = off + len as u64;
-        let (first, last) = (self.down(off), self.up(end));
+        let whole_end = off + len as u64;
+        // A last block past the end of the file that the data fills only in
+        // part goes through the page cache (the tracker writes it back and
+        // drops it): written whole with O_DIRECT and trimmed back, the file
+        // would be, until the trim, longer than anything written, with
+        // zeroes at its end, which a process killed or a power cut between
+        // the two leaves behind.
+        let end = if !whole_end.is_multiple_of(self.align) && whole_end > old_size {
+            self.down(whole_end).max(off)
+        } else {
+            whole_end
+        };
+        // Nothing for O_DIRECT when the whole write is in that last block.
+        let (first, last) = match end > off {
+            true => (self.down(off), self.up(end)),
+            false => (0, 0),
+        };
         let mut buf = self.take_buf();
         let mut chunk = first;
         let mut written = 0usize;
@@ -289,11 +345,17 @@ impl Direct {
                 written += (to - from) as usize;
                 chunk = chunk_end;
             }
-            // The last block was written whole: trim what lies past the data.
+            // A last block written whole inside the old size: trim what an
+            // extension by another writer meanwhile may have left past it.
             let wanted = old_size.max(end);
             let now = sys::fstat(fd)?.st_size as u64;
-            if now > wanted && now <= last {
+            if end == whole_end && now > wanted && now <= last {
                 sys::ftruncate(fd, wanted)?;
+            }
+            if end < whole_end {
+                let mut tail = vec![0u8; (whole_end - end) as usize];
+                gather(bufs, (end - off) as usize, &mut tail);
+                write_all_at(fd, &tail, end, &mut written)?;
             }
             Ok(len)
         })();

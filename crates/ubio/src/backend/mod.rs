@@ -87,6 +87,25 @@ pub struct Caps {
     pub kernel_starts_writeback: bool,
 }
 
+/// Where a read comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadAt {
+    /// At this offset; the file position does not move (pread(2)).
+    Offset(u64),
+    /// At the file position, which the caller has just read as this offset;
+    /// the position moves past the data (read(2)).
+    Position(u64),
+}
+
+impl ReadAt {
+    /// Where the data is expected to come from.
+    pub fn offset(self) -> u64 {
+        match self {
+            ReadAt::Offset(o) | ReadAt::Position(o) => o,
+        }
+    }
+}
+
 /// Where a write goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriteAt {
@@ -98,6 +117,8 @@ pub enum WriteAt {
     /// At the end of file, wherever it is when the write lands (O_APPEND);
     /// the position moves past the data.
     End,
+    /// At the end of file (O_APPEND), from pwrite(2): the position does not move.
+    EndPositional,
 }
 
 /// A backend bound to one open file. The page-cache backends differ only in
@@ -111,9 +132,20 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn flags(&self) -> RwFlags {
         RwFlags::NONE
     }
-    /// Read into `bufs` at `off`. Short only at end of file (or on a signal).
-    fn read(&self, fd: BorrowedFd<'_>, bufs: &mut [IoSliceMut<'_>], off: u64) -> io::Result<usize> {
-        crate::sys::preadv2(fd, bufs, Some(off), self.flags())
+    /// Read into `bufs` where `at` says. Short only at end of file (or on a
+    /// signal).
+    fn read(
+        &self,
+        fd: BorrowedFd<'_>,
+        bufs: &mut [IoSliceMut<'_>],
+        at: ReadAt,
+    ) -> io::Result<usize> {
+        match at {
+            ReadAt::Offset(off) => crate::sys::preadv2(fd, bufs, Some(off), self.flags()),
+            // -1: the kernel reads at the position and moves it, atomically
+            // against every other user of the open file description.
+            ReadAt::Position(_) => crate::sys::preadv2(fd, bufs, None, self.flags()),
+        }
     }
     /// Write `bufs` where `at` says. `keep_cached`: the range holds pages
     /// cached by others. Returns the offset written at and the count.
@@ -136,14 +168,22 @@ pub(crate) fn pwrite_with_flags(
     at: WriteAt,
     flags: crate::sys::RwFlags,
 ) -> io::Result<(u64, usize)> {
+    use crate::sys;
     match at {
-        WriteAt::Offset(off) => Ok((off, crate::sys::pwritev2(fd, bufs, Some(off), flags)?)),
-        WriteAt::Position(pos) => Ok((pos, crate::sys::pwritev2(fd, bufs, None, flags)?)),
+        WriteAt::Offset(off) => Ok((off, sys::pwritev2(fd, bufs, Some(off), flags)?)),
+        WriteAt::Position(pos) => Ok((pos, sys::pwritev2(fd, bufs, None, flags)?)),
         WriteAt::End => {
             // The kernel picks the offset and leaves the position after it.
-            let n = crate::sys::pwritev2(fd, bufs, None, flags)?;
-            let end = crate::sys::lseek_cur(fd)?;
+            let n = sys::pwritev2(fd, bufs, None, flags)?;
+            let end = sys::lseek_cur(fd)?;
             Ok((end - n as u64, n))
+        }
+        WriteAt::EndPositional => {
+            // O_APPEND: the kernel appends whatever the offset, and the
+            // position stays; the end after the write says where it went.
+            let n = sys::pwritev2(fd, bufs, Some(0), flags)?;
+            let end = sys::fstat(fd)?.st_size as u64;
+            Ok((end.saturating_sub(n as u64), n))
         }
     }
 }

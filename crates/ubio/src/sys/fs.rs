@@ -227,6 +227,17 @@ fn move_high(file: File) -> File {
     unsafe { File::from_raw_fd(high) }
 }
 
+/// `lseek(fd, offset, whence)`: move the file position (SEEK_SET, SEEK_CUR,
+/// SEEK_END, SEEK_DATA, SEEK_HOLE; other values are passed on for the
+/// kernel to refuse); the new position.
+///
+/// See lseek(2); SEEK_DATA and SEEK_HOLE since Linux 3.1.
+pub fn lseek(fd: BorrowedFd<'_>, offset: i64, whence: libc::c_int) -> io::Result<u64> {
+    // SAFETY: no pointers are passed.
+    cvt(unsafe { libc::lseek(fd.as_raw_fd(), offset as libc::off_t, whence) } as libc::c_long)
+        .map(|p| p as u64)
+}
+
 /// `lseek(fd, 0, SEEK_CUR)`: the file position.
 ///
 /// See lseek(2).
@@ -289,6 +300,17 @@ pub fn access_fd(fd: BorrowedFd<'_>, mode: libc::c_int) -> io::Result<()> {
     let r =
         unsafe { libc::faccessat(libc::AT_FDCWD, path.as_ptr().cast(), mode, libc::AT_EACCESS) };
     cvt(r as libc::c_long).map(drop)
+}
+
+/// `close(fd)`: close the descriptor and report close(2)'s error, which
+/// std's drop ignores (NFS reports writeback errors here). On Linux the
+/// descriptor is gone whatever the result, so it is never retried.
+///
+/// See close(2).
+pub fn close(fd: std::os::fd::OwnedFd) -> io::Result<()> {
+    use std::os::fd::IntoRawFd;
+    // SAFETY: we own the descriptor and give it up here, exactly once.
+    cvt(unsafe { libc::close(fd.into_raw_fd()) } as libc::c_long).map(drop)
 }
 
 /// `fcntl(fd, F_GETFL)`: the open file's status flags and access mode.

@@ -17,8 +17,8 @@ pub use cache::{
 };
 pub use copy::{copy_file_range, ficlone, mkfifo, seek_data, seek_hole, set_times_nofollow};
 pub use fs::{
-    access_fd, fallocate, fs_magic, fstat, ftruncate, geteuid, getfl, kernel_release, lseek_cur,
-    lseek_set, reopen, statx_dio_align, DioAlign, FsMagic,
+    access_fd, close, fallocate, fs_magic, fstat, ftruncate, geteuid, getfl, kernel_release, lseek,
+    lseek_cur, lseek_set, reopen, statx_dio_align, DioAlign, FsMagic,
 };
 pub use proc::{
     clock_monotonic, clock_ticks, cpu_time, kill, pidfd_getfd, pidfd_open, poll_readable,

@@ -41,6 +41,14 @@ impl BitOrAssign for RwFlags {
     }
 }
 
+/// The `offset` argument of preadv2/pwritev2: -1 for the file position; an
+/// offset past `off_t` is EINVAL (as a cast it would turn into -1, the position).
+fn file_offset(offset: Option<u64>) -> io::Result<libc::off_t> {
+    offset.map_or(Ok(-1), |o| {
+        libc::off_t::try_from(o).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+    })
+}
+
 /// `preadv2(fd, iov, iovcnt, offset, flags)`: scatter read at `offset`, or at
 /// (and advancing) the file position when `offset` is `None` (`-1`).
 ///
@@ -51,7 +59,7 @@ pub fn preadv2(
     offset: Option<u64>,
     flags: RwFlags,
 ) -> io::Result<usize> {
-    let off = offset.map_or(-1, |o| o as libc::off_t);
+    let off = file_offset(offset)?;
     // SAFETY: IoSliceMut is ABI-compatible with struct iovec and every slice
     // is a valid, writable buffer for the duration of the call.
     cvt(unsafe {
@@ -76,7 +84,7 @@ pub fn pwritev2(
     offset: Option<u64>,
     flags: RwFlags,
 ) -> io::Result<usize> {
-    let off = offset.map_or(-1, |o| o as libc::off_t);
+    let off = file_offset(offset)?;
     // SAFETY: IoSlice is ABI-compatible with struct iovec and every slice is a
     // valid, readable buffer for the duration of the call.
     cvt(unsafe {

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The integrity runs too long for CI (issue 29), into a run directory:
+#
+#   scripts/integrity.sh [OUT_DIR]      # default bench/runs/<date>-integrity
+#
+# Three parts, run side by side (each logs to OUT_DIR/<part>.log):
+# 1. kills: ubio cp (every backend, GNU cp beside it), ubio cp -r, ubio cat,
+#    cat under ubio run and ubio run's engine killed with SIGKILL at random
+#    seeded moments, UBIO_KILLS (default 200) per case
+#    (crates/ubio-cli/tests/kill.rs), and the concurrency tests with
+#    UBIO_CONCURRENT_OPS (default 20,000) operations per thread and process
+#    (crates/ubio-fsx/tests/concurrent.rs);
+# 2. fsx: the exerciser's soak, UBIO_FSX_SOAK_OPS (default 1,000,000)
+#    operations per backend on ext4, xfs, btrfs (loop devices in /dev/shm)
+#    and tmpfs;
+# 3. power cuts: ubio-powercut in the Linux 6.12 guest on ext4, xfs, btrfs
+#    and f2fs, backends buffered (the reference), emulated, direct and
+#    kernel (refused there: 6.12 has no RWF_DONTCACHE), every workload
+#    (scripts/guest/run.sh with UBIO_GUEST_POWERCUT).
+# Then OUT_DIR/summary.txt: the figures of each part, and the exit status.
+# Needs root (loop devices, the guest). UBIO_INTEGRITY_PARTS narrows the
+# parts (e.g. "kills fsx").
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+out=${1:-bench/runs/$(date +%Y-%m-%d)-integrity}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+parts=${UBIO_INTEGRITY_PARTS:-"kills fsx powercut"}
+export UBIO_NO_SKIP=1
+
+cargo build --release --workspace --all-targets
+
+run_kills() {
+    UBIO_KILLS=${UBIO_KILLS:-200} cargo test --release -p ubio-cli --test kill -- --test-threads=1 --nocapture &&
+        UBIO_CONCURRENT_OPS=${UBIO_CONCURRENT_OPS:-20000} cargo test --release -p ubio-fsx --test concurrent -- --test-threads=1 --nocapture
+}
+run_fsx() {
+    UBIO_FSX_SCRATCH_SHM=1 UBIO_FSX_SOAK_OPS=${UBIO_FSX_SOAK_OPS:-1000000} \
+        cargo test --release -p ubio-fsx --test fsx -- --ignored soak --nocapture
+}
+run_powercut() {
+    UBIO_GUEST_KERNELS=6.12 UBIO_GUEST_FS=none UBIO_GUEST_NFS= UBIO_GUEST_POWERCUT="ext4 xfs btrfs f2fs" \
+        UBIO_GUEST_POWERCUT_BACKENDS=buffered,emulated,direct,kernel UBIO_GUEST_TIMEOUT=14400 \
+        UBIO_GUEST_KEEP_LOG="$out" UBIO_GUEST_FAILED_LOGS="$out/failed" scripts/guest/run.sh
+}
+
+declare -A pid
+for p in $parts; do
+    started=$SECONDS
+    (
+        r=0
+        "run_$p" > "$out/$p.log" 2>&1 || r=$?
+        echo "exit $r after $((SECONDS - started))s" >> "$out/$p.log"
+        exit $r
+    ) &
+    pid[$p]=$!
+done
+rc=0
+for p in $parts; do wait "${pid[$p]}" || rc=1; done
+
+{
+    echo "scripts/integrity.sh, $(date -u +%Y-%m-%dT%H:%MZ), $(uname -r), $(nproc) CPUs"
+    for p in $parts; do
+        echo
+        echo "== $p: $(tail -1 "$out/$p.log")"
+        case $p in
+        kills) grep -E '^(killed|a_|killed streams|threads on|[a-z0-9]+ [a-z]+: (share|4 threads))|^test result' "$out/$p.log" || true ;;
+        fsx) grep -E '^soak|^  [a-z0-9]+ +[a-z]+ |^test result' "$out/$p.log" || true ;;
+        powercut) grep -E '^  POWERCUT|^GUEST-RESULT|^guest kernel|^timings' "$out/$p.log" || true ;;
+        esac
+    done
+} > "$out/summary.txt"
+cat "$out/summary.txt"
+exit $rc
