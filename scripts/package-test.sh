@@ -15,7 +15,9 @@
 #      --help` says how to get ubio-bench; a cold 64 MiB file read by plain
 #      cat is cached (the control), by `ubio cat` and `ubio run -- cat` it is
 #      not (fincore: mincore(2), as root), and reads the same; `man ubio-cp`
-#      renders; bash completes `ubio c<TAB>` to cat and cp;
+#      renders; bash completes `ubio c<TAB>` to cat and cp; where the
+#      commit has the policy daemon's unit, it is installed with the
+#      packaged binary's path and enabled;
 #      libubio0 and libubio-dev: a C program built with `pkg-config --cflags
 #      --libs ubio` reads the file (the same sum as with read(2)) and
 #      leaves it uncached;
@@ -27,7 +29,7 @@
 #   failure and Ctrl-C. Prints `PKGTEST <step>: ok (N s)` per step.
 #
 #   scripts/package-test.sh                 # build HEAD's packages, test them
-#   scripts/package-test.sh --dist dist     # test packages built before
+#   scripts/package-test.sh --dist target/packages   # test packages built before
 #   UBIO_DEBIAN_MIRROR=URL                  # another Debian mirror
 #
 # Needs root and mmdebstrap (installed with scripts/install-deps.sh).
@@ -160,6 +162,20 @@ shim=$(inside 'ubio run -- sh -c "echo \$LD_PRELOAD"')
     fail "ubio run preloads '$shim', not the packaged shim"
 [ -z "$(inside 'ls /root/.cache 2>/dev/null || true')" ] || fail "ubio wrote to /root/.cache"
 step "ubio alone: --version, the packaged shim, bench without ubio-bench"
+
+# The policy daemon's unit, where the commit has it (dist/systemd/): installed
+# for systemd with the packaged binary's path, enabled, and the command it
+# runs first accepts the packaged example configuration.
+if git -C "$repo" cat-file -e "$rev:dist/systemd/ubio-policy.service.in" 2>/dev/null; then
+    unit=$(inside 'cat /lib/systemd/system/ubio-policy.service') || fail "no /lib/systemd/system/ubio-policy.service"
+    [[ $unit != *@BINDIR@* ]] || fail "ubio-policy.service still says @BINDIR@"
+    grep -q '^ExecStart=/usr/bin/ubio policy run ' <<< "$unit" || fail "ubio-policy.service does not run /usr/bin/ubio: $unit"
+    inside '[ -L /etc/systemd/system/multi-user.target.wants/ubio-policy.service ]' ||
+        fail "ubio-policy.service is not enabled"
+    inside 'ubio policy check /usr/share/doc/ubio/examples/policy.toml.example' ||
+        fail "ubio policy check of the packaged example"
+    step "ubio-policy.service: /usr/bin/ubio, enabled, its example passes ubio policy check"
+fi
 
 # The cold file: written, made durable and dropped by coreutils' dd (not by
 # ubio); fincore (util-linux, mincore) measures what stays cached.

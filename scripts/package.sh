@@ -9,7 +9,7 @@
 #   Python                   a wheel for CPython 3.11 and later (abi3) that pip
 #                            installs without cargo
 #
-#   scripts/package.sh                    # HEAD, into dist/
+#   scripts/package.sh                    # HEAD, into target/packages/
 #   scripts/package.sh --out DIR REV      # another commit, elsewhere
 #   scripts/package.sh --no-wheel         # the .debs only
 #
@@ -34,7 +34,7 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-out="$repo/dist"
+out="$repo/target/packages"
 rev=HEAD
 wheel=1
 while [ "$#" -gt 0 ]; do
