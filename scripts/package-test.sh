@@ -94,11 +94,11 @@ if [ -z "$dist" ]; then
     step build
 fi
 dist=$(cd "$dist" && pwd)
-deb() { ls "$dist"/"$1"_*.deb 2>/dev/null | tail -n1; }
+deb() { ls "$dist"/"$1"_*.deb 2>/dev/null | tail -n1 || true; }
 for p in ubio ubio-bench libubio0 libubio-dev; do
     [ -n "$(deb "$p")" ] || fail "no $p package in $dist"
 done
-wheel=$(ls "$dist"/ubio-*.whl 2>/dev/null | tail -n1)
+wheel=$(ls "$dist"/ubio-*.whl 2>/dev/null | tail -n1 || true)
 [ -n "$wheel" ] || fail "no wheel in $dist"
 version=$(dpkg-deb -f "$(deb ubio)" Version)
 

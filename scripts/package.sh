@@ -128,6 +128,7 @@ echo "package.sh: dpkg-buildpackage (cargo build into $CARGO_TARGET_DIR)" >&2
 (cd "$src" && dpkg-buildpackage -b -us -uc -d)
 
 mkdir -p "$out"
+out=$(cd "$out" && pwd) # maturin runs in the export
 cp "$work"/*.deb "$work"/*.changes "$work"/*.buildinfo "$out"/
 changes=$(ls "$out"/ubio_"${version}"_*.changes)
 
