@@ -11,13 +11,18 @@
 #    Serial, because tests use loop devices and the page cache and measure
 #    residency; --nocapture so that `SKIP <name>: <reason>` lines reach the log
 #    and the summary can count them.
-# 4. scripts/memcheck.sh: Miri on the bounce buffers, valgrind on ubio cp/cat
-#    with every backend and on a C program under the shim (about a minute).
-# 5. scripts/package-test.sh: the packages, built from HEAD, in a clean Debian
-#    root (independent of the rest: it builds in target/package).
-# 6. scripts/guest/run.sh: the contract tests again in QEMU guests on Linux
-#    6.12 (cachestat, no RWF_DONTCACHE) and 6.1 (neither), on f2fs, ext4,
-#    xfs and btrfs; the summary shows one line per kernel and filesystem.
+# 4. Then, at the same time (the host tests run alone: some measure residency
+#    and peaks that other load would disturb):
+#    - scripts/guest/run.sh: the contract tests again in QEMU guests on Linux
+#      6.12 (cachestat, no RWF_DONTCACHE) and 6.1 (neither), on f2fs, ext4,
+#      xfs and btrfs, and the power-cut suite; the summary shows one line per
+#      kernel and filesystem;
+#    - beside it, one after another, the side parts (side_parts below):
+#      scripts/memcheck.sh (Miri on the bounce buffers, valgrind on ubio
+#      cp/cat with every backend and on a C program under the shim), and
+#      scripts/package-test.sh (the packages, built from HEAD in
+#      target/package, installed and used in a clean Debian root).
+#    Each part's output is printed whole when it ends.
 #
 # As root, UBIO_NO_SKIP=1 is exported (unless already set): every fixture exists
 # here, so a test that would skip fails instead. Exits non-zero if the build,
@@ -37,7 +42,6 @@ if [ "$(id -u)" -eq 0 ]; then
 fi
 
 log="$(mktemp -t ubio-test.XXXXXX)"
-trap 'rm -f "$log" "$log.guest"' EXIT
 
 started=$SECONDS
 build_rc=0
@@ -57,28 +61,35 @@ if [ "$build_rc" -eq 0 ]; then
     test_secs=$((SECONDS - started))
 fi
 
-memcheck_rc=0
-memcheck_secs=0
+# The parts after the host tests, at the same time: the guests (two QEMU
+# guests, one core each) beside the side parts, which run one after another.
+# Each writes its own log, printed whole when it ends; its exit code and
+# seconds go to the summary.
+side_parts=(
+    "memcheck|scripts/memcheck.sh"
+    "packages|scripts/package-test.sh"
+)
+parts_dir="$(mktemp -d -t ubio-test-parts.XXXXXX)"
+trap 'rm -rf "$log" "$parts_dir"' EXIT
+run_part() { # NAME CMD...: run CMD with its output in NAME.log, then print it
+    local name=$1 start=$SECONDS rc=0
+    shift
+    "$@" >"$parts_dir/$name.log" 2>&1 || rc=$?
+    echo "$rc $((SECONDS - start))" >"$parts_dir/$name.rc"
+    { echo "== $name ($*): exit $rc after $((SECONDS - start))s"; cat "$parts_dir/$name.log"; } |
+        flock "$parts_dir" cat
+}
 if [ "$build_rc" -eq 0 ]; then
-    echo "== scripts/memcheck.sh (Miri on the bounce buffers, valgrind on cp, cat and the shim)"
-    started=$SECONDS
-    scripts/memcheck.sh || memcheck_rc=$?
-    memcheck_secs=$((SECONDS - started))
+    echo "== after the host tests, at once: scripts/guest/run.sh beside: ${side_parts[*]}"
+    run_part guest scripts/guest/run.sh &
+    guest_pid=$!
+    for part in "${side_parts[@]}"; do
+        run_part "${part%%|*}" ${part#*|}
+    done
+    wait "$guest_pid"
 fi
-
-package_rc=0; package_secs=$SECONDS; scripts/package-test.sh || package_rc=$?; package_secs=$((SECONDS - package_secs))
-
-guest_rc=0
-guest_secs=0
-if [ "$build_rc" -eq 0 ]; then
-    echo "== scripts/guest/run.sh"
-    started=$SECONDS
-    set +e
-    scripts/guest/run.sh 2>&1 | tee "$log.guest"
-    guest_rc=${PIPESTATUS[0]}
-    set -e
-    guest_secs=$((SECONDS - started))
-fi
+part_rc() { cut -d' ' -f1 "$parts_dir/$1.rc" 2>/dev/null || echo 1; }
+part_secs() { cut -d' ' -f2 "$parts_dir/$1.rc" 2>/dev/null || echo 0; }
 
 # Sum cargo's "test result: ok. 20 passed; 0 failed; 1 ignored; ..." lines.
 # (No match is not an error here: `|| true` keeps pipefail from ending the script.)
@@ -106,10 +117,19 @@ if [ "$build_rc" -ne 0 ]; then
 else
     echo "build: ok (${build_secs}s)"
     echo "tests: exit $test_rc after ${test_secs}s; $ignored ignored"
-    echo "memcheck (scripts/memcheck.sh): exit $memcheck_rc after ${memcheck_secs}s"
-    echo "packages (scripts/package-test.sh): exit $package_rc after ${package_secs}s"
-    echo "guest (scripts/guest/run.sh): exit $guest_rc after ${guest_secs}s"
-    grep -E '^(guest kernel:|GUEST-RESULT )' "$log.guest" | sed 's/^/  /' || true
+    for part in "${side_parts[@]}"; do
+        echo "${part%%|*} (${part#*|}): exit $(part_rc "${part%%|*}") after $(part_secs "${part%%|*}")s"
+    done
+    echo "guest (scripts/guest/run.sh): exit $(part_rc guest) after $(part_secs guest)s"
+    grep -E '^(guest kernel:|GUEST-RESULT )' "$parts_dir/guest.log" | sed 's/^/  /' || true
+    if [ "$failed" -gt 0 ]; then
+        echo "failed tests:"
+        # cargo lists them after "failures:" per binary, and the binaries
+        # after "error: N targets failed:".
+        awk '/^failures:$|targets? failed:$/ {f = 1; next}
+             f && /^    [`A-Za-z0-9_:. -]+$/ {print "  " substr($0, 5); next}
+             /^test result:/ {f = 0}' "$log" | sort -u
+    fi
 fi
 if [ "$skipped" -gt 0 ]; then
     echo "skipped tests:"
@@ -122,8 +142,10 @@ fi
 if [ "$build_rc" -ne 0 ]; then
     exit "$build_rc"
 fi
-echo "summary: $passed passed, $failed failed, $skipped skipped; guest: $([ "$guest_rc" -eq 0 ] && echo ok || echo FAILED)"
+echo "summary: $passed passed, $failed failed, $skipped skipped; guest: $([ "$(part_rc guest)" -eq 0 ] && echo ok || echo FAILED); total $((SECONDS))s"
 [ "$test_rc" -ne 0 ] && exit "$test_rc"
-[ "$memcheck_rc" -ne 0 ] && exit "$memcheck_rc"
-[ "$package_rc" -ne 0 ] && exit "$package_rc"
-exit "$guest_rc"
+for part in "${side_parts[@]}" "guest|"; do
+    rc=$(part_rc "${part%%|*}")
+    [ "$rc" -ne 0 ] && exit "$rc"
+done
+exit 0
