@@ -26,6 +26,7 @@ pub mod error;
 pub mod evict;
 mod file;
 pub mod follow;
+pub mod mounts;
 pub mod overlay;
 pub mod probe;
 mod readbehind;
