@@ -42,4 +42,4 @@ pub use backend::BackendKind;
 pub use buffer::AlignedBuf;
 pub use file::{File, OpenOptions};
 pub use probe::{probe_path, Choice, Probe};
-pub use stream::{Stats, Stream, StreamOptions, DEFAULT_READ_LAG, DEFAULT_WINDOW};
+pub use stream::{Stats, Stream, StreamOptions, DEFAULT_READ_LAG, DEFAULT_WINDOW, PIECE};

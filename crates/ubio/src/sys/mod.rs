@@ -34,7 +34,7 @@ pub use proc::{
     clock_monotonic, clock_ticks, cpu_time, kill, pidfd_getfd, pidfd_open, poll_readable,
     poll_readable_any, raise_default, raise_open_files_limit, set_nice, Usage,
 };
-pub use rw::{preadv2, pwritev2, RwFlags};
+pub use rw::{max_rw_count, preadv2, pwritev2, RwFlags};
 
 use std::io;
 
