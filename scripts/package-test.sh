@@ -219,7 +219,7 @@ step "man ubio-cp, ubio c<TAB>"
 # 3b. The C library.
 inside 'dpkg -i /tmp/pkg/libubio0_*.deb /tmp/pkg/libubio-dev_*.deb >/dev/null
     cc -O2 -o /tmp/ubio-sum /tmp/pkg/ubio-sum.c $(pkg-config --cflags --libs ubio)
-    ldd /tmp/ubio-sum | grep -q "libubio.so.0 => /"' || fail "a C program with pkg-config --cflags --libs ubio"
+    ldd /tmp/ubio-sum | grep "libubio.so.0 => /" >/dev/null' || fail "a C program with pkg-config --cflags --libs ubio"
 inside "$evict"
 with_ubio=$(inside '/tmp/ubio-sum /var/tmp/cold')
 left=$(cached)
