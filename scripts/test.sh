@@ -19,7 +19,9 @@
 #      kernel and filesystem;
 #    - beside it, one after another, the side parts (side_parts below):
 #      scripts/memcheck.sh (Miri on the bounce buffers, valgrind on ubio
-#      cp/cat with every backend and on a C program under the shim).
+#      cp/cat with every backend and on a C program under the shim), and
+#      scripts/package-test.sh (the packages, built from HEAD in
+#      target/package, installed and used in a clean Debian root).
 #    Each part's output is printed whole when it ends.
 #
 # As root, UBIO_NO_SKIP=1 is exported (unless already set): every fixture exists
@@ -65,6 +67,7 @@ fi
 # seconds go to the summary.
 side_parts=(
     "memcheck|scripts/memcheck.sh"
+    "packages|scripts/package-test.sh"
 )
 parts_dir="$(mktemp -d -t ubio-test-parts.XXXXXX)"
 trap 'rm -rf "$log" "$parts_dir"' EXIT
