@@ -13,7 +13,11 @@
 # `man -l`), make, pkg-config (the C API's install and tests), python3,
 # python3-venv (the Python package's tests), bindfs (the FUSE contract
 # tests), zstd, xz-utils, musl-tools (programs the `ubio run` tests run or
-# build: crates/ubio-cli/tests/run_programs.rs), and golang-go and nodejs where
+# build: crates/ubio-cli/tests/run_programs.rs), acl, attr, libacl1-dev,
+# libattr1-dev, libcap-dev, dpkg-dev, perl (GNU coreutils' cp tests,
+# scripts/gnu-cp-tests.sh: getfacl/setfacl and getfattr/setfattr, the
+# headers its configure looks for ACL, xattr and libcap support with, and
+# dpkg-source to unpack Debian's source), and golang-go and nodejs where
 # no go or node is on the PATH already. Runs
 # `apt-get update` only when something is missing. Also makes sure cargo exists
 # (rustup's stable toolchain; Debian's own cargo is too old for this project).
@@ -22,7 +26,8 @@ set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
 PACKAGES=(xfsprogs btrfs-progs e2fsprogs util-linux fio rsync gcc libc6-dev nocache valgrind man-db
-    make pkg-config python3 python3-venv bindfs zstd xz-utils musl-tools)
+    make pkg-config python3 python3-venv bindfs zstd xz-utils musl-tools
+    acl attr libacl1-dev libattr1-dev libcap-dev dpkg-dev perl)
 command -v go >/dev/null 2>&1 || PACKAGES+=(golang-go)
 command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)
 if [ "$#" -gt 0 ]; then

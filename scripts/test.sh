@@ -13,7 +13,10 @@
 #    and the summary can count them.
 # 4. scripts/memcheck.sh: Miri on the bounce buffers, valgrind on ubio cp/cat
 #    with every backend and on a C program under the shim (about a minute).
-# 5. scripts/guest/run.sh: the contract tests again in QEMU guests on Linux
+# 5. scripts/gnu-cp-tests.sh: GNU coreutils' own cp tests (from Debian's
+#    source of the installed coreutils) against ubio invoked as cp; the
+#    source and its configure are cached in ~/.cache/ubio after the first run.
+# 6. scripts/guest/run.sh: the contract tests again in QEMU guests on Linux
 #    6.12 (cachestat, no RWF_DONTCACHE) and 6.1 (neither), on f2fs, ext4,
 #    xfs and btrfs; the summary shows one line per kernel and filesystem.
 #
@@ -35,7 +38,7 @@ if [ "$(id -u)" -eq 0 ]; then
 fi
 
 log="$(mktemp -t ubio-test.XXXXXX)"
-trap 'rm -f "$log" "$log.guest"' EXIT
+trap 'rm -f "$log" "$log.guest" "$log.gnucp"' EXIT
 
 started=$SECONDS
 build_rc=0
@@ -62,6 +65,18 @@ if [ "$build_rc" -eq 0 ]; then
     started=$SECONDS
     scripts/memcheck.sh || memcheck_rc=$?
     memcheck_secs=$((SECONDS - started))
+fi
+
+gnucp_rc=0
+gnucp_secs=0
+if [ "$build_rc" -eq 0 ]; then
+    echo "== scripts/gnu-cp-tests.sh (GNU coreutils' own cp tests against ubio as cp)"
+    started=$SECONDS
+    set +e
+    scripts/gnu-cp-tests.sh 2>&1 | tee "$log.gnucp"
+    gnucp_rc=${PIPESTATUS[0]}
+    set -e
+    gnucp_secs=$((SECONDS - started))
 fi
 
 guest_rc=0
@@ -103,6 +118,8 @@ else
     echo "build: ok (${build_secs}s)"
     echo "tests: exit $test_rc after ${test_secs}s; $ignored ignored"
     echo "memcheck (scripts/memcheck.sh): exit $memcheck_rc after ${memcheck_secs}s"
+    echo "GNU cp tests (scripts/gnu-cp-tests.sh): exit $gnucp_rc after ${gnucp_secs}s"
+    grep -E '^(gnu-cp-tests: [0-9]|SKIP gnu_cp_tests)' "$log.gnucp" | sed 's/^/  /' || true
     echo "guest (scripts/guest/run.sh): exit $guest_rc after ${guest_secs}s"
     grep -E '^(guest kernel:|GUEST-RESULT )' "$log.guest" | sed 's/^/  /' || true
 fi
@@ -120,4 +137,5 @@ fi
 echo "summary: $passed passed, $failed failed, $skipped skipped; guest: $([ "$guest_rc" -eq 0 ] && echo ok || echo FAILED)"
 [ "$test_rc" -ne 0 ] && exit "$test_rc"
 [ "$memcheck_rc" -ne 0 ] && exit "$memcheck_rc"
+[ "$gnucp_rc" -ne 0 ] && exit "$gnucp_rc"
 exit "$guest_rc"
