@@ -121,8 +121,9 @@ fetch() {
 [ -f "$src/configure" ] || fetch
 
 # --- The user the ordinary tests run as (two groups), removed at the end -------
-user=ubio-gnu-cp
-group2=ubio-gnu-cp2
+# UBIO_GNU_USER: another name, for two runs at once on one machine.
+user=${UBIO_GNU_USER:-ubio-gnu-cp}
+group2=${user}2
 cleanup() {
     userdel "$user" 2>/dev/null || true
     groupdel "$user" 2>/dev/null || true
