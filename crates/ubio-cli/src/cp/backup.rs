@@ -1,7 +1,7 @@
 //! GNU's backups (--backup=CONTROL, -b, -S SUFFIX): an existing destination
 //! is renamed out of the way before it is replaced.
 
-use super::TRY_HELP;
+use super::try_help;
 use anyhow::{bail, Result};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -47,7 +47,8 @@ impl Backup {
             "numbered" | "t" => Control::Numbered,
             "existing" | "nil" => Control::Existing,
             _ => bail!(
-                "invalid argument '{word}' for '{from}'\nValid arguments are:\n  - 'none', 'off'\n  - 'simple', 'never'\n  - 'existing', 'nil'\n  - 'numbered', 't'\n{TRY_HELP}"
+                "invalid argument '{word}' for '{from}'\nValid arguments are:\n  - 'none', 'off'\n  - 'simple', 'never'\n  - 'existing', 'nil'\n  - 'numbered', 't'\n{}",
+                try_help()
             ),
         };
         let suffix = suffix

@@ -23,7 +23,7 @@ mod tree;
 use crate::{msg, out};
 use anyhow::{bail, Result};
 use file::{CopyError, FileReport};
-pub use options::{Args, LinkMode, Options, Preserve};
+pub use options::{spell_out_long_options, Args, LinkMode, Options, Preserve};
 use progress::Progress;
 use std::collections::HashMap;
 use std::io::{self, BufRead, Write};
@@ -34,8 +34,24 @@ use std::sync::Arc;
 use std::time::Instant;
 use tree::{Kind, Problem, Step};
 
+/// The name cp calls itself in messages: "ubio cp", or the name it was
+/// invoked by (see main's `command_line`).
+static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// ubio was invoked as `name` (a symlink named cp): it is cp by that name.
+pub fn invoked_as(name: String) {
+    let _ = NAME.set(name);
+}
+
+/// "ubio cp", or "cp" when invoked as cp.
+pub fn name() -> &'static str {
+    NAME.get().map_or("ubio cp", String::as_str)
+}
+
 /// GNU's last line after a usage error.
-const TRY_HELP: &str = "Try 'ubio cp --help' for more information.";
+fn try_help() -> String {
+    format!("Try '{} --help' for more information.", name())
+}
 
 #[derive(serde::Serialize)]
 struct Summary {
@@ -86,17 +102,18 @@ fn targets(args: &Args) -> Result<Targets> {
         });
     }
     let Some((dst, srcs)) = paths.split_last() else {
-        bail!("missing file operand\n{TRY_HELP}");
+        bail!("missing file operand\n{}", try_help());
     };
     if srcs.is_empty() {
         bail!(
-            "missing destination file operand after {}\n{TRY_HELP}",
-            msg::quote(dst)
+            "missing destination file operand after {}\n{}",
+            msg::quote(dst),
+            try_help()
         );
     }
     if args.no_target_directory {
         if srcs.len() > 1 {
-            bail!("extra operand {}\n{TRY_HELP}", msg::quote(&paths[2]));
+            bail!("extra operand {}\n{}", msg::quote(&paths[2]), try_help());
         }
         return Ok(Targets {
             srcs: srcs.to_vec(),
@@ -107,7 +124,10 @@ fn targets(args: &Args) -> Result<Targets> {
     let is_dir = dst.is_dir();
     if (srcs.len() > 1 || args.parents) && !is_dir {
         if args.parents {
-            bail!("with --parents, the destination must be a directory\n{TRY_HELP}");
+            bail!(
+                "with --parents, the destination must be a directory\n{}",
+                try_help()
+            );
         }
         match dst.metadata() {
             Err(e) => bail!("target {}: {}", msg::quote(dst), msg::reason(&e)),
@@ -172,7 +192,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .sum();
     let mut errors: Vec<String> = problems.into_iter().map(|p| p.0).collect();
     for e in &errors {
-        eprintln!("ubio cp: {e}");
+        eprintln!("{}: {e}", name());
     }
     // Files in parallel where the order of what is printed cannot show it:
     // -v prints each copy in GNU's order, so it copies one file at a time.
@@ -311,7 +331,7 @@ impl Copier {
     }
 
     fn fail(&mut self, message: String) {
-        self.progress.suspend(|| eprintln!("ubio cp: {message}"));
+        self.progress.suspend(|| eprintln!("{}: {message}", name()));
         self.errors.push(message);
     }
 
@@ -447,7 +467,7 @@ impl Copier {
     fn ask(&mut self, question: &str) -> bool {
         let mut answer = String::new();
         self.progress.suspend(|| {
-            eprint!("ubio cp: {question}");
+            eprint!("{}: {question}", name());
             let _ = io::stderr().flush();
             let _ = io::stdin().lock().read_line(&mut answer);
         });
@@ -485,14 +505,16 @@ impl Copier {
                 match incomplete {
                     Some((done, _)) if source_changed => {
                         msg = format!(
-                            "{msg}\nubio cp: {} is incomplete: it holds the {done} bytes read, not a copy of {}",
+                            "{msg}\n{}: {} is incomplete: it holds the {done} bytes read, not a copy of {}",
+                            name(),
                             step.dst.display(),
                             step.src.display()
                         );
                     }
                     Some((done, expected)) => {
                         msg = format!(
-                            "{msg}\nubio cp: {} is incomplete (failed after {done} of {expected} bytes); {} is unchanged",
+                            "{msg}\n{}: {} is incomplete (failed after {done} of {expected} bytes); {} is unchanged",
+                            name(),
                             step.dst.display(),
                             step.src.display()
                         );

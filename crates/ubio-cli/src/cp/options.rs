@@ -3,7 +3,7 @@
 
 use super::backup::Backup;
 use super::tree::{Deref, Walk};
-use super::TRY_HELP;
+use super::try_help;
 use crate::size;
 use anyhow::{bail, Result};
 use std::ffi::OsString;
@@ -232,7 +232,8 @@ impl Preserve {
                     "{option}=context is not supported: ubio cp does not copy SELinux contexts"
                 ),
                 _ => bail!(
-                    "invalid argument '{attr}' for '{option}'\nValid arguments are:\n  - 'mode'\n  - 'timestamps'\n  - 'ownership'\n  - 'links'\n  - 'context'\n  - 'xattr'\n  - 'all'\n{TRY_HELP}"
+                    "invalid argument '{attr}' for '{option}'\nValid arguments are:\n  - 'mode'\n  - 'timestamps'\n  - 'ownership'\n  - 'links'\n  - 'context'\n  - 'xattr'\n  - 'all'\n{}",
+                    try_help()
                 ),
             }
         }
@@ -366,4 +367,93 @@ impl Args {
             window: self.window,
         })
     }
+}
+
+/// GNU cp 9.1's long options (from its `--help`), in which a prefix is
+/// looked up first: `--b` is --backup as in GNU, though ubio's own
+/// --backend and --block begin the same.
+const GNU_LONG_OPTIONS: &[&str] = &[
+    "archive",
+    "attributes-only",
+    "backup",
+    "context",
+    "copy-contents",
+    "dereference",
+    "force",
+    "help",
+    "interactive",
+    "link",
+    "no-clobber",
+    "no-dereference",
+    "no-preserve",
+    "no-target-directory",
+    "one-file-system",
+    "parents",
+    "preserve",
+    "recursive",
+    "reflink",
+    "remove-destination",
+    "sparse",
+    "strip-trailing-slashes",
+    "suffix",
+    "symbolic-link",
+    "target-directory",
+    "update",
+    "verbose",
+    "version",
+];
+
+/// Long options written as an unambiguous prefix (`--parent`,
+/// `--b=simple`) spelled out, as GNU's getopt_long takes them: an exact name
+/// wins, then the one GNU option the prefix begins, then the one of all
+/// (`all`: every long option `ubio cp` has). An ambiguous prefix is GNU's
+/// usage error. Nothing after `--` is an option.
+pub fn spell_out_long_options(args: &mut [OsString], all: &[String]) -> Result<()> {
+    for arg in args.iter_mut() {
+        let Some(text) = arg.to_str().and_then(|a| a.strip_prefix("--")) else {
+            continue;
+        };
+        if text.is_empty() {
+            break;
+        }
+        let (name, value) = match text.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (text, None),
+        };
+        if all.iter().any(|a| a == name) {
+            continue;
+        }
+        let gnu: Vec<&str> = GNU_LONG_OPTIONS
+            .iter()
+            .copied()
+            .filter(|o| o.starts_with(name))
+            .collect();
+        let ours: Vec<&str> = all
+            .iter()
+            .map(String::as_str)
+            .filter(|o| o.starts_with(name))
+            .collect();
+        let found = match (gnu.as_slice(), ours.as_slice()) {
+            ([one], _) | ([], [one]) => *one,
+            ([], []) => continue, // clap says it is unknown
+            (gnu_many, ours_many) => {
+                let many = if gnu_many.is_empty() {
+                    ours_many
+                } else {
+                    gnu_many
+                };
+                let list: Vec<String> = many.iter().map(|o| format!("'--{o}'")).collect();
+                bail!(
+                    "option '--{name}' is ambiguous; possibilities: {}\n{}",
+                    list.join(" "),
+                    try_help()
+                );
+            }
+        };
+        *arg = match value {
+            Some(v) => format!("--{found}={v}").into(),
+            None => format!("--{found}").into(),
+        };
+    }
+    Ok(())
 }
