@@ -58,6 +58,16 @@ impl Backup {
         Ok(Backup { control, suffix })
     }
 
+    /// Whether the backup of `dst` would be numbered (so that every version
+    /// is kept: a destination this command made may then be replaced).
+    pub fn numbered(&self, dst: &Path) -> bool {
+        match self.control {
+            Control::Numbered => true,
+            Control::Existing => highest_number(dst) > 0,
+            Control::None | Control::Simple => false,
+        }
+    }
+
     /// The name to move an existing `dst` to, or None without backups.
     pub fn name(&self, dst: &Path) -> Option<PathBuf> {
         let numbered = |next: u64| {

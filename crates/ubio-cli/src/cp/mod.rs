@@ -18,6 +18,7 @@ mod file;
 mod options;
 mod pool;
 mod progress;
+mod same;
 mod tree;
 
 use crate::{msg, out};
@@ -210,8 +211,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
         copied: Vec::new(),
         errors: Vec::new(),
         failed_dirs: Vec::new(),
+        skipped_dirs: Vec::new(),
         dir_bits_added: HashMap::new(),
         made_dirs: Vec::new(),
+        made: HashMap::new(),
         linked: HashMap::new(),
     };
     let start = Instant::now();
@@ -253,10 +256,15 @@ struct Copier {
     errors: Vec<String>,
     /// Destinations of directories that could not be made: their contents are skipped.
     failed_dirs: Vec<PathBuf>,
+    /// Directories named twice: their second copy is skipped, to its end.
+    skipped_dirs: Vec<PathBuf>,
     /// Directories made with u+rwx added so their contents could be written.
     dir_bits_added: HashMap<PathBuf, u32>,
     /// Directories this copy made (--parents sets metadata only on those).
     made_dirs: Vec<PathBuf>,
+    /// What this command made, each with its source's inode: a later
+    /// source is not copied onto one of them, nor through it.
+    made: HashMap<PathBuf, (u64, u64)>,
     /// --preserve=links: the destination of each source inode with more
     /// than one link, so the next name of it becomes a link too.
     linked: HashMap<(u64, u64), PathBuf>,
@@ -266,7 +274,9 @@ struct Copier {
 enum Go {
     /// Make it (nothing is there, or it was moved away or removed).
     Ahead,
-    /// Leave it (-n, -u, or -i answered no).
+    /// Make it from this name (`cp -bf f f`: the source moved to its backup).
+    From(PathBuf),
+    /// Leave it (-n, -u, or -i answered no; or it already is the link asked for).
     Skip,
 }
 
@@ -275,6 +285,14 @@ impl Copier {
         self.seq += 1;
         if self.failed_dirs.iter().any(|d| step.dst.starts_with(d)) {
             return;
+        }
+        if let Some(d) = self.skipped_dirs.last() {
+            if step.dst.starts_with(d) {
+                if matches!(step.kind, Kind::DirEnd) && step.dst == *d {
+                    self.skipped_dirs.pop();
+                }
+                return;
+            }
         }
         let result = match step.kind {
             Kind::DirStart => self.dir_start(step),
@@ -358,13 +376,31 @@ impl Copier {
     /// A file, symlink or fifo: decide about an existing destination, then
     /// link it (--preserve=links, -l, -s), copy it or recreate it.
     fn non_dir(&mut self, step: &Step) -> Result<(), String> {
-        let (go, backup) = self.existing(step)?;
-        if matches!(go, Go::Skip) {
-            if matches!(step.kind, Kind::File) && self.opts.link == LinkMode::Copy {
-                self.progress.add(step.meta.len());
-            }
-            return Ok(());
+        // A destination made by an earlier source: its copy must be in first.
+        if self.made.contains_key(&step.dst) {
+            let done = self.pool.as_mut().map(|p| p.wait());
+            self.landed(done.unwrap_or_default());
         }
+        let (go, backup) = self.existing(step)?;
+        let moved;
+        let step = match go {
+            Go::Skip => {
+                if matches!(step.kind, Kind::File) && self.opts.link == LinkMode::Copy {
+                    self.progress.add(step.meta.len());
+                }
+                return Ok(());
+            }
+            Go::From(src) => {
+                moved = Step {
+                    src,
+                    ..step.clone()
+                };
+                &moved
+            }
+            Go::Ahead => step,
+        };
+        self.made
+            .insert(step.dst.clone(), (step.meta.dev(), step.meta.ino()));
         let id = (step.meta.dev(), step.meta.ino());
         let linked_later = self.opts.preserve.links && step.meta.nlink() > 1;
         let data = matches!(step.kind, Kind::File) && self.opts.link == LinkMode::Copy;
@@ -409,17 +445,79 @@ impl Copier {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Go::Ahead, None)),
             Err(e) => return Err(msg::on("stat", &step.dst, &e)),
         };
-        // A symlink at the destination is written through, as GNU cp does.
-        let target = std::fs::metadata(&step.dst).unwrap_or_else(|_| here.clone());
-        let same = |m: &std::fs::Metadata| m.dev() == step.meta.dev() && m.ino() == step.meta.ino();
         let writes_data = matches!(step.kind, Kind::File) && self.opts.link == LinkMode::Copy;
-        if (writes_data && same(&target)) || same(&here) {
+        let backup = self.opts.backup.name(&step.dst).is_some();
+        // Made by an earlier source of this command: never written through
+        // (it may lead outside the destination), replaced only where a
+        // numbered backup keeps it; the same source named twice is copied once.
+        if let Some(by) = self.made.get(&step.dst) {
+            if here.is_symlink() && writes_data {
+                return Err(format!(
+                    "will not copy {} through just-created symlink {}",
+                    msg::quote(&step.src),
+                    msg::quote(&step.dst)
+                ));
+            }
+            if *by == (step.meta.dev(), step.meta.ino()) && !backup {
+                self.warn_twice(step);
+                return Ok((Go::Skip, None));
+            }
+            if !self.opts.backup.numbered(&step.dst) {
+                return Err(format!(
+                    "will not overwrite just-created {} with {}",
+                    msg::quote(&step.dst),
+                    msg::quote(&step.src)
+                ));
+            }
+        }
+        // A symlink at the destination is written through, as GNU cp does,
+        // but not a dangling one (that would create a file where it points,
+        // maybe outside the destination), unless POSIX is asked for.
+        let target = std::fs::metadata(&step.dst).ok();
+        if writes_data
+            && here.is_symlink()
+            && target.is_none()
+            && !backup
+            && !self.opts.remove_destination
+            && std::env::var_os("POSIXLY_CORRECT").is_none()
+        {
             return Err(format!(
-                "{} and {} are the same file",
-                msg::quote(&step.src),
+                "not writing through dangling symlink {}",
                 msg::quote(&step.dst)
             ));
         }
+        let src_l = step
+            .src
+            .symlink_metadata()
+            .map_err(|e| msg::on("stat", &step.src, &e))?;
+        let src_followed = std::fs::metadata(&step.src).ok();
+        let names = same::Names {
+            src_l: &src_l,
+            src_followed: src_followed.as_ref(),
+            src: &step.meta,
+            dst_l: &here,
+            dst_followed: target.as_ref(),
+        };
+        let replacing = same::Replacing {
+            link: self.opts.link,
+            data: writes_data,
+            backup,
+            remove_destination: self.opts.remove_destination,
+            force: self.opts.force,
+        };
+        match same::decide(&names, &replacing) {
+            same::Same::No => {}
+            same::Same::Done => return Ok((Go::Skip, None)),
+            same::Same::Refuse => {
+                return Err(format!(
+                    "{} and {} are the same file",
+                    msg::quote(&step.src),
+                    msg::quote(&step.dst)
+                ))
+            }
+            same::Same::FromBackup => return self.from_backup(step),
+        }
+        let target = target.unwrap_or_else(|| here.clone());
         if target.is_dir() && writes_data || here.is_dir() {
             return Err(format!(
                 "cannot overwrite directory {} with non-directory",
@@ -436,6 +534,17 @@ impl Copier {
             return Ok((Go::Skip, None));
         }
         if let Some(name) = self.opts.backup.name(&step.dst) {
+            // `cp --backup=simple a~ a`: the backup would replace the source.
+            if name
+                .symlink_metadata()
+                .is_ok_and(|b| b.dev() == src_l.dev() && b.ino() == src_l.ino())
+            {
+                return Err(format!(
+                    "backing up {} might destroy source;  {} not copied",
+                    msg::quote(&step.dst),
+                    msg::quote(&step.src)
+                ));
+            }
             std::fs::rename(&step.dst, &name).map_err(|e| {
                 format!(
                     "cannot backup {} to {}: {}",
@@ -447,10 +556,12 @@ impl Copier {
             return Ok((Go::Ahead, Some(name)));
         }
         let replaced = !writes_data || self.opts.remove_destination;
-        // GNU cp -l and -s replace a file only when told to (-f).
+        // GNU cp -l and -s replace a file only when told to (-f); -dl
+        // replaces a symlink with a link to a symlink.
         let allowed = self.opts.remove_destination
             || self.opts.force
-            || matches!(self.opts.link, LinkMode::Copy);
+            || matches!(self.opts.link, LinkMode::Copy)
+            || (self.opts.link == LinkMode::Hard && step.meta.is_symlink() && here.is_symlink());
         if replaced && allowed {
             std::fs::remove_file(&step.dst).map_err(|e| {
                 format!(
@@ -461,6 +572,41 @@ impl Copier {
             })?;
         }
         Ok((Go::Ahead, None))
+    }
+
+    /// `cp -bf f f` (and -bfl): the source moves to its backup and is copied
+    /// back from there (with -l the backup is one more link to it).
+    fn from_backup(&mut self, step: &Step) -> Result<(Go, Option<PathBuf>), String> {
+        let name = self.opts.backup.name(&step.dst).expect("backups are on");
+        let cannot = |e: io::Error| {
+            format!(
+                "cannot backup {} to {}: {}",
+                msg::quote(&step.dst),
+                msg::quote(&name),
+                msg::reason(&e)
+            )
+        };
+        if self.opts.link == LinkMode::Hard {
+            std::fs::hard_link(&step.dst, &name).map_err(cannot)?;
+            return Ok((Go::Skip, Some(name)));
+        }
+        std::fs::rename(&step.dst, &name).map_err(cannot)?;
+        Ok((Go::From(name.clone()), Some(name)))
+    }
+
+    /// GNU's warning for a source named twice (copied once, not an error).
+    fn warn_twice(&mut self, step: &Step) {
+        let what = if step.meta.is_dir() {
+            "directory"
+        } else {
+            "file"
+        };
+        let line = format!(
+            "{}: warning: source {what} {} specified more than once",
+            name(),
+            msg::quote(&step.src)
+        );
+        self.progress.suspend(|| eprintln!("{line}"));
     }
 
     /// -i: ask on stderr, read the answer from stdin; yes if it starts with y.
@@ -560,6 +706,12 @@ impl Copier {
     }
 
     fn dir_start(&mut self, step: &Step) -> Result<(), String> {
+        // The same directory named twice: copied once.
+        if self.made.get(&step.dst) == Some(&(step.meta.dev(), step.meta.ino())) {
+            self.warn_twice(step);
+            self.skipped_dirs.push(step.dst.clone());
+            return Ok(());
+        }
         let mode = step.meta.mode() & 0o7777;
         match step.dst.symlink_metadata() {
             Ok(m) if m.is_dir() => return Ok(()),
@@ -584,6 +736,8 @@ impl Copier {
             self.dir_bits_added.insert(step.dst.clone(), 0o700 & !mode);
         }
         self.made_dirs.push(step.dst.clone());
+        self.made
+            .insert(step.dst.clone(), (step.meta.dev(), step.meta.ino()));
         self.say_copied(step, None);
         Ok(())
     }
