@@ -126,7 +126,9 @@ pub struct Args {
     // GNU cp options ubio cp does not have: refused by name.
     #[arg(long, hide = true)]
     attributes_only: bool,
-    #[arg(long, hide = true)]
+    /// With -r, copy the data read from fifos and devices into files
+    /// (instead of recreating fifos and skipping devices).
+    #[arg(long)]
     copy_contents: bool,
     #[arg(long, hide = true)]
     strip_trailing_slashes: bool,
@@ -186,10 +188,14 @@ impl Preserve {
         self.mode || self.ownership || self.timestamps || self.xattr
     }
 
-    /// The mode a new file is created with (the umask applies).
+    /// The mode a new file is created with (the umask applies). When the
+    /// mode is set after the data (-p), only the owner may open it until
+    /// then: the source's data is not readable by others meanwhile.
     pub fn new_file_mode(&self, src_mode: u32) -> u32 {
         if self.default_mode {
             0o666
+        } else if self.mode {
+            src_mode & 0o700
         } else {
             src_mode & 0o777
         }
@@ -278,7 +284,6 @@ impl Args {
     pub fn options(&self) -> Result<Options> {
         let unsupported = [
             (self.attributes_only, "--attributes-only"),
-            (self.copy_contents, "--copy-contents"),
             (self.strip_trailing_slashes, "--strip-trailing-slashes"),
             (self.keep_directory_symlink, "--keep-directory-symlink"),
             (self.debug, "--debug"),
@@ -346,6 +351,7 @@ impl Args {
                 recursive,
                 deref,
                 one_file_system: self.one_file_system,
+                copy_contents: self.copy_contents,
             },
             copy: ubio::copy::CopyOptions {
                 block: usize::try_from(self.block)
