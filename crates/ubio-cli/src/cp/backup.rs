@@ -41,7 +41,10 @@ impl Backup {
             Some(c) => (c.to_owned(), "backup type"),
             None => (env.unwrap_or_else(|| "existing".into()), "$VERSION_CONTROL"),
         };
-        let control = match word.as_str() {
+        let words = [
+            "none", "off", "simple", "never", "existing", "nil", "numbered", "t",
+        ];
+        let control = match super::options::spell_out(&word, &words) {
             "none" | "off" => Control::None,
             "simple" | "never" => Control::Simple,
             "numbered" | "t" => Control::Numbered,
@@ -56,6 +59,11 @@ impl Backup {
             .filter(|s| !s.is_empty() && !s.to_string_lossy().contains('/'))
             .unwrap_or_else(|| "~".into());
         Ok(Backup { control, suffix })
+    }
+
+    /// Whether backups are made at all.
+    pub fn is_on(&self) -> bool {
+        self.control != Control::None
     }
 
     /// Whether the backup of `dst` would be numbered (so that every version

@@ -26,7 +26,7 @@ use anyhow::{bail, Result};
 use file::{CopyError, FileReport};
 pub use options::{spell_out_long_options, Args, LinkMode, Options, Preserve};
 use progress::Progress;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{self, BufRead, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -147,6 +147,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let t = targets(&args)?;
     let mut steps = Vec::new();
     let mut problems = Vec::new();
+    let mut errors: Vec<String> = Vec::new();
+    // A source named twice (however it is spelled) onto the same name is
+    // copied once, with GNU's warning; with backups each is a new version.
+    let mut seen = HashSet::new();
+    let backups = opts.backup.is_on();
     for src in &t.srcs {
         let target = match (&t.dir, &t.onto) {
             (Some(dir), _) if args.parents => {
@@ -170,7 +175,25 @@ pub fn run(args: Args) -> Result<ExitCode> {
             (None, Some(onto)) => onto.clone(),
             (None, None) => unreachable!("targets() gives a directory or a name"),
         };
-        tree::plan(src, &target, &opts.walk, &mut steps, &mut problems);
+        let id = src
+            .symlink_metadata()
+            .map(|m| (m.dev(), m.ino(), m.is_dir()));
+        match id {
+            Ok((dev, ino, dir)) if !backups && !seen.insert((dev, ino, target.clone())) => {
+                let what = if dir { "directory" } else { "file" };
+                eprintln!(
+                    "{}: warning: source {what} {} specified more than once",
+                    name(),
+                    msg::quote(src)
+                );
+            }
+            _ => tree::plan(src, &target, &opts.walk, &mut steps, &mut problems),
+        }
+        // In the order of the sources, as GNU reports them.
+        for p in problems.drain(..) {
+            eprintln!("{}: {}", name(), p.0);
+            errors.push(p.0);
+        }
     }
     // --parents: each directory made on the way gets its metadata at the
     // end, after what was copied into it.
@@ -191,10 +214,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .filter(|s| matches!(s.kind, Kind::File) && opts.link == LinkMode::Copy)
         .map(|s| s.meta.len())
         .sum();
-    let mut errors: Vec<String> = problems.into_iter().map(|p| p.0).collect();
-    for e in &errors {
-        eprintln!("{}: {e}", name());
-    }
+    errors.extend(problems.into_iter().map(|p| p.0));
     // Files in parallel where the order of what is printed cannot show it:
     // -v prints each copy in GNU's order, so it copies one file at a time.
     let progress = Progress::new(total);
@@ -211,10 +231,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         copied: Vec::new(),
         errors: Vec::new(),
         failed_dirs: Vec::new(),
-        skipped_dirs: Vec::new(),
         dir_bits_added: HashMap::new(),
         made_dirs: Vec::new(),
-        made: HashMap::new(),
+        made: HashSet::new(),
         linked: HashMap::new(),
     };
     let start = Instant::now();
@@ -256,15 +275,13 @@ struct Copier {
     errors: Vec<String>,
     /// Destinations of directories that could not be made: their contents are skipped.
     failed_dirs: Vec<PathBuf>,
-    /// Directories named twice: their second copy is skipped, to its end.
-    skipped_dirs: Vec<PathBuf>,
     /// Directories made with u+rwx added so their contents could be written.
     dir_bits_added: HashMap<PathBuf, u32>,
     /// Directories this copy made (--parents sets metadata only on those).
     made_dirs: Vec<PathBuf>,
-    /// What this command made, each with its source's inode: a later
-    /// source is not copied onto one of them, nor through it.
-    made: HashMap<PathBuf, (u64, u64)>,
+    /// What this command made: a later source is not copied onto one of
+    /// them, nor through it.
+    made: HashSet<PathBuf>,
     /// --preserve=links: the destination of each source inode with more
     /// than one link, so the next name of it becomes a link too.
     linked: HashMap<(u64, u64), PathBuf>,
@@ -286,14 +303,7 @@ impl Copier {
         if self.failed_dirs.iter().any(|d| step.dst.starts_with(d)) {
             return;
         }
-        if let Some(d) = self.skipped_dirs.last() {
-            if step.dst.starts_with(d) {
-                if matches!(step.kind, Kind::DirEnd) && step.dst == *d {
-                    self.skipped_dirs.pop();
-                }
-                return;
-            }
-        }
+
         let result = match step.kind {
             Kind::DirStart => self.dir_start(step),
             // Its metadata last: after every file copied into it.
@@ -377,7 +387,7 @@ impl Copier {
     /// link it (--preserve=links, -l, -s), copy it or recreate it.
     fn non_dir(&mut self, step: &Step) -> Result<(), String> {
         // A destination made by an earlier source: its copy must be in first.
-        if self.made.contains_key(&step.dst) {
+        if self.made.contains(&step.dst) {
             let done = self.pool.as_mut().map(|p| p.wait());
             self.landed(done.unwrap_or_default());
         }
@@ -399,8 +409,7 @@ impl Copier {
             }
             Go::Ahead => step,
         };
-        self.made
-            .insert(step.dst.clone(), (step.meta.dev(), step.meta.ino()));
+        self.made.insert(step.dst.clone());
         let id = (step.meta.dev(), step.meta.ino());
         let linked_later = self.opts.preserve.links && step.meta.nlink() > 1;
         let data = matches!(step.kind, Kind::File) && self.opts.link == LinkMode::Copy;
@@ -449,18 +458,14 @@ impl Copier {
         let backup = self.opts.backup.name(&step.dst).is_some();
         // Made by an earlier source of this command: never written through
         // (it may lead outside the destination), replaced only where a
-        // numbered backup keeps it; the same source named twice is copied once.
-        if let Some(by) = self.made.get(&step.dst) {
+        // numbered backup keeps it.
+        if self.made.contains(&step.dst) {
             if here.is_symlink() && writes_data {
                 return Err(format!(
                     "will not copy {} through just-created symlink {}",
                     msg::quote(&step.src),
                     msg::quote(&step.dst)
                 ));
-            }
-            if *by == (step.meta.dev(), step.meta.ino()) && !backup {
-                self.warn_twice(step);
-                return Ok((Go::Skip, None));
             }
             if !self.opts.backup.numbered(&step.dst) {
                 return Err(format!(
@@ -473,7 +478,14 @@ impl Copier {
         // A symlink at the destination is written through, as GNU cp does,
         // but not a dangling one (that would create a file where it points,
         // maybe outside the destination), unless POSIX is asked for.
-        let target = std::fs::metadata(&step.dst).ok();
+        let target = match std::fs::metadata(&step.dst) {
+            Ok(m) => Some(m),
+            // A loop of symlinks, a directory that cannot be searched.
+            Err(e) if writes_data && e.kind() != io::ErrorKind::NotFound => {
+                return Err(msg::on("stat", &step.dst, &e))
+            }
+            Err(_) => None,
+        };
         if writes_data
             && here.is_symlink()
             && target.is_none()
@@ -594,21 +606,6 @@ impl Copier {
         Ok((Go::From(name.clone()), Some(name)))
     }
 
-    /// GNU's warning for a source named twice (copied once, not an error).
-    fn warn_twice(&mut self, step: &Step) {
-        let what = if step.meta.is_dir() {
-            "directory"
-        } else {
-            "file"
-        };
-        let line = format!(
-            "{}: warning: source {what} {} specified more than once",
-            name(),
-            msg::quote(&step.src)
-        );
-        self.progress.suspend(|| eprintln!("{line}"));
-    }
-
     /// -i: ask on stderr, read the answer from stdin; yes if it starts with y.
     fn ask(&mut self, question: &str) -> bool {
         let mut answer = String::new();
@@ -706,12 +703,6 @@ impl Copier {
     }
 
     fn dir_start(&mut self, step: &Step) -> Result<(), String> {
-        // The same directory named twice: copied once.
-        if self.made.get(&step.dst) == Some(&(step.meta.dev(), step.meta.ino())) {
-            self.warn_twice(step);
-            self.skipped_dirs.push(step.dst.clone());
-            return Ok(());
-        }
         let mode = step.meta.mode() & 0o7777;
         match step.dst.symlink_metadata() {
             Ok(m) if m.is_dir() => return Ok(()),
@@ -736,8 +727,6 @@ impl Copier {
             self.dir_bits_added.insert(step.dst.clone(), 0o700 & !mode);
         }
         self.made_dirs.push(step.dst.clone());
-        self.made
-            .insert(step.dst.clone(), (step.meta.dev(), step.meta.ino()));
         self.say_copied(step, None);
         Ok(())
     }

@@ -212,7 +212,7 @@ impl Preserve {
     /// Turn the attributes of a --preserve or --no-preserve list on or off.
     fn set(&mut self, list: &str, on: bool, option: &str) -> Result<()> {
         for attr in list.split(',') {
-            match attr {
+            match spell_out(attr, PRESERVE_WORDS) {
                 "mode" => {
                     self.mode = on;
                     self.default_mode = !on;
@@ -244,6 +244,30 @@ impl Preserve {
             }
         }
         Ok(())
+    }
+}
+
+/// The words of --preserve and --no-preserve.
+const PRESERVE_WORDS: &[&str] = &[
+    "mode",
+    "timestamps",
+    "ownership",
+    "links",
+    "context",
+    "xattr",
+    "all",
+];
+
+/// `word`, or the one of `words` it is an unambiguous prefix of (GNU takes
+/// `--preserve=link` for links); else `word` as given, refused by its caller.
+pub fn spell_out<'a>(word: &'a str, words: &[&'a str]) -> &'a str {
+    if word.is_empty() || words.contains(&word) {
+        return word;
+    }
+    let mut matches = words.iter().filter(|w| w.starts_with(word));
+    match (matches.next(), matches.next()) {
+        (Some(one), None) => one,
+        _ => word,
     }
 }
 
