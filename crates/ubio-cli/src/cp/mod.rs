@@ -478,17 +478,15 @@ impl Copier {
         // A symlink at the destination is written through, as GNU cp does,
         // but not a dangling one (that would create a file where it points,
         // maybe outside the destination), unless POSIX is asked for.
-        let target = match std::fs::metadata(&step.dst) {
-            Ok(m) => Some(m),
-            // A loop of symlinks, a directory that cannot be searched.
-            Err(e) if writes_data && e.kind() != io::ErrorKind::NotFound => {
-                return Err(msg::on("stat", &step.dst, &e))
-            }
-            Err(_) => None,
+        let (target, dangling) = match std::fs::metadata(&step.dst) {
+            Ok(m) => (Some(m), false),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => (None, here.is_symlink()),
+            // A loop of symlinks: -f replaces it (the open fails, it is removed).
+            Err(_) if self.opts.force || !writes_data => (None, false),
+            Err(e) => return Err(msg::on("stat", &step.dst, &e)),
         };
         if writes_data
-            && here.is_symlink()
-            && target.is_none()
+            && dangling
             && !backup
             && !self.opts.remove_destination
             && std::env::var_os("POSIXLY_CORRECT").is_none()
