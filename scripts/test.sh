@@ -11,14 +11,19 @@
 #    Serial, because tests use loop devices and the page cache and measure
 #    residency; --nocapture so that `SKIP <name>: <reason>` lines reach the log
 #    and the summary can count them.
-# 4. scripts/memcheck.sh: Miri on the bounce buffers, valgrind on ubio cp/cat
-#    with every backend and on a C program under the shim (about a minute).
-# 5. scripts/gnu-cp-tests.sh: GNU coreutils' own cp tests (from Debian's
-#    source of the installed coreutils) against ubio invoked as cp; the
-#    source and its configure are cached in ~/.cache/ubio after the first run.
-# 6. scripts/guest/run.sh: the contract tests again in QEMU guests on Linux
-#    6.12 (cachestat, no RWF_DONTCACHE) and 6.1 (neither), on f2fs, ext4,
-#    xfs and btrfs; the summary shows one line per kernel and filesystem.
+# 4. Then, at the same time (the host tests run alone: some measure residency
+#    and peaks that other load would disturb):
+#    - scripts/guest/run.sh: the contract tests again in QEMU guests on Linux
+#      6.12 (cachestat, no RWF_DONTCACHE) and 6.1 (neither), on f2fs, ext4,
+#      xfs and btrfs, and the power-cut suite; the summary shows one line per
+#      kernel and filesystem;
+#    - beside it, one after another, the side parts (side_parts below):
+#      scripts/memcheck.sh (Miri on the bounce buffers, valgrind on ubio
+#      cp/cat with every backend and on a C program under the shim), then
+#      scripts/gnu-cp-tests.sh (GNU coreutils' own cp tests, from Debian's
+#      source of the installed coreutils, against ubio invoked as cp; the
+#      source and its configure are cached in ~/.cache/ubio after the first run).
+#    Each part's output is printed whole when it ends.
 #
 # As root, UBIO_NO_SKIP=1 is exported (unless already set): every fixture exists
 # here, so a test that would skip fails instead. Exits non-zero if the build,
@@ -38,7 +43,6 @@ if [ "$(id -u)" -eq 0 ]; then
 fi
 
 log="$(mktemp -t ubio-test.XXXXXX)"
-trap 'rm -f "$log" "$log.guest" "$log.gnucp"' EXIT
 
 started=$SECONDS
 build_rc=0
@@ -58,38 +62,35 @@ if [ "$build_rc" -eq 0 ]; then
     test_secs=$((SECONDS - started))
 fi
 
-memcheck_rc=0
-memcheck_secs=0
+# The parts after the host tests, at the same time: the guests (two QEMU
+# guests, one core each) beside the side parts, which run one after another.
+# Each writes its own log, printed whole when it ends; its exit code and
+# seconds go to the summary.
+side_parts=(
+    "memcheck|scripts/memcheck.sh"
+    "gnu-cp|scripts/gnu-cp-tests.sh"
+)
+parts_dir="$(mktemp -d -t ubio-test-parts.XXXXXX)"
+trap 'rm -rf "$log" "$parts_dir"' EXIT
+run_part() { # NAME CMD...: run CMD with its output in NAME.log, then print it
+    local name=$1 start=$SECONDS rc=0
+    shift
+    "$@" >"$parts_dir/$name.log" 2>&1 || rc=$?
+    echo "$rc $((SECONDS - start))" >"$parts_dir/$name.rc"
+    { echo "== $name ($*): exit $rc after $((SECONDS - start))s"; cat "$parts_dir/$name.log"; } |
+        flock "$parts_dir" cat
+}
 if [ "$build_rc" -eq 0 ]; then
-    echo "== scripts/memcheck.sh (Miri on the bounce buffers, valgrind on cp, cat and the shim)"
-    started=$SECONDS
-    scripts/memcheck.sh || memcheck_rc=$?
-    memcheck_secs=$((SECONDS - started))
+    echo "== after the host tests, at once: scripts/guest/run.sh beside: ${side_parts[*]}"
+    run_part guest scripts/guest/run.sh &
+    guest_pid=$!
+    for part in "${side_parts[@]}"; do
+        run_part "${part%%|*}" ${part#*|}
+    done
+    wait "$guest_pid"
 fi
-
-gnucp_rc=0
-gnucp_secs=0
-if [ "$build_rc" -eq 0 ]; then
-    echo "== scripts/gnu-cp-tests.sh (GNU coreutils' own cp tests against ubio as cp)"
-    started=$SECONDS
-    set +e
-    scripts/gnu-cp-tests.sh 2>&1 | tee "$log.gnucp"
-    gnucp_rc=${PIPESTATUS[0]}
-    set -e
-    gnucp_secs=$((SECONDS - started))
-fi
-
-guest_rc=0
-guest_secs=0
-if [ "$build_rc" -eq 0 ]; then
-    echo "== scripts/guest/run.sh"
-    started=$SECONDS
-    set +e
-    scripts/guest/run.sh 2>&1 | tee "$log.guest"
-    guest_rc=${PIPESTATUS[0]}
-    set -e
-    guest_secs=$((SECONDS - started))
-fi
+part_rc() { cut -d' ' -f1 "$parts_dir/$1.rc" 2>/dev/null || echo 1; }
+part_secs() { cut -d' ' -f2 "$parts_dir/$1.rc" 2>/dev/null || echo 0; }
 
 # Sum cargo's "test result: ok. 20 passed; 0 failed; 1 ignored; ..." lines.
 # (No match is not an error here: `|| true` keeps pipefail from ending the script.)
@@ -117,11 +118,19 @@ if [ "$build_rc" -ne 0 ]; then
 else
     echo "build: ok (${build_secs}s)"
     echo "tests: exit $test_rc after ${test_secs}s; $ignored ignored"
-    echo "memcheck (scripts/memcheck.sh): exit $memcheck_rc after ${memcheck_secs}s"
-    echo "GNU cp tests (scripts/gnu-cp-tests.sh): exit $gnucp_rc after ${gnucp_secs}s"
-    grep -E '^(gnu-cp-tests: [0-9]|SKIP gnu_cp_tests)' "$log.gnucp" | sed 's/^/  /' || true
-    echo "guest (scripts/guest/run.sh): exit $guest_rc after ${guest_secs}s"
-    grep -E '^(guest kernel:|GUEST-RESULT )' "$log.guest" | sed 's/^/  /' || true
+    for part in "${side_parts[@]}"; do
+        echo "${part%%|*} (${part#*|}): exit $(part_rc "${part%%|*}") after $(part_secs "${part%%|*}")s"
+    done
+    echo "guest (scripts/guest/run.sh): exit $(part_rc guest) after $(part_secs guest)s"
+    grep -E '^(guest kernel:|GUEST-RESULT )' "$parts_dir/guest.log" | sed 's/^/  /' || true
+    if [ "$failed" -gt 0 ]; then
+        echo "failed tests:"
+        # cargo lists them after "failures:" per binary, and the binaries
+        # after "error: N targets failed:".
+        awk '/^failures:$|targets? failed:$/ {f = 1; next}
+             f && /^    [`A-Za-z0-9_:. -]+$/ {print "  " substr($0, 5); next}
+             /^test result:/ {f = 0}' "$log" | sort -u
+    fi
 fi
 if [ "$skipped" -gt 0 ]; then
     echo "skipped tests:"
@@ -134,8 +143,10 @@ fi
 if [ "$build_rc" -ne 0 ]; then
     exit "$build_rc"
 fi
-echo "summary: $passed passed, $failed failed, $skipped skipped; guest: $([ "$guest_rc" -eq 0 ] && echo ok || echo FAILED)"
+echo "summary: $passed passed, $failed failed, $skipped skipped; guest: $([ "$(part_rc guest)" -eq 0 ] && echo ok || echo FAILED); total $((SECONDS))s"
 [ "$test_rc" -ne 0 ] && exit "$test_rc"
-[ "$memcheck_rc" -ne 0 ] && exit "$memcheck_rc"
-[ "$gnucp_rc" -ne 0 ] && exit "$gnucp_rc"
-exit "$guest_rc"
+for part in "${side_parts[@]}" "guest|"; do
+    rc=$(part_rc "${part%%|*}")
+    [ "$rc" -ne 0 ] && exit "$rc"
+done
+exit 0

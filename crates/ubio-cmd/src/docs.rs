@@ -2,8 +2,10 @@
 //! from the clap definitions themselves, so they never drift from `--help`.
 //! scripts/install.sh and the packages run it and install what it writes:
 //!
-//!     DIR/man/ubio.1, ubio-cp.1, ...             (one page per command)
-//!     DIR/completions/ubio.bash, _ubio (zsh), ubio.fish
+//! ```text
+//! DIR/man/ubio.1, ubio-cp.1, ...             (one page per command)
+//! DIR/completions/ubio.bash, _ubio (zsh), ubio.fish
+//! ```
 //!
 //! (`ubio-bench __generate-docs` the same for ubio-bench: ubio-bench.1,
 //! ubio-bench-run.1, ...).
