@@ -481,8 +481,10 @@ impl Copier {
         let (target, dangling) = match std::fs::metadata(&step.dst) {
             Ok(m) => (Some(m), false),
             Err(e) if e.kind() == io::ErrorKind::NotFound => (None, here.is_symlink()),
-            // A loop of symlinks: -f replaces it (the open fails, it is removed).
-            Err(_) if self.opts.force || !writes_data => (None, false),
+            // A loop of symlinks: -f and --remove-destination replace it.
+            Err(_) if self.opts.force || self.opts.remove_destination || !writes_data => {
+                (None, false)
+            }
             Err(e) => return Err(msg::on("stat", &step.dst, &e)),
         };
         if writes_data
