@@ -234,6 +234,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         dir_bits_added: HashMap::new(),
         made_dirs: Vec::new(),
         made: HashSet::new(),
+        track_made: t.srcs.len() > 1,
         linked: HashMap::new(),
     };
     let start = Instant::now();
@@ -282,6 +283,9 @@ struct Copier {
     /// What this command made: a later source is not copied onto one of
     /// them, nor through it.
     made: HashSet<PathBuf>,
+    /// Only several sources can meet at one destination: one source's
+    /// tree, however large, keeps no such list.
+    track_made: bool,
     /// --preserve=links: the destination of each source inode with more
     /// than one link, so the next name of it becomes a link too.
     linked: HashMap<(u64, u64), PathBuf>,
@@ -409,7 +413,9 @@ impl Copier {
             }
             Go::Ahead => step,
         };
-        self.made.insert(step.dst.clone());
+        if self.track_made {
+            self.made.insert(step.dst.clone());
+        }
         let id = (step.meta.dev(), step.meta.ino());
         let linked_later = self.opts.preserve.links && step.meta.nlink() > 1;
         let data = matches!(step.kind, Kind::File) && self.opts.link == LinkMode::Copy;
