@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# About 15 unmodified programs (coreutils, compressors, interpreters, a static
-# Go copy, a static musl stdio copy, a pipeline) on a big file, with and
-# without `ubio run`: wall time, CPU of the whole tree, ubio's own (engine)
-# CPU, peak page cache of the data files; ROUNDS rounds in random order,
-# medians [min-max]. See bench/run_programs.py.
+# About 19 unmodified programs (coreutils, compressors, interpreters, a static
+# Go copy, a static musl stdio copy, a pipeline, and copies the kernel makes
+# in calls that move no position: Go's io.Copy, copy_file_range, sendfile,
+# splice) on a big file, with and without `ubio run`: wall time, CPU of the
+# whole tree, ubio's own (engine) CPU, peak page cache of the data files;
+# ROUNDS rounds in random order, medians [min-max]. See bench/run_programs.py.
 #
 #   bench/run-programs.sh [SIZE_GIB=4] [ROUNDS=3]
 #

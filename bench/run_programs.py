@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""About 15 unmodified programs on a big file, with and without `ubio run`.
+"""About 19 unmodified programs on a big file, with and without `ubio run`.
 
     bench/run-programs.sh [SIZE_GIB] [ROUNDS]      # prepares, runs, summarizes
 
     bench/run_programs.py prepare --dir D --size-gib N --ubio PATH
-    bench/run_programs.py round   --dir D --ubio PATH --jsonl runs.jsonl
+    bench/run_programs.py round   --dir D --ubio PATH --jsonl runs.jsonl [--only TEXT] [--modes M,...]
     bench/run_programs.py summary --jsonl runs.jsonl
 
 Each round runs every (program, mode) pair once in a new random order; mode
@@ -70,6 +70,12 @@ PROGRAMS = [
     ("static Go copy", "./gocopy -rw in out", ["out"]),
     ("static musl fread/fwrite", "./cstdio < in > out", ["out"]),
     ("pipeline cat | zstd", "cat in | zstd -q -1 -T1 > out.zst", ["out.zst"]),
+    # Copies the kernel makes in calls that move no position while they run
+    # (`--only "kernel copy"` runs these alone).
+    ("kernel copy: Go io.Copy", "./gocopy in out", ["out"]),
+    ("kernel copy: musl copy_file_range", "./kcopy cfr in out", ["out"]),
+    ("kernel copy: musl sendfile", "./kcopy sendfile in out", ["out"]),
+    ("kernel copy: musl splice", "./kcopy splice in out", ["out"]),
 ]
 DATA = ["in", "in.zst"]
 MODES = ("plain", "backed", "ubio")
@@ -115,8 +121,9 @@ def prepare(a):
     subprocess.run(["go", "build", "-o", os.path.join(a.dir, "gocopy"),
                     os.path.join(SRC, "gocopy.go")], check=True,
                    env=dict(os.environ, CGO_ENABLED="0"))
-    subprocess.run(["musl-gcc", "-static", "-O2", "-o", os.path.join(a.dir, "cstdio"),
-                    os.path.join(SRC, "cstdio.c")], check=True)
+    for prog in ("cstdio", "kcopy"):
+        subprocess.run(["musl-gcc", "-static", "-O2", "-o", os.path.join(a.dir, prog),
+                        os.path.join(SRC, prog + ".c")], check=True)
     subprocess.run(["sync"], check=True)
 
 
@@ -207,14 +214,17 @@ def run_one(a, name, cmd, outputs, mode):
 
 
 def round_(a):
-    pairs = [(p, m) for p in PROGRAMS for m in MODES
+    modes = a.modes.split(",")
+    if not set(modes) <= set(MODES):
+        raise SystemExit(f"--modes: {a.modes}: expected some of {','.join(MODES)}")
+    pairs = [(p, m) for p in PROGRAMS for m in modes
              if not a.only or a.only in p[0]]
     random.shuffle(pairs)
     with open(a.jsonl, "a") as out:
         for (name, cmd, outputs), mode in pairs:
             r = run_one(a, name, cmd, outputs, mode)
             r["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-            print(f"{name:<28} {mode:<6} {r['wall_s']:7.2f} s  cpu {r['cpu_s']:6.2f} s"
+            print(f"{name:<34} {mode:<6} {r['wall_s']:7.2f} s  cpu {r['cpu_s']:6.2f} s"
                   f"  machine {r['machine_cpu_s']:6.2f} s"
                   f"  engine {r['engine_cpu_s'] or 0:5.2f} s  peak {r['peak_cache_mib']:7.1f} MiB"
                   f"  left {r['left_mib']:5.1f} MiB", flush=True)
@@ -232,13 +242,20 @@ def summary(a):
     runs = [json.loads(line) for line in open(a.jsonl)]
     names = [p[0] for p in PROGRAMS if any(r["program"] == p[0] for r in runs)]
     m = statistics.median
-    print(f"{'program':<28} {'n':>2}  {'wall plain s':<20} {'wall backed s':<20} "
+    print(f"{'program':<34} {'n':>2}  {'wall plain s':<20} {'wall backed s':<20} "
           f"{'wall ubio s':<20} {'vs plain':>8} {'vs backed':>9}  "
           f"{'tree CPU +%':>11} {'machine CPU backed s':<20} {'machine CPU ubio s':<20} "
           f"{'+%':>6}  {'engine s/GB':>11}  {'peak plain MiB':>14} {'peak ubio MiB':>13} {'left':>4}")
     for n in names:
         by = {md: [r for r in runs if r["program"] == n and r["mode"] == md] for md in MODES}
-        if not by["plain"] or not by["ubio"]:
+        if not by["ubio"]:
+            continue
+        if not by["plain"]:
+            # `--modes ubio` alone (an older ubio): its own figures.
+            wall = [r["wall_s"] for r in by["ubio"]]
+            print(f"{n:<34} {len(wall):>2}  {'-':<20} {'-':<20} {med(wall):<20}  ubio only: "
+                  f"peak {max(r['peak_cache_mib'] for r in by['ubio']):.0f} MiB, "
+                  f"left {med([r['left_mib'] for r in by['ubio']])} MiB")
             continue
         wall = {md: [r["wall_s"] for r in rs] for md, rs in by.items()}
         tree = {md: [r["cpu_s"] for r in rs] for md, rs in by.items()}
@@ -254,7 +271,7 @@ def summary(a):
         mach_pct = ((m(mach["ubio"]) / m(mach[base]) - 1) * 100
                     if mach["ubio"] and mach[base] else float("nan"))
         dash = "-"
-        print(f"{n:<28} {len(by['ubio']):>2}  {med(wall['plain']):<20} "
+        print(f"{n:<34} {len(by['ubio']):>2}  {med(wall['plain']):<20} "
               f"{med(wall['backed']) if wall['backed'] else dash:<20} {med(wall['ubio']):<20} "
               f"{vs['plain']:7.2f}x {vs['backed']:8.2f}x  {tree_pct:+10.1f}% "
               f"{med(mach[base]) if mach[base] else dash:<20} "
@@ -277,6 +294,9 @@ def main():
     ap.add_argument("--ubio")
     ap.add_argument("--jsonl")
     ap.add_argument("--only", help="run only programs whose name holds this text")
+    ap.add_argument("--modes", default=",".join(MODES),
+                    help="the modes a round runs (default: all), e.g. `ubio` with another "
+                         "--ubio to measure an older ubio")
     a = ap.parse_args()
     if a.ubio:
         a.ubio = os.path.abspath(a.ubio)

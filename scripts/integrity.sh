@@ -16,7 +16,9 @@
 # 3. power cuts: ubio-powercut in the Linux 6.12 guest on ext4, xfs, btrfs
 #    and f2fs, backends buffered (the reference), emulated, direct and
 #    kernel (refused there: 6.12 has no RWF_DONTCACHE), every workload
-#    (scripts/guest/run.sh with UBIO_GUEST_POWERCUT).
+#    (scripts/guest/run.sh with UBIO_GUEST_POWERCUT); then, in the same
+#    guest, disk faults (ubio-diskfault: read and write EIO mid-stream) on
+#    ext4 and xfs with the same backends.
 # Then OUT_DIR/summary.txt: the figures of each part, and the exit status.
 # Needs root (loop devices, the guest). UBIO_INTEGRITY_PARTS narrows the
 # parts (e.g. "kills fsx").
@@ -41,6 +43,9 @@ run_fsx() {
 run_powercut() {
     UBIO_GUEST_KERNELS=6.12 UBIO_GUEST_FS=none UBIO_GUEST_NFS= UBIO_GUEST_POWERCUT="ext4 xfs btrfs f2fs" \
         UBIO_GUEST_POWERCUT_BACKENDS=buffered,emulated,direct,kernel UBIO_GUEST_TIMEOUT=14400 \
+        UBIO_GUEST_POWERCUT_WORKLOADS=cp,tree,fsync,overwrite,runcp,unsynced \
+        UBIO_GUEST_DISKFAULT="ext4 xfs" UBIO_GUEST_DISKFAULT_BACKENDS=buffered,emulated,direct,kernel \
+        UBIO_GUEST_DISKFAULT_MIB=32 \
         UBIO_GUEST_KEEP_LOG="$out" UBIO_GUEST_FAILED_LOGS="$out/failed" scripts/guest/run.sh
 }
 
@@ -66,7 +71,7 @@ for p in $parts; do wait "${pid[$p]}" || rc=1; done
         case $p in
         kills) grep -E '^(killed|a_|killed streams|threads on|[a-z0-9]+ [a-z]+: (share|4 threads))|^test result' "$out/$p.log" || true ;;
         fsx) grep -E '^soak|^  [a-z0-9]+ +[a-z]+ |^test result' "$out/$p.log" || true ;;
-        powercut) grep -E '^  POWERCUT|^GUEST-RESULT|^guest kernel|^timings' "$out/$p.log" || true ;;
+        powercut) grep -E '^  (POWERCUT|DISKFAULT)|^GUEST-RESULT|^guest kernel|^timings' "$out/$p.log" || true ;;
         esac
     done
 } > "$out/summary.txt"

@@ -160,21 +160,30 @@ for fs in $FILESYSTEMS; do
     umount_fs "$fs" || say "GUEST-FS $fs: FAILED umount"
 done
 
-# The power-cut suite (run.sh's UBIO_GUEST_POWERCUT): images on an xfs on
-# the scratch disk (a replay point's copy is a reflink); what fails is kept
-# and written to the second disk as a tar, for run.sh to keep.
+# The power-cut suite (run.sh's UBIO_GUEST_POWERCUT), then the disk-fault
+# suite (UBIO_GUEST_DISKFAULT): images on an xfs on the scratch disk (a
+# replay point's copy is a reflink); what fails a power cut is kept and
+# written to the second disk as a tar, for run.sh to keep.
 PC_FS=$(arg powercut | tr , ' ')
-if [ -n "$PC_FS" ]; then
+DF_FS=$(arg diskfault | tr , ' ')
+if [ -n "$PC_FS$DF_FS" ]; then
     if /usr/sbin/mkfs.xfs -q -f /dev/vda > /tmp/mkfs.log 2>&1 && mkdir -p /work && mount -t xfs /dev/vda /work; then
         for fs in $PC_FS; do
             start=$(date +%s)
             /usr/bin/ubio-powercut --fs "$fs" --backends "$(arg pc_backends)" --workloads "$(arg pc_workloads)" \
-                --mib "$(arg pc_mib)" --work /work --keep /work/kept --ubio /usr/bin/ubio > /dev/console 2>&1 ||
+                --mib "$(arg pc_mib)" --work /work --keep /work/kept --ubio /usr/bin/ubio --cp /opt/gnu/bin/cp \
+                > /dev/console 2>&1 ||
                 say "GUEST-POWERCUT: FAILED on $fs (exit $?, $(($(date +%s) - start))s)"
         done
         if [ -d /work/kept ] && [ -b /dev/vdb ]; then
             tar -cf /dev/vdb -C /work kept && say "GUEST-POWERCUT: kept images written to the second disk"
         fi
+        for fs in $DF_FS; do
+            start=$(date +%s)
+            /usr/bin/ubio-diskfault --fs "$fs" --backends "$(arg df_backends)" --mib "$(arg df_mib)" \
+                --work /work --ubio /usr/bin/ubio > /dev/console 2>&1 ||
+                say "GUEST-DISKFAULT: FAILED on $fs (exit $?, $(($(date +%s) - start))s)"
+        done
         umount /work
     else
         cat /tmp/mkfs.log > /dev/console

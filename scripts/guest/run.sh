@@ -54,15 +54,23 @@
 # UBIO_GUEST_ONLY (one test, `binary::name`, instead of all) and
 # UBIO_GUEST_REPEAT (run each test that many times: hunting a flake);
 # UBIO_GUEST_FS=none runs no contract test.
-# The power-cut suite (ubio-powercut, in the first kernel's guest, after the
-# contract tests: dm-log-writes records each workload, every flush and FUA
-# point is replayed and checked): UBIO_GUEST_POWERCUT (filesystems, default
+# The power-cut suite (ubio-powercut, after the contract tests:
+# dm-log-writes records each workload, every flush and FUA point is
+# replayed and checked): UBIO_GUEST_POWERCUT (filesystems, default
 # "ext4", the reduced pass CI runs; "ext4 xfs btrfs f2fs" for the matrix of
-# scripts/integrity.sh; empty: none), UBIO_GUEST_POWERCUT_BACKENDS
+# scripts/integrity.sh; empty: none), UBIO_GUEST_POWERCUT_KERNELS (the
+# guests that run it, default 6.12), UBIO_GUEST_POWERCUT_BACKENDS
 # (default "emulated,direct"), UBIO_GUEST_POWERCUT_WORKLOADS (default
-# "cp,tree,fsync,overwrite"), UBIO_GUEST_POWERCUT_MIB (MiB per workload,
-# default 4). A failing point's replayed image and log excerpt are kept in
-# the failed-logs directory.
+# "cp,tree,fsync,overwrite"; runcp and unsynced too in the matrix),
+# UBIO_GUEST_POWERCUT_MIB (MiB per workload, default 4). A failing point's
+# replayed image and log excerpt are kept in the failed-logs directory.
+# The disk-fault suite (ubio-diskfault, after that: dm-error and dm-flakey
+# fail reads and writes below the filesystem mid-stream):
+# UBIO_GUEST_DISKFAULT (filesystems, default "ext4 xfs"; empty: none),
+# UBIO_GUEST_DISKFAULT_KERNELS (default 6.12), UBIO_GUEST_DISKFAULT_BACKENDS
+# (default "emulated,direct": CI's pass; scripts/integrity.sh adds buffered
+# and kernel), UBIO_GUEST_DISKFAULT_MIB (MiB per stream, at least 24,
+# default 24).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -75,6 +83,9 @@ POWERCUT=${UBIO_GUEST_POWERCUT-ext4}
 POWERCUT_BACKENDS=${UBIO_GUEST_POWERCUT_BACKENDS:-emulated,direct}
 POWERCUT_WORKLOADS=${UBIO_GUEST_POWERCUT_WORKLOADS:-cp,tree,fsync,overwrite}
 POWERCUT_MIB=${UBIO_GUEST_POWERCUT_MIB:-4}
+DISKFAULT=${UBIO_GUEST_DISKFAULT-ext4 xfs}
+DISKFAULT_BACKENDS=${UBIO_GUEST_DISKFAULT_BACKENDS:-emulated,direct}
+DISKFAULT_MIB=${UBIO_GUEST_DISKFAULT_MIB:-24}
 STREAM_MB=${UBIO_GUEST_STREAM_MB:-128}
 TIMEOUT=${UBIO_GUEST_TIMEOUT:-3600}
 CACHE=${UBIO_GUEST_CACHE:-$HOME/.cache/ubio-guest}
@@ -107,6 +118,11 @@ expect_of() { # series -> "cachestat dontcache auto"
     echo "$cs $dc emulated"
 }
 for k in $KERNELS; do suite_of "$k" > /dev/null; done
+POWERCUT_KERNELS=${UBIO_GUEST_POWERCUT_KERNELS-6.12}
+DISKFAULT_KERNELS=${UBIO_GUEST_DISKFAULT_KERNELS-6.12}
+# Whether kernel K's guest runs the power-cut (or disk-fault) suite.
+runs_powercut() { [ -n "$POWERCUT" ] && [[ " $POWERCUT_KERNELS " == *" $1 "* ]]; }
+runs_diskfault() { [ -n "$DISKFAULT" ] && [[ " $DISKFAULT_KERNELS " == *" $1 "* ]]; }
 # The filesystems tested in a kernel's guest, in order.
 fs_of() { # series
     local n out=$FILESYSTEMS
@@ -307,10 +323,26 @@ if [ -n "$NFS_KERNELS" ]; then
 fi
 
 # 3. The base initramfs: busybox, filesystem tools and their libraries, /init.
-# The checkers and dmsetup: the power-cut suite.
+# The checkers and dmsetup: the power-cut and disk-fault suites. GNU cp (the host's, with its
+# libraries, in /opt/gnu/bin: busybox's cp stays the guest's `cp`): the
+# power-cut suite's unmodified dynamic program under `ubio run`.
 tools="mkfs.f2fs mkfs.ext4 mkfs.xfs mkfs.btrfs losetup mount umount dmsetup e2fsck xfs_repair btrfs fsck.f2fs"
-toolver=$(dpkg-query -W -f '${Version} ' f2fs-tools e2fsprogs xfsprogs btrfs-progs util-linux mount 2>/dev/null || true)
-key=$(cat scripts/guest/init.sh - <<<"$bbver $toolver ${nfsvers:-}" | sha256sum | cut -c1-16)
+gnu_tools="cp"
+toolver=$(dpkg-query -W -f '${Version} ' f2fs-tools e2fsprogs xfsprogs btrfs-progs util-linux mount coreutils 2>/dev/null || true)
+# A program into the image under root R, in directory DIR, with the
+# libraries ldd names (the NFS tools' from their extracted package).
+add_program() { # R program DIR
+    local r=$1 p=$2 lib
+    mkdir -p "$r$3"
+    cp -L "$p" "$r$3/${p##*/}"
+    for lib in $(LD_LIBRARY_PATH=${nfsdir:+$nfsdir/usr/lib/x86_64-linux-gnu} ldd "$p" |
+        awk '/=> \// {print $3} /^\t\/lib64/ {print $1}'); do
+        [ -e "$r${lib#"$nfsdir"}" ] && continue
+        mkdir -p "$r$(dirname "${lib#"$nfsdir"}")"
+        cp -L "$lib" "$r${lib#"$nfsdir"}"
+    done
+}
+key=$(cat scripts/guest/init.sh - <<<"$bbver $toolver ${nfsvers:-} $gnu_tools" | sha256sum | cut -c1-16)
 base="$CACHE/base-$key.cpio"
 if [ ! -f "$base" ]; then
     echo "== guest: building the base initramfs ($key)"
@@ -331,15 +363,8 @@ if [ ! -f "$base" ]; then
         cp /etc/netconfig "$r/etc/netconfig"
         printf '127.0.0.1 localhost\n' > "$r/etc/hosts"
     fi
-    for p in "${paths[@]}"; do
-        cp -L "$p" "$r/usr/sbin/${p##*/}"
-        for lib in $(LD_LIBRARY_PATH=${nfsdir:+$nfsdir/usr/lib/x86_64-linux-gnu} ldd "$p" |
-            awk '/=> \// {print $3} /^\t\/lib64/ {print $1}'); do
-            [ -e "$r${lib#"$nfsdir"}" ] && continue
-            mkdir -p "$r$(dirname "${lib#"$nfsdir"}")"
-            cp -L "$lib" "$r${lib#"$nfsdir"}"
-        done
-    done
+    for p in "${paths[@]}"; do add_program "$r" "$p" /usr/sbin; done
+    for t in $gnu_tools; do add_program "$r" "$(command -v "$t")" /opt/gnu/bin; done
     (cd "$r" && find . | LC_ALL=C sort | cpio -o -H newc --quiet) > "$base.tmp"
     mv "$base.tmp" "$base"
 fi
@@ -371,9 +396,16 @@ cargo test --release --target "$target" -p ubio-tests "${test_args[@]}" --no-run
 r="$work/bins"
 mkdir -p "$r/usr/bin" "$r/tests"
 strip -o "$r/usr/bin/ubio" "$CARGO_TARGET_DIR/$target/release/ubio"
-if [ -n "$POWERCUT" ]; then
-    cargo build -q --release --target "$target" -p ubio-fsx --bin ubio-powercut
+if [ -n "$POWERCUT$DISKFAULT" ]; then
+    cargo build -q --release --target "$target" -p ubio-fsx --bin ubio-powercut --bin ubio-diskfault
     strip -o "$r/usr/bin/ubio-powercut" "$CARGO_TARGET_DIR/$target/release/ubio-powercut"
+    strip -o "$r/usr/bin/ubio-diskfault" "$CARGO_TARGET_DIR/$target/release/ubio-diskfault"
+    # `ubio run`'s shim, beside ubio (where it looks first after
+    # UBIO_PRELOAD): a cdylib, so built without crt-static, in the main
+    # target directory, against the host's glibc that the image carries.
+    env -u RUSTFLAGS CARGO_TARGET_DIR="$root/target" cargo build -q --release -p ubio-preload
+    add_program "$r" "$root/target/release/libubio_preload.so" /usr/bin
+    strip "$r/usr/bin/libubio_preload.so"
 fi
 for t in $TESTS; do
     exe=$(sed -n "s|.*Executable tests/$t.rs (\(.*\))|\1|p" "$work/build.log" | tail -1)
@@ -458,13 +490,17 @@ for k in $KERNELS; do
     echo "== guest: booting ${kpkg[$k]} ${kver[$k]} with $accel (-smp 2, 3 GiB), filesystems: $(fs_of "$k"), streams of $STREAM_MB MiB"
     extra="ubio.fs=$(fs_of "$k" | tr ' ' ,) ubio.stream_mb=$STREAM_MB ubio.repeat=$REPEAT${ONLY:+ ubio.only=$ONLY}"
     outbox=
-    if [ -n "$POWERCUT" ] && [ "$k" = "${KERNELS%% *}" ]; then
+    if runs_powercut "$k"; then
         # The power-cut suite's failing images come back on a second disk.
         outbox="$work/outbox-$k.img"
         truncate -s 4G "$outbox"
         extra+=" ubio.powercut=$(echo $POWERCUT | tr ' ' ,) ubio.pc_backends=$POWERCUT_BACKENDS"
         extra+=" ubio.pc_workloads=$POWERCUT_WORKLOADS ubio.pc_mib=$POWERCUT_MIB"
-        echo "== guest: and the power-cut suite on $POWERCUT (backends $POWERCUT_BACKENDS; workloads $POWERCUT_WORKLOADS; $POWERCUT_MIB MiB each)"
+        echo "== guest: $k: and the power-cut suite on $POWERCUT (backends $POWERCUT_BACKENDS; workloads $POWERCUT_WORKLOADS; $POWERCUT_MIB MiB each)"
+    fi
+    if runs_diskfault "$k"; then
+        extra+=" ubio.diskfault=$(echo $DISKFAULT | tr ' ' ,) ubio.df_backends=$DISKFAULT_BACKENDS ubio.df_mib=$DISKFAULT_MIB"
+        echo "== guest: $k: and the disk-fault suite on $DISKFAULT (backends $DISKFAULT_BACKENDS; streams of $DISKFAULT_MIB MiB)"
     fi
     qemu_start "$accel" "$k" "$work/console-$k.log" "$extra" "$outbox"
     pids+=("$qemu_pid")
@@ -559,8 +595,8 @@ for k in $KERNELS; do
             kfail=1
         fi
     done
-    if [ -n "$POWERCUT" ] && [ "$k" = "${KERNELS%% *}" ]; then
-        grep -E '^POWERCUT(-NOTE|-WIDER)? ' "$log" | sed 's/^/  /' || true
+    if runs_powercut "$k"; then
+        grep -E '^POWERCUT(-NOTE|-WIDER|-EXAMPLE)? ' "$log" | sed 's/^/  /' || true
         cells=$(grep -c '^POWERCUT ' "$log" || true)
         bad=$(grep -cE '^POWERCUT [^:]+: FAILED|^POWERCUT-WIDER |^GUEST-POWERCUT: FAILED' "$log" || true)
         points=$(sed -nE 's/^POWERCUT .*: ok \(([0-9]+) replay points.*/\1/p' "$log" | awk '{s += $1} END {print s + 0}')
@@ -578,6 +614,21 @@ for k in $KERNELS; do
             *) wider="states not compared: buffered not run" ;;
             esac
             echo "GUEST-RESULT $k powercut: ok ($cells cells on $POWERCUT, $points replay points checked, none failed; $wider)"
+        fi
+    fi
+    if runs_diskfault "$k"; then
+        grep -E '^DISKFAULT(-NOTE|-DONE)? ' "$log" | sed 's/^/  /' || true
+        cases=$(grep -c '^DISKFAULT [^:]*: ' "$log" || true)
+        bad=$(grep -cE '^DISKFAULT [^:]+: FAILED' "$log" || true)
+        crashed=$(grep -c '^GUEST-DISKFAULT: FAILED' "$log" || true)
+        done_fs=$(grep -c '^DISKFAULT-DONE ' "$log" || true)
+        secs=$(sed -nE 's/^DISKFAULT-DONE .*\(([0-9]+)s\)$/\1/p' "$log" | awk '{s += $1} END {print s + 0}')
+        notes=$(grep -c '^DISKFAULT-NOTE ' "$log" || true)
+        if [ "$cases" -eq 0 ] || [ "$bad" -gt 0 ] || [ "$crashed" -gt 0 ] || [ "$done_fs" -ne "$(echo $DISKFAULT | wc -w)" ]; then
+            echo "GUEST-RESULT $k diskfault: FAILED ($cases cases, $bad failed, $done_fs of $(echo $DISKFAULT | wc -w) filesystems done)"
+            kfail=1
+        else
+            echo "GUEST-RESULT $k diskfault: ok ($cases cases on $DISKFAULT, none failed, ${secs}s; $notes backend(s) that cannot run there noted)"
         fi
     fi
     if ! grep -q '^GUEST-DONE' "$log"; then

@@ -41,10 +41,14 @@ Two mechanisms cover the program and every process it starts:
     zstd, base64), statically linked programs (Go, musl), descriptors inherited from
     the shell or passed across fork and exec. It watches each open file's position
     (/proc/PID/fdinfo) every 2-10 ms (faster streams, shorter intervals) and applies
-    the same policies through its own descriptor. Best effort: pages passed before it
-    first saw a file are the stream's own only if the rest of the file is cold (else
-    kept); readers through pread() or mmap() move no position and are not seen; a
-    writer cannot be made to wait. Writeback starts within a look of half a
+    the same policies through its own descriptor. A copy the kernel makes in one
+    long call (copy_file_range, sendfile: Go's io.Copy between two files) or with
+    explicit offsets (splice) moves no position while it runs: where no position
+    moved, the engine follows the pages it leaves (cachestat, 2 MiB at a time) and
+    applies the same policies to them. Best effort: pages passed before it first saw
+    a file are the stream's own only if the rest of the file is cold (else kept);
+    readers through mmap() or scattered pread() are seen only when they close the
+    file; a writer cannot be made to wait. Writeback starts within a look of half a
     window written, and pages go once written back, so a writer's
     dirty + writeback stays within --window + what it wrote - what the device has
     written back since: about --window + its speed x (a look + the device's latency)

@@ -90,11 +90,31 @@ fn hash_file(path: &Path) -> (u64, u64) {
     (len, h.finish())
 }
 
-/// The programs the suite builds: a static Go copy and a static musl stdio
-/// copy (None where no musl-gcc).
+/// The programs the suite builds: a static Go copy, a static musl stdio
+/// copy and a static musl kernel copy (None where no musl-gcc), and the
+/// kernel copy linked dynamically (None where no gcc).
 struct Built {
     gocopy: PathBuf,
     cstdio: Option<PathBuf>,
+    kcopy: Option<PathBuf>,
+    kcopy_dyn: Option<PathBuf>,
+}
+
+/// Compile `src` (in tests/run_programs) to `out` with `cc` and `flags`.
+fn compile(cc: &str, flags: &[&str], src: &Path, out: PathBuf) -> PathBuf {
+    let res = Command::new(cc)
+        .args(flags)
+        .args(["-O2", "-o"])
+        .arg(&out)
+        .arg(src)
+        .output()
+        .unwrap();
+    assert!(
+        res.status.success(),
+        "{cc}: {}",
+        String::from_utf8_lossy(&res.stderr)
+    );
+    out
 }
 
 fn build(dir: &Path) -> Result<Built, String> {
@@ -117,22 +137,40 @@ fn build(dir: &Path) -> Result<Built, String> {
             String::from_utf8_lossy(&out.stderr)
         ));
     }
-    let cstdio = have("musl-gcc").then(|| {
-        let p = dir.join("cstdio");
-        let out = Command::new("musl-gcc")
-            .args(["-static", "-O2", "-o"])
-            .arg(&p)
-            .arg(src.join("cstdio.c"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "musl-gcc: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        p
-    });
-    Ok(Built { gocopy, cstdio })
+    let musl = |name: &str| {
+        have("musl-gcc").then(|| {
+            let c = src.join(name).with_extension("c");
+            compile("musl-gcc", &["-static"], &c, dir.join(name))
+        })
+    };
+    let kcopy_dyn =
+        have("gcc").then(|| compile("gcc", &[], &src.join("kcopy.c"), dir.join("kcopy-dyn")));
+    Ok(Built {
+        gocopy,
+        cstdio: musl("cstdio"),
+        kcopy: musl("kcopy"),
+        kcopy_dyn,
+    })
+}
+
+/// What a test that makes loop devices and runs the built programs starts
+/// with: the lock that runs these tests one at a time, root (else a skip),
+/// a scratch directory holding the programs (else a skip).
+fn root_and_programs(
+    name: &str,
+) -> Option<(std::sync::MutexGuard<'static, ()>, tempfile::TempDir, Built)> {
+    let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !common::root_or_skip(name) {
+        return None;
+    }
+    let dir = workdir();
+    match build(dir.path()) {
+        Ok(built) => Some((serial, dir, built)),
+        Err(e) => {
+            skip(name, &e);
+            None
+        }
+    }
 }
 
 /// A program run by `sh -c` in the scratch directory, reading `in` and
@@ -181,9 +219,16 @@ fn cases(b: &Built) -> Vec<Case> {
         ),
     ];
     let go = b.gocopy.display().to_string();
-    // (Not `gocopy in out`: Go's io.Copy between two files is one
-    // copy_file_range of up to 1 GiB, which moves no position until it
-    // returns; README, "The engine".)
+    // Go's io.Copy between two files is one copy_file_range of up to
+    // 2 GiB, which moves no position until it returns: the engine finds it
+    // from the pages (follow/silent.rs). More such copies, on ext4 and xfs:
+    // long_kernel_copies_on_ext4_and_xfs.
+    v.push(c(
+        "static Go io.Copy (one copy_file_range)",
+        &[],
+        &format!("{go} in out"),
+        &["out"],
+    ));
     v.push(c(
         "static Go read/write loop",
         &[],
@@ -202,6 +247,31 @@ fn cases(b: &Built) -> Vec<Case> {
             &[],
             &format!("{} < in > out", p.display()),
             &["out"],
+        ));
+    }
+    v
+}
+
+/// What a run under `ubio run` broke of the bounds every program keeps:
+/// the input's and the outputs' cache peaks, the outputs' dirty +
+/// writeback, bytes left cached after exit (`left`: the input's, then the
+/// outputs').
+fn beyond_bounds(pin: &Peaks, pout: &Peaks, left: &[u64]) -> Vec<String> {
+    let mib = |pages: u64| pages * PAGE / MIB;
+    let mut v = Vec::new();
+    if pin.max_cached * PAGE > PEAK_LIMIT {
+        v.push(format!("input peak {} MiB cached", mib(pin.max_cached)));
+    }
+    if pout.max_cached * PAGE > PEAK_LIMIT {
+        v.push(format!("outputs peak {} MiB cached", mib(pout.max_cached)));
+    }
+    if pout.max_dirty_writeback * PAGE > WRITE_BOUND {
+        let peak = mib(pout.max_dirty_writeback);
+        v.push(format!("outputs' dirty + writeback peak {peak} MiB"));
+    }
+    if left.iter().any(|&b| b > 0) {
+        v.push(format!(
+            "left cached after exit (input, outputs): {left:?} bytes"
         ));
     }
     v
@@ -324,32 +394,12 @@ fn programs_under_ubio_run() {
                 String::from_utf8_lossy(&under.out.stderr)
             ));
         }
-        if pin.max_cached * PAGE > PEAK_LIMIT {
-            fail(format!(
-                "input peak {} MiB cached",
-                pin.max_cached * PAGE / MIB
-            ));
-        }
-        if pout.max_cached * PAGE > PEAK_LIMIT {
-            fail(format!(
-                "outputs peak {} MiB cached",
-                pout.max_cached * PAGE / MIB
-            ));
-        }
-        if pout.max_dirty_writeback * PAGE > WRITE_BOUND {
-            fail(format!(
-                "outputs' dirty + writeback peak {} MiB",
-                pout.max_dirty_writeback * PAGE / MIB
-            ));
-        }
-        if left.iter().any(|&b| b > 0) {
-            fail(format!(
-                "left cached after exit (input, outputs): {left:?} bytes"
-            ));
+        for what in beyond_bounds(&pin, &pout, &left) {
+            fail(what);
         }
     }
     assert!(
-        ran >= 15 || !only.is_empty() || !failures.is_empty(),
+        ran >= 16 || !only.is_empty() || !failures.is_empty(),
         "only {ran} programs ran"
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -569,12 +619,22 @@ fn pages_cached_before_stay_cached() {
             "engine: static Go read/write loop",
             format!("{} -rw in out", built.gocopy.display()),
         ),
+        (
+            "engine: static Go io.Copy (one copy_file_range)",
+            format!("{} in out", built.gocopy.display()),
+        ),
         ("shim: cat", "cat in > out".to_string()),
     ];
     if let Some(p) = &built.cstdio {
         cases.push((
             "engine: static musl stdio, < in > out",
             format!("{} < in > out", p.display()),
+        ));
+    }
+    if let Some(p) = &built.kcopy {
+        cases.push((
+            "engine: static musl splice, explicit offsets",
+            format!("{} splice in out", p.display()),
         ));
     }
     // DAMON may reclaim a few of the cached pages just before the stream's
@@ -614,7 +674,7 @@ fn check_kept(
         ));
     }
     let out = Command::new(UBIO)
-        .args(["run", "--", "sh", "-c", &cmd])
+        .args(["run", "--", "sh", "-c", cmd])
         .current_dir(dir.path())
         .stdin(Stdio::null())
         .output()
@@ -641,14 +701,7 @@ fn check_kept(
         hash_file(input),
         "{name}: copy differs"
     );
-    if after + reclaimed < before {
-        return Err(format!(
-            "{name}: {} of the {} KiB cached before were dropped (the control lost {} KiB)",
-            (before - after) / 1024,
-            before / 1024,
-            reclaimed / 1024
-        ));
-    }
+    kept(&format!("{name}: cached before"), before, after, reclaimed)?;
     // The stream's own pages went: nothing beyond what was cached before,
     // for the shim; the engine keeps what the stream passed before it
     // first saw the file when the rest of the file is not cold (best
@@ -663,6 +716,120 @@ fn check_kept(
         "{name}: {after_all} B cached after, {before_all} B before"
     );
     Ok(())
+}
+
+/// Pages another process writes past the end of file after the engine
+/// first saw it are that process's: a reader that moves no position (the
+/// static splice with explicit offsets, which then reads them too) takes
+/// none of them as its own, and they stay cached; its own pages go. The
+/// tree holds the input open (fd 3 of its shell) while the test appends
+/// and waits for a signal file before the copy starts. A control file
+/// written the same way tells what DAMON reclaimed meanwhile.
+#[test]
+fn pages_appended_by_others_stay_cached() {
+    const NAME: &str = "pages_appended_by_others_stay_cached";
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = workdir();
+    let built = match build(dir.path()) {
+        Ok(b) => b,
+        Err(e) => return skip(NAME, &e),
+    };
+    let Some(kcopy) = &built.kcopy else {
+        return skip(NAME, "no musl-gcc (musl-tools)");
+    };
+    with_damon_retries(NAME, || check_appended(dir.path(), kcopy));
+}
+
+/// One attempt of [`pages_appended_by_others_stay_cached`].
+fn check_appended(dir: &Path, kcopy: &Path) -> Result<(), String> {
+    use std::io::Write;
+    const APPENDED: u64 = 64 * MIB;
+    let (input, control, go, log) = (
+        dir.join("in"),
+        dir.join("control"),
+        dir.join("go"),
+        dir.join("log"),
+    );
+    for f in [&go, &control, &dir.join("out")] {
+        let _ = std::fs::remove_file(f);
+    }
+    write_input(&input);
+    evict(&input);
+    let cmd = format!(
+        "exec 3<in; while [ ! -e go ]; do sleep 0.01; done; {} splice in out",
+        kcopy.display()
+    );
+    let mut ubio = Command::new(UBIO)
+        .args(["run", "--", "sh", "-c", &cmd])
+        .current_dir(dir)
+        .env("UBIO_LOG", "debug")
+        .stdin(Stdio::null())
+        .stderr(File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    // The engine's first sight of the input (its end of file: SIZE).
+    let seen = format!("{}: seen in pid", input.canonicalize().unwrap().display());
+    let t = Instant::now();
+    while !std::fs::read_to_string(&log).unwrap().contains(&seen) {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the engine did not see the input: {}",
+            std::fs::read_to_string(&log).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let more = common::data(APPENDED as usize, 3);
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&input)
+        .unwrap();
+    f.write_all(&more).unwrap();
+    f.sync_all().unwrap();
+    let mut c = File::create(&control).unwrap();
+    c.write_all(&more).unwrap();
+    c.sync_all().unwrap();
+    let theirs = SIZE..SIZE + APPENDED;
+    let before = cached_in(&input, theirs.clone());
+    let control_before = cached(&control);
+    assert_eq!(before, APPENDED, "the appended pages are not cached");
+    File::create(&go).unwrap();
+    let status = ubio.wait().unwrap();
+    let after = cached_in(&input, theirs.clone());
+    let own = cached_in(&input, 0..SIZE);
+    let reclaimed = control_before - cached(&control);
+    eprintln!(
+        "appended by another process: {} -> {} MiB cached (control lost {} MiB); the reader's own {} MiB left",
+        before / MIB,
+        after / MIB,
+        reclaimed / MIB,
+        own / MIB
+    );
+    assert!(
+        status.success(),
+        "{status:?}: {}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+    assert_eq!(
+        hash_file(&dir.join("out")),
+        hash_file(&input),
+        "the copy differs"
+    );
+    assert_eq!(own, 0, "the reader's own pages were left cached");
+    kept("appended by another process", before, after, reclaimed)
+}
+
+/// Of `before` bytes others had cached, `after` are cached: Err if more
+/// went than the control file lost to the VM's own reclaim (`reclaimed`).
+fn kept(what: &str, before: u64, after: u64, reclaimed: u64) -> Result<(), String> {
+    match after + reclaimed < before {
+        true => Err(format!(
+            "{what}: {} of {} KiB were dropped (the control lost {} KiB)",
+            (before - after) / 1024,
+            before / 1024,
+            reclaimed / 1024
+        )),
+        false => Ok(()),
+    }
 }
 
 /// One look at a file being written: when, how long it was, its dirty +
@@ -713,7 +880,8 @@ fn sample_writes(path: PathBuf) -> ubio_testenv::sampler_thread::SamplerThread<V
 /// of RATE completed since the first write, counted from REACTION later,
 /// plus the window (without the engine nothing would be written back for
 /// 30 s: dirty_expire_centisecs; the kernel's background threshold is GiBs
-/// away); and nothing is left cached at the end.
+/// away); and nothing is left cached at the end. The same for copies the
+/// kernel makes in one long call or with offsets (no position moves).
 #[test]
 fn writers_on_a_throttled_device() {
     use ubio_testenv::scratchfs::{FsKind, ScratchFs};
@@ -724,41 +892,42 @@ fn writers_on_a_throttled_device() {
     /// written (microseconds at memory speed), a look (at most 10 ms), the
     /// throttle's first slice (blk-throttle accounts in 100 ms slices).
     const REACTION: Duration = Duration::from_millis(250);
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    if !common::root_or_skip("writers_on_a_throttled_device") {
+    let Some((_serial, _dir, built)) = root_and_programs("writers_on_a_throttled_device") else {
         return;
-    }
-    let dir = workdir();
-    let built = match build(dir.path()) {
-        Ok(b) => b,
-        Err(e) => return skip("writers_on_a_throttled_device", &e),
     };
-    let input = dir.path().join("in");
-    common::write_cold(&input, &common::data(LEN as usize, 3));
     let fs = ScratchFs::create(FsKind::Ext4, 256 * MIB, &Default::default()).unwrap();
+    // The input on the same filesystem: copy_file_range copies within one.
+    let input = fs.mount_point().join("in");
+    common::write_cold(&input, &common::data(LEN as usize, 3));
     let out = fs.mount_point().join("out");
-    let cases = [
+    let mut cases = vec![
         (
             "engine: static Go read/write loop",
             vec![built.gocopy.clone().into_os_string(), "-rw".into()],
         ),
         ("shim: cp", vec!["cp".into()]),
+        (
+            "engine: static Go io.Copy (one copy_file_range)",
+            vec![built.gocopy.clone().into_os_string()],
+        ),
     ];
+    if let Some(k) = &built.kcopy {
+        cases.push((
+            "engine: static musl splice, explicit offsets",
+            vec![k.clone().into_os_string(), "splice".into()],
+        ));
+    }
     for (name, prog) in cases {
+        evict(&input);
         let _ = std::fs::remove_file(&out);
         fs.set_write_bps(RATE).unwrap();
         let sampler = sample_writes(out.clone());
         let t = Instant::now();
-        let status = Command::new(UBIO)
-            .args(["run", "--window", "16M", "--"])
-            .args(&prog)
-            .arg(&input)
-            .arg(&out)
-            .status()
-            .unwrap();
+        let status = ubio_run_copy(&prog, &input, &out);
         let took = t.elapsed();
         let samples = sampler.finish().unwrap();
         fs.set_write_bps(0).unwrap();
+        let input_left = cached(&input);
         assert!(status.success(), "{name}: {status:?}");
         assert_eq!(hash_file(&out), hash_file(&input), "{name}: copy differs");
         let first = samples
@@ -779,6 +948,7 @@ fn writers_on_a_throttled_device() {
             rate = RATE / MIB,
         );
         assert_eq!(left, 0, "{name}: left cached after exit");
+        assert_eq!(input_left, 0, "{name}: input left cached after exit");
         if name.starts_with("shim") {
             // Exact: the writer waits for its writeback a window ahead.
             assert!(
@@ -801,4 +971,292 @@ fn writers_on_a_throttled_device() {
             );
         }
     }
+}
+
+/// Copies made by the kernel in one long call (copy_file_range, sendfile)
+/// or in calls with explicit offsets (splice through a pipe), which move no
+/// position while they run: `(name, program and its first arguments)`, to
+/// which IN and OUT are added. Skips what cannot be built here.
+fn kernel_copies(b: &Built, test: &str) -> Vec<(&'static str, Vec<std::ffi::OsString>)> {
+    let mut v = vec![(
+        "static Go io.Copy (copy_file_range)",
+        vec![b.gocopy.clone().into_os_string()],
+    )];
+    match &b.kcopy {
+        Some(k) => {
+            for (name, mode) in [
+                ("static musl copy_file_range", "cfr"),
+                ("static musl sendfile", "sendfile"),
+                ("static musl splice, explicit offsets", "splice"),
+            ] {
+                v.push((name, vec![k.clone().into_os_string(), mode.into()]));
+            }
+        }
+        None => skip(&format!("{test} (musl)"), "no musl-gcc (musl-tools)"),
+    }
+    match &b.kcopy_dyn {
+        // `env` is dynamic and gets the shim; the copy is exec'ed without it.
+        Some(k) => v.push((
+            "dynamic copy_file_range, shim not loaded",
+            vec![
+                "env".into(),
+                "-u".into(),
+                "LD_PRELOAD".into(),
+                k.clone().into_os_string(),
+                "cfr".into(),
+            ],
+        )),
+        None => skip(&format!("{test} (dynamic)"), "no gcc"),
+    }
+    v
+}
+
+/// `ubio run --window 16M -- PROG... IN OUT`.
+fn ubio_run_copy(
+    prog: &[std::ffi::OsString],
+    input: &Path,
+    out: &Path,
+) -> std::process::ExitStatus {
+    Command::new(UBIO)
+        .args(["run", "--window", "16M", "--"])
+        .args(prog)
+        .arg(input)
+        .arg(out)
+        .stdin(Stdio::null())
+        .status()
+        .unwrap()
+}
+
+/// [`ubio_run_copy`] on a cold IN, with the input's
+/// and the output's page cache sampled: (exit status, input peaks, output
+/// peaks, bytes of each left cached after exit).
+fn kernel_copy_under_ubio(
+    prog: &[std::ffi::OsString],
+    input: &Path,
+    out: &Path,
+) -> (std::process::ExitStatus, Peaks, Peaks, [u64; 2]) {
+    let _ = std::fs::remove_file(out);
+    evict(input);
+    let sin = ResidencySampler::follow_all(vec![input.to_path_buf()], SAMPLE_EVERY);
+    let sout = ResidencySampler::follow_all(vec![out.to_path_buf()], SAMPLE_EVERY);
+    let status = ubio_run_copy(prog, input, out);
+    let (pin, pout) = (sin.finish().unwrap(), sout.finish().unwrap());
+    let left = [cached(input), if out.exists() { cached(out) } else { 0 }];
+    (status, pin, pout, left)
+}
+
+/// One long in-kernel copy per program (Go's io.Copy, copy_file_range and
+/// sendfile of the whole file in one call, splice with explicit offsets;
+/// static and a dynamic one without the shim), on ext4 and on xfs made
+/// without reflink (with it, copy_file_range clones and caches nothing:
+/// checked too), each on a loop device: the input's and the output's page
+/// cache within 64 MiB at every sample, the output's dirty + writeback
+/// within the engine's bound, nothing cached after exit, the copy exact.
+#[test]
+fn long_kernel_copies_on_ext4_and_xfs() {
+    use ubio_testenv::scratchfs::{FsKind, ScratchFs, ScratchOpts};
+    const NAME: &str = "long_kernel_copies_on_ext4_and_xfs";
+    let Some((_serial, _dir, built)) = root_and_programs(NAME) else {
+        return;
+    };
+    let copies = kernel_copies(&built, NAME);
+    let filesystems: [(&str, FsKind, &[&str]); 3] = [
+        ("ext4", FsKind::Ext4, &[]),
+        ("xfs", FsKind::Xfs, &["-m", "reflink=0"]),
+        ("xfs with reflink", FsKind::Xfs, &["-m", "reflink=1"]),
+    ];
+    let mut failures = Vec::new();
+    for (fs_name, kind, mkfs_args) in filesystems {
+        let opts = ScratchOpts {
+            mkfs_args: mkfs_args.iter().map(|a| a.to_string()).collect(),
+            ..ScratchOpts::default()
+        };
+        // Room for the input, the output and a deleted output whose blocks
+        // ext4 frees only at its next journal commit.
+        let fs = ScratchFs::create(kind, 1024 * MIB, &opts).unwrap();
+        let input = fs.mount_point().join("in");
+        let out = fs.mount_point().join("out");
+        write_input(&input);
+        let want = hash_file(&input);
+        let reflink = fs_name.contains("reflink");
+        for (name, prog) in &copies {
+            // A clone: only the calls that clone.
+            if reflink && !(name.contains("copy_file_range") || name.contains("io.Copy")) {
+                continue;
+            }
+            let t = Instant::now();
+            let (status, pin, pout, left) = kernel_copy_under_ubio(prog, &input, &out);
+            eprintln!(
+                "{fs_name:<16} {name:<42} {:>5.1} s: input peak {:>5.1} MiB, output peak {:>5.1} MiB, dirty+writeback peak {:>5.1} MiB, left {left:?} B",
+                t.elapsed().as_secs_f64(),
+                (pin.max_cached * PAGE) as f64 / MIB as f64,
+                (pout.max_cached * PAGE) as f64 / MIB as f64,
+                (pout.max_dirty_writeback * PAGE) as f64 / MIB as f64,
+            );
+            let mut fail = |what: String| failures.push(format!("{fs_name}: {name}: {what}"));
+            if !status.success() {
+                fail(format!("{status:?}"));
+                continue;
+            }
+            if hash_file(&out) != want {
+                fail("the copy differs".into());
+            }
+            for what in beyond_bounds(&pin, &pout, &left) {
+                fail(what);
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The in-kernel copy slower than the disk (its source on a loop device
+/// whose reads are throttled to RATE, ext4), so that the engine writes back
+/// and drops the output while the call is still copying: the output's
+/// dirty + writeback stays within the window plus what the copy adds
+/// between two looks, its cache drops behind it (the peak is a fraction of
+/// the copy: not a test that passes because everything fits), the input's
+/// cache within 64 MiB, nothing left after exit.
+#[test]
+fn kernel_copies_from_a_slow_source() {
+    use ubio_testenv::scratchfs::{FsKind, ScratchFs};
+    const NAME: &str = "kernel_copies_from_a_slow_source";
+    const RATE: u64 = 64 * MIB;
+    const LEN: u64 = 128 * MIB;
+    const WINDOW: u64 = 16 * MIB;
+    /// What the copy adds at RATE in a look and the device's latency (the
+    /// engine's rule: README, "The engine"), a quarter of a second on a
+    /// busy machine.
+    const SLACK: u64 = RATE / 4;
+    let Some((_serial, _dir, built)) = root_and_programs(NAME) else {
+        return;
+    };
+    let fs = ScratchFs::create(FsKind::Ext4, 512 * MIB, &Default::default()).unwrap();
+    let input = fs.mount_point().join("in");
+    let out = fs.mount_point().join("out");
+    common::write_cold(&input, &common::data(LEN as usize, 5));
+    let want = hash_file(&input);
+    // The dynamic copy is the static one's twin here.
+    let copies: Vec<_> = kernel_copies(&built, NAME)
+        .into_iter()
+        .filter(|(name, _)| name.starts_with("static"))
+        .collect();
+    for (name, prog) in copies {
+        evict(&input);
+        let _ = std::fs::remove_file(&out);
+        let sin = ResidencySampler::follow_all(vec![input.clone()], SAMPLE_EVERY);
+        let sampler = sample_writes(out.clone());
+        fs.set_read_bps(RATE).unwrap();
+        let t = Instant::now();
+        let status = ubio_run_copy(&prog, &input, &out);
+        let took = t.elapsed();
+        fs.set_read_bps(0).unwrap();
+        let samples = sampler.finish().unwrap();
+        let pin = sin.finish().unwrap();
+        let peak = samples.iter().map(|s| s.dirty_writeback).max().unwrap_or(0);
+        let peak_cached = samples.iter().map(|s| s.cached).max().unwrap_or(0);
+        let left = [cached(&input), cached(&out)];
+        eprintln!(
+            "{name}: {} MiB at {} MiB/s in {:.2} s: input peak {:.1} MiB; output dirty+writeback peak {:.1} MiB, cached peak {:.1} MiB; left {left:?} B",
+            LEN / MIB,
+            RATE / MIB,
+            took.as_secs_f64(),
+            (pin.max_cached * PAGE) as f64 / MIB as f64,
+            peak as f64 / MIB as f64,
+            peak_cached as f64 / MIB as f64,
+        );
+        assert!(status.success(), "{name}: {status:?}");
+        assert!(
+            took >= Duration::from_secs_f64(0.8 * (LEN / RATE) as f64),
+            "{name}: the throttle did not slow the copy ({took:?})"
+        );
+        assert_eq!(hash_file(&out), want, "{name}: the copy differs");
+        assert!(
+            peak <= WINDOW + SLACK,
+            "{name}: dirty+writeback peak {peak} B > window + {} MiB",
+            SLACK / MIB
+        );
+        assert!(
+            peak_cached <= WINDOW + SLACK,
+            "{name}: output's cache peak {peak_cached} B"
+        );
+        assert!(
+            pin.max_cached * PAGE <= PEAK_LIMIT,
+            "{name}: input peak {} MiB",
+            pin.max_cached * PAGE / MIB
+        );
+        assert_eq!(
+            left,
+            [0, 0],
+            "{name}: left cached after exit (input, output)"
+        );
+    }
+}
+
+/// A copy killed inside its one long call (the source throttled so that
+/// the call lasts seconds): the engine sees the descriptors go without a
+/// position ever having moved, writes back what the call wrote and drops
+/// it and what it read; `ubio run` dies of the same signal.
+#[test]
+fn a_copy_killed_in_its_call_leaves_nothing() {
+    use std::os::unix::process::ExitStatusExt;
+    use ubio_testenv::scratchfs::{FsKind, ScratchFs};
+    const NAME: &str = "a_copy_killed_in_its_call_leaves_nothing";
+    let Some((_serial, _dir, built)) = root_and_programs(NAME) else {
+        return;
+    };
+    let Some(kcopy) = built.kcopy else {
+        return skip(NAME, "no musl-gcc (musl-tools)");
+    };
+    let fs = ScratchFs::create(FsKind::Ext4, 256 * MIB, &Default::default()).unwrap();
+    let input = fs.mount_point().join("in");
+    let out = fs.mount_point().join("out");
+    common::write_cold(&input, &common::data(128 << 20, 9));
+    fs.set_read_bps(16 * MIB).unwrap();
+    let mut ubio = Command::new(UBIO)
+        .args(["run", "--"])
+        .arg(&kcopy)
+        .arg("cfr")
+        .arg(&input)
+        .arg(&out)
+        .spawn()
+        .unwrap();
+    // The copy's pid: ubio's child.
+    let child = loop {
+        use ubio::follow::procfs::{all_pids, ppid};
+        let kid = all_pids()
+            .unwrap()
+            .into_iter()
+            .find(|&p| ppid(p).ok() == Some(ubio.id()));
+        if let Some(p) = kid {
+            break p;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let t = Instant::now();
+    while std::fs::metadata(&out).map_or(0, |m| m.len()) < 32 * MIB {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the copy did not start"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    sys::kill(child, libc::SIGKILL).unwrap();
+    let status = ubio.wait().unwrap();
+    fs.set_read_bps(0).unwrap();
+    let written = std::fs::metadata(&out).unwrap().len();
+    let (cin, cout) = (common::count(&input), common::count(&out));
+    eprintln!(
+        "killed after {} MiB of 128: input {} pages cached, output {} cached ({:?} dirty)",
+        written / MIB,
+        cin.cached,
+        cout.cached,
+        cout.dirty
+    );
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+    assert!(written < 128 * MIB, "the copy ended before the kill");
+    assert_eq!(
+        (cin.cached, cout.cached),
+        (0, 0),
+        "left cached after the kill"
+    );
 }

@@ -19,6 +19,7 @@
 //! [`Failure`] with the seed, the operation number, the tail of the
 //! operation log and the differing bytes.
 
+pub mod guest;
 pub mod logwrites;
 
 use serde::Serialize;

@@ -346,6 +346,20 @@ impl Residency {
         self.precached.overlaps(range)
     }
 
+    /// Bytes of `range` that were cached before the stream.
+    pub fn precached_bytes(&self, range: &Range<u64>) -> u64 {
+        self.precached
+            .overlapping(range)
+            .map(|r| r.end.min(range.end) - r.start.max(range.start))
+            .sum()
+    }
+
+    /// The first offset at or after `at` that is not in a range cached
+    /// before the stream.
+    pub fn past_precached(&self, at: u64) -> u64 {
+        self.precached.get(&at).map_or(at, |r| r.end)
+    }
+
     /// The parts of `range` that are known and were not cached before: the
     /// only pages this stream may drop.
     pub fn droppable(&self, range: Range<u64>) -> Vec<Range<u64>> {
@@ -581,6 +595,10 @@ mod tests {
         let drop = r.droppable(0..8 * MIB);
         assert_eq!(drop, vec![0..CHUNK + 5 * page, CHUNK + 8 * page..8 * MIB]);
         assert!(r.overlaps_precached(&(CHUNK + 6 * page..CHUNK + 6 * page + 1)));
+        assert_eq!(r.precached_bytes(&(0..8 * MIB)), 3 * page);
+        assert_eq!(r.precached_bytes(&(CHUNK + 6 * page..4 * CHUNK)), 2 * page);
+        assert_eq!(r.past_precached(CHUNK + 6 * page), CHUNK + 8 * page);
+        assert_eq!(r.past_precached(CHUNK), CHUNK);
     }
 
     #[test]

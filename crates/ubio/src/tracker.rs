@@ -226,11 +226,19 @@ impl Tracker {
     /// kernel's readahead may fill during the call (taken for others' pages
     /// otherwise, and kept: a whole source stayed cached under `cp`).
     pub fn snapshot(&self, fd: BorrowedFd<'_>, off: u64, len: u64) {
+        self.snapshot_range(fd, off..off + len + self.cfg.lookahead);
+    }
+
+    /// Snapshot `range` alone (in whole chunks): for an observer that
+    /// arrives while the file is in use (the engine of `ubio run`), for
+    /// whom the pages past the end of file, which appear later, are not
+    /// known (it decides whose they are when they appear: `mark_cold`).
+    pub fn snapshot_range(&self, fd: BorrowedFd<'_>, range: Range<u64>) {
         let real = self.real_file();
         let fd = real.as_deref().map_or(fd, AsFd::as_fd);
         self.state()
             .residency
-            .ensure_known(fd, off, off + len + self.cfg.lookahead);
+            .ensure_known(fd, range.start, range.end);
     }
 
     /// Record `range` as holding no page of others, without looking: for an
@@ -255,6 +263,13 @@ impl Tracker {
                 self.mark_cold(chunk);
             }
         }
+    }
+
+    /// Read what the residency snapshots found: for an observer that reads
+    /// the page cache itself to tell a transfer's pages from others' (the
+    /// engine of `ubio run`, for transfers that move no position).
+    pub fn residency<R>(&self, f: impl FnOnce(&Residency) -> R) -> R {
+        f(&self.state().residency)
     }
 
     /// After the caller read `n` bytes at `off` itself (without the

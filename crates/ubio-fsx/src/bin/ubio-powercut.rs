@@ -9,7 +9,11 @@
 //! filesystem's checker run on it. A point passes when the checker is
 //! clean, every byte a commit before that point acknowledged is there, and
 //! no file holds a byte that neither its old nor its new content held
-//! (zeroes where neither had them are counted apart, as a state). The
+//! (zeroes where neither had them are counted apart, as a state, with what
+//! the file's extents say holds them: a hole, an unwritten extent). The
+//! device starts as the disk's old contents ([`guest::STALE`] in every
+//! block, mkfs without discard), so a block a file shows without anything
+//! having written it is seen, not hidden among zeroes. The
 //! states found (per file: absent, a prefix, complete, old and new mixed,
 //! with zeroes...) of every backend are then compared with the buffered
 //! backend's on the same workload: no anomaly (zeroes, foreign bytes, a
@@ -30,9 +34,10 @@ use std::io::Write;
 use std::ops::Range;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode};
 use std::time::Instant;
 use ubio::BackendKind;
+use ubio_fsx::guest::{self, check_fs, fs_bytes, mkfs, mount, pattern, sh, Dm, Loop, STALE};
 use ubio_fsx::logwrites::{self, Log};
 use ubio_testenv::rng::SplitMix64;
 
@@ -52,7 +57,10 @@ struct Args {
         default_value = "buffered,emulated,direct,kernel"
     )]
     backends: Vec<BackendKind>,
-    /// Workloads, comma separated: cp, tree, fsync, overwrite.
+    /// Workloads, comma separated: cp, tree, fsync, overwrite, runcp
+    /// (GNU cp -r under `ubio run`; with buffered, plain cp), unsynced (a
+    /// plain program, buffered only: files left unsynced while others are
+    /// fsynced).
     #[arg(long, value_delimiter = ',', default_value = "cp,tree,fsync,overwrite")]
     workloads: Vec<String>,
     /// A directory for the images (on a filesystem with reflinks: xfs, btrfs).
@@ -64,9 +72,12 @@ struct Args {
     /// Where failing images and log excerpts are kept.
     #[arg(long)]
     keep: Option<PathBuf>,
-    /// The ubio binary (for `ubio cp`).
+    /// The ubio binary (for `ubio cp` and `ubio run`).
     #[arg(long, default_value = "ubio")]
     ubio: PathBuf,
+    /// GNU cp (for the runcp workload).
+    #[arg(long, default_value = "cp")]
+    cp: PathBuf,
     /// Seed of the workloads' data and offsets.
     #[arg(long, default_value_t = 29)]
     seed: u64,
@@ -93,84 +104,78 @@ struct Workload {
     commits: Vec<Acked>,
 }
 
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut r = SplitMix64::new(seed);
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        out.extend_from_slice(&r.next_u64().to_le_bytes());
-    }
-    out.truncate(len);
-    // No zero bytes: a zero read back is then never the data's own.
-    for b in &mut out {
-        *b |= 1;
-    }
-    out
+fn mark(name: &str) -> Result<()> {
+    sh("dmsetup", &["message", DEV, "0", "mark", name]).map(drop)?;
+    Ok(())
 }
 
-fn run(cmd: &mut Command) -> Result<String> {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("{cmd:?}"))?;
+/// `dst`, `len` bytes, sharing `src`'s blocks (a reflink on the work
+/// directory's xfs): a device holding the disk's old contents, at once.
+fn clone_image(src: &Path, dst: &Path, len: u64) -> Result<File> {
+    let _ = std::fs::remove_file(dst);
+    let f = File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(dst)?;
+    ubio::sys::ficlone(f.as_fd(), File::open(src)?.as_fd())
+        .with_context(|| format!("FICLONE {} to {}", src.display(), dst.display()))?;
+    f.set_len(len)?;
+    Ok(f)
+}
+
+/// The tree's files: sizes of every kind, from under a block to a quarter
+/// of the workload, in `src/` (durable before the setup mark); their copies
+/// in `dst/` are the models.
+fn tree_source(a: &Args, mnt: &Path, len: usize, one_file: bool) -> Result<Vec<Model>> {
+    let src = mnt.join("src");
+    std::fs::create_dir_all(&src)?;
+    let sizes: Vec<usize> = if one_file {
+        vec![len + 4321]
+    } else {
+        let mut r = SplitMix64::new(a.seed);
+        (0..12)
+            .map(|i| match i % 4 {
+                0 => r.below(4096) as usize,
+                1 => r.below(300_000) as usize,
+                2 => (len / 4) + r.below(9999) as usize,
+                _ => r.below(1 << 20) as usize,
+            })
+            .collect()
+    };
+    let mut models = Vec::new();
+    for (i, n) in sizes.iter().enumerate() {
+        let data = pattern(a.seed + i as u64, *n);
+        std::fs::write(src.join(format!("f{i}")), &data)?;
+        models.push(Model {
+            path: PathBuf::from(format!("dst/f{i}")),
+            old: None,
+            new: data,
+        });
+    }
+    Ok(models)
+}
+
+fn succeed(what: &str, cmd: &mut Command) -> Result<()> {
+    let out = cmd.output().with_context(|| format!("{cmd:?}"))?;
     if !out.status.success() {
         bail!(
-            "{cmd:?}: {}: {}{}",
+            "{what}: {}: {}",
             out.status,
-            String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    Ok(())
 }
 
-fn sh(cmd: &str, args: &[&str]) -> Result<String> {
-    run(Command::new(cmd).args(args))
-}
-
-fn mark(name: &str) -> Result<()> {
-    sh("dmsetup", &["message", DEV, "0", "mark", name]).map(drop)
-}
-
-fn losetup(file: &Path) -> Result<String> {
-    sh("losetup", &["-f", "--show", &file.to_string_lossy()])
-}
-
-fn fs_bytes(fs: &str) -> u64 {
-    // mkfs.xfs wants 300 MiB at least.
-    if fs == "xfs" {
-        320 << 20
-    } else {
-        256 << 20
-    }
-}
-
-fn mkfs(fs: &str, dev: &str) -> Result<()> {
-    match fs {
-        "ext4" => sh("mkfs.ext4", &["-q", "-F", "-b", "4096", dev]),
-        "xfs" => sh("mkfs.xfs", &["-q", "-f", dev]),
-        "btrfs" => sh("mkfs.btrfs", &["-q", "-f", dev]),
-        "f2fs" => sh("mkfs.f2fs", &["-q", "-f", dev]),
-        _ => bail!("unknown filesystem {fs}"),
-    }
-    .map(drop)
-}
-
-fn mount(fs: &str, dev: &str, dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir)?;
-    sh("mount", &["-t", fs, dev, &dir.to_string_lossy()]).map(drop)
-}
-
-/// The filesystem's own checker, read-only; Err with its output if it
-/// finds anything.
-fn check_fs(fs: &str, dev: &str) -> Result<()> {
-    match fs {
-        "ext4" => sh("e2fsck", &["-fn", dev]),
-        "xfs" => sh("xfs_repair", &["-n", dev]),
-        "btrfs" => sh("btrfs", &["check", "--readonly", dev]),
-        "f2fs" => sh("fsck.f2fs", &["-f", "--dry-run", dev]),
-        _ => bail!("unknown filesystem {fs}"),
-    }
-    .map(drop)
+/// Every byte of every model, acknowledged.
+fn all_of(models: &[Model]) -> Acked {
+    models
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (i, vec![0..m.new.len() as u64]))
+        .collect()
 }
 
 /// Set up the workload's old files on `mnt` (made durable before the
@@ -197,33 +202,17 @@ fn workload(a: &Args, name: &str, backend: BackendKind, mnt: &Path) -> Result<Op
         commits.push(acked);
         mark(&format!("c{}", commits.len() - 1))
     };
+    if name == "unsynced" && backend != BackendKind::Buffered {
+        println!(
+            "POWERCUT-NOTE {} {name} {backend}: a plain program (std::fs, no ubio): buffered only",
+            a.fs
+        );
+        return Ok(None);
+    }
     let models = match name {
         "cp" | "tree" => {
+            let models = tree_source(a, mnt, len, name == "cp")?;
             let (src, dst) = (mnt.join("src"), mnt.join("dst"));
-            std::fs::create_dir_all(&src)?;
-            let sizes: Vec<usize> = if name == "cp" {
-                vec![len + 4321]
-            } else {
-                let mut r = SplitMix64::new(a.seed);
-                (0..12)
-                    .map(|i| match i % 4 {
-                        0 => r.below(4096) as usize,
-                        1 => r.below(300_000) as usize,
-                        2 => (len / 4) + r.below(9999) as usize,
-                        _ => r.below(1 << 20) as usize,
-                    })
-                    .collect()
-            };
-            let mut models = Vec::new();
-            for (i, n) in sizes.iter().enumerate() {
-                let data = pattern(a.seed + i as u64, *n);
-                std::fs::write(src.join(format!("f{i}")), &data)?;
-                models.push(Model {
-                    path: PathBuf::from(format!("dst/f{i}")),
-                    old: None,
-                    new: data,
-                });
-            }
             sh("sync", &[])?;
             mark("setup")?;
             let mut cmd = Command::new(&a.ubio);
@@ -234,21 +223,74 @@ fn workload(a: &Args, name: &str, backend: BackendKind, mnt: &Path) -> Result<Op
             } else {
                 cmd.arg("-r").arg(&src).arg(&dst);
             }
-            let out = cmd.output()?;
-            if !out.status.success() {
-                bail!(
-                    "ubio cp: {}: {}",
-                    out.status,
-                    String::from_utf8_lossy(&out.stderr)
-                );
+            succeed("ubio cp", &mut cmd)?;
+            commit(all_of(&models))?;
+            models
+        }
+        "runcp" => {
+            // GNU cp, unmodified and dynamically linked, under `ubio run`
+            // (the shim in it, the engine beside it); with buffered, plain
+            // cp: what the user ran before. cp syncs nothing: the commit is
+            // a sync(1) after it.
+            let models = tree_source(a, mnt, len, false)?;
+            sh("sync", &[])?;
+            mark("setup")?;
+            let mut cmd = if backend == BackendKind::Buffered {
+                Command::new(&a.cp)
+            } else {
+                let mut c = Command::new(&a.ubio);
+                c.args(["run", "--backend", backend.name(), "--"])
+                    .arg(&a.cp);
+                c
+            };
+            cmd.arg("-r").arg(mnt.join("src")).arg(mnt.join("dst"));
+            succeed("cp", &mut cmd)?;
+            sh("sync", &[])?;
+            commit(all_of(&models))?;
+            models
+        }
+        "unsynced" => {
+            // Files written and never synced (half of them with writeback
+            // started, as the kernel's flusher starts it after 30 s or under
+            // memory pressure) while other files in the same new directory
+            // are written and fsynced one by one: what the filesystem itself
+            // lets a cut leave of files nobody synced.
+            let dir = mnt.join("u");
+            sh("sync", &[])?;
+            mark("setup")?;
+            std::fs::create_dir(&dir)?;
+            let sizes = [3000, 200_000, len / 4 + 77, 3000, 200_000, len / 4 + 99];
+            let mut models = Vec::new();
+            for (i, n) in sizes.iter().enumerate() {
+                let data = pattern(a.seed + 400 + i as u64, *n);
+                let path = PathBuf::from(format!("u/u{i}"));
+                let mut f = File::create(mnt.join(&path))?;
+                f.write_all(&data)?;
+                if i >= 3 {
+                    ubio::sys::sync_file_range(f.as_fd(), 0, 0, ubio::sys::SyncFlags::WRITE)?;
+                }
+                models.push(Model {
+                    path,
+                    old: None,
+                    new: data,
+                });
             }
-            commit(
-                models
-                    .iter()
-                    .enumerate()
-                    .map(|(i, m)| (i, vec![0..m.new.len() as u64]))
-                    .collect(),
-            )?;
+            let mut acked = Acked::new();
+            for i in 0..4 {
+                let data = pattern(a.seed + 500 + i, 300_000);
+                let path = PathBuf::from(format!("u/s{i}"));
+                let mut f = File::create(mnt.join(&path))?;
+                f.write_all(&data)?;
+                f.sync_all()?;
+                File::open(&dir)?.sync_all()?;
+                acked.insert(models.len(), vec![0..data.len() as u64]);
+                models.push(Model {
+                    path,
+                    old: None,
+                    new: data,
+                });
+                commit(acked.clone())?;
+            }
             models
         }
         "fsync" => {
@@ -336,8 +378,14 @@ fn workload(a: &Args, name: &str, backend: BackendKind, mnt: &Path) -> Result<Op
 }
 
 /// A file's state at a replay point, as a few words: the states of two
-/// backends are compared as sets of these.
-fn judge_file(m: &Model, acked: &[Range<u64>], got: Option<&[u8]>) -> (String, Vec<String>) {
+/// backends are compared as sets of these. `zero_kinds`: what holds the
+/// file's zero bytes, by its extents ([`guest::zero_kinds`]).
+fn judge_file(
+    m: &Model,
+    acked: &[Range<u64>],
+    got: Option<&[u8]>,
+    zero_kinds: &[&str],
+) -> (String, Vec<String>) {
     let mut bad = Vec::new();
     let Some(got) = got else {
         if !acked.is_empty() {
@@ -358,8 +406,8 @@ fn judge_file(m: &Model, acked: &[Range<u64>], got: Option<&[u8]>) -> (String, V
             m.new.len()
         ));
     }
-    let (mut new, mut old, mut zero, mut foreign) = (0u64, 0u64, 0u64, 0u64);
-    let mut first_foreign = None;
+    let (mut new, mut old, mut zero, mut stale, mut foreign) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut first_foreign, mut first_stale) = (None, None);
     for (i, &b) in got.iter().enumerate() {
         let is_new = m.new.get(i) == Some(&b);
         let is_old = m.old.as_ref().and_then(|o| o.get(i)) == Some(&b);
@@ -368,6 +416,10 @@ fn judge_file(m: &Model, acked: &[Range<u64>], got: Option<&[u8]>) -> (String, V
             (false, true) => old += 1,
             (true, true) => {}
             _ if b == 0 => zero += 1,
+            _ if b == STALE => {
+                stale += 1;
+                first_stale.get_or_insert(i);
+            }
             _ => {
                 foreign += 1;
                 first_foreign.get_or_insert(i);
@@ -377,6 +429,12 @@ fn judge_file(m: &Model, acked: &[Range<u64>], got: Option<&[u8]>) -> (String, V
     if let Some(i) = first_foreign {
         bad.push(format!(
             "{}: {foreign} bytes that neither its old nor its new content held (first at {i})",
+            m.path.display()
+        ));
+    }
+    if let Some(i) = first_stale {
+        bad.push(format!(
+            "{}: {stale} bytes of the disk's old contents, from blocks nothing wrote (stale data; first at {i})",
             m.path.display()
         ));
     }
@@ -413,7 +471,10 @@ fn judge_file(m: &Model, acked: &[Range<u64>], got: Option<&[u8]>) -> (String, V
         what.push("old".into());
     }
     if zero > 0 {
-        what.push("zeroes".into());
+        what.push(format!("zeroes({})", zero_kinds.join(",")));
+    }
+    if stale > 0 {
+        what.push("stale".into());
     }
     if foreign > 0 {
         what.push("foreign".into());
@@ -431,7 +492,22 @@ struct Cell {
     points: u64,
     entries: u64,
     states: BTreeSet<String>,
+    /// Anomalous file states already shown with an example.
+    examples: BTreeSet<String>,
     failures: Vec<String>,
+}
+
+/// A file state that is more than absent, a prefix, complete, or old and
+/// new mixed: zeroes, stale or foreign bytes, a file longer than its data.
+fn is_anomaly(state: &str) -> bool {
+    ["zeroes", "stale", "foreign", "longer"]
+        .iter()
+        .any(|a| state.contains(a))
+}
+
+/// The disk's old contents, which every device of the run starts from.
+fn stale_path(a: &Args) -> PathBuf {
+    a.work.join("stale.img")
 }
 
 fn replay_and_check(
@@ -442,13 +518,7 @@ fn replay_and_check(
     tag: &str,
 ) -> Result<Cell> {
     let image = work.join("replay.img");
-    let target = File::options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&image)?;
-    target.set_len(fs_bytes(&a.fs))?;
+    let target = clone_image(&stale_path(a), &image, fs_bytes(&a.fs))?;
     let mut log = Log::open(File::open(log_path)?)?;
     let mut cell = Cell::default();
     let mut recent: std::collections::VecDeque<String> = Default::default();
@@ -481,16 +551,51 @@ fn replay_and_check(
             ubio::sys::ficlone(c.as_fd(), target.as_fd())
                 .context("FICLONE of the replayed image")?;
         }
-        let dev = losetup(&chk)?;
+        let lo = Loop::attach(&chk)?;
+        let dev = lo.0.as_str();
         let mut bad = Vec::new();
-        match mount(&a.fs, &dev, &mnt) {
+        match mount(&a.fs, dev, &mnt) {
             Err(err) => bad.push(format!("mount after replay to entry {}: {err:#}", e.index)),
             Ok(()) => {
                 let mut names = Vec::new();
                 for (i, m) in w.models.iter().enumerate() {
-                    let got = std::fs::read(mnt.join(&m.path)).ok();
-                    let (state, why) =
-                        judge_file(m, acked.get(&i).map_or(&[][..], |v| v), got.as_deref());
+                    let path = mnt.join(&m.path);
+                    let got = std::fs::read(&path).ok();
+                    let zeroes = got
+                        .as_deref()
+                        .map(|g| guest::runs_of(g, 0))
+                        .unwrap_or_default();
+                    let kinds = if zeroes.is_empty() {
+                        Vec::new()
+                    } else {
+                        guest::zero_kinds(&path, &zeroes).unwrap_or_else(|err| {
+                            bad.push(format!("{err}"));
+                            vec!["unknown"]
+                        })
+                    };
+                    let (state, why) = judge_file(
+                        m,
+                        acked.get(&i).map_or(&[][..], |v| v),
+                        got.as_deref(),
+                        &kinds,
+                    );
+                    if is_anomaly(&state) && cell.examples.insert(state.clone()) {
+                        let shown: Vec<String> = zeroes
+                            .iter()
+                            .take(3)
+                            .map(|r| format!("{}..{}", r.start, r.end))
+                            .collect();
+                        println!(
+                            "POWERCUT-EXAMPLE {tag}: {state}, first at replay point {} (entry {}): {} holds {} of {} bytes, zeroes at {}{}",
+                            cell.points,
+                            e.index,
+                            m.path.display(),
+                            got.as_ref().map_or(0, |g| g.len()),
+                            m.new.len(),
+                            shown.join(" "),
+                            if zeroes.len() > 3 { format!(" and {} more runs", zeroes.len() - 3) } else { String::new() },
+                        );
+                    }
                     names.push(state);
                     bad.extend(why);
                 }
@@ -498,18 +603,18 @@ fn replay_and_check(
                 names.sort();
                 names.dedup();
                 cell.states.insert(names.join(", "));
-                if let Err(err) = sh("umount", &[&mnt.to_string_lossy()]) {
+                if let Err(err) = guest::umount(&mnt) {
                     bad.push(format!("umount: {err:#}"));
                 }
             }
         }
-        if let Err(err) = check_fs(&a.fs, &dev) {
+        if let Err(err) = check_fs(&a.fs, dev) {
             bad.push(format!(
                 "checker after replay to entry {}: {err:#}",
                 e.index
             ));
         }
-        let _ = sh("losetup", &["-d", &dev]);
+        drop(lo);
         if !bad.is_empty() {
             let msg = format!(
                 "replay point {} (entry {}): {}",
@@ -550,28 +655,24 @@ fn cell(a: &Args, name: &str, backend: BackendKind) -> Result<Option<Cell>> {
     let work = &a.work;
     let size = fs_bytes(&a.fs);
     let (data_img, log_img) = (work.join("data.img"), work.join("log.img"));
-    for (p, n) in [(&data_img, size), (&log_img, 4u64 << 30)] {
-        let _ = std::fs::remove_file(p);
-        File::create(p)?.set_len(n)?;
-    }
-    let data = losetup(&data_img)?;
-    let logdev = losetup(&log_img)?;
-    let table = format!("0 {} log-writes {data} {logdev}", size / 512);
-    sh("dmsetup", &["create", DEV, "--table", &table])?;
-    let _ = sh("dmsetup", &["mknodes", DEV]);
-    let dm = format!("/dev/mapper/{DEV}");
-    let mnt = work.join("mnt");
+    drop(clone_image(&stale_path(a), &data_img, size)?);
+    let _ = std::fs::remove_file(&log_img);
+    File::create(&log_img)?.set_len(4 << 30)?;
     let result = (|| {
-        mkfs(&a.fs, &dm)?;
+        let data = Loop::attach(&data_img)?;
+        let log = Loop::attach(&log_img)?;
+        let dm = Dm::create(
+            DEV,
+            &format!("0 {} log-writes {} {}", size / 512, data.0, log.0),
+        )?;
+        let mnt = work.join("mnt");
+        mkfs(&a.fs, &dm.path())?;
         mark("mkfs")?;
-        mount(&a.fs, &dm, &mnt)?;
+        mount(&a.fs, &dm.path(), &mnt)?;
         let w = workload(a, name, backend, &mnt);
-        let _ = sh("umount", &[&mnt.to_string_lossy()]);
+        let _ = guest::umount(&mnt);
         w
     })();
-    let _ = sh("dmsetup", &["remove", DEV]);
-    let _ = sh("losetup", &["-d", &data]);
-    let _ = sh("losetup", &["-d", &logdev]);
     let _ = std::fs::remove_file(&data_img);
     let Some(w) = result? else {
         let _ = std::fs::remove_file(&log_img);
@@ -585,6 +686,10 @@ fn cell(a: &Args, name: &str, backend: BackendKind) -> Result<Option<Cell>> {
 
 fn main() -> ExitCode {
     let a = Args::parse();
+    if let Err(e) = guest::stale_image(&stale_path(&a), fs_bytes(&a.fs)) {
+        println!("POWERCUT {}: FAILED (the disk's old contents: {e})", a.fs);
+        return ExitCode::FAILURE;
+    }
     let mut failed = false;
     // Workload -> backend -> states, to compare with buffered.
     let mut states: BTreeMap<String, BTreeMap<&'static str, BTreeSet<String>>> = BTreeMap::new();
@@ -629,11 +734,7 @@ fn main() -> ExitCode {
     let anomalies = |set: &BTreeSet<String>| -> BTreeSet<String> {
         set.iter()
             .flat_map(|s| s.split(", "))
-            .filter(|s| {
-                ["zeroes", "foreign", "longer"]
-                    .iter()
-                    .any(|a| s.contains(a))
-            })
+            .filter(|s| is_anomaly(s))
             .map(str::to_string)
             .collect()
     };
@@ -653,6 +754,7 @@ fn main() -> ExitCode {
             }
         }
     }
+    let _ = std::fs::remove_file(stale_path(&a));
     if failed {
         ExitCode::FAILURE
     } else {

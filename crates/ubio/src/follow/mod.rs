@@ -20,17 +20,24 @@
 //! stream's own when the rest of the file is cold (nothing cached beyond
 //! the stream's readahead), and kept otherwise.
 //!
+//! Transfers that move no position (one long copy_file_range, sendfile or
+//! splice; splice or copy_file_range with explicit offsets) are found from
+//! the pages they leave, when no position of the file moved in a look
+//! ([`silent`]), and go to the same policies.
+//!
 //! What is best effort: a writer cannot be made to wait. Writeback is
 //! started as soon as half a window is written and pages are dropped once
 //! written back, so dirty + writeback stays near the window plus what the
 //! writer writes in one look, as long as the device keeps up; a writer
 //! faster than its device is held back only by the kernel's dirty limits.
-//! Readers through pread or mmap do not move the position and are not seen.
+//! Readers through mmap, and pread readers that do not go sequentially
+//! from their position, are not seen until the file is closed.
 //!
 //! Files the shim manages (it claims them, see [`claims`]) are left to it.
 
 pub mod claims;
 pub mod procfs;
+mod silent;
 
 use crate::backend::Caps;
 use crate::probe;
@@ -40,6 +47,7 @@ use crate::tracker::{Tracker, TrackerConfig};
 use crate::BackendKind;
 use claims::{Claim, ClaimListener};
 use procfs::{Seen, Tree};
+use silent::{Pages, Silent};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io;
@@ -96,7 +104,25 @@ struct Followed {
     /// to drop at the end what the shim may have left (a program that
     /// closed the descriptor behind the shim's back).
     claimed: bool,
+    /// Some description of it was seen open for writing.
+    writable: bool,
+    /// How far the kernel's readahead may run ahead of a read.
+    lookahead: u64,
+    /// What transfers that move no position did to it.
+    silent: Silent,
 }
+
+/// A retired file whose pages are dropped again (see [`Follower::settle`]):
+/// `left` of them were cached at the last drop that left fewer, at `since`.
+struct Retiring {
+    f: Followed,
+    left: u64,
+    since: Instant,
+}
+
+/// How long a retired file's leftover pages are dropped again without
+/// their number going down.
+const SETTLE: Duration = Duration::from_secs(1);
 
 /// What the engine did to one file (for `ubio run --log`).
 #[derive(Debug, Clone)]
@@ -132,6 +158,8 @@ pub struct Follower {
     /// Files a shim manages: (pid, key) claims.
     claimed: HashSet<(u32, Key)>,
     listener: Option<ClaimListener>,
+    /// Files no one has open that still hold pages their streams brought in.
+    retiring: HashMap<Key, Retiring>,
     /// Bytes per second, smoothed: the fastest recent motion of all files.
     speed: f64,
     last_look: Option<Instant>,
@@ -146,6 +174,7 @@ impl Follower {
             files: HashMap::new(),
             claimed: HashSet::new(),
             listener: None,
+            retiring: HashMap::new(),
             speed: 0.0,
             last_look: None,
             stats: FollowStats {
@@ -195,10 +224,24 @@ impl Follower {
             by_file.entry((s.dev, s.ino)).or_default().push(s);
         }
         let mut moved_max = 0u64;
-        for (key, seen) in &by_file {
+        // Files open for writing first: how far a transfer under way got
+        // shows in its destination, which the first sight of its source
+        // needs (unseen_progress).
+        let mut keys: Vec<&Key> = by_file.keys().collect();
+        keys.sort_by_key(|k| !by_file[*k].iter().any(|s| is_writable(s.info.flags)));
+        for key in keys {
+            let seen = &by_file[key];
             let claimed = self.claimed.iter().any(|(_, k)| k == key);
             if !self.files.contains_key(key) {
-                match self.first_sight(&seen[0]) {
+                // Open again: what was left of it is the new stream's to judge.
+                if let Some(r) = self.retiring.remove(key) {
+                    self.report(r.f);
+                }
+                let progress = match is_writable(seen[0].info.flags) {
+                    true => 0,
+                    false => self.unseen_progress(seen[0].pid, &by_file),
+                };
+                match self.first_sight(&seen[0], progress) {
                     Some(f) => self.files.insert(*key, f),
                     None => continue,
                 };
@@ -230,9 +273,10 @@ impl Follower {
             .collect();
         for k in done {
             if let Some(f) = self.files.remove(&k) {
-                self.retire(f);
+                self.retire(k, f);
             }
         }
+        self.settle();
         self.next_interval(moved_max, elapsed)
     }
 
@@ -271,9 +315,31 @@ impl Follower {
         }
     }
 
+    /// How far a transfer under way in `pid` may have gone before the engine
+    /// saw its source: the most that one of the process's files open for
+    /// writing holds dirty or under writeback past its furthest position
+    /// (a copy_file_range or sendfile moves no position until it returns).
+    fn unseen_progress(&self, pid: u32, by_file: &HashMap<Key, Vec<Seen>>) -> u64 {
+        by_file
+            .iter()
+            .filter_map(|(key, seen)| {
+                let furthest = seen
+                    .iter()
+                    .filter(|s| s.pid == pid && is_writable(s.info.flags))
+                    .map(|s| s.info.pos)
+                    .max()?;
+                let f = self.files.get(key)?;
+                let c = sys::cachestat(f.file.as_fd(), FileRange::ToEnd(furthest)).ok()?;
+                Some((c.nr_dirty + c.nr_writeback) * sys::page_size())
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Open a file seen for the first time, decide whether it is managed,
-    /// and snapshot its residency.
-    fn first_sight(&mut self, s: &Seen) -> Option<Followed> {
+    /// and snapshot its residency. `progress`: how far a transfer under way
+    /// may have read it already (unseen_progress).
+    fn first_sight(&mut self, s: &Seen, progress: u64) -> Option<Followed> {
         let link = format!("/proc/{}/fd/{}", s.pid, s.fd);
         let path = std::fs::read_link(&link).unwrap_or_else(|_| PathBuf::from(&link));
         let file = match File::open(&link) {
@@ -310,7 +376,8 @@ impl Follower {
                 preserve_cached: true,
             };
             let t = Tracker::new(Caps::default(), cfg, blind);
-            snapshot_first_sight(&t, &file, s, st.st_size as u64, cfg.lookahead);
+            let passed = s.info.pos + progress + cfg.lookahead;
+            snapshot_first_sight(&t, &file, s, st.st_size as u64, passed);
             t
         });
         log::debug!(
@@ -335,14 +402,58 @@ impl Follower {
             known_to: (st.st_size as u64).div_ceil(CHUNK) * CHUNK,
             closed: false,
             claimed: false,
+            writable: is_writable(s.info.flags),
+            lookahead: fs.lookahead(),
+            silent: Silent::default(),
         })
     }
 
-    /// Stop following `f`: drop what its streams brought in.
-    fn retire(&mut self, f: Followed) {
+    /// Stop following `f`: drop what its streams brought in; if some of
+    /// it stays, go on dropping it for a while ([`settle`](Self::settle)).
+    fn retire(&mut self, key: Key, f: Followed) {
         if let Some(t) = &f.tracker {
             t.drop_all(f.file.as_fd());
         }
+        match f.left_behind() {
+            0 => self.report(f),
+            left => {
+                let since = Instant::now();
+                self.retiring.insert(key, Retiring { f, left, since });
+            }
+        }
+    }
+
+    /// Drop again what retired files still hold: reads in flight when the
+    /// reader went (readahead of a program killed in its call, on a slow
+    /// device) complete after the drop at retirement and leave their pages,
+    /// which could not be dropped while they were read. Until nothing is
+    /// left, or what is left stops shrinking for [`SETTLE`].
+    fn settle(&mut self) {
+        let keys: Vec<Key> = self.retiring.keys().copied().collect();
+        for key in keys {
+            let r = self.retiring.get_mut(&key).expect("listed above");
+            if let Some(t) = &r.f.tracker {
+                t.drop_all(r.f.file.as_fd());
+            }
+            let left = r.f.left_behind();
+            if left < r.left {
+                (r.left, r.since) = (left, Instant::now());
+            }
+            if left == 0 || r.since.elapsed() >= SETTLE {
+                let r = self.retiring.remove(&key).expect("listed above");
+                if left > 0 {
+                    log::debug!(
+                        "{}: {left} pages the streams brought in stay cached",
+                        r.f.path.display()
+                    );
+                }
+                self.report(r.f);
+            }
+        }
+    }
+
+    /// Count what `f`'s streams did, in the totals and the files' reports.
+    fn report(&mut self, f: Followed) {
         self.stats.bytes_read += f.bytes_read;
         self.stats.bytes_written += f.bytes_written;
         let report = f.report();
@@ -373,8 +484,12 @@ impl Follower {
             }
             std::thread::sleep(Duration::from_millis(2));
         }
-        for (_, f) in std::mem::take(&mut self.files) {
-            self.retire(f);
+        for (key, f) in std::mem::take(&mut self.files) {
+            self.retire(key, f);
+        }
+        while !self.retiring.is_empty() {
+            std::thread::sleep(Duration::from_millis(10));
+            self.settle();
         }
         if self.stats.min_interval == Duration::MAX {
             self.stats.min_interval = Duration::ZERO;
@@ -384,34 +499,42 @@ impl Follower {
 }
 
 /// Residency at first sight: the whole file, once. The part the stream
-/// may have passed already (up to its position plus readahead) cannot be
-/// told apart from pages others had cached; it is taken as the stream's
-/// own when the file goes on beyond it and nothing is cached there (a cold
-/// file being streamed), and for a description open for writing, chunk by
-/// chunk where pages are dirty or under writeback (fresh writes). The rest
-/// is snapshotted: what is cached there stays (so a small file read whole
-/// before the engine saw it, a program's own modules say, is kept). Beyond
-/// the end of file nothing can be anybody else's: a writer's new pages go
-/// ([`Followed::advance`] marks them as the file grows).
-fn snapshot_first_sight(t: &Tracker, file: &File, s: &Seen, size: u64, lookahead: u64) {
+/// may have passed already (`passed`: up to its position plus readahead,
+/// plus what a transfer under way that moves no position may have read)
+/// cannot be told apart from pages others had cached; it is taken as the
+/// stream's own when the file goes on beyond it and nothing is cached there
+/// (a cold file being streamed), and for a description open for writing,
+/// chunk by chunk where pages are dirty or under writeback (fresh writes,
+/// anywhere up to the end of file: a call under way writes past its
+/// position). The rest is snapshotted: what is cached there stays (so a
+/// small file read whole before the engine saw it, a program's own modules
+/// say, is kept). Beyond the end of file nothing can be anybody else's: a
+/// writer's new pages go ([`Followed::advance`] marks them as the file grows).
+fn snapshot_first_sight(t: &Tracker, file: &File, s: &Seen, size: u64, passed: u64) {
     let fd = file.as_fd();
-    let pos = s.info.pos;
     // Even at position 0 the first read (and its readahead) may be under way.
-    let head_end = (pos + lookahead).div_ceil(CHUNK) * CHUNK;
+    let head_end = passed.div_ceil(CHUNK) * CHUNK;
     if head_end < size
         && sys::cachestat(fd, FileRange::ToEnd(head_end)).is_ok_and(|c| c.nr_cache == 0)
     {
         t.mark_cold(0..head_end);
     }
-    t.snapshot(fd, 0, size);
+    // Up to the end of file only: pages past it that appear later are the
+    // tree's when its streams go there (`known_to`), else someone else's.
+    t.snapshot_range(fd, 0..size);
     // Dirty pages are checked after the snapshot, not before: a write
     // under way at the position (the position moves when it returns, the
     // pages appear meanwhile) lands between any check made first and the
     // snapshot, which then kept it as others' (1 MiB of a Go copy's output
     // left cached after exit, 2 runs in 15).
-    if s.info.flags & libc::O_ACCMODE != libc::O_RDONLY {
-        t.claim_dirty(fd, 0..head_end);
+    if is_writable(s.info.flags) {
+        t.claim_dirty(fd, 0..head_end.max(size));
     }
+}
+
+/// Open for writing (O_WRONLY or O_RDWR).
+fn is_writable(flags: i32) -> bool {
+    flags & libc::O_ACCMODE != libc::O_RDONLY
 }
 
 impl Followed {
@@ -431,40 +554,125 @@ impl Followed {
                 let from = old.remove(i);
                 if pos > from {
                     max = max.max(pos - from);
-                    self.advance(from, pos, flags);
+                    self.advance_fresh(from, pos, flags);
                 }
             }
             self.cursors.push(pos);
+            self.writable |= is_writable(flags);
+        }
+        if max == 0 && !self.claimed {
+            max = self.silent_step(&obs);
         }
         max
     }
 
+    /// No position moved since the last look: a transfer that moves none
+    /// may be under way. Find how far its pages reach ([`silent`]) and hand
+    /// what it read or wrote to the policies. Returns the bytes handed.
+    fn silent_step(&mut self, obs: &[(u64, i32)]) -> u64 {
+        let Some(t) = &self.tracker else {
+            return 0;
+        };
+        let fd = self.file.as_fd();
+        let reader = obs.iter().any(|o| o.1 & libc::O_ACCMODE != libc::O_WRONLY);
+        let writer = obs.iter().any(|o| is_writable(o.1));
+        let furthest = obs.iter().map(|o| o.0).max().unwrap_or(0);
+        let size = match writer {
+            true => sys::fstat(fd).ok().map(|st| st.st_size as u64),
+            false => None,
+        };
+        let from = self.silent.start(furthest, size);
+        let page = sys::page_size();
+        let walk = silent::walk(
+            from,
+            writer,
+            |r| t.residency(|res| res.precached_bytes(r)),
+            |at| t.residency(|res| res.past_precached(at)),
+            |r| {
+                let c = sys::cachestat(fd, r).ok()?;
+                Some(Pages {
+                    cached: c.nr_cache * page,
+                    dirty_writeback: (c.nr_dirty + c.nr_writeback) * page,
+                })
+            },
+        );
+        // Open for reading and writing: written where pages are dirty.
+        let write = writer && (!reader || walk.dirty);
+        let end = match write {
+            true => size.unwrap_or(u64::MAX),
+            // Past the end of file seen first, a reader's pages were
+            // written by someone else.
+            false => self.known_to,
+        };
+        let Some(r) = self
+            .silent
+            .infer(furthest, walk, write, end, self.lookahead)
+        else {
+            return 0;
+        };
+        let flags = if write {
+            libc::O_WRONLY
+        } else {
+            libc::O_RDONLY
+        };
+        log::trace!(
+            "{}: silent {} {}..{} MiB (walk from {} MiB to {} MiB)",
+            self.path.display(),
+            if write { "write" } else { "read" },
+            r.start >> 20,
+            r.end >> 20,
+            from >> 20,
+            walk.reach >> 20
+        );
+        self.advance(r.start, r.end, flags);
+        r.end - r.start
+    }
+
+    /// A position moved from `from` to `to`: hand the policies what the
+    /// pages did not show already.
+    fn advance_fresh(&mut self, from: u64, to: u64, flags: i32) {
+        for r in self.silent.fresh(from..to) {
+            self.advance(r.start, r.end, flags);
+        }
+    }
+
     /// No description of the file is open any more (or the engine leaves):
-    /// what was written after the last look went up to the end of file
-    /// (positions are gone with the descriptors); start its writeback.
+    /// what was written after the last look, or by a call whose position
+    /// never came back (the program killed in it, or exiting right after
+    /// it), went up to the end of file (positions are gone with the
+    /// descriptors); start its writeback.
     fn close(&mut self) {
         if self.closed {
             return;
         }
         self.closed = true;
-        if self.claimed {
-            // Whatever the shim wrote past the end of file seen first is new.
-            let size = sys::fstat(self.file.as_fd()).map_or(0, |st| st.st_size as u64);
-            let end = size.div_ceil(CHUNK) * CHUNK;
-            if let (Some(t), true) = (&self.tracker, end > self.known_to) {
-                t.mark_cold(self.known_to..end);
-                self.known_to = end;
-            }
+        if self.tracker.is_none() {
             return;
         }
-        if self.bytes_written > 0 {
-            let size = sys::fstat(self.file.as_fd()).map_or(0, |st| st.st_size as u64);
+        let fd = self.file.as_fd();
+        let size = sys::fstat(fd).map_or(0, |st| st.st_size as u64);
+        if self.writable && !self.claimed {
             let last = self.cursors.iter().copied().max().unwrap_or(0);
-            if size > last {
-                self.advance(last, size, libc::O_WRONLY);
+            let from = self.silent.start(last, Some(size));
+            let written = self.bytes_written > 0
+                || from >= self.known_to
+                || sys::cachestat(fd, FileRange::at(from, size.saturating_sub(from)))
+                    .is_ok_and(|c| c.nr_dirty + c.nr_writeback > 0);
+            if size > from && written {
+                self.advance_fresh(from, size, libc::O_WRONLY);
             }
         }
-        if let Some(t) = &self.tracker {
+        let Some(t) = &self.tracker else {
+            return;
+        };
+        // Whatever the tree wrote past the end of file seen first is new
+        // (the shim's writes included, which the engine does not follow).
+        let end = size.div_ceil(CHUNK) * CHUNK;
+        if (self.writable || self.claimed) && end > self.known_to {
+            t.mark_cold(self.known_to..end);
+            self.known_to = end;
+        }
+        if !self.claimed {
             t.flush_nowait(self.file.as_fd());
         }
     }
@@ -494,6 +702,19 @@ impl Followed {
             self.bytes_read += n;
             t.after_read(fd, from, n);
         }
+    }
+
+    /// Pages still cached where the streams' own pages were (the ranges a
+    /// final drop takes).
+    fn left_behind(&self) -> u64 {
+        let Some(t) = &self.tracker else {
+            return 0;
+        };
+        let fd = self.file.as_fd();
+        t.residency(|r| r.all_droppable())
+            .into_iter()
+            .map(|r| sys::cachestat(fd, r).map_or(0, |c| c.nr_cache))
+            .sum()
     }
 
     fn report(&self) -> FileReport {

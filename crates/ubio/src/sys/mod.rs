@@ -15,7 +15,10 @@ pub use cache::{
     cachestat, fadvise, fdatasync, mincore_range, mincore_resident, sync_file_range, Advice,
     CacheStat, FileRange, SyncFlags,
 };
-pub use copy::{copy_file_range, ficlone, mkfifo, seek_data, seek_hole, set_times_nofollow};
+pub use copy::{
+    copy_file_range, ficlone, fiemap, mkfifo, seek_data, seek_hole, set_times_nofollow, Extent,
+    FIEMAP_EXTENT_DELALLOC, FIEMAP_EXTENT_LAST, FIEMAP_EXTENT_UNWRITTEN,
+};
 pub use fs::{
     access_fd, close, fallocate, fs_magic, fstat, ftruncate, geteuid, getfl, kernel_release, lseek,
     lseek_cur, lseek_set, reopen, statx_dio_align, DioAlign, FsMagic,
