@@ -25,8 +25,10 @@ Modes:
 Every round runs every (operation, mode) pair once in a new random order.
 Before each read the file's pages are evicted (ubio.evict, this file only);
 before each write the output is removed. Measured per run: wall time, the
-child's user + system CPU, and the file's cached pages: their peak (cachestat()
-every 10 ms from this process) and what stays after the child exits.
+child's user + system CPU, the file's cached pages: their peak (cachestat()
+every 10 ms from this process) and what stays after the child exits, and the
+free memory the VM handed back to its host while the child ran (free page
+reporting's reported_kib; "-" where the kernel has no such counter).
 """
 
 import argparse
@@ -121,6 +123,16 @@ def prefault_and_release(nbytes):
     m.close()
 
 
+def reported_kib():
+    """Free memory handed back to the host so far (free page reporting, this
+    VM's kernel; see FACTS.md), or None where the counter does not exist."""
+    try:
+        with open("/sys/module/page_reporting/parameters/reported_kib") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
 def cached_pages(path):
     try:
         return ubio.stat(path)["cached"]
@@ -148,15 +160,20 @@ def run_one(op, mode, data, out, size):
 
     t = threading.Thread(target=sample)
     t.start()
+    rep0 = reported_kib()
     res = subprocess.run(
         [sys.executable, "-c", CHILD, op, "ubio" if mode == "ubio" else "builtin", path, str(size)],
         check=True,
         capture_output=True,
         text=True,
     )
+    rep1 = reported_kib()
     stop.set()
     t.join()
     run = json.loads(res.stdout)
+    # Pages handed to the host while the child ran: each costs a host fault
+    # when it is taken again (a bare-metal machine has none).
+    run["reported_mib"] = None if rep0 is None or rep1 is None else (rep1 - rep0) / 1024
     assert run["bytes"] == size, (op, mode, run)
     run.update(op=op, mode=mode, size_bytes=size, cache_peak_mib=peak * PAGE / MiB)
     run["cache_after_mib"] = cached_pages(path) * PAGE / MiB
@@ -169,8 +186,9 @@ def fmt(values, f="{:.0f}"):
 
 def summary(runs, size):
     print(f"\n## {size / 1e6:.0f} MB ({size} bytes), {len({r['round'] for r in runs})} rounds\n")
-    print("| operation | mode | MB/s median [min-max] | vs builtin | vs builtin+backed | CPU s/GB | cache peak / after MiB |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| operation | mode | MB/s median [min-max] | vs builtin | vs builtin+backed | CPU s/GB "
+          "| cache peak / after MiB | reported MiB |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     med = {}
     for op in OPS:
         for mode in MODES:
@@ -187,8 +205,10 @@ def summary(runs, size):
             vs = lambda base: f"{med[op, mode] / med[op, base]:.2f}x" if (op, base) in med else ""  # noqa: E731
             peak = statistics.median(r["cache_peak_mib"] for r in rs)
             after = statistics.median(r["cache_after_mib"] for r in rs)
+            rep = [r["reported_mib"] for r in rs if r.get("reported_mib") is not None]
+            rep = fmt(rep) if rep else "-"
             print(f"| {op} | {mode} | {fmt(speed)} | {vs('builtin')} | {vs('builtin+backed')} "
-                  f"| {statistics.median(cpu):.2f} | {peak:.0f} / {after:.0f} |")
+                  f"| {statistics.median(cpu):.2f} | {peak:.0f} / {after:.0f} | {rep} |")
 
 
 def main():
@@ -217,7 +237,9 @@ def main():
                 r["round"] = rnd
                 runs.append(r)
                 print(f"round {rnd} {op:<9} {mode:<15} {r['bytes'] / r['wall_s'] / 1e6:8.0f} MB/s "
-                      f"cpu {r['cpu_s']:.2f} s, cache peak {r['cache_peak_mib']:.0f} MiB", flush=True)
+                      f"cpu {r['cpu_s']:.2f} s, cache peak {r['cache_peak_mib']:.0f} MiB, "
+                      f"reported {r['reported_mib'] if r['reported_mib'] is None else round(r['reported_mib'])} MiB",
+                      flush=True)
                 if a.json:
                     with open(a.json, "w") as f:
                         json.dump(all_runs + runs, f, indent=1)

@@ -21,6 +21,8 @@
 #   share/bash-completion/completions/ubio, ubio-bench
 #   share/zsh/site-functions/_ubio, _ubio-bench
 #   share/fish/vendor_completions.d/ubio.fish, ubio-bench.fish
+#   lib/systemd/system/ubio-policy.service      (the policy daemon's unit, from dist/systemd/)
+#   share/doc/ubio/policy.toml.example          (copy it to /etc/ubio/policy.toml)
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -69,7 +71,7 @@ docs=$(mktemp -d)
 trap 'rm -rf "$docs"' EXIT
 install -d "$root/bin" "$root/lib" "$root/share/man/man1" \
     "$root/share/bash-completion/completions" "$root/share/zsh/site-functions" \
-    "$root/share/fish/vendor_completions.d"
+    "$root/share/fish/vendor_completions.d" "$root/lib/systemd/system" "$root/share/doc/ubio"
 install -m 755 "$bin_dir/libubio_preload.so" "$root/lib/libubio_preload.so"
 for p in "${programs[@]}"; do
     "$bin_dir/$p" __generate-docs "$docs/$p"
@@ -79,4 +81,8 @@ for p in "${programs[@]}"; do
     install -m 644 "$docs/$p/completions/_$p" "$root/share/zsh/site-functions/_$p"
     install -m 644 "$docs/$p/completions/$p.fish" "$root/share/fish/vendor_completions.d/$p.fish"
 done
-echo "install.sh: installed ${programs[*]} into $root ($(cat "$docs"/*/man/*.1 | grep -c '^\.TH') man pages, bash/zsh/fish completions)"
+# The policy daemon's unit runs the binary where it is installed (PREFIX, without DESTDIR).
+sed "s|@BINDIR@|$PREFIX/bin|g" "$repo/dist/systemd/ubio-policy.service.in" >"$docs/ubio-policy.service"
+install -m 644 "$docs/ubio-policy.service" "$root/lib/systemd/system/ubio-policy.service"
+install -m 644 "$repo/dist/policy.toml.example" "$root/share/doc/ubio/policy.toml.example"
+echo "install.sh: installed ${programs[*]} into $root ($(cat "$docs"/*/man/*.1 | grep -c '^\.TH') man pages, bash/zsh/fish completions, the ubio-policy.service unit)"

@@ -1,12 +1,14 @@
-//! The page-cache contract (cases 1-4 of the library issue), on ext4, xfs,
-//! btrfs and tmpfs, for every backend that can run there. Residency is
-//! sampled with cachestat() by a second thread during the stream and checked
-//! with cachestat()/mincore() after it; never with timing.
+//! The page-cache contract (cases 1-4 of the library issue; 5, one long
+//! call, of issue 25), on ext4, xfs, btrfs and tmpfs, for every backend that
+//! can run there. Residency is sampled with cachestat() by a second thread
+//! during the stream and checked with cachestat()/mincore() after it; never
+//! with timing.
 
 mod common;
 
 use common::*;
 use std::io::{Read, Write};
+use std::path::Path;
 use std::time::Duration;
 use ubio::BackendKind;
 use ubio_testenv::kept_pages::{check_kept, with_damon_retries};
@@ -259,5 +261,227 @@ fn overwriting_cached_pages_leaves_them_cached() {
             });
         }
         std::fs::remove_file(&path).unwrap();
+    }
+}
+
+/// How the write of case 5 is made: one call of each kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LongWrite {
+    /// `Write::write` at the file position.
+    Stream,
+    /// `write_vectored_at(.., 0)`: the position stays.
+    VectoredAt,
+    /// `Write::write_vectored` on an O_APPEND file holding a few bytes.
+    Append,
+}
+
+/// How the read of case 5 is made: one call of each kind, into a buffer
+/// 1 MiB longer than the file for the calls at the position (short at
+/// the end of file only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LongRead {
+    /// `Read::read` at the file position.
+    Stream,
+    /// `Read::read_vectored` at the file position.
+    Vectored,
+    /// `read_at(.., 0)`: the position stays.
+    At,
+}
+
+/// Three buffers of unequal lengths covering `data` (none a multiple of
+/// the piece size, so pieces straddle buffers).
+fn three<T>(data: &mut [T]) -> [&mut [T]; 3] {
+    let third = data.len() / 3 + 4099;
+    let (a, rest) = data.split_at_mut(third);
+    let (b, c) = rest.split_at_mut(third - 8191);
+    [a, b, c]
+}
+
+/// Case 5: one long call keeps the contract as a stream of short calls
+/// does. One write of a 512 MiB buffer (the guest's stream size there)
+/// with a 16 MiB window keeps dirty + writeback within two windows and a
+/// MiB; one read of it keeps under 64 MiB cached; each call moves all of
+/// it (the read is short only at the end of the file) and leaves the
+/// descriptor's offset where one write(2) or read(2) would. Every backend
+/// with a plain write and read; the other forms (vectored, positional,
+/// O_APPEND) with auto on ext4 and in the guests. The buffered backend
+/// (ext4 and the guests) is the control: its single call caches and
+/// dirties all of it.
+#[test]
+fn one_long_call_keeps_the_contract() {
+    let len = stream_bytes().min(512 * MIB) as usize;
+    let mut want = vec![0u8; len];
+    fill_pattern(6, 0, &mut want);
+    let mut buf = vec![0u8; len + MIB as usize];
+    for t in targets("one_long_call", 3 * GIB) {
+        // The buffered control and the other forms once, on ext4 (and in
+        // the guests): the forms are the library's, whatever the filesystem.
+        let first = t.name == "ext4" || guest_mode();
+        let mut cases: Vec<_> = all_backends()
+            .into_iter()
+            .filter(|b| *b != BackendKind::Auto && (first || managed(*b)))
+            .map(|b| (b, LongWrite::Stream, LongRead::Stream))
+            .collect();
+        if first {
+            cases.push((BackendKind::Auto, LongWrite::VectoredAt, LongRead::Vectored));
+            cases.push((BackendKind::Auto, LongWrite::Append, LongRead::At));
+        }
+        for (backend, w, r) in cases {
+            let path = t.path(&format!("long-{backend}-{w:?}"));
+            if !long_write(&t, backend, w, &path, &want) {
+                continue;
+            }
+            long_read(&t, backend, r, &path, &want, &mut buf);
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+}
+
+/// The write of case 5; false when the backend is refused here.
+fn long_write(t: &Target, backend: BackendKind, w: LongWrite, path: &Path, want: &[u8]) -> bool {
+    use std::io::{IoSlice, Seek};
+    let window = 16 * MIB;
+    // The append goes after a few bytes that are there already.
+    let head = match w {
+        LongWrite::Append => 4097,
+        _ => 0,
+    };
+    std::fs::write(path, &want[..head]).unwrap();
+    std::fs::File::open(path).unwrap().sync_all().unwrap();
+    evict(path);
+    let mut opts = ubio::OpenOptions::new();
+    opts.write(true)
+        .append(w == LongWrite::Append)
+        .window(window);
+    let Some(mut f) = open_or_refused(&mut opts, backend, path, t) else {
+        std::fs::remove_file(path).unwrap();
+        return false;
+    };
+    let what = format!("{} {backend} {w:?}", t.name);
+    let sampler = ResidencySampler::start(path, SAMPLE_EVERY).unwrap();
+    let mut body = want[head..].to_vec();
+    let (n, position) = match w {
+        LongWrite::Stream => (f.write(&body).unwrap(), want.len()),
+        LongWrite::VectoredAt => {
+            let [a, b, c] = three(&mut body);
+            let bufs = [IoSlice::new(a), IoSlice::new(b), IoSlice::new(c)];
+            (f.write_vectored_at(&bufs, 0).unwrap(), 0)
+        }
+        LongWrite::Append => {
+            let [a, b, c] = three(&mut body);
+            let bufs = [IoSlice::new(a), IoSlice::new(b), IoSlice::new(c)];
+            (f.write_vectored(&bufs).unwrap(), want.len())
+        }
+    };
+    assert_eq!(n, body.len(), "{what}: one call writes all of it");
+    assert_eq!(
+        f.stream_position().unwrap(),
+        position as u64,
+        "{what}: the offset after the write"
+    );
+    let stats = f.close().unwrap();
+    let mut after = cached_pages(path);
+    for _ in 0..200 {
+        if after == 0 || t.pages_are_storage() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+        after = cached_pages(path);
+    }
+    let peaks = sampler.finish().unwrap();
+    eprintln!(
+        "{what}: one write of {} MiB: peak dirty+wb {} KiB, cached {} KiB over {} samples, {after} pages after close; {stats:?}",
+        body.len() as u64 / MIB,
+        peaks.max_dirty_writeback * 4,
+        peaks.max_cached * 4,
+        peaks.samples
+    );
+    let bound = 2 * window + MIB;
+    if managed(backend) && !t.pages_are_storage() {
+        assert!(
+            peaks.samples > 10,
+            "{what}: too few samples ({})",
+            peaks.samples
+        );
+        assert!(
+            peaks.max_dirty_writeback * PAGE <= bound,
+            "{what}: dirty+wb peak {} pages > {}",
+            peaks.max_dirty_writeback,
+            bound / PAGE
+        );
+        assert_eq!(after, 0, "{what}: pages left after close");
+    } else if !t.pages_are_storage() {
+        assert!(
+            peaks.max_dirty_writeback * PAGE > 2 * bound,
+            "{what} control: the single buffered write dirtied only {} pages",
+            peaks.max_dirty_writeback
+        );
+    }
+    std::fs::File::open(path).unwrap().sync_all().unwrap();
+    evict(path);
+    true
+}
+
+/// The read of case 5, of the file `long_write` made; `buf` is longer.
+fn long_read(
+    t: &Target,
+    backend: BackendKind,
+    r: LongRead,
+    path: &Path,
+    want: &[u8],
+    buf: &mut [u8],
+) {
+    use std::io::{IoSliceMut, Seek};
+    let what = format!("{} {backend} {r:?}", t.name);
+    buf.fill(0);
+    let sampler = ResidencySampler::start(path, SAMPLE_EVERY).unwrap();
+    let mut f = ubio::OpenOptions::new()
+        .read(true)
+        .backend(backend)
+        .open(path)
+        .unwrap();
+    let (n, position) = match r {
+        LongRead::Stream => (f.read(buf).unwrap(), want.len()),
+        LongRead::Vectored => {
+            let [a, b, c] = three(buf);
+            let mut bufs = [IoSliceMut::new(a), IoSliceMut::new(b), IoSliceMut::new(c)];
+            (f.read_vectored(&mut bufs).unwrap(), want.len())
+        }
+        LongRead::At => (f.read_at(&mut buf[..want.len()], 0).unwrap(), 0),
+    };
+    assert_eq!(n, want.len(), "{what}: one read to the end of file");
+    assert!(buf[..n] == *want, "{what}: the data read back");
+    assert_eq!(
+        f.stream_position().unwrap(),
+        position as u64,
+        "{what}: the offset after the read"
+    );
+    let stats = f.close().unwrap();
+    let after = cached_pages(path);
+    let peaks = sampler.finish().unwrap();
+    eprintln!(
+        "{what}: one read of {} MiB: peak {} MiB cached over {} samples, {after} pages after close; {stats:?}",
+        n as u64 / MIB,
+        peaks.max_cached * PAGE / MIB,
+        peaks.samples
+    );
+    if managed(backend) && !t.pages_are_storage() {
+        assert!(
+            peaks.samples > 10,
+            "{what}: too few samples ({})",
+            peaks.samples
+        );
+        assert!(
+            peaks.max_cached * PAGE <= 64 * MIB,
+            "{what}: peak {} pages cached",
+            peaks.max_cached
+        );
+        assert_eq!(after, 0, "{what}: pages left after close");
+    } else if !t.pages_are_storage() {
+        assert!(
+            peaks.max_cached * PAGE > want.len() as u64 / 2,
+            "{what} control: the single buffered read cached only {} pages",
+            peaks.max_cached
+        );
     }
 }

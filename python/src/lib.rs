@@ -111,38 +111,15 @@ impl Live {
     }
 
     /// read(2) at the descriptor's offset, through ubio where it manages the
-    /// file. A long read of a managed file is made in pieces of READ_PIECE
-    /// (one call would cache all of it before anything could be dropped),
-    /// and returns short only at the end of file or on an error after data.
+    /// file (a long read in pieces, so that drop-behind keeps up: the
+    /// library's own).
     fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        if !self.stream.is_regular() {
-            let bufs = &mut [IoSliceMut::new(buf)];
-            return ubio::sys::preadv2(self.fd(), bufs, None, ubio::sys::RwFlags::NONE);
+        let bufs = &mut [IoSliceMut::new(buf)];
+        if self.stream.is_regular() {
+            self.stream.read(self.fd(), bufs, None)
+        } else {
+            ubio::sys::preadv2(self.fd(), bufs, None, ubio::sys::RwFlags::NONE)
         }
-        if !self.stream.choice().managed || buf.len() <= READ_PIECE {
-            return self
-                .stream
-                .read(self.fd(), &mut [IoSliceMut::new(buf)], None);
-        }
-        let mut got = 0;
-        for piece in buf.chunks_mut(READ_PIECE) {
-            let want = piece.len();
-            match self
-                .stream
-                .read(self.fd(), &mut [IoSliceMut::new(piece)], None)
-            {
-                Ok(n) => {
-                    got += n;
-                    if n < want {
-                        break;
-                    }
-                }
-                // As read(2): what was read is returned, the error recurs.
-                Err(_) if got > 0 => break,
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(got)
     }
 
     /// write(2) at the descriptor's offset (the end for O_APPEND).
@@ -156,10 +133,6 @@ impl Live {
     }
 }
 
-/// The most one read(2) asks for where ubio manages the file: a few
-/// drop-behind batches, so that the stream's pages leave the cache while it
-/// goes (one read of a whole large file would cache all of it first).
-const READ_PIECE: usize = 16 << 20;
 /// readall()'s growth when the file turns out longer than fstat said.
 const READALL_GROW: usize = 64 << 10;
 
@@ -385,9 +358,8 @@ impl Stream {
     /// Everything from the descriptor's offset to the end of file, read
     /// into one bytes object as the builtin readall() does (sized from
     /// fstat, grown while the file turns out longer: /proc files, FIFOs, a
-    /// file being appended to), in pieces of READ_PIECE where ubio manages
-    /// the file so that drop-behind keeps up. None when a
-    /// non-blocking descriptor has nothing.
+    /// file being appended to). None when a non-blocking descriptor has
+    /// nothing.
     fn readall<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let live = self.live()?;
         let mut out = BytesWriter::new(py, live.size_hint().map_or(READALL_GROW, |n| n + 1))?;

@@ -115,6 +115,11 @@ fn a_wrapped_descriptor_keeps_posix_offsets() {
     c_case("descriptor_offset");
 }
 
+#[test]
+fn one_long_call_keeps_the_contract() {
+    c_case("long_calls");
+}
+
 /// The example builds against the installed library, shared and static
 /// (pkg-config --static's Libs.private), and sums a file as read(2) does.
 #[test]

@@ -6,6 +6,7 @@ mod evict;
 mod external;
 mod msg;
 mod out;
+mod policy;
 mod probe;
 mod run;
 mod shim;
@@ -70,6 +71,11 @@ enum Command {
         after_help = "Examples:\n  ubio attach 4242          # a backup that is already running\n  ubio attach --log $(pgrep -o restic)"
     )]
     Attach(run::AttachArgs),
+    /// Apply uncached I/O to every process of configured scopes (a daemon)
+    #[command(
+        after_help = "Examples:\n  ubio policy check /etc/ubio/policy.toml\n  ubio policy run --config /etc/ubio/policy.toml\n  ubio policy status --json"
+    )]
+    Policy(policy::Args),
     /// Benchmark buffered I/O against its alternatives (runs ubio-bench, installed on its own)
     Bench(external::Args),
     #[command(name = "__generate-docs", hide = true)]
@@ -156,6 +162,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => external::exec_bench("demo", Some("demo"), a),
         Command::Run(a) => run::run(a),
         Command::Attach(a) => run::attach_cmd(a),
+        Command::Policy(a) => policy::run(a),
         Command::Bench(a) => external::exec_bench("bench", None, a),
         Command::GenerateDocs(a) => {
             ubio_cmd::docs::run(a, Cli::command(), "ubio", &["bench", "demo"])

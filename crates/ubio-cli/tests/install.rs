@@ -11,7 +11,9 @@ use common::*;
 use std::path::Path;
 use std::process::Command;
 
-const COMMANDS: [&str; 7] = ["probe", "cat", "cp", "stat", "evict", "run", "attach"];
+const COMMANDS: [&str; 8] = [
+    "probe", "cat", "cp", "stat", "evict", "run", "attach", "policy",
+];
 /// Commands that run ubio-bench (documented by its own pages).
 const HARNESS: [&str; 2] = ["bench", "demo"];
 
@@ -209,6 +211,57 @@ fn install_script_installs_binary_shim_man_pages_and_completions() {
     let fish =
         std::fs::read_to_string(root.join("share/fish/vendor_completions.d/ubio.fish")).unwrap();
     assert!(fish.contains("complete -c ubio") && fish.contains("parents"));
+
+    // The policy daemon's unit runs the installed binary, hardened; the
+    // example configuration passes the daemon's own check.
+    let unit = root.join("lib/systemd/system/ubio-policy.service");
+    let text = std::fs::read_to_string(&unit).unwrap();
+    for want in [
+        "ExecStart=/opt/ubio-test/bin/ubio policy run --config /etc/ubio/policy.toml",
+        "NoNewPrivileges=yes",
+        "ProtectSystem=strict",
+        "CapabilityBoundingSet=CAP_SYS_ADMIN CAP_SYS_PTRACE CAP_DAC_READ_SEARCH CAP_FOWNER",
+    ] {
+        assert!(text.contains(want), "the unit lacks {want}:\n{text}");
+    }
+    assert!(!text.contains("@BINDIR@"));
+    if Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        skip(
+            "install_script systemd-analyze verify",
+            "systemd-analyze is not installed",
+        );
+    } else {
+        // Verified where the binary really is (the staged copy).
+        let staged = stage.path().join("ubio-policy.service");
+        let bin = root.join("bin").display().to_string();
+        std::fs::write(&staged, text.replace("/opt/ubio-test/bin", &bin)).unwrap();
+        let out = Command::new("systemd-analyze")
+            .args(["verify", "--man=no"])
+            .arg(&staged)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success() && out.stderr.is_empty(),
+            "systemd-analyze verify: {}",
+            stderr(&out)
+        );
+    }
+    let example = root.join("share/doc/ubio/policy.toml.example");
+    let out = Command::new(&ubio)
+        .args(["policy", "check"])
+        .arg(&example)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "ubio policy check {}: {}",
+        example.display(),
+        stderr(&out)
+    );
 }
 
 /// `cargo install` installs the binary alone: `ubio run` then loads the

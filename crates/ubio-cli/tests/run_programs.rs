@@ -13,6 +13,7 @@
 
 mod common;
 
+use common::engine::*;
 use common::{skip, workdir, UBIO};
 use std::collections::hash_map::DefaultHasher;
 use std::fs::File;
@@ -23,31 +24,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use ubio::sys::{self, Advice};
+use ubio::sys;
 use ubio_testenv::kept_pages::with_damon_retries;
 use ubio_testenv::residency_sampler::{Peaks, ResidencySampler};
-
-const MIB: u64 = 1 << 20;
-const PAGE: u64 = 4096;
-const SIZE: u64 = 256 * MIB;
-/// The input's and each output's page cache at any moment.
-const PEAK_LIMIT: u64 = 64 * MIB;
-/// Dirty + writeback of a writer the engine follows, on a device that keeps
-/// up (README, `ubio run --help`): the window (16 MiB) plus what a writer
-/// writes between two looks, plus the step under writeback.
-const WRITE_BOUND: u64 = 64 * MIB;
-const SAMPLE_EVERY: Duration = Duration::from_millis(2);
 
 /// One test at a time: each measures the page cache of its own files, but
 /// 2 cores shared by several 256 MiB streams would only make it slow.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
 
 /// Text-like data that compressors get through quickly, different along
 /// the whole file.
@@ -63,15 +46,6 @@ fn write_input(path: &Path) {
         f.write_all(&block).unwrap();
     }
     f.sync_all().unwrap();
-}
-
-fn evict(path: &Path) {
-    let f = File::open(path).unwrap();
-    sys::fadvise(f.as_fd(), 0, 0, Advice::DontNeed).unwrap();
-}
-
-fn cached(path: &Path) -> u64 {
-    common::count(path).cached * PAGE
 }
 
 fn hash_file(path: &Path) -> (u64, u64) {
@@ -247,31 +221,6 @@ fn cases(b: &Built) -> Vec<Case> {
             &[],
             &format!("{} < in > out", p.display()),
             &["out"],
-        ));
-    }
-    v
-}
-
-/// What a run under `ubio run` broke of the bounds every program keeps:
-/// the input's and the outputs' cache peaks, the outputs' dirty +
-/// writeback, bytes left cached after exit (`left`: the input's, then the
-/// outputs').
-fn beyond_bounds(pin: &Peaks, pout: &Peaks, left: &[u64]) -> Vec<String> {
-    let mib = |pages: u64| pages * PAGE / MIB;
-    let mut v = Vec::new();
-    if pin.max_cached * PAGE > PEAK_LIMIT {
-        v.push(format!("input peak {} MiB cached", mib(pin.max_cached)));
-    }
-    if pout.max_cached * PAGE > PEAK_LIMIT {
-        v.push(format!("outputs peak {} MiB cached", mib(pout.max_cached)));
-    }
-    if pout.max_dirty_writeback * PAGE > WRITE_BOUND {
-        let peak = mib(pout.max_dirty_writeback);
-        v.push(format!("outputs' dirty + writeback peak {peak} MiB"));
-    }
-    if left.iter().any(|&b| b > 0) {
-        v.push(format!(
-            "left cached after exit (input, outputs): {left:?} bytes"
         ));
     }
     v

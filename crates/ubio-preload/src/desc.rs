@@ -6,7 +6,7 @@ use crate::{config, fdtable, log};
 use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use ubio::{sys, Stream};
 
 /// Bumped in the child of every fork: state of an older generation belongs
@@ -36,10 +36,6 @@ pub struct Desc {
     passthrough: AtomicBool,
     /// Claimed from `ubio run`'s engine (at the first managed I/O).
     claimed: AtomicBool,
-    /// Serialises read()/readv() between threads of this process sharing
-    /// the description: the direct backend reads at the position through a
-    /// descriptor of its own, then moves it.
-    pos: Mutex<()>,
 }
 
 impl Desc {
@@ -59,7 +55,6 @@ impl Desc {
             fds: AtomicUsize::new(0),
             passthrough: AtomicBool::new(false),
             claimed: AtomicBool::new(false),
-            pos: Mutex::new(()),
         }
     }
 
@@ -112,17 +107,6 @@ impl Desc {
             let _ = s.flush(fd);
         }
         self.passthrough.store(true, Ordering::Relaxed);
-    }
-
-    /// read()/readv(): at the file position, which moves past what was read.
-    pub fn read_current(
-        &self,
-        fd: BorrowedFd<'_>,
-        bufs: &mut [IoSliceMut<'_>],
-    ) -> io::Result<usize> {
-        let s = self.stream().expect("managed");
-        let _pos = self.pos.lock().unwrap_or_else(|p| p.into_inner());
-        s.read(fd, bufs, None)
     }
 }
 

@@ -15,7 +15,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 use ubio::sys::{self, Advice};
 use ubio_testenv::kept_pages::with_damon_retries;
-use ubio_testenv::residency_sampler::ResidencySampler;
+use ubio_testenv::residency_sampler::{Peaks, ResidencySampler};
 use ubio_testenv::{profile_dir, skip};
 
 const MIB: u64 = 1 << 20;
@@ -383,6 +383,22 @@ fn cached_in(path: &Path, range: impl Into<sys::FileRange>) -> u64 {
     ubio::residency::count_path(path, range).unwrap().cached
 }
 
+/// The contract's bounds for a copy under the shim: the source's cache
+/// within 64 MiB, the destination's dirty + writeback within two windows
+/// (the default, 16 MiB) and a MiB.
+fn assert_copy_bounds(src: &Peaks, dst: &Peaks) {
+    assert!(
+        src.max_cached <= 64 * MIB / PAGE,
+        "source peak {} pages > 64 MiB",
+        src.max_cached
+    );
+    assert!(
+        dst.max_dirty_writeback <= (2 * 16 + 1) * MIB / PAGE,
+        "destination dirty+writeback peak {} pages > 33 MiB",
+        dst.max_dirty_writeback
+    );
+}
+
 /// A 1 GiB copy by cp under the shim: the source's cache stays within
 /// 64 MiB, the destination's dirty + writeback within two windows and a bit,
 /// nothing of either is left cached after, and source pages cached before
@@ -438,16 +454,7 @@ fn shim_cp_residency() {
             p_dst.max_cached,
             after_dst
         );
-        assert!(
-            p_src.max_cached <= 64 * MIB / PAGE,
-            "source peak {} pages > 64 MiB",
-            p_src.max_cached
-        );
-        assert!(
-            p_dst.max_dirty_writeback <= (2 * 16 + 1) * MIB / PAGE,
-            "destination dirty+writeback peak {} pages > 33 MiB",
-            p_dst.max_dirty_writeback
-        );
+        assert_copy_bounds(&p_src, &p_dst);
         assert_eq!(after_dst, 0, "destination pages left cached");
         assert_eq!(
             after_src - kept,
@@ -460,6 +467,70 @@ fn shim_cp_residency() {
         }
         Err(format!("{kept} of {hot} precached pages kept"))
     });
+}
+
+/// One read(2) and one write(2) of 512 MiB (`dd bs=512M count=1`) under the
+/// shim: the library makes each call in pieces, so the source's cache stays
+/// within 64 MiB and the destination's dirty + writeback within two windows
+/// and a MiB, as for a stream of short calls, and nothing of either is left
+/// cached. The same dd without the shim is the control: the sampler must see
+/// its single calls cache and dirty most of the 512 MiB.
+#[test]
+fn shim_one_long_call_residency() {
+    if !have("dd") {
+        skip("shim_one_long_call_residency", "no dd");
+        return;
+    }
+    let len = 512 * MIB;
+    let tmp = scratch();
+    let (src, dst) = (tmp.path().join("src"), tmp.path().join("dst"));
+    let data = pattern(7, len as usize);
+    fs::write(&src, &data).unwrap();
+    let dd = |shim: bool| {
+        for f in [&src, &dst] {
+            if let Ok(f) = fs::File::open(f) {
+                f.sync_all().unwrap();
+                sys::fadvise(f.as_fd(), 0, 0, Advice::DontNeed).unwrap();
+            }
+        }
+        let _ = fs::remove_file(&dst);
+        fs::write(&dst, b"").unwrap();
+        let s_src = ResidencySampler::start(&src, Duration::from_millis(1)).unwrap();
+        let s_dst = ResidencySampler::start(&dst, Duration::from_millis(1)).unwrap();
+        let mut cmd = Command::new(if shim { ubio_bin() } else { "dd".into() });
+        if shim {
+            cmd.args(["run", "--", "dd"]);
+        }
+        let st = cmd
+            .arg(format!("if={}", src.display()))
+            .arg(format!("of={}", dst.display()))
+            .args(["bs=512M", "count=1", "status=none"])
+            .status()
+            .unwrap();
+        let (p_src, p_dst) = (s_src.finish().unwrap(), s_dst.finish().unwrap());
+        let after = cached_in(&src, sys::FileRange::WHOLE) + cached_in(&dst, sys::FileRange::WHOLE);
+        assert!(st.success(), "dd (shim: {shim}): {st}");
+        assert!(
+            fs::read(&dst).unwrap() == data,
+            "dd (shim: {shim}): the copy differs"
+        );
+        println!(
+            "shim_one_long_call_residency (shim: {shim}): source peak {} pages cached, \
+             destination peak {} dirty+writeback; after {after} cached",
+            p_src.max_cached, p_dst.max_dirty_writeback
+        );
+        (p_src, p_dst, after)
+    };
+    let (c_src, c_dst, _) = dd(false);
+    assert!(
+        c_src.max_cached > len / 2 / PAGE && c_dst.max_dirty_writeback > len / 2 / PAGE,
+        "control: plain dd's single calls cached {} and dirtied {} pages only",
+        c_src.max_cached,
+        c_dst.max_dirty_writeback
+    );
+    let (p_src, p_dst, after) = dd(true);
+    assert_copy_bounds(&p_src, &p_dst);
+    assert_eq!(after, 0, "pages left cached");
 }
 
 /// A C program whose SIGALRM handler writes to a file (every 200 us) while

@@ -280,9 +280,6 @@ pub fn copy(
     })
 }
 
-/// Bytes per copy_file_range call: the contract is applied after each.
-const PIECE: u64 = 8 << 20;
-
 /// Copy `plan` with copy_file_range in pieces (the kernel moves the data,
 /// no copy through user space: with it `ubio cp` reached `ubio run -- cp`,
 /// which the pipeline alone did not; bench/runs/2026-11-24-truth), with the
@@ -314,7 +311,7 @@ fn kernel_copy(
     for (start, end) in with_tail(segments, *size) {
         let mut offset = start;
         while offset < end {
-            let want = (end - offset).min(PIECE) as usize;
+            let want = (end - offset).min(crate::PIECE as u64) as usize;
             match dst.copy_range_from(src, offset, offset, want) {
                 Ok(0) => {
                     done.end = offset;

@@ -272,11 +272,13 @@ impl File {
 
     /// Copy up to `len` bytes of `src` at `src_off` to `off` in this file
     /// in the kernel (copy_file_range(2): no copy through user space), with
-    /// both streams' contract applied to the ranges: drop-behind on `src`,
-    /// write-behind here. Returns the bytes copied, 0 at the source's end.
-    /// Call it in pieces of a few MiB: one call copies through the page
-    /// cache before anything can be dropped. Both files must be on
-    /// page-cache backends (not `direct`): `Unsupported` otherwise.
+    /// both streams' contract applied: a long copy is made in pieces of
+    /// [`PIECE`](crate::PIECE), drop-behind on `src` and write-behind here
+    /// after each (one call would copy all of it through the page cache
+    /// first). Returns the bytes copied: short only at the source's end or
+    /// on an error after some data (the error recurs on the next call).
+    /// Both files must be on page-cache backends (not `direct`):
+    /// `Unsupported` otherwise.
     pub fn copy_range_from(
         &self,
         src: &File,
@@ -294,13 +296,25 @@ impl File {
             )));
         }
         let (from, to) = (src.fd(), self.fd());
-        src.stream.before_external_io(from, src_off, len as u64);
-        self.stream.before_external_io(to, off, len as u64);
-        let n = sys::copy_file_range(from, src_off, to, off, len, 0)
-            .map_err(self.ctx("copy_file_range to"))?;
-        src.stream.after_external_read(from, src_off, n as u64);
-        self.stream.after_external_write(to, off, n as u64);
-        Ok(n)
+        let mut done = 0;
+        while done < len {
+            let want = (len - done).min(crate::PIECE);
+            let (src_at, at) = (src_off + done as u64, off + done as u64);
+            src.stream.before_external_io(from, src_at, want as u64);
+            self.stream.before_external_io(to, at, want as u64);
+            let n = match sys::copy_file_range(from, src_at, to, at, want, 0) {
+                Ok(n) => n,
+                Err(_) if done > 0 => break,
+                Err(e) => return Err(self.ctx("copy_file_range to")(e)),
+            };
+            src.stream.after_external_read(from, src_at, n as u64);
+            self.stream.after_external_write(to, at, n as u64);
+            done += n;
+            if n < want {
+                break;
+            }
+        }
+        Ok(done)
     }
 
     /// Start and wait for the writeback of everything written so far, drop

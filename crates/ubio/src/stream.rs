@@ -14,11 +14,18 @@ use serde::Serialize;
 use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 /// Default write-behind window: dirty + writeback bytes per stream.
 pub const DEFAULT_WINDOW: u64 = 16 << 20;
 /// Default distance that read pages may lag behind the read position.
 pub const DEFAULT_READ_LAG: u64 = 4 << 20;
+/// The most data one system call moves through the page cache of a managed
+/// file: a longer read or write (or copy) is made in pieces of this size,
+/// the contract applied to each, because one call of 1 GiB would cache or
+/// dirty all of it before anything could be dropped or written back. A
+/// write's pieces are also at most half its window (the write-behind step).
+pub const PIECE: usize = 8 << 20;
 
 /// How a stream manages the page cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,6 +110,13 @@ pub struct Stream {
     tracker: Option<Tracker>,
     regular: bool,
     append: bool,
+    /// The most one write call moves: PIECE, or half the window if less.
+    write_piece: usize,
+    /// Held by each call at the file position (or, O_APPEND, the end) of a
+    /// regular file, for the whole call: one made in pieces, or through the
+    /// direct backend's own descriptor, moves the position in several steps,
+    /// and the kernel's read(2)/write(2) is one step for every other thread.
+    position: Mutex<()>,
     bytes_read: AtomicU64,
     bytes_written: AtomicU64,
 }
@@ -185,12 +199,16 @@ impl Stream {
             }
             t
         });
+        let page = sys::page_size() as usize;
+        let half_window = usize::try_from(opts.window / 2).unwrap_or(usize::MAX) / page * page;
         Ok(Stream {
             backend,
             choice,
             tracker,
             regular,
             append: flags & libc::O_APPEND != 0,
+            write_piece: half_window.clamp(page, PIECE),
+            position: Mutex::new(()),
             bytes_read: AtomicU64::new(0),
             bytes_written: AtomicU64::new(0),
         })
@@ -223,14 +241,49 @@ impl Stream {
 
     /// Read into `bufs` at `off`, or when `off` is `None` at (and advancing)
     /// the file position, as read(2) does: the position is the open file
-    /// description's, shared with every other descriptor of it.
+    /// description's, shared with every other descriptor of it. A long
+    /// read of a managed file is made in pieces of [`PIECE`] and is short
+    /// only where read(2) would be: at the end of file, past
+    /// [`sys::max_rw_count`], or on an error after some data (the bytes
+    /// read are returned; the error recurs on the next call).
     pub fn read(
         &self,
         fd: BorrowedFd<'_>,
         bufs: &mut [IoSliceMut<'_>],
         off: Option<u64>,
     ) -> io::Result<usize> {
-        let len: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+        let _position = self.position_lock(off.is_none());
+        let len = total(bufs.iter().map(|b| b.len()));
+        if !self.in_pieces(len, PIECE, bufs.len()) {
+            return self.read_once(fd, bufs, off);
+        }
+        let len = len.min(sys::max_rw_count());
+        let mut done = 0;
+        while done < len {
+            let want = (len - done).min(PIECE);
+            let mut piece = sub_mut(bufs, done, want);
+            match self.read_once(fd, &mut piece, off.map(|o| o + done as u64)) {
+                Ok(n) => {
+                    done += n;
+                    if n < want {
+                        break;
+                    }
+                }
+                Err(_) if done > 0 => break,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(done)
+    }
+
+    /// One read call, the tracker around it.
+    fn read_once(
+        &self,
+        fd: BorrowedFd<'_>,
+        bufs: &mut [IoSliceMut<'_>],
+        off: Option<u64>,
+    ) -> io::Result<usize> {
+        let len = total(bufs.iter().map(|b| b.len())) as u64;
         let at = match off {
             Some(o) => ReadAt::Offset(o),
             // Where the read will start, for the tracker (and the direct
@@ -248,6 +301,21 @@ impl Stream {
         let n = res?;
         self.bytes_read.fetch_add(n as u64, Ordering::Relaxed);
         Ok(n)
+    }
+
+    /// Whether a call of `len` bytes in `count` buffers is made in pieces
+    /// of `piece`: on a managed file only (a pass-through call is the
+    /// caller's own), and not past the kernel's iovec limit (one call
+    /// fails there with EINVAL, as the kernel's would).
+    fn in_pieces(&self, len: usize, piece: usize, count: usize) -> bool {
+        self.tracker.is_some() && len > piece && count <= libc::UIO_MAXIOV as usize
+    }
+
+    /// The position lock, for a call at the file position (or the end) of
+    /// a regular file.
+    fn position_lock(&self, at_position: bool) -> Option<MutexGuard<'_, ()>> {
+        (at_position && self.regular)
+            .then(|| self.position.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// A writeback error of this stream not yet reported, if any: the next
@@ -270,50 +338,88 @@ impl Stream {
     }
 
     /// As `write_at`, saying whether an error is this write's or an earlier
-    /// writeback's. One lock of the tracker before the data moves; the
-    /// writeback it decided on (and any wait for it) runs after, unlocked.
+    /// writeback's. A long write to a managed file is made in pieces (the
+    /// write-behind waits between them), under the position lock: short
+    /// only where write(2) would be, past [`sys::max_rw_count`] or on an
+    /// error after some data, which includes a writeback error of the
+    /// earlier pieces (it comes back from the next call, as any deferred
+    /// error). Returns where the data began and how much was written.
     pub(crate) fn write(
         &self,
         fd: BorrowedFd<'_>,
         bufs: &[IoSlice<'_>],
         off: Option<u64>,
     ) -> Result<(u64, usize), WriteError> {
-        let len: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+        let _position = self.position_lock(off.is_none() || self.append);
+        if let Some(e) = self.tracker.as_ref().and_then(Tracker::take_deferred) {
+            return Err(WriteError::Deferred(e));
+        }
+        let len = total(bufs.iter().map(|b| b.len()));
+        if !self.in_pieces(len, self.write_piece, bufs.len()) {
+            return self.write_once(fd, bufs, off).map_err(WriteError::Now);
+        }
+        let len = len.min(sys::max_rw_count());
+        let (mut start, mut done) = (None, 0);
+        while done < len {
+            // A writeback error of the pieces written: the call ends short
+            // here, and the next one reports it.
+            if done > 0 && self.tracker.as_ref().is_some_and(Tracker::has_deferred) {
+                break;
+            }
+            let want = (len - done).min(self.write_piece);
+            let piece = sub(bufs, done, want);
+            match self.write_once(fd, &piece, off.map(|o| o + done as u64)) {
+                Ok((at, n)) => {
+                    start.get_or_insert(at);
+                    done += n;
+                    if n < want {
+                        break;
+                    }
+                }
+                Err(_) if done > 0 => break,
+                Err(e) => return Err(WriteError::Now(e)),
+            }
+        }
+        Ok((start.expect("the first piece was written"), done))
+    }
+
+    /// One write call, the tracker around it: one lock of the tracker
+    /// before the data moves; the writeback it decided on (and any wait
+    /// for it) runs after, unlocked.
+    fn write_once(
+        &self,
+        fd: BorrowedFd<'_>,
+        bufs: &[IoSlice<'_>],
+        off: Option<u64>,
+    ) -> io::Result<(u64, usize)> {
         let at = match off {
             // pwrite(2) on an O_APPEND file appends too (on Linux).
             Some(_) if self.append => WriteAt::EndPositional,
             Some(o) => WriteAt::Offset(o),
             None if self.append => WriteAt::End,
-            None => WriteAt::Position(sys::lseek_cur(fd).map_err(WriteError::Now)?),
+            None => WriteAt::Position(sys::lseek_cur(fd)?),
         };
-        let (keep_cached, planned) = match &self.tracker {
-            Some(t) => {
-                if let Some(e) = t.take_deferred() {
-                    return Err(WriteError::Deferred(e));
-                }
-                let start = match at {
-                    WriteAt::Offset(o) | WriteAt::Position(o) => o,
-                    // Where the end is now; the backend reports where it was.
-                    WriteAt::End | WriteAt::EndPositional => {
-                        sys::fstat(fd).map_err(WriteError::Now)?.st_size as u64
-                    }
-                };
-                let (keep, plan) = t.before_write(fd, start, len);
-                (keep, Some((start, plan)))
-            }
-            None => (false, None),
+        let Some(t) = &self.tracker else {
+            let (at, n) = self.backend.write(fd, bufs, at, false)?;
+            self.bytes_written.fetch_add(n as u64, Ordering::Relaxed);
+            return Ok((at, n));
         };
+        let len = total(bufs.iter().map(|b| b.len())) as u64;
+        let start = match at {
+            WriteAt::Offset(o) | WriteAt::Position(o) => o,
+            // Where the end is now; the backend reports where it was.
+            WriteAt::End | WriteAt::EndPositional => sys::fstat(fd)?.st_size as u64,
+        };
+        let (keep_cached, plan) = t.before_write(fd, start, len);
         let res = self.backend.write(fd, bufs, at, keep_cached);
-        if let (Some(t), Some((start, plan))) = (&self.tracker, planned) {
-            if let Ok((at, n)) = res {
-                if at != start {
-                    // An append that landed past another writer's data.
-                    t.after_write(fd, at, n as u64);
-                }
+        if let Ok((at, n)) = res {
+            if at != start {
+                // An append that landed past another writer's data.
+                t.after_write(fd, at, n as u64);
             }
-            t.run(fd, plan);
         }
-        let (at, n) = res.map_err(WriteError::Now)?;
+        t.run(fd, plan);
+        let (at, n) = res?;
         self.bytes_written.fetch_add(n as u64, Ordering::Relaxed);
         Ok((at, n))
     }
@@ -392,6 +498,42 @@ impl Stream {
             overlay_fallback: self.tracker.as_ref().and_then(Tracker::overlay_fallback),
         }
     }
+}
+
+/// The bytes of a list of buffers of these lengths.
+fn total(lens: impl Iterator<Item = usize>) -> usize {
+    lens.fold(0, usize::saturating_add)
+}
+
+/// Bytes `[from, from + len)` of the scatter list `bufs` (counted across
+/// its buffers), as a scatter list of its own.
+fn sub_mut<'a>(bufs: &'a mut [IoSliceMut<'_>], from: usize, len: usize) -> Vec<IoSliceMut<'a>> {
+    let mut at = 0;
+    let mut out = Vec::new();
+    for b in bufs.iter_mut() {
+        let (start, end) = (at, at + b.len());
+        at = end;
+        if end > from && start < from + len {
+            let range = from.saturating_sub(start)..(from + len).min(end) - start;
+            out.push(IoSliceMut::new(&mut b[range]));
+        }
+    }
+    out
+}
+
+/// Bytes `[from, from + len)` of the gather list `bufs`, as one of its own.
+fn sub<'a>(bufs: &'a [IoSlice<'_>], from: usize, len: usize) -> Vec<IoSlice<'a>> {
+    let mut at = 0;
+    let mut out = Vec::new();
+    for b in bufs {
+        let (start, end) = (at, at + b.len());
+        at = end;
+        if end > from && start < from + len {
+            let range = from.saturating_sub(start)..(from + len).min(end) - start;
+            out.push(IoSlice::new(&b[range]));
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -363,6 +363,11 @@ impl Tracker {
         }
     }
 
+    /// Whether a writeback error waits for the next write, flush or close.
+    pub fn has_deferred(&self) -> bool {
+        self.has_deferred.load(Ordering::Acquire)
+    }
+
     /// A writeback error kept for the next write, flush or close.
     pub fn take_deferred(&self) -> Option<io::Error> {
         if !self.has_deferred.load(Ordering::Acquire) {

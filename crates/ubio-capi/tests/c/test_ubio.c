@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <ubio.h>
@@ -509,6 +510,137 @@ static void test_vectored_copy_probe(void)
     free(copy);
 }
 
+/* A sampler thread: the peak cached and dirty + writeback pages of `path`,
+ * every millisecond until stopped (a single long call cannot be sampled
+ * from the calling thread). */
+struct sampler {
+    const char *path;
+    volatile int stop;
+    uint64_t samples, cached, dirty_wb;
+    pthread_t th;
+};
+
+static void *sample_loop(void *arg)
+{
+    struct sampler *s = arg;
+    for (;;) {
+        int last = s->stop;
+        struct ubio_cachestat c = cs(s->path);
+        s->samples++;
+        if (c.cached > s->cached)
+            s->cached = c.cached;
+        if (c.dirty + c.writeback > s->dirty_wb)
+            s->dirty_wb = c.dirty + c.writeback;
+        if (last)
+            return NULL;
+        usleep(1000);
+    }
+}
+
+static void sampler_start(struct sampler *s, const char *path)
+{
+    memset(s, 0, sizeof *s);
+    s->path = path;
+    CHECK(pthread_create(&s->th, NULL, sample_loop, s) == 0, "pthread_create");
+}
+
+static void sampler_stop(struct sampler *s)
+{
+    __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
+    pthread_join(s->th, NULL);
+}
+
+/* One long call keeps the contract: a single ubio_write / ubio_pwritev of
+ * 512 MiB with a 16 MiB window keeps dirty + writeback within two windows
+ * and a MiB, a single ubio_read / ubio_preadv keeps under 64 MiB cached;
+ * each moves all of it (the read, 1 MiB longer than the file, is short
+ * only at its end) and leaves the offset where write(2) or read(2) would.
+ * A single plain read() of the cold file is the control. */
+static void test_long_calls(void)
+{
+    const size_t size = 512 * MiB, window = 16 * MiB, extra = MiB;
+    char *path = path_in("long.dat");
+    unsigned char *data = malloc(size), *buf = malloc(size + extra);
+    CHECK(data && buf, "malloc");
+    fill(11, 0, data, size);
+    struct ubio_options o;
+    ubio_options_init(&o);
+    o.window = window;
+    struct sampler s;
+    for (int positional = 0; positional < 2; positional++) {
+        const char *how = positional ? "ubio_pwritev" : "ubio_write";
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        CHECK(fd >= 0, "create %s", path);
+        close(fd);
+        struct ubio_file *f = ubio_open(path, O_WRONLY, 0, &o);
+        CHECK(f, "open for writing");
+        sampler_start(&s, path);
+        ssize_t n;
+        if (positional) {
+            struct iovec iov[2] = {{data, size / 3 + 123}, {data + size / 3 + 123, size - size / 3 - 123}};
+            n = ubio_pwritev(f, iov, 2, 0);
+        } else {
+            n = ubio_write(f, data, size);
+        }
+        CHECK(n == (ssize_t)size, "%s wrote %zd of %zu", how, n, size);
+        off_t pos = lseek(ubio_fd(f), 0, SEEK_CUR);
+        CHECK(pos == (positional ? 0 : (off_t)size), "%s: offset %lld after", how, (long long)pos);
+        CHECK(ubio_close(f, NULL) == 0, "close after writing");
+        sampler_stop(&s);
+        struct ubio_cachestat after = cs(path);
+        uint64_t page = after.page_size;
+        printf("%s of 512 MiB: peak %llu MiB dirty+writeback, %llu MiB cached over %llu samples\n",
+               how, (unsigned long long)mib(s.dirty_wb, page), (unsigned long long)mib(s.cached, page),
+               (unsigned long long)s.samples);
+        CHECK(s.samples > 10, "%s: too few samples (%llu)", how, (unsigned long long)s.samples);
+        CHECK(s.dirty_wb * page <= 2 * window + MiB, "%s: dirty+writeback peak %llu pages", how,
+              (unsigned long long)s.dirty_wb);
+        CHECK(after.dirty == 0, "%s: dirty after close", how);
+    }
+    for (int positional = 0; positional < 3; positional++) {
+        const char *how = positional == 2 ? "read (control)" : positional ? "ubio_preadv" : "ubio_read";
+        CHECK(ubio_evict(path, UBIO_EVICT_SYNC, NULL) == 0, "evict");
+        memset(buf, 0, size + extra);
+        struct ubio_file *f = ubio_open(path, O_RDONLY, 0, NULL);
+        CHECK(f, "open for reading");
+        sampler_start(&s, path);
+        ssize_t n;
+        off_t want_pos = (off_t)size;
+        if (positional == 2) {
+            n = read(ubio_fd(f), buf, size + extra);
+        } else if (positional) {
+            struct iovec iov[2] = {{buf, size / 2 - 77}, {buf + size / 2 - 77, size / 2 + 77}};
+            n = ubio_preadv(f, iov, 2, 0);
+            want_pos = 0;
+        } else {
+            n = ubio_read(f, buf, size + extra);
+        }
+        sampler_stop(&s);
+        CHECK(n == (ssize_t)size, "%s read %zd of %zu", how, n, size);
+        CHECK(memcmp(buf, data, size) == 0, "%s: the data", how);
+        off_t pos = lseek(ubio_fd(f), 0, SEEK_CUR);
+        CHECK(pos == want_pos, "%s: offset %lld after", how, (long long)pos);
+        CHECK(ubio_close(f, NULL) == 0, "close after reading");
+        uint64_t page = cs(path).page_size;
+        printf("%s of 512 MiB: peak %llu MiB cached over %llu samples\n", how,
+               (unsigned long long)mib(s.cached, page), (unsigned long long)s.samples);
+        if (positional == 2) {
+            CHECK(s.cached * page > size / 2, "control: a plain read cached only %llu pages",
+                  (unsigned long long)s.cached);
+        } else {
+            CHECK(s.samples > 10, "%s: too few samples (%llu)", how, (unsigned long long)s.samples);
+            CHECK(mib(s.cached, page) <= 64, "%s: peak %llu MiB cached", how,
+                  (unsigned long long)mib(s.cached, page));
+            CHECK(cs(path).cached == 0, "%s: pages left after close", how);
+        }
+    }
+    CHECK(ubio_evict(path, 0, NULL) == 0, "evict");
+    free(data);
+    free(buf);
+    unlink(path);
+    free(path);
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -519,6 +651,7 @@ int main(int argc, char **argv)
         {"threads", test_threads},     {"wrap_fd", test_wrap_fd},
         {"vectored_copy_probe", test_vectored_copy_probe},
         {"descriptor_offset", test_descriptor_offset},
+        {"long_calls", test_long_calls},
     };
     if (argc != 3) {
         fprintf(stderr, "usage: %s CASE DIR\n", argv[0]);

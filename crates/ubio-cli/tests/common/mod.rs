@@ -93,3 +93,73 @@ pub fn write_cold(path: &Path, bytes: &[u8]) {
     f.sync_all().unwrap();
     ubio::sys::fadvise(f.as_fd(), 0, 0, ubio::sys::Advice::DontNeed).unwrap();
 }
+
+/// The bounds every program the engine follows keeps (`ubio run` and `ubio
+/// policy`): README, `ubio run --help`.
+pub mod engine {
+    use std::path::Path;
+    use std::process::Command;
+    use std::time::Duration;
+    use ubio_testenv::residency_sampler::Peaks;
+
+    pub const MIB: u64 = 1 << 20;
+    pub const PAGE: u64 = 4096;
+    /// The programs' cold input.
+    pub const SIZE: u64 = 256 * MIB;
+    /// The input's and each output's page cache at any moment.
+    pub const PEAK_LIMIT: u64 = 64 * MIB;
+    /// Dirty + writeback of a writer the engine follows, on a device that
+    /// keeps up: the window (16 MiB) plus what a writer writes between two
+    /// looks, plus the step under writeback.
+    pub const WRITE_BOUND: u64 = 64 * MIB;
+    pub const SAMPLE_EVERY: Duration = Duration::from_millis(2);
+
+    /// What a followed run broke of the bounds: the input's and the
+    /// outputs' cache peaks, the outputs' dirty + writeback, bytes left
+    /// cached after exit (`left`: the input's, then the outputs').
+    pub fn beyond_bounds(pin: &Peaks, pout: &Peaks, left: &[u64]) -> Vec<String> {
+        let mib = |pages: u64| pages * PAGE / MIB;
+        let mut v = Vec::new();
+        if pin.max_cached * PAGE > PEAK_LIMIT {
+            v.push(format!("input peak {} MiB cached", mib(pin.max_cached)));
+        }
+        if pout.max_cached * PAGE > PEAK_LIMIT {
+            v.push(format!("outputs peak {} MiB cached", mib(pout.max_cached)));
+        }
+        if pout.max_dirty_writeback * PAGE > WRITE_BOUND {
+            let peak = mib(pout.max_dirty_writeback);
+            v.push(format!("outputs' dirty + writeback peak {peak} MiB"));
+        }
+        if left.iter().any(|&b| b > 0) {
+            v.push(format!(
+                "left cached after exit (input, outputs): {left:?} bytes"
+            ));
+        }
+        v
+    }
+
+    /// Whether `tool` is on PATH.
+    pub fn have(tool: &str) -> bool {
+        Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }
+
+    /// Bytes of `path` in the page cache.
+    pub fn cached(path: &Path) -> u64 {
+        super::count(path).cached * PAGE
+    }
+
+    /// Drop `path`'s clean pages.
+    pub fn evict(path: &Path) {
+        let f = std::fs::File::open(path).unwrap();
+        ubio::sys::fadvise(
+            std::os::fd::AsFd::as_fd(&f),
+            0,
+            0,
+            ubio::sys::Advice::DontNeed,
+        )
+        .unwrap();
+    }
+}

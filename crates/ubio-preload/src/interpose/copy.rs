@@ -2,7 +2,7 @@
 //! the contract to the ranges it touched, drop-behind on a regular source
 //! and write-behind on a regular destination. A copy of a whole file in one
 //! call would fill the cache before anything could be dropped, so the shim
-//! makes the real call in pieces of `PIECE` bytes and returns the total, as
+//! makes the real call in pieces of `ubio::PIECE` bytes and returns the total, as
 //! the single call would have (a piece that fails after others succeeded
 //! ends the call with the bytes copied; the caller's next call sees the
 //! error). splice moves at most a pipe's worth and is made once, clamped.
@@ -12,8 +12,7 @@ use crate::desc::{self, errno, set_errno, Desc};
 use crate::real::f;
 use libc::{c_int, c_uint, off64_t, off_t, size_t, ssize_t};
 use std::sync::Arc;
-
-const PIECE: usize = 8 << 20;
+use ubio::PIECE;
 
 /// One side of a copy: a managed regular file, where the kernel takes the
 /// offset from (`off` when not null, else the file position).

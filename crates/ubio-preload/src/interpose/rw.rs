@@ -4,12 +4,13 @@
 //! else goes to libc as it came. A preadv2/pwritev2 with flags (RWF_*) is
 //! passed through: its flags are the caller's business.
 //!
-//! read()/readv() read at the file position and then move it; threads of
-//! this process sharing the description are serialised around that, but two
-//! processes reading one shared description at the same time could see the
-//! position move between the two steps (a program doing that has no defined
-//! split of the data anyway). write()/writev() use the kernel's own position
-//! (pwritev2 at offset -1), atomic as write(2).
+//! read()/readv() and write()/writev() use the kernel's own position
+//! (preadv2/pwritev2 at offset -1). A long call is made in pieces (the
+//! stream's: each piece moves the position), serialised against the other
+//! threads of this process by the stream's position lock; another process
+//! using the same open file description at that moment could see the
+//! position between two pieces (a program doing that has no defined split
+//! of the data anyway).
 
 use super::{bfd, io_call};
 use crate::desc::{self, buf, buf_mut, iov, iov_mut};
@@ -20,7 +21,7 @@ fn read_cur(fd: c_int, bufs: Option<&mut [std::io::IoSliceMut<'_>]>) -> Option<i
     io_call(|| {
         let bufs = bufs?;
         let d = desc::managed_io(fd)?;
-        Some(d.read_current(bfd(fd), bufs))
+        Some(d.stream()?.read(bfd(fd), bufs, None))
     })
 }
 

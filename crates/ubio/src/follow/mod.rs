@@ -36,7 +36,10 @@
 //! Files the shim manages (it claims them, see [`claims`]) are left to it.
 
 pub mod claims;
+pub mod discover;
+pub mod policy;
 pub mod procfs;
+pub mod scope;
 mod silent;
 
 use crate::backend::Caps;
@@ -52,7 +55,7 @@ use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io;
 use std::os::fd::AsFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// How the engine manages files and how often it looks.
@@ -68,6 +71,13 @@ pub struct FollowOptions {
     /// The interval is chosen so that the fastest stream moves about this
     /// much between looks.
     pub bytes_per_look: u64,
+    /// Sample each written file's dirty + writeback pages at every look
+    /// (one cachestat) for [`FileReport::dirty_peak`].
+    pub sample_dirty: bool,
+    /// The programs' POSIX_FADV_SEQUENTIAL advice stands (no shim strips
+    /// it, as under `ubio policy`): the kernel's readahead may run twice as
+    /// far ahead of a read, which the engine must not take for pages read.
+    pub sequential_readahead: bool,
 }
 
 impl Default for FollowOptions {
@@ -78,11 +88,39 @@ impl Default for FollowOptions {
             min_interval: Duration::from_millis(2),
             max_interval: Duration::from_millis(10),
             bytes_per_look: 4 << 20,
+            sample_dirty: false,
+            sequential_readahead: false,
         }
     }
 }
 
 type Key = (u64, u64);
+
+/// A regular file the engine found open in a member process and has not
+/// followed yet, for the caller of [`Follower::look_admitting`] to decide.
+#[derive(Debug)]
+pub struct Candidate<'a> {
+    pub pid: u32,
+    /// Where the file is, as /proc/PID/fd shows it to this process.
+    pub path: &'a Path,
+    pub size: u64,
+    /// The description's status flags (O_ACCMODE...).
+    pub flags: i32,
+}
+
+/// The caller's decision about each [`Candidate`].
+pub type AdmitFn<'f> = dyn FnMut(&Candidate<'_>) -> Admit + 'f;
+
+/// The decision about a [`Candidate`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admit {
+    /// Follow it with this write-behind window; `tag` comes back in its
+    /// [`FileReport`].
+    Follow { tag: u64, window: u64 },
+    /// Leave it alone while it stays open; `recheck`: ask again at the
+    /// next look (a file that may grow into scope).
+    Skip { why: String, recheck: bool },
+}
 
 /// One file (inode) the engine follows.
 struct Followed {
@@ -110,6 +148,10 @@ struct Followed {
     lookahead: u64,
     /// What transfers that move no position did to it.
     silent: Silent,
+    /// The caller's tag ([`Admit::Follow`]).
+    tag: u64,
+    /// The most dirty + writeback bytes seen ([`FollowOptions::sample_dirty`]).
+    dirty_peak: u64,
 }
 
 /// A retired file whose pages are dropped again (see [`Follower::settle`]):
@@ -136,6 +178,11 @@ pub struct FileReport {
     pub pages_preserved: u64,
     pub writeback_starts: u64,
     pub residency_unknown: Option<String>,
+    /// The tag it was admitted with (0 without an admission).
+    pub tag: u64,
+    /// The most dirty + writeback bytes seen at a look (sampled only with
+    /// [`FollowOptions::sample_dirty`]).
+    pub dirty_peak: u64,
 }
 
 /// Totals of the engine's work.
@@ -164,13 +211,29 @@ pub struct Follower {
     speed: f64,
     last_look: Option<Instant>,
     stats: FollowStats,
+    /// Files the admission left alone while they stay open: Some(size)
+    /// to ask again once the size differs (a file growing into scope).
+    skipped: HashMap<Key, Option<u64>>,
+    /// Members that had a followed file open at the last look.
+    with_files: HashSet<u32>,
 }
 
 impl Follower {
     pub fn new(opts: FollowOptions) -> Follower {
+        Self::with_tree(opts, Tree::default())
+    }
+
+    /// An engine that follows only the processes given to
+    /// [`add_root`](Self::add_root), not their children: the caller
+    /// decides about each process (`ubio policy`).
+    pub fn listed(opts: FollowOptions) -> Follower {
+        Self::with_tree(opts, Tree::listed())
+    }
+
+    fn with_tree(opts: FollowOptions, tree: Tree) -> Follower {
         Follower {
             opts,
-            tree: Tree::default(),
+            tree,
             files: HashMap::new(),
             claimed: HashSet::new(),
             listener: None,
@@ -181,6 +244,8 @@ impl Follower {
                 min_interval: Duration::MAX,
                 ..FollowStats::default()
             },
+            skipped: HashMap::new(),
+            with_files: HashSet::new(),
         }
     }
 
@@ -198,14 +263,58 @@ impl Follower {
         self.tree.add_root(pid);
     }
 
+    /// Stop following `pid` (what it had open is finished at the next look
+    /// unless another member has it open).
+    pub fn remove(&mut self, pid: u32) {
+        self.tree.remove(pid);
+    }
+
     /// The tree has no live process left.
     pub fn tree_is_empty(&self) -> bool {
         self.tree.is_empty()
     }
 
+    /// The processes followed now.
+    pub fn members(&self) -> impl Iterator<Item = u32> + '_ {
+        self.tree.members()
+    }
+
+    /// Whether `pid` had a followed file open at the last look.
+    pub fn has_files(&self, pid: u32) -> bool {
+        self.with_files.contains(&pid)
+    }
+
+    /// Files followed now, or still being finished.
+    pub fn following(&self) -> usize {
+        self.files.len() + self.retiring.len()
+    }
+
+    /// What the engine did so far to the files it follows now (and those
+    /// it is still finishing).
+    pub fn live(&self) -> Vec<FileReport> {
+        self.files
+            .values()
+            .chain(self.retiring.values().map(|r| &r.f))
+            .map(Followed::report)
+            .collect()
+    }
+
+    /// The reports of the files finished since the last call (a long
+    /// running caller takes them as they come instead of letting them pile
+    /// up in [`finish`](Self::finish)'s statistics).
+    pub fn take_finished(&mut self) -> Vec<FileReport> {
+        std::mem::take(&mut self.stats.files)
+    }
+
     /// Look once: find the tree's files and apply the policies to how they
     /// moved. Returns how long to wait before the next look.
     pub fn look(&mut self) -> Duration {
+        self.look_admitting(None)
+    }
+
+    /// [`look`](Self::look), with `admit` deciding about each file seen
+    /// for the first time (without it every regular file is followed).
+    pub fn look_admitting<'f>(&mut self, mut admit: Option<&mut AdmitFn<'f>>) -> Duration {
         let now = Instant::now();
         let elapsed = self.last_look.map(|t| now - t);
         self.last_look = Some(now);
@@ -229,8 +338,25 @@ impl Follower {
         // needs (unseen_progress).
         let mut keys: Vec<&Key> = by_file.keys().collect();
         keys.sort_by_key(|k| !by_file[*k].iter().any(|s| is_writable(s.info.flags)));
+        self.skipped.retain(|k, _| by_file.contains_key(k));
+        self.with_files.clear();
         for key in keys {
             let seen = &by_file[key];
+            match self.skipped.get(key) {
+                None => {}
+                Some(None) => continue,
+                Some(Some(size)) => {
+                    // A writer of a file too small for now: its pid stays
+                    // followed, the file is judged again once it grew.
+                    self.with_files.extend(seen.iter().map(|s| s.pid));
+                    let s = &seen[0];
+                    let now =
+                        std::fs::metadata(format!("/proc/{}/fd/{}", s.pid, s.fd)).map(|m| m.len());
+                    if now.is_ok_and(|n| n == *size) {
+                        continue;
+                    }
+                }
+            }
             let claimed = self.claimed.iter().any(|(_, k)| k == key);
             if !self.files.contains_key(key) {
                 // Open again: what was left of it is the new stream's to judge.
@@ -241,11 +367,15 @@ impl Follower {
                     true => 0,
                     false => self.unseen_progress(seen[0].pid, &by_file),
                 };
-                match self.first_sight(&seen[0], progress) {
-                    Some(f) => self.files.insert(*key, f),
+                match self.first_sight(&seen[0], progress, admit.as_deref_mut()) {
+                    Some(f) => {
+                        self.skipped.remove(key);
+                        self.files.insert(*key, f);
+                    }
                     None => continue,
                 };
             }
+            self.with_files.extend(seen.iter().map(|s| s.pid));
             let f = self.files.get_mut(key).expect("inserted above");
             f.closed = false;
             if claimed {
@@ -260,6 +390,9 @@ impl Follower {
             }
             if let Some(t) = &f.tracker {
                 t.drain(f.file.as_fd());
+                if self.opts.sample_dirty && f.bytes_written > 0 {
+                    f.sample_dirty();
+                }
             }
         }
         // A file nobody has open and whose writeback is done: drop the rest.
@@ -336,10 +469,16 @@ impl Follower {
             .unwrap_or(0)
     }
 
-    /// Open a file seen for the first time, decide whether it is managed,
-    /// and snapshot its residency. `progress`: how far a transfer under way
-    /// may have read it already (unseen_progress).
-    fn first_sight(&mut self, s: &Seen, progress: u64) -> Option<Followed> {
+    /// Open a file seen for the first time, decide whether it is managed
+    /// (`admit`, then the filesystem and flags), and snapshot its residency.
+    /// `progress`: how far a transfer under way may have read it already
+    /// (unseen_progress).
+    fn first_sight<'f>(
+        &mut self,
+        s: &Seen,
+        progress: u64,
+        admit: Option<&mut AdmitFn<'f>>,
+    ) -> Option<Followed> {
         let link = format!("/proc/{}/fd/{}", s.pid, s.fd);
         let path = std::fs::read_link(&link).unwrap_or_else(|_| PathBuf::from(&link));
         let file = match File::open(&link) {
@@ -353,6 +492,24 @@ impl Follower {
         let st = sys::fstat(file.as_fd()).ok()?;
         if (st.st_dev, st.st_ino) != (s.dev, s.ino) {
             return None; // the descriptor changed under us; next look
+        }
+        let (mut tag, mut window) = (0, self.opts.window);
+        if let Some(admit) = admit {
+            let c = Candidate {
+                pid: s.pid,
+                path: &path,
+                size: st.st_size as u64,
+                flags: s.info.flags,
+            };
+            match admit(&c) {
+                Admit::Follow { tag: t, window: w } => (tag, window) = (t, w),
+                Admit::Skip { why, recheck } => {
+                    log::debug!("{}: left alone: {why}", path.display());
+                    self.skipped
+                        .insert((s.dev, s.ino), recheck.then_some(st.st_size as u64));
+                    return None;
+                }
+            }
         }
         let fd = file.as_fd();
         let blind = residency::blindness(fd);
@@ -368,15 +525,26 @@ impl Follower {
             Ok(c) => (c.managed, c.reason),
             Err(e) => (false, e.to_string()),
         };
+        // A reader that advised POSIX_FADV_SEQUENTIAL (GNU cat, cp,
+        // sha256sum do) has its readahead twice as far ahead where no shim
+        // strips that advice. Under `ubio policy`, with the single
+        // lookahead, 30 MiB of a cat's own pages were kept as others' at
+        // first sight in 2 of 4 runs, and readahead taken for a transfer
+        // that moves no position was dropped ahead of the reader, which
+        // read it again: cat's cache peaked at 140-186 MiB (54-68 with it).
+        let lookahead = match self.opts.sequential_readahead {
+            true => 2 * fs.lookahead(),
+            false => fs.lookahead(),
+        };
         let tracker = managed.then(|| {
             let cfg = TrackerConfig {
-                window: self.opts.window,
+                window,
                 read_lag: self.opts.read_lag,
                 lookahead: fs.lookahead(),
                 preserve_cached: true,
             };
             let t = Tracker::new(Caps::default(), cfg, blind);
-            let passed = s.info.pos + progress + cfg.lookahead;
+            let passed = s.info.pos + progress + lookahead;
             snapshot_first_sight(&t, &file, s, st.st_size as u64, passed);
             t
         });
@@ -403,8 +571,10 @@ impl Follower {
             closed: false,
             claimed: false,
             writable: is_writable(s.info.flags),
-            lookahead: fs.lookahead(),
+            lookahead,
             silent: Silent::default(),
+            tag,
+            dirty_peak: 0,
         })
     }
 
@@ -677,6 +847,14 @@ impl Followed {
         }
     }
 
+    /// Note the file's dirty + writeback bytes now, if more than before.
+    fn sample_dirty(&mut self) {
+        if let Ok(c) = sys::cachestat(self.file.as_fd(), FileRange::WHOLE) {
+            let bytes = (c.nr_dirty + c.nr_writeback) * sys::page_size();
+            self.dirty_peak = self.dirty_peak.max(bytes);
+        }
+    }
+
     fn advance(&mut self, from: u64, to: u64, flags: i32) {
         let Some(t) = &self.tracker else {
             return;
@@ -735,6 +913,8 @@ impl Followed {
             pages_preserved: preserved,
             writeback_starts: counts.writeback_starts,
             residency_unknown: blind,
+            tag: self.tag,
+            dirty_peak: self.dirty_peak,
         }
     }
 }

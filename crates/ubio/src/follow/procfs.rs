@@ -83,7 +83,9 @@ pub struct Seen {
     pub info: FdInfo,
 }
 
-/// The process tree below some roots and its open regular files.
+/// The process tree below some roots and its open regular files; or
+/// ([`Tree::listed`]) just the processes the caller lists, without their
+/// children (`ubio policy` decides about every process by itself).
 #[derive(Default)]
 pub struct Tree {
     members: BTreeMap<u32, HashMap<i32, Watched>>,
@@ -92,6 +94,8 @@ pub struct Tree {
     others: HashSet<u32>,
     /// The last pid the kernel handed out when /proc was last listed.
     last_pid: Option<u32>,
+    /// Members are only those added: children are not followed.
+    listed: bool,
 }
 
 /// The pid most recently handed out in this pid namespace (the last field
@@ -113,6 +117,20 @@ impl Tree {
         self.members.entry(pid).or_default();
     }
 
+    /// Members are the processes [`add_root`](Self::add_root) names, and
+    /// not their children.
+    pub fn listed() -> Tree {
+        Tree {
+            listed: true,
+            ..Tree::default()
+        }
+    }
+
+    /// Stop following `pid`.
+    pub fn remove(&mut self, pid: u32) {
+        self.members.remove(&pid);
+    }
+
     pub fn is_empty(&self) -> bool {
         self.members.is_empty()
     }
@@ -129,6 +147,9 @@ impl Tree {
     /// that are gone. Lists /proc only when a process was created since the
     /// last time (one read of /proc/loadavg otherwise).
     pub fn refresh(&mut self) -> io::Result<()> {
+        if self.listed {
+            return Ok(()); // gone members are dropped by scan
+        }
         let last = last_pid();
         if last.is_some() && last == self.last_pid {
             return Ok(());

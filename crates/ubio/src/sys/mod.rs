@@ -7,7 +7,9 @@
 
 mod cache;
 mod copy;
+mod fanotify;
 mod fs;
+mod ids;
 mod proc;
 mod rw;
 
@@ -19,15 +21,20 @@ pub use copy::{
     copy_file_range, ficlone, fiemap, mkfifo, seek_data, seek_hole, set_times_nofollow, Extent,
     FIEMAP_EXTENT_DELALLOC, FIEMAP_EXTENT_LAST, FIEMAP_EXTENT_UNWRITTEN,
 };
+pub use fanotify::{
+    fanotify_init, fanotify_mark, fanotify_mark_fd, fanotify_read, Event as FanEvent, EventMask,
+    InitFlags as FanInit, MarkFlags,
+};
 pub use fs::{
     access_fd, close, fallocate, fs_magic, fstat, ftruncate, geteuid, getfl, kernel_release, lseek,
     lseek_cur, lseek_set, reopen, statx_dio_align, DioAlign, FsMagic,
 };
+pub use ids::{group_id, peer_cred, user_id, PeerCred};
 pub use proc::{
     clock_monotonic, clock_ticks, cpu_time, kill, pidfd_getfd, pidfd_open, poll_readable,
-    raise_default, set_nice, Usage,
+    poll_readable_any, raise_default, raise_open_files_limit, set_nice, Usage,
 };
-pub use rw::{preadv2, pwritev2, RwFlags};
+pub use rw::{max_rw_count, preadv2, pwritev2, RwFlags};
 
 use std::io;
 

@@ -50,6 +50,45 @@ pub fn poll_readable(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> 
     }
 }
 
+/// `poll(fds with POLLIN, timeout)` over several descriptors: which of
+/// them became readable within `timeout` (all false on a timeout or EINTR).
+///
+/// See poll(2).
+pub fn poll_readable_any(fds: &[BorrowedFd<'_>], timeout: Duration) -> io::Result<Vec<bool>> {
+    let mut p: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|fd| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: `p` holds `p.len()` valid pollfds for the duration of the call.
+    match cvt(unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, ms) } as libc::c_long) {
+        Ok(_) => Ok(p.iter().map(|x| x.revents != 0).collect()),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(vec![false; fds.len()]),
+        Err(e) => Err(e),
+    }
+}
+
+/// `setrlimit(RLIMIT_NOFILE)`: raise the soft limit of open descriptors
+/// to the hard limit; returns the new limit.
+///
+/// See getrlimit(2).
+pub fn raise_open_files_limit() -> io::Result<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `r` is a valid out-pointer for struct rlimit.
+    cvt(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } as libc::c_long)?;
+    r.rlim_cur = r.rlim_max;
+    // SAFETY: `r` is a valid struct rlimit.
+    cvt(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) } as libc::c_long)?;
+    Ok(r.rlim_cur as u64)
+}
+
 /// Whose CPU time [`cpu_time`] reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Usage {

@@ -41,6 +41,13 @@ impl BitOrAssign for RwFlags {
     }
 }
 
+/// The most one read(2)/write(2)-family call moves, `MAX_RW_COUNT`
+/// (include/linux/fs.h: INT_MAX rounded down to a page): a longer request
+/// is cut to this length by the kernel and comes back short.
+pub fn max_rw_count() -> usize {
+    (i32::MAX as u64 & !(super::page_size() - 1)) as usize
+}
+
 /// The `offset` argument of preadv2/pwritev2: -1 for the file position; an
 /// offset past `off_t` is EINVAL (as a cast it would turn into -1, the position).
 fn file_offset(offset: Option<u64>) -> io::Result<libc::off_t> {

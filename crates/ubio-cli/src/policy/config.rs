@@ -1,0 +1,566 @@
+//! The policy's configuration file (TOML), read into the library's scopes
+//! and the daemon's settings. Every mistake is reported with the file, the
+//! line and the reason; a file or directory on its path that anyone but
+//! root could write is refused (whoever can edit it decides what a root
+//! daemon touches).
+//!
+//! ```toml
+//! [daemon]
+//! discovery = "auto"          # auto | fanotify | poll
+//! marks = "filesystem"        # filesystem | mount
+//! poll_interval = "500ms"     # when polling
+//! socket = "/run/ubio/policy.sock"
+//! window = "16M"              # default write-behind window of the scopes
+//!
+//! [exclude]                   # checked first, for every scope
+//! cgroups = ["/system.slice/postgresql.service"]
+//! paths = ["/var/lib/postgresql"]
+//!
+//! [[scope]]
+//! name = "backup"
+//! cgroups = ["/system.slice/backup.service"]
+//! uids = ["backup", 34]
+//! exes = ["tar", "/usr/bin/restic"]
+//! paths = ["/srv"]
+//! min_size = "1M"
+//! [scope.exclude]
+//! paths = ["/srv/db"]
+//! ```
+
+use serde::Deserialize;
+use std::fmt;
+use std::ops::Range;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use toml::Spanned;
+use ubio::follow::discover::MarkKind;
+use ubio::follow::policy::{DiscoveryMode, PolicyOptions};
+use ubio::follow::scope::{
+    gid_by_name, uid_by_name, CgroupPattern, Exclusions, ExePattern, FileRules, ProcessRules,
+    Scope, Scopes,
+};
+
+/// Where the status socket is unless the configuration says otherwise.
+pub const DEFAULT_SOCKET: &str = "/run/ubio/policy.sock";
+
+/// A configuration error: the file, the line (when it has one) and why.
+#[derive(Debug)]
+pub struct ConfigError {
+    pub path: PathBuf,
+    pub line: Option<usize>,
+    pub reason: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(l) => write!(f, "{}:{l}: {}", self.path.display(), self.reason),
+            None => write!(f, "{}: {}", self.path.display(), self.reason),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// A checked configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub scopes: Scopes,
+    pub options: PolicyOptions,
+    pub socket: PathBuf,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    daemon: RawDaemon,
+    #[serde(default)]
+    exclude: RawExclude,
+    #[serde(default)]
+    scope: Vec<RawScope>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawDaemon {
+    discovery: Option<Spanned<String>>,
+    marks: Option<Spanned<String>>,
+    poll_interval: Option<Spanned<String>>,
+    socket: Option<Spanned<String>>,
+    window: Option<Spanned<SizeSpec>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawExclude {
+    #[serde(default)]
+    cgroups: Vec<Spanned<String>>,
+    #[serde(default)]
+    uids: Vec<Spanned<IdSpec>>,
+    #[serde(default)]
+    gids: Vec<Spanned<IdSpec>>,
+    #[serde(default)]
+    exes: Vec<Spanned<String>>,
+    #[serde(default)]
+    paths: Vec<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScope {
+    name: Spanned<String>,
+    #[serde(default)]
+    cgroups: Vec<Spanned<String>>,
+    #[serde(default)]
+    uids: Vec<Spanned<IdSpec>>,
+    #[serde(default)]
+    gids: Vec<Spanned<IdSpec>>,
+    #[serde(default)]
+    exes: Vec<Spanned<String>>,
+    #[serde(default)]
+    paths: Vec<Spanned<String>>,
+    min_size: Option<Spanned<SizeSpec>>,
+    window: Option<Spanned<SizeSpec>>,
+    #[serde(default)]
+    exclude: RawExclude,
+}
+
+/// A uid or gid: a number or a name.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum IdSpec {
+    Number(u32),
+    Name(String),
+}
+
+/// A size: bytes, or a string with a suffix ("16M").
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SizeSpec {
+    Bytes(u64),
+    Text(String),
+}
+
+/// Read, check and parse the configuration at `path`.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let err = |line: Option<usize>, reason: String| ConfigError {
+        path: path.to_path_buf(),
+        line,
+        reason,
+    };
+    check_owner(path).map_err(|r| err(None, r))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| err(None, format!("cannot read: {}", crate::msg::reason(&e))))?;
+    parse(path, &text)
+}
+
+/// Parse configuration `text` (from `path`, for the messages).
+pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+    let line_of =
+        |span: Range<usize>| Some(text[..span.start.min(text.len())].matches('\n').count() + 1);
+    let err = |span: Option<Range<usize>>, reason: String| ConfigError {
+        path: path.to_path_buf(),
+        line: span.and_then(line_of),
+        reason,
+    };
+    let raw: RawConfig =
+        toml::from_str(text).map_err(|e| err(e.span(), e.message().to_string()))?;
+    let d = &raw.daemon;
+    let default_window = match &d.window {
+        Some(w) => nonzero(size(w).map_err(|r| err(Some(w.span()), r))?, "window")
+            .map_err(|r| err(Some(w.span()), r))?,
+        None => ubio::DEFAULT_WINDOW,
+    };
+    let discovery = one_of(
+        &d.discovery,
+        "discovery",
+        &[
+            ("auto", DiscoveryMode::Auto),
+            ("fanotify", DiscoveryMode::Fanotify),
+            ("poll", DiscoveryMode::Poll),
+        ],
+    )
+    .map_err(|(sp, r)| err(Some(sp), r))?
+    .unwrap_or(DiscoveryMode::Auto);
+    let marks = one_of(
+        &d.marks,
+        "marks",
+        &[
+            ("filesystem", MarkKind::Filesystem),
+            ("mount", MarkKind::Mount),
+        ],
+    )
+    .map_err(|(sp, r)| err(Some(sp), r))?
+    .unwrap_or(MarkKind::Filesystem);
+    let poll_interval = match d.poll_interval.as_ref() {
+        None => PolicyOptions::default().poll_interval,
+        Some(s) => duration(s.get_ref()).map_err(|r| err(Some(s.span()), r))?,
+    };
+    let socket = match d.socket.as_ref() {
+        None => PathBuf::from(DEFAULT_SOCKET),
+        Some(s) if s.get_ref().starts_with('/') => PathBuf::from(s.get_ref()),
+        Some(s) => {
+            return Err(err(
+                Some(s.span()),
+                format!("socket = {:?}: must be an absolute path", s.get_ref()),
+            ))
+        }
+    };
+    let exclude = exclusions(&raw.exclude).map_err(|(s, r)| err(Some(s), r))?;
+    let mut scopes = Vec::new();
+    for s in &raw.scope {
+        let name = s.name.get_ref().trim();
+        if name.is_empty() || name.contains(char::is_whitespace) {
+            return Err(err(
+                Some(s.name.span()),
+                format!("scope name {:?}: a word without spaces", s.name.get_ref()),
+            ));
+        }
+        if scopes.iter().any(|x: &Scope| x.name == name) {
+            return Err(err(
+                Some(s.name.span()),
+                format!("scope {name:?} is defined twice"),
+            ));
+        }
+        let processes = process_rules(&s.cgroups, &s.uids, &s.gids, &s.exes)
+            .map_err(|(sp, r)| err(Some(sp), r))?;
+        let files = FileRules {
+            paths: paths(&s.paths).map_err(|(sp, r)| err(Some(sp), r))?,
+            min_size: match &s.min_size {
+                Some(m) => size(m).map_err(|r| err(Some(m.span()), r))?,
+                None => 0,
+            },
+        };
+        let window = match &s.window {
+            Some(w) => nonzero(size(w).map_err(|r| err(Some(w.span()), r))?, "window")
+                .map_err(|r| err(Some(w.span()), r))?,
+            None => default_window,
+        };
+        scopes.push(Scope {
+            name: name.to_string(),
+            processes,
+            files,
+            exclude: exclusions(&s.exclude).map_err(|(sp, r)| err(Some(sp), r))?,
+            window,
+        });
+    }
+    if scopes.is_empty() {
+        return Err(err(None, "no [[scope]]: nothing would be managed".into()));
+    }
+    let mut options = PolicyOptions {
+        discovery,
+        marks,
+        poll_interval,
+        ..PolicyOptions::default()
+    };
+    options.follow.window = default_window;
+    Ok(Config {
+        scopes: Scopes { exclude, scopes },
+        options,
+        socket,
+    })
+}
+
+type Bad = (Range<usize>, String);
+
+/// The value of `key` among its `choices` (None when it is not set).
+fn one_of<T: Copy>(
+    v: &Option<Spanned<String>>,
+    key: &str,
+    choices: &[(&str, T)],
+) -> Result<Option<T>, Bad> {
+    let Some(v) = v else { return Ok(None) };
+    match choices.iter().find(|(name, _)| name == v.get_ref()) {
+        Some((_, t)) => Ok(Some(*t)),
+        None => {
+            let names: Vec<String> = choices.iter().map(|(n, _)| format!("{n:?}")).collect();
+            Err((
+                v.span(),
+                format!(
+                    "{key} = {:?}: must be one of {}",
+                    v.get_ref(),
+                    names.join(", ")
+                ),
+            ))
+        }
+    }
+}
+
+fn process_rules(
+    cgroups: &[Spanned<String>],
+    uids: &[Spanned<IdSpec>],
+    gids: &[Spanned<IdSpec>],
+    exes: &[Spanned<String>],
+) -> Result<ProcessRules, Bad> {
+    Ok(ProcessRules {
+        cgroups: cgroups
+            .iter()
+            .map(|c| CgroupPattern::parse(c.get_ref()).map_err(|r| (c.span(), r)))
+            .collect::<Result<_, _>>()?,
+        uids: uids
+            .iter()
+            .map(|u| id(u, uid_by_name, "user"))
+            .collect::<Result<_, _>>()?,
+        gids: gids
+            .iter()
+            .map(|g| id(g, gid_by_name, "group"))
+            .collect::<Result<_, _>>()?,
+        exes: exes
+            .iter()
+            .map(|e| ExePattern::parse(e.get_ref()).map_err(|r| (e.span(), r)))
+            .collect::<Result<_, _>>()?,
+    })
+}
+
+fn exclusions(x: &RawExclude) -> Result<Exclusions, Bad> {
+    Ok(Exclusions {
+        processes: process_rules(&x.cgroups, &x.uids, &x.gids, &x.exes)?,
+        paths: paths(&x.paths)?,
+    })
+}
+
+fn id(
+    spec: &Spanned<IdSpec>,
+    by_name: fn(&str) -> std::io::Result<u32>,
+    kind: &str,
+) -> Result<u32, Bad> {
+    match spec.get_ref() {
+        IdSpec::Number(n) => Ok(*n),
+        IdSpec::Name(n) => by_name(n).map_err(|e| {
+            (
+                spec.span(),
+                format!("{kind} {n:?}: {}", crate::msg::reason(&e)),
+            )
+        }),
+    }
+}
+
+/// Absolute, normalised path prefixes (no `..`: a prefix must say plainly
+/// what it covers).
+fn paths(list: &[Spanned<String>]) -> Result<Vec<PathBuf>, Bad> {
+    list.iter()
+        .map(|p| {
+            let s = p.get_ref();
+            let path = Path::new(s);
+            if !path.is_absolute() {
+                return Err((p.span(), format!("path {s:?}: must be absolute")));
+            }
+            if path
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+            {
+                return Err((p.span(), format!("path {s:?}: no '..' in a path prefix")));
+            }
+            Ok(path.components().collect())
+        })
+        .collect()
+}
+
+fn size(s: &Spanned<SizeSpec>) -> Result<u64, String> {
+    match s.get_ref() {
+        SizeSpec::Bytes(n) => Ok(*n),
+        SizeSpec::Text(t) => ubio::size::parse(t),
+    }
+}
+
+fn nonzero(n: u64, what: &str) -> Result<u64, String> {
+    if n == 0 {
+        Err(format!("{what} must be more than 0"))
+    } else {
+        Ok(n)
+    }
+}
+
+/// "500ms", "2s", "1.5s".
+fn duration(s: &str) -> Result<Duration, String> {
+    let bad = || format!("duration {s:?}: a number with ms or s (\"500ms\", \"2s\")");
+    let (num, unit) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else {
+        return Err(bad());
+    };
+    let v: f64 = num.trim().parse().map_err(|_| bad())?;
+    if !(v > 0.0) || v * unit > 3600.0 {
+        return Err(format!(
+            "duration {s:?}: must be more than 0 and at most an hour"
+        ));
+    }
+    Ok(Duration::from_secs_f64(v * unit))
+}
+
+/// Refuse a configuration that anyone but root could change: the file and
+/// every directory above it must belong to root and be writable by no
+/// group or other user (as sshd's StrictModes asks of its keys).
+pub fn check_owner(path: &Path) -> Result<(), String> {
+    let real = std::fs::canonicalize(path)
+        .map_err(|e| format!("cannot open: {}", crate::msg::reason(&e)))?;
+    let mut p = real.as_path();
+    loop {
+        let m = std::fs::symlink_metadata(p)
+            .map_err(|e| format!("{}: {}", p.display(), crate::msg::reason(&e)))?;
+        let what = if p == real {
+            "the configuration"
+        } else {
+            "its directory"
+        };
+        if m.uid() != 0 {
+            return Err(format!(
+                "refused: {what} {} belongs to uid {}, not root: whoever can change it decides what a root daemon touches",
+                p.display(),
+                m.uid()
+            ));
+        }
+        if m.mode() & 0o022 != 0 {
+            return Err(format!(
+                "refused: {what} {} is writable by {} (mode {:o}): make it writable by root only",
+                p.display(),
+                if m.mode() & 0o002 != 0 {
+                    "everyone"
+                } else {
+                    "its group"
+                },
+                m.mode() & 0o7777
+            ));
+        }
+        match p.parent() {
+            Some(parent) => p = parent,
+            None => return Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_str(s: &str) -> Result<Config, ConfigError> {
+        parse(Path::new("/etc/ubio/policy.toml"), s)
+    }
+
+    #[test]
+    fn a_full_configuration_is_read() {
+        let c = parse_str(
+            r#"
+[daemon]
+discovery = "poll"
+marks = "mount"
+poll_interval = "250ms"
+socket = "/run/x.sock"
+window = "8M"
+
+[exclude]
+cgroups = ["/system.slice/postgresql.service"]
+uids = ["root", 70]
+paths = ["/var/lib/postgresql/"]
+
+[[scope]]
+name = "backup"
+cgroups = ["memory:/backup/*"]
+exes = ["tar"]
+paths = ["/srv"]
+min_size = "1M"
+window = 33554432
+[scope.exclude]
+paths = ["/srv/db"]
+
+[[scope]]
+name = "everything"
+"#,
+        )
+        .unwrap();
+        assert_eq!(c.options.discovery, DiscoveryMode::Poll);
+        assert_eq!(c.options.marks, MarkKind::Mount);
+        assert_eq!(c.options.poll_interval, Duration::from_millis(250));
+        assert_eq!(c.options.follow.window, 8 << 20);
+        assert_eq!(c.socket, PathBuf::from("/run/x.sock"));
+        assert_eq!(c.scopes.exclude.processes.uids, vec![0, 70]);
+        assert_eq!(
+            c.scopes.exclude.paths,
+            vec![PathBuf::from("/var/lib/postgresql")]
+        );
+        let s = &c.scopes.scopes;
+        assert_eq!(s.len(), 2);
+        assert_eq!((s[0].files.min_size, s[0].window), (1 << 20, 32 << 20));
+        assert_eq!(
+            s[0].processes.cgroups[0].controller.as_deref(),
+            Some("memory")
+        );
+        assert_eq!(s[1].window, 8 << 20);
+        assert!(s[1].processes.is_empty());
+    }
+
+    #[test]
+    fn mistakes_are_named_with_their_line() {
+        let line = |s: &str| {
+            let e = parse_str(s).unwrap_err();
+            (e.line, e.to_string())
+        };
+        let (l, m) = line("[[scope]]\nname = \"a\"\ncgroups = [\"relative\"]\n");
+        assert_eq!(l, Some(3), "{m}");
+        assert!(m.contains("must start with /"), "{m}");
+        let (l, m) = line("[[scope]]\nname = \"a\"\n\nuids = [\"no-such-user-ubio\"]\n");
+        assert_eq!(l, Some(4), "{m}");
+        assert!(m.contains("no such user"), "{m}");
+        let (l, m) = line("[daemon]\nwindw = \"16M\"\n");
+        assert_eq!(l, Some(2), "{m}");
+        assert!(m.contains("unknown field"), "{m}");
+        let (l, m) = line("[[scope]]\nname = \"a\"\nmin_size = \"12Q\"\n");
+        assert_eq!(l, Some(3), "{m}");
+        let (l, m) = line("[[scope]]\nname = \"a\"\npaths = [\"/a/../b\"]\n");
+        assert_eq!(l, Some(3), "{m}");
+        let (l, m) = line("[[scope]\n");
+        assert_eq!(l, Some(1), "{m}");
+        let (_, m) = line("[daemon]\n");
+        assert!(m.contains("no [[scope]]"), "{m}");
+        let (l, m) = line("[[scope]]\nname = \"a\"\n[[scope]]\nname = \"a\"\n");
+        assert_eq!(l, Some(4), "{m}");
+        let (l, m) = line("[daemon]\npoll_interval = \"soon\"\n[[scope]]\nname = \"a\"\n");
+        assert_eq!(l, Some(2), "{m}");
+        assert!(m.starts_with("/etc/ubio/policy.toml:2: "), "{m}");
+    }
+
+    #[test]
+    fn a_configuration_others_can_write_is_refused() {
+        if !ubio_testenv::is_root() {
+            ubio_testenv::skip(
+                "a_configuration_others_can_write_is_refused",
+                "needs root (files owned by root and by others)",
+            );
+            return;
+        }
+        use std::os::unix::fs::PermissionsExt;
+        let dir =
+            tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap();
+        let f = dir.path().join("policy.toml");
+        std::fs::write(&f, "[[scope]]\nname = \"a\"\n").unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        if let Err(e) = check_owner(&f) {
+            // A directory above target/ that is not root's alone: nothing
+            // here can be tested.
+            ubio_testenv::skip(
+                "a_configuration_others_can_write_is_refused",
+                &format!("the work tree itself is refused: {e}"),
+            );
+            return;
+        }
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(check_owner(&f)
+            .unwrap_err()
+            .contains("writable by everyone"));
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o775)).unwrap();
+        assert!(check_owner(&f)
+            .unwrap_err()
+            .contains("writable by its group"));
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::fs::chown(&f, Some(65534), None).unwrap();
+        assert!(check_owner(&f)
+            .unwrap_err()
+            .contains("belongs to uid 65534"));
+    }
+}

@@ -1,0 +1,377 @@
+//! `ubio policy run|check|status`: the contract for every process of some
+//! scopes (a service, a container's cgroup, a user), with no prefix on the
+//! command. The engine is the library's (`ubio::follow::policy`, the same
+//! Follower as `ubio run`); this module reads the configuration, runs the
+//! loop (signals, SIGHUP reload, systemd's notify protocol), serves the
+//! status socket and logs.
+
+mod config;
+mod status;
+
+use anyhow::{Context, Result};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use std::io::Read;
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use ubio::follow::policy::Policy;
+use ubio::follow::scope::{ProcessFacts, ProcessVerdict};
+
+const DEFAULT_CONFIG: &str = "/etc/ubio/policy.toml";
+
+/// What `ubio policy --help` adds: what it does, what it cannot see.
+const ABOUT_POLICY: &str = "\
+Examples:
+  ubio policy check /etc/ubio/policy.toml
+  ubio policy run --config /etc/ubio/policy.toml     # what ubio-policy.service runs
+  ubio policy status
+  systemctl reload ubio-policy                        # SIGHUP: read the configuration again
+
+The daemon applies ubio's contract to the regular files that the processes of the
+configured scopes read and write: pages a stream brought in are dropped behind it,
+writeback starts early and each file's dirty + writeback stays near its window, pages
+others had cached stay. It finds the processes with fanotify (filesystem or mount
+marks: each read, write, open and close with the pid) or, where fanotify cannot be
+used, by polling the scopes' cgroups, and follows each file by its position with the
+engine of `ubio run`. It never reads or writes the files' data. Reads and writes
+through mmap raise no event and move no position: what they bring in stays cached
+until the file is closed, then it is written back and dropped. Readers that use pread
+alone are followed from the pages they leave, as one-call copies are.";
+
+/// `ubio policy check --help`: the configuration's format.
+const CONFIG_FORMAT: &str = "\
+Examples:
+  ubio policy check /etc/ubio/policy.toml
+
+The configuration is TOML; only root may be able to write it and its directories
+(the daemon refuses it otherwise). Every mistake is named with its line.
+
+  [daemon]
+  discovery = \"auto\"        # auto: fanotify where it can be used, else polling (the log says why);
+                              # fanotify: fail without it; poll: poll the scopes' cgroups
+  marks = \"filesystem\"      # fanotify marks: filesystem (every mount of it) or mount
+  poll_interval = \"500ms\"   # when polling
+  socket = \"/run/ubio/policy.sock\"
+  window = \"16M\"            # dirty + writeback per file, for scopes that set none
+
+  [exclude]                   # never managed, whatever a scope says (checked first)
+  cgroups = [\"/system.slice/postgresql.service\"]
+  uids = [\"postgres\"]
+  paths = [\"/var/lib/postgresql\"]
+
+  [[scope]]                   # one or more; a process's file goes to the first scope that takes it
+  name = \"backup\"
+  cgroups = [\"/system.slice/backup.service\", \"memory:/kubepods/*/pod*\"]
+  uids = [\"backup\", 34]       # real or effective uid; names or numbers
+  gids = [\"backup\"]           # real or effective gid, or a supplementary group
+  exes = [\"tar\", \"/usr/local/bin/restic\"]   # a name, or a glob over /proc/PID/exe
+  paths = [\"/srv\", \"/home\"]   # path prefixes of the files (whole components)
+  min_size = \"1M\"           # smaller files are left alone (a file being written is judged again as it grows)
+  window = \"16M\"
+  [scope.exclude]             # the same kinds as [exclude], for this scope only
+  paths = [\"/srv/db\"]
+
+Every kind of rule given must match (a process in one of the cgroups AND run by one of
+the uids ...); a kind left out matches everything, so a scope with no rules takes every
+process. Cgroup patterns are paths as /proc/PID/cgroup shows them, with globs (* and ?
+within a component, ** across), and take the cgroups below them too; \"CONTROLLER:/path\"
+matches only that cgroup v1 hierarchy, a plain path any hierarchy (v2's, or each v1 one).
+Files opened O_DIRECT or O_SYNC, pipes, sockets, devices and files on tmpfs are left
+alone; pages others had cached before a stream reached them stay cached.";
+
+#[derive(clap::Args)]
+#[command(after_long_help = ABOUT_POLICY)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Sub,
+}
+
+#[derive(clap::Subcommand)]
+enum Sub {
+    /// Run the daemon in the foreground (ubio-policy.service runs this)
+    #[command(after_help = "Examples:\n  ubio policy run --config /etc/ubio/policy.toml")]
+    Run(RunArgs),
+    /// Check a configuration and show what it would manage now
+    #[command(
+        after_help = "Examples:\n  ubio policy check /etc/ubio/policy.toml",
+        after_long_help = CONFIG_FORMAT
+    )]
+    Check(CheckArgs),
+    /// Ask the running daemon for its figures
+    #[command(after_help = "Examples:\n  ubio policy status\n  ubio policy status --json")]
+    Status(StatusArgs),
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// The configuration (TOML; its format: ubio policy check --help).
+    #[arg(long, default_value = DEFAULT_CONFIG)]
+    config: PathBuf,
+}
+
+#[derive(clap::Args)]
+struct CheckArgs {
+    /// The configuration to check.
+    #[arg(default_value = DEFAULT_CONFIG)]
+    config: PathBuf,
+}
+
+#[derive(clap::Args)]
+struct StatusArgs {
+    /// The figures as JSON.
+    #[arg(long)]
+    json: bool,
+    /// The daemon's socket (its configuration's `socket`).
+    #[arg(long, default_value = config::DEFAULT_SOCKET)]
+    socket: PathBuf,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    match args.command {
+        Sub::Run(a) => daemon(&a.config),
+        Sub::Check(a) => check(&a.config),
+        Sub::Status(a) => show_status(&a),
+    }
+}
+
+fn log(line: &str) {
+    eprintln!("ubio policy: {line}");
+}
+
+/// How long, at exit, the daemon waits for the writeback of what the
+/// processes wrote before dropping it.
+const FINAL_WRITEBACK: Duration = Duration::from_secs(60);
+
+fn daemon(path: &Path) -> Result<ExitCode> {
+    let cfg = match config::load(path) {
+        Ok(c) => c,
+        Err(e) => {
+            log(&e.to_string());
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    if let Err(e) = ubio::sys::raise_open_files_limit() {
+        log(&format!("cannot raise the limit of open files: {e}"));
+    }
+    // The engine must look every few milliseconds on a busy machine too.
+    if let Err(e) = ubio::sys::set_nice(-10) {
+        log::debug!("cannot raise the daemon's priority: {e}");
+    }
+    let mut policy = Policy::start(cfg.scopes.clone(), cfg.options)?;
+    let (wake, waker) = UnixStream::pair()?;
+    wake.set_nonblocking(true)?;
+    let shared = status::Shared::new(policy.status(), waker.try_clone()?);
+    let _server = status::serve(&cfg.socket, Arc::clone(&shared))?;
+    let names: Vec<&str> = cfg.scopes.scopes.iter().map(|s| s.name.as_str()).collect();
+    log(&format!(
+        "started with {} (scopes: {}); status at {}",
+        path.display(),
+        names.join(", "),
+        cfg.socket.display()
+    ));
+    for n in policy.take_notices() {
+        log(&n);
+    }
+    let (hup, term) = signals(&waker)?;
+    sd_notify("READY=1");
+    let socket = cfg.socket.clone();
+    loop {
+        let wait = policy.step();
+        for n in policy.take_notices() {
+            log(&n);
+        }
+        if shared.wanted() {
+            shared.publish(policy.status());
+        }
+        let fds: Vec<_> = std::iter::once(wake.as_fd()).chain(policy.fd()).collect();
+        let ready = ubio::sys::poll_readable_any(&fds, wait)?;
+        if ready[0] {
+            let mut buf = [0u8; 64];
+            while (&wake).read(&mut buf).is_ok_and(|n| n > 0) {}
+        }
+        if term.swap(false, Ordering::SeqCst) {
+            break;
+        }
+        if hup.swap(false, Ordering::SeqCst) {
+            sd_notify("RELOADING=1");
+            match config::load(path) {
+                Err(e) => log(&format!(
+                    "reload refused, the running configuration stays: {e}"
+                )),
+                Ok(new) => match policy.reload(new.scopes.clone(), new.options) {
+                    Ok(()) => {
+                        let names: Vec<&str> =
+                            new.scopes.scopes.iter().map(|s| s.name.as_str()).collect();
+                        log(&format!(
+                            "reloaded {} (scopes: {})",
+                            path.display(),
+                            names.join(", ")
+                        ));
+                        if new.socket != socket {
+                            log(&format!(
+                                "the socket stays at {} until a restart (the configuration now says {})",
+                                socket.display(),
+                                new.socket.display()
+                            ));
+                        }
+                    }
+                    Err(e) => log(&format!(
+                        "reload refused, the running configuration stays: {e}"
+                    )),
+                },
+            }
+            sd_notify("READY=1");
+        }
+    }
+    sd_notify("STOPPING=1");
+    let last = policy.finish(FINAL_WRITEBACK);
+    for n in policy.take_notices() {
+        log(&n);
+    }
+    log("exiting; the figures:");
+    for line in status::render(&last).lines() {
+        log(line);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// SIGHUP and SIGTERM/SIGINT set their flags and wake the loop through
+/// `waker` (the loop polls the other end with the event queue).
+fn signals(waker: &UnixStream) -> Result<(Arc<AtomicBool>, Arc<AtomicBool>)> {
+    let hup = Arc::new(AtomicBool::new(false));
+    let term = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(SIGHUP, Arc::clone(&hup))?;
+    for sig in [SIGTERM, SIGINT] {
+        signal_hook::flag::register(sig, Arc::clone(&term))?;
+    }
+    for sig in [SIGHUP, SIGTERM, SIGINT] {
+        signal_hook::low_level::pipe::register(sig, waker.try_clone()?)?;
+    }
+    Ok((hup, term))
+}
+
+/// systemd's readiness protocol (sd_notify(3)) for Type=notify: a datagram
+/// to $NOTIFY_SOCKET; nothing when it is not set.
+fn sd_notify(state: &str) {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr, UnixDatagram};
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        return;
+    };
+    let path = path.to_string_lossy().into_owned();
+    let addr = match path.strip_prefix('@') {
+        Some(name) => SocketAddr::from_abstract_name(name.as_bytes()),
+        None => SocketAddr::from_pathname(&path),
+    };
+    let sent = addr.and_then(|a| UnixDatagram::unbound()?.send_to_addr(state.as_bytes(), &a));
+    if let Err(e) = sent {
+        log(&format!("sd_notify {state} to {path}: {e}"));
+    }
+}
+
+fn check(path: &Path) -> Result<ExitCode> {
+    let cfg = match config::load(path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("ubio policy check: {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    println!("{}: valid", path.display());
+    print!("{}", describe(&cfg));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What a configuration says and what it would take now.
+fn describe(cfg: &config::Config) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let list = |v: Vec<String>| {
+        if v.is_empty() {
+            "any".to_string()
+        } else {
+            v.join(", ")
+        }
+    };
+    let rules =
+        |out: &mut String, p: &ubio::follow::scope::ProcessRules, paths: &[PathBuf]| {
+            let _ =
+                writeln!(
+            out,
+            "    cgroups: {}\n    uids: {}\n    gids: {}\n    executables: {}\n    paths: {}",
+            list(p.cgroups.iter().map(|c| match &c.controller {
+                Some(ctl) => format!("{ctl}:{}", c.path.as_str()),
+                None => c.path.as_str().to_string(),
+            }).collect()),
+            list(p.uids.iter().map(u32::to_string).collect()),
+            list(p.gids.iter().map(u32::to_string).collect()),
+            list(p.exes.iter().map(|e| e.0.as_str().to_string()).collect()),
+            list(paths.iter().map(|p| p.display().to_string()).collect()),
+        );
+        };
+    let o = &cfg.options;
+    let _ = writeln!(
+        out,
+        "daemon: discovery {:?}, {} marks, poll every {} ms, status socket {}",
+        o.discovery,
+        o.marks.name(),
+        o.poll_interval.as_millis(),
+        cfg.socket.display()
+    );
+    let x = &cfg.scopes.exclude;
+    if !x.processes.is_empty() || !x.paths.is_empty() {
+        out.push_str("excluded everywhere (checked first):\n");
+        rules(&mut out, &x.processes, &x.paths);
+    }
+    for s in &cfg.scopes.scopes {
+        let _ = writeln!(
+            out,
+            "scope {}: window {}, files of at least {}",
+            s.name,
+            ubio::size::human(s.window),
+            ubio::size::human(s.files.min_size)
+        );
+        rules(&mut out, &s.processes, &s.files.paths);
+        if !s.exclude.processes.is_empty() || !s.exclude.paths.is_empty() {
+            out.push_str("  excluded:\n");
+            rules(&mut out, &s.exclude.processes, &s.exclude.paths);
+        }
+    }
+    let patterns = cfg.scopes.cgroup_patterns();
+    let mut taken = Vec::new();
+    for pid in ubio::follow::discover::scope_pids(patterns.as_deref()) {
+        if pid == std::process::id() {
+            continue;
+        }
+        let mut f = ProcessFacts::new(pid);
+        if let ProcessVerdict::In(ix) = cfg.scopes.process(&mut f) {
+            let names: Vec<&str> = ix
+                .iter()
+                .map(|&i| cfg.scopes.scopes[i].name.as_str())
+                .collect();
+            let exe = f
+                .exe()
+                .map_or_else(|| "?".into(), |e| e.display().to_string());
+            taken.push(format!("  {pid} {exe} ({})", names.join(", ")));
+        }
+    }
+    let _ = writeln!(out, "processes in scope now: {}", taken.len());
+    for t in taken {
+        let _ = writeln!(out, "{t}");
+    }
+    out
+}
+
+fn show_status(a: &StatusArgs) -> Result<ExitCode> {
+    let s = status::ask(&a.socket)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&s).context("JSON")?);
+    } else {
+        print!("{}", status::render(&s));
+    }
+    Ok(ExitCode::SUCCESS)
+}
