@@ -43,6 +43,36 @@ EXPECTED_SKIPS=(
     "tests/cp/nfs-removal-race.sh|LD_PRELOAD was ineffective|wraps glibc's __xstat, which glibc 2.33+ no longer calls (GNU's cp and ubio both use statx/fstatat)"
     "tests/cp/cp-mv-enotsup-xattr.sh|insufficient mount/ext2 support|mounts ext2 with nouser_xattr, an option Linux 6.x no longer has"
 )
+#
+# The tests ubio's cp is known to fail today (issue 24's open gaps), each with
+# the gap it belongs to. A listed test that fails is reported, not counted
+# against the run; a failure not listed fails the run, and so does a listed
+# test that passes (remove it from the list: the list only shrinks).
+KNOWN_FAILURES=(
+    "tests/cp/acl.sh|metadata: --attributes-only refused; -p does not keep POSIX ACLs"
+    "tests/cp/attr-existing.sh|metadata: --attributes-only onto an existing file not done"
+    "tests/cp/reflink-perm.sh|metadata: --attributes-only with --reflink (modes and times only) not done"
+    "tests/cp/cp-i.sh|wording: -i/-n prompts and their answers not yet GNU's ('overwrite ...?')"
+    "tests/mv/i-2.sh|wording: -i prompt for an unwritable destination ('replace ..., overriding mode')"
+    "tests/cp/link-heap.sh|memory: cp -al of 40,000 entries under ulimit -v (bounded memory not done)"
+    "tests/cp/link-preserve.sh|hard links: --preserve=links across -H/-L and existing destinations"
+    "tests/cp/preserve-link.sh|hard links: -au into an existing tree keeping the links"
+    "tests/mv/hard-2.sh|hard links: -a of hard links onto existing hard links"
+    "tests/cp/parent-perm.sh|metadata: -p --parents does not set existing parent directories' modes"
+    "tests/cp/parent-perm-race.sh|metadata: --parents' directories' modes while they are made"
+    "tests/cp/preserve-mode.sh|metadata: --no-preserve=mode / --preserve=all order (the later must win)"
+    "tests/cp/preserve-gid.sh|metadata: as non-root, the group is kept when the user is in it"
+    "tests/cp/special-bits.sh|metadata: setuid/setgid cleared or kept as GNU does"
+    "tests/cp/capability.sh|metadata: security.capability must be set after ownership"
+    "tests/misc/xattr.sh|metadata: extended attributes not kept or dropped as GNU does"
+    "tests/cp/reflink-auto.sh|parsing: a repeated option (--reflink twice) is a usage error; GNU takes the last"
+    "tests/cp/sparse.sh|sparse: the copies' allocated blocks are not what GNU's test expects"
+)
+# A test is stopped after $UBIO_GNU_TEST_TIMEOUT seconds (default 300; the
+# longest passing one takes well under that here): one waiting for ever
+# (a fifo opened by nobody) is then a failure, not a hung CI run. A known
+# failure that times out is a failure too.
+#
 # and one check inside a test: help-version.sh (run for cp alone, not for
 # every program coreutils builds) compares the last word of
 # `cp --version` with coreutils' version; ubio's cp says it is ubio's
@@ -189,7 +219,12 @@ if [ "$#" -gt 0 ]; then
     user_tests=$(only_wanted $user_tests)
 fi
 all_tests=$(echo "$user_tests $root_tests" | wc -w)
-common=(SUBDIRS=. VERBOSE=no PROGRAMS= RUN_EXPENSIVE_TESTS=yes RUN_VERY_EXPENSIVE_TESTS=yes -k)
+test_timeout=${UBIO_GNU_TEST_TIMEOUT:-300}
+# Each .sh test through timeout (the automake driver's SH_LOG_COMPILER,
+# which GNU's Makefile sets to the shell): on expiry timeout kills the
+# test's process group and exits 124, which the driver records as FAIL.
+common=(SUBDIRS=. VERBOSE=no PROGRAMS= RUN_EXPENSIVE_TESTS=yes RUN_VERY_EXPENSIVE_TESTS=yes -k
+    "SH_LOG_COMPILER=timeout -k 10 $test_timeout \$(SHELL)")
 jobs=$(nproc)
 started=$SECONDS
 what=$([ "$reference" = yes ] && echo "GNU's own cp ($(command -v cp))" || echo "ubio as cp")
@@ -218,18 +253,29 @@ fi
 seconds=$((SECONDS - started))
 
 # --- Verdicts -----------------------------------------------------------------
-passed=0 skipped=0 failed=0
+passed=0 skipped=0 failed=0 known=0
+known_list=""
+listed() { # listed LIST TEST: the entry of TEST in LIST (name|...), or nothing
+    local list=$1 t=$2 e
+    local -n entries=$list
+    for e in "${entries[@]}"; do
+        if [ "${e%%|*}" = "$t" ]; then echo "$e"; fi
+    done
+    return 0
+}
 for t in $user_tests $root_tests; do
     base=${t%.sh}
     result=$(sed -n 's/^:test-result: //p' "$base.trs" 2>/dev/null || true)
-    expected=""
-    for e in "${EXPECTED_SKIPS[@]}"; do
-        [ "${e%%|*}" = "$t" ] && expected=$e
-    done
+    expected=$(listed EXPECTED_SKIPS "$t")
+    known_failure=$(listed KNOWN_FAILURES "$t")
     case "$result" in
     PASS)
         passed=$((passed + 1))
         [ -n "$expected" ] && echo "  note: $t passed (GNU's cp skips it here)"
+        if [ -n "$known_failure" ]; then
+            failed=$((failed + 1))
+            echo "  FAIL $t: passes, but is listed in KNOWN_FAILURES: remove it from the list"
+        fi
         ;;
     SKIP)
         reason=$(echo "$expected" | cut -d'|' -f2)
@@ -242,11 +288,28 @@ for t in $user_tests $root_tests; do
         fi
         ;;
     *)
-        failed=$((failed + 1))
-        echo "  FAIL $t (${result:-no result}); the end of $src/$base.log:"
-        grep -v '^+' "$base.log" 2>/dev/null | tail -15 | sed 's/^/    /'
+        timed_out=""
+        grep -qE "^FAIL .* \(exit status: (124|137)\)$" "$base.log" 2>/dev/null &&
+            timed_out=" (timed out after ${test_timeout}s)"
+        if [ -n "$known_failure" ] && [ -z "$timed_out" ]; then
+            known=$((known + 1))
+            known_list+="  known failure: $t: ${known_failure#*|}"$'\n'
+        else
+            failed=$((failed + 1))
+            echo "  FAIL $t (${result:-no result})$timed_out; the end of $src/$base.log:"
+            grep -v '^+' "$base.log" 2>/dev/null | tail -15 | sed 's/^/    /'
+        fi
         ;;
     esac
 done
-echo "gnu-cp-tests: $passed passed, $skipped skipped (as GNU's cp), $failed failed, of $all_tests, in ${seconds}s"
+# A listed test that no longer exists or is no longer run is a stale entry.
+for e in "${KNOWN_FAILURES[@]}"; do
+    t=${e%%|*}
+    case " $(echo $user_tests $root_tests) " in
+    *" $t "*) ;;
+    *) [ "$#" -gt 0 ] || { failed=$((failed + 1)); echo "  FAIL $t: in KNOWN_FAILURES but not among the tests run"; } ;;
+    esac
+done
+printf '%s' "$known_list"
+echo "gnu-cp-tests: $passed passed, $skipped skipped (as GNU's cp), $known known failures (KNOWN_FAILURES, issue 24), $failed failed, of $all_tests, in ${seconds}s"
 [ "$failed" -eq 0 ]
