@@ -138,6 +138,15 @@ fn main() -> ExitCode {
     let argv = command_line();
     let cli = match Cli::try_parse_from(&argv) {
         Ok(cli) => cli,
+        // cp ends a usage error with GNU's line, naming itself as invoked.
+        Err(e) if e.use_stderr() && argv.get(1).is_some_and(|c| c == "cp") => {
+            let text = e.render().to_string();
+            let text = text
+                .trim_end()
+                .trim_end_matches("For more information, try '--help'.");
+            eprintln!("{}\n{}", text.trim_end(), cp::try_help());
+            return ExitCode::from(usage_exit_code(&argv));
+        }
         Err(e) if e.use_stderr() => {
             let _ = e.print();
             return ExitCode::from(usage_exit_code(&argv));

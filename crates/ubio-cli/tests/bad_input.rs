@@ -667,7 +667,7 @@ fn invalid_sizes_and_flags() {
         &["cp", "--block", "0", "f", "x"],
         false,
         Exit::Fails,
-        &["invalid --block", "a size of at least 1 byte"],
+        &["invalid --block 0", "must be at least 1 byte"],
     );
     t.demo_case(
         &["demo", "--limit", "0"],

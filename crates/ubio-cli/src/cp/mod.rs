@@ -50,7 +50,7 @@ pub fn name() -> &'static str {
 }
 
 /// GNU's last line after a usage error.
-fn try_help() -> String {
+pub fn try_help() -> String {
     format!("Try '{} --help' for more information.", name())
 }
 

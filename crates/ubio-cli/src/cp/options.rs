@@ -234,6 +234,11 @@ impl Preserve {
                     self.xattr_required = on;
                 }
                 "context" if !on => {}
+                // GNU's words where there is no SELinux (none to keep); with
+                // SELinux, ubio's own: it does not copy the labels.
+                "context" if !std::path::Path::new("/sys/fs/selinux/enforce").exists() => {
+                    bail!("cannot preserve security context without an SELinux-enabled kernel")
+                }
                 "context" => bail!(
                     "{option}=context is not supported: ubio cp does not copy SELinux contexts"
                 ),
