@@ -36,6 +36,26 @@ fn json(out: &Output) -> serde_json::Value {
     })
 }
 
+/// A test of what ubio does not do yet (issue 24): `body`, the test as it
+/// should pass, must still fail, with a message containing `fails_with`.
+/// When it passes this fails (take the gap off: it is closed), and so does
+/// a failure of another kind (a new difference, not the known one).
+fn known_gap(gap: &str, fails_with: &str, body: fn()) {
+    let Err(panic) = std::panic::catch_unwind(body) else {
+        panic!("known gap closed, remove known_gap: {gap}");
+    };
+    let msg = panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default();
+    assert!(
+        msg.contains(fails_with),
+        "{gap}: fails otherwise than known (expected {fails_with:?}):\n{msg}"
+    );
+    eprintln!("known gap (issue 24): {gap}");
+}
+
 #[test]
 fn recursive_copy_keeps_the_tree_symlinks_and_fifos() {
     let dir = workdir();
@@ -77,8 +97,17 @@ fn recursive_copy_into_an_existing_directory_uses_the_source_name() {
 }
 
 /// As GNU cp -r: fifos and sockets are made anew (mknod), not read.
+/// Known gap of issue 24 (see known_gap): sockets are skipped with a warning, not made anew with mknod as GNU's cp -r does.
 #[test]
 fn sockets_and_fifos_are_made_anew() {
+    known_gap(
+        "sockets are skipped with a warning, not made anew with mknod as GNU's cp -r does",
+        "skipping socket",
+        sockets_and_fifos_are_made_anew_as_gnu,
+    );
+}
+
+fn sockets_and_fifos_are_made_anew_as_gnu() {
     let dir = workdir();
     let src = dir.path().join("tree");
     std::fs::create_dir(&src).unwrap();
@@ -107,8 +136,17 @@ fn a_directory_without_r_is_omitted() {
     assert!(!dir.path().join("e").exists());
 }
 
+/// Known gap of issue 24 (see known_gap): a directory into itself: refused as GNU, but GNU first makes the new directory and copies into it what comes before it.
 #[test]
 fn a_directory_is_not_copied_into_itself() {
+    known_gap(
+        "a directory into itself: refused as GNU, but GNU first makes the new directory and copies into it what comes before it",
+        "src.join(\"sub\").is_dir()",
+        a_directory_is_not_copied_into_itself_as_gnu,
+    );
+}
+
+fn a_directory_is_not_copied_into_itself_as_gnu() {
     let dir = workdir();
     let src = dir.path().join("d");
     std::fs::create_dir(&src).unwrap();
@@ -436,8 +474,20 @@ fn a_full_destination_is_reported_incomplete_with_counts() {
 
 /// Where the filesystem shares extents the copy is a clone: no data moves,
 /// neither file is cached; on ext4 the data is streamed.
+/// Known gap of issue 24 (see known_gap): --reflink=always where cloning fails: ubio says 'cannot clone to', GNU 'failed to clone ... from ...'.
 #[test]
 fn clones_on_btrfs_and_xfs() {
+    if !root_or_skip("clones_on_btrfs_and_xfs") {
+        return;
+    }
+    known_gap(
+        "--reflink=always where cloning fails: ubio says 'cannot clone to', GNU 'failed to clone ... from ...'",
+        "cannot clone to",
+        clones_on_btrfs_and_xfs_as_gnu,
+    );
+}
+
+fn clones_on_btrfs_and_xfs_as_gnu() {
     if !root_or_skip("clones_on_btrfs_and_xfs") {
         return;
     }
@@ -775,7 +825,6 @@ fn gnu_options_copy_uncached_and_links_read_nothing() {
     };
     write_cold(&big, &bytes());
     std::fs::write(p("outside"), b"old").unwrap();
-    std::fs::write(p("attrs"), b"kept").unwrap();
     let fifo = p("fifo");
     ubio::sys::mkfifo(&fifo, 0o600).unwrap();
     // Each run: what it tests, cp's arguments.
@@ -794,10 +843,6 @@ fn gnu_options_copy_uncached_and_links_read_nothing() {
         (
             "--sparse=always",
             args(&[&"--sparse=always", &big, &p("sparse")]),
-        ),
-        (
-            "--attributes-only",
-            args(&[&"--attributes-only", &"-p", &big, &p("attrs")]),
         ),
         (
             "-p --parents",
@@ -855,7 +900,6 @@ fn gnu_options_copy_uncached_and_links_read_nothing() {
     assert!(
         p("sparse").metadata().unwrap().blocks() * 512 < big.metadata().unwrap().len() - MIB as u64
     );
-    assert_eq!(std::fs::read(p("attrs")).unwrap(), b"kept");
     let backup = std::fs::read(p("outside.~1~")).unwrap();
     assert_eq!(backup, b"old");
     let ino = |p: &Path| p.metadata().unwrap().ino();
@@ -868,8 +912,20 @@ fn gnu_options_copy_uncached_and_links_read_nothing() {
 /// the copy of a tree runs as a user allowed one or three threads in all
 /// (RLIMIT_NPROC), so the workers, and the reader thread of a copy through
 /// buffers (--sparse=always), cannot all start.
+/// Known gap of issue 24 (see known_gap): a thread that cannot start panics (failed to spawn thread) instead of meaning fewer workers.
 #[test]
 fn threads_that_cannot_start_mean_fewer_workers() {
+    if !root_or_skip("threads_that_cannot_start_mean_fewer_workers") {
+        return;
+    }
+    known_gap(
+        "a thread that cannot start panics (failed to spawn thread) instead of meaning fewer workers",
+        "1 thread(s): ",
+        threads_that_cannot_start_mean_fewer_workers_as_gnu,
+    );
+}
+
+fn threads_that_cannot_start_mean_fewer_workers_as_gnu() {
     if !root_or_skip("threads_that_cannot_start_mean_fewer_workers") {
         return;
     }
@@ -967,4 +1023,25 @@ fn a_directory_opens_up_only_once_its_files_are_in() {
         std::fs::read(dst.join("fifo")).unwrap(),
         b"through the fifo"
     );
+}
+
+/// Known gap of issue 24 (see known_gap): --attributes-only is refused.
+#[test]
+fn attributes_only_copies_no_data_and_reads_nothing() {
+    known_gap(
+        "--attributes-only is refused",
+        "option --attributes-only is not supported",
+        attributes_only_copies_no_data_and_reads_nothing_as_gnu,
+    );
+}
+
+/// --attributes-only -p: the destination's data is kept, the source not read.
+fn attributes_only_copies_no_data_and_reads_nothing_as_gnu() {
+    let dir = workdir();
+    let (src, dst) = (dir.path().join("src"), dir.path().join("attrs"));
+    write_cold(&src, &data(6 * MIB + 11, 4));
+    std::fs::write(&dst, b"kept").unwrap();
+    assert_ok(&cp(&[&"--attributes-only", &"-p", &src, &dst]));
+    assert_eq!(count(&src).cached, 0, "source read");
+    assert_eq!(std::fs::read(&dst).unwrap(), b"kept");
 }

@@ -148,20 +148,59 @@ fn differs(
 /// A case: the setup script, cp's arguments, the environment.
 pub type Case<'a> = (&'a str, Vec<&'a str>, Vec<(&'a str, &'a str)>);
 
+/// A difference from GNU that ubio has today, knowingly: the case's setup,
+/// its arguments joined by spaces, and why (the gap of issue 24 it is).
+pub type Known<'a> = (&'a str, &'a str, &'a str);
+
+/// Every case as GNU's cp.
 pub fn assert_all_as_gnu(cases: &[Case]) {
+    assert_as_gnu_but(cases, &[]);
+}
+
+/// Every case as GNU's cp but the `known` differences, which must still
+/// differ: a new difference fails, and so does a known one that is gone
+/// (take it off the list) or that names no case.
+pub fn assert_as_gnu_but(cases: &[Case], known: &[Known]) {
     let dir = workdir();
+    let is_known = |setup: &str, args: &[&str]| {
+        known
+            .iter()
+            .any(|(s, a, _)| *s == setup && *a == args.join(" "))
+    };
+    for (setup, args, reason) in known {
+        assert!(
+            cases
+                .iter()
+                .any(|(s, a, _)| s == setup && a.join(" ") == *args),
+            "known difference names no case: cp {args}  (after: {setup}): {reason}"
+        );
+    }
     let mut failures = Vec::new();
+    let mut gone = Vec::new();
+    let mut still = 0;
     for (n, (setup, args, env)) in cases.iter().enumerate() {
-        if let Some(d) = differs(dir.path(), n, setup, args, env) {
-            failures.push(d);
+        let d = differs(dir.path(), n, setup, args, env);
+        match (d, is_known(setup, args)) {
+            (Some(d), false) => failures.push(d),
+            (Some(_), true) => still += 1,
+            (None, true) => gone.push(format!(
+                "cp {}  (after: {setup}): now as GNU, take it off the known differences",
+                args.join(" ")
+            )),
+            (None, false) => {}
         }
     }
     assert!(
-        failures.is_empty(),
-        "{} of {} cases differ from GNU cp:\n{}",
+        failures.is_empty() && gone.is_empty(),
+        "{} of {} cases differ from GNU cp (not known):\n{}\n{} known differences gone:\n{}",
         failures.len(),
         cases.len(),
-        failures.join("\n")
+        failures.join("\n"),
+        gone.len(),
+        gone.join("\n")
     );
-    eprintln!("{} cases as GNU cp", cases.len());
+    eprintln!(
+        "{} cases as GNU cp, {still} known differences (issue 24)",
+        cases.len() - still
+    );
 }
