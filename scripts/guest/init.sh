@@ -12,6 +12,7 @@
 #   GUEST-PROBE <fs> <probe JSON on one line>
 #   GUEST-TEST <fs> <binary>::<test>: ok|FAILED ... (<seconds>s)
 #   GUEST-FS <fs>: FAILED <what> (mkfs, mount or umount)
+#   GUEST-MATRIX: ok|FAILED ... (scripts/guest/matrix.sh, when run.sh put one in)
 #   GUEST-DONE <seconds>s
 # The host judges them. Powers off at the end.
 
@@ -190,4 +191,7 @@ if [ -n "$PC_FS$DF_FS" ]; then
         say "GUEST-POWERCUT: FAILED (no xfs for the images)"
     fi
 fi
+
+# A benchmark matrix (run.sh's UBIO_GUEST_MATRIX).
+[ -f /usr/share/ubio/matrix.sh ] && . /usr/share/ubio/matrix.sh
 finish

@@ -73,6 +73,9 @@
 # (default "emulated,direct": CI's pass; scripts/integrity.sh adds buffered
 # and kernel), UBIO_GUEST_DISKFAULT_MIB (MiB per stream, at least 24,
 # default 24).
+# A benchmark matrix in every guest after the tests (bench/kernel-ab.sh):
+# UBIO_GUEST_MATRIX, the arguments of `ubio-bench matrix` (empty: none);
+# scripts/guest/matrix.sh runs it and prints the matrix on the console.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -81,6 +84,7 @@ root=$PWD
 KERNELS=${UBIO_GUEST_KERNELS:-"6.12 6.1"}
 FILESYSTEMS=${UBIO_GUEST_FS:-"f2fs ext4 xfs btrfs"}
 [ "$FILESYSTEMS" = none ] && FILESYSTEMS=
+MATRIX=${UBIO_GUEST_MATRIX:-}
 POWERCUT=${UBIO_GUEST_POWERCUT-ext4}
 POWERCUT_BACKENDS=${UBIO_GUEST_POWERCUT_BACKENDS:-emulated,direct}
 POWERCUT_WORKLOADS=${UBIO_GUEST_POWERCUT_WORKLOADS:-cp,tree,fsync,overwrite}
@@ -398,6 +402,14 @@ cargo test --release --target "$target" -p ubio-tests "${test_args[@]}" --no-run
 r="$work/bins"
 mkdir -p "$r/usr/bin" "$r/tests"
 strip -o "$r/usr/bin/ubio" "$CARGO_TARGET_DIR/$target/release/ubio"
+if [ -n "$MATRIX" ]; then
+    cargo build -q --release --target "$target" -p ubio-bench --bin ubio-bench
+    strip -o "$r/usr/bin/ubio-bench" "$CARGO_TARGET_DIR/$target/release/ubio-bench"
+    mkdir -p "$r/usr/share/ubio"
+    echo "$MATRIX" > "$r/usr/share/ubio/matrix.args"
+    cp scripts/guest/matrix.sh "$r/usr/share/ubio/matrix.sh"
+    echo "== guest: and ubio-bench matrix $MATRIX"
+fi
 if [ -n "$POWERCUT$DISKFAULT" ]; then
     cargo build -q --release --target "$target" -p ubio-fsx --bin ubio-powercut --bin ubio-diskfault
     strip -o "$r/usr/bin/ubio-powercut" "$CARGO_TARGET_DIR/$target/release/ubio-powercut"

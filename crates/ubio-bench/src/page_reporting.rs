@@ -30,6 +30,14 @@ pub fn parameters(root: &Path) -> Option<BTreeMap<String, String>> {
     Some(params)
 }
 
+/// Whether this machine hands free memory back to its host: then a
+/// buffered run in a memory cgroup pays host faults that bare metal never
+/// pays, and the benchmarks' default is global pressure, which holds free
+/// memory small (see `ubio-bench demo --help`).
+pub fn on_here() -> bool {
+    parameters(Path::new(SYSFS)).is_some()
+}
+
 /// KiB handed back to the host since boot; None where the counter is
 /// missing or unreadable (kernels without it).
 pub fn reported_kib(root: &Path) -> Option<u64> {

@@ -63,6 +63,8 @@ fn tiny_copy_demo_verifies_every_tool_and_cleans_up() {
         &[
             "--copy",
             "--verify",
+            "--pressure",
+            "cgroup",
             "--limit",
             "128M",
             "--dataset",

@@ -36,7 +36,7 @@ use std::ffi::{CString, OsStr};
 use std::fmt;
 use std::fs;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -149,6 +149,11 @@ pub struct ScratchOpts {
     /// Extra mount options (joined with commas, after the defaults: ext4 gets
     /// `noinit_itable` so no background inode-table zeroing disturbs timings).
     pub mount_options: Vec<String>,
+    /// Allocate the whole backing file when it is made (fallocate), instead
+    /// of leaving it sparse: in /dev/shm its memory is then taken at once,
+    /// before a benchmark sizes its memory pressure, as the pmem that a
+    /// machine carves out of its RAM at boot.
+    pub preallocate: bool,
 }
 
 impl Default for ScratchOpts {
@@ -158,6 +163,7 @@ impl Default for ScratchOpts {
             direct_io: true,
             mkfs_args: Vec::new(),
             mount_options: Vec::new(),
+            preallocate: false,
         }
     }
 }
@@ -181,6 +187,12 @@ impl ScratchOpts {
     /// Sets [`ScratchOpts::direct_io`].
     pub fn direct_io(mut self, on: bool) -> Self {
         self.direct_io = on;
+        self
+    }
+
+    /// Sets [`ScratchOpts::preallocate`].
+    pub fn preallocate(mut self, on: bool) -> Self {
+        self.preallocate = on;
         self
     }
 }
@@ -511,6 +523,14 @@ impl ScratchFs {
                         format_args!("size backing file {} to {size_bytes} bytes", file.display()),
                     )
                 })?;
+                if opts.preallocate {
+                    ubio::sys::fallocate(f.as_fd(), 0, 0, size_bytes).map_err(|e| {
+                        context(
+                            e,
+                            format_args!("fallocate backing file {} ({size_bytes} bytes)", file.display()),
+                        )
+                    })?;
+                }
                 (file.clone(), Some(file))
             }
             Backing::Memfd => {

@@ -1,15 +1,21 @@
-//! `ubio-bench compare OLD.json NEW.json`: per mode and metric, what changed
-//! beyond the noise the runs themselves show (the rule is documented in
-//! `ubio_bench::harness::compare`), with an exit status for CI.
+//! `ubio-bench compare OLD NEW`: per mode and metric, what changed beyond
+//! the noise the runs themselves show (the rule is documented in
+//! `ubio_bench::harness::compare`), with an exit status for CI. OLD and NEW
+//! are two reports (report.json), or two matrices (their directories or
+//! matrix.json), compared point by point
+//! (`ubio_bench::harness::matrix::ab`).
 
 use super::report::{load, BAD_INPUT};
 use crate::out;
 use anyhow::Result;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use ubio_bench::harness::compare::{compare, CompareOptions};
+use ubio_bench::harness::matrix::ab;
+use ubio_bench::harness::matrix::record::{self, MatrixRecord};
 
-/// Compare two `ubio bench` results and flag changes beyond the noise.
+/// Compare two `ubio bench` results (two reports, or two matrices point by
+/// point) and flag changes beyond the noise.
 ///
 /// A change counts when it exceeds both --threshold and twice the runs'
 /// own relative spread (and a small absolute floor per metric); worse
@@ -18,7 +24,8 @@ use ubio_bench::harness::compare::{compare, CompareOptions};
 /// (a missing file, not a ubio bench report, a schema this ubio does not read).
 #[derive(clap::Args)]
 pub struct Args {
-    /// The earlier result (report.json).
+    /// The earlier result: a report.json, or a matrix (its directory or
+    /// its matrix.json).
     old: PathBuf,
     /// The later result.
     new: PathBuf,
@@ -28,12 +35,30 @@ pub struct Args {
     /// Print the comparison as JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Compare only what does not depend on the machine's speed (page-cache
+    /// footprints, reclaim per GB): for a machine against a guest under
+    /// software emulation (QEMU's TCG), whose timings are not comparable.
+    #[arg(long)]
+    no_timings: bool,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
     if !(args.threshold.is_finite() && args.threshold >= 0.0) {
         eprintln!("ubio bench compare: --threshold must be a percentage >= 0");
         return Ok(ExitCode::from(BAD_INPUT));
+    }
+    let opts = CompareOptions {
+        threshold_pct: args.threshold,
+        timings: !args.no_timings,
+        ..CompareOptions::default()
+    };
+    match (matrix_dir(&args.old), matrix_dir(&args.new)) {
+        (Some(old), Some(new)) => return compare_matrices(&old, &new, opts, args.json),
+        (None, None) => {}
+        _ => {
+            eprintln!("ubio bench compare: one of the two is a matrix and the other is not: compare like with like");
+            return Ok(ExitCode::from(BAD_INPUT));
+        }
     }
     let (old, new) = match (load(&args.old), load(&args.new)) {
         (Ok(old), Ok(new)) => (old, new),
@@ -44,12 +69,53 @@ pub fn run(args: Args) -> Result<ExitCode> {
             return Ok(ExitCode::from(BAD_INPUT));
         }
     };
-    let opts = CompareOptions {
-        threshold_pct: args.threshold,
-        ..CompareOptions::default()
-    };
     let comparison = compare(&old, &new, opts);
     if args.json {
+        out::print_json(&comparison)?;
+    } else {
+        out::print(&comparison.to_markdown())?;
+    }
+    Ok(if comparison.regressed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The matrix's directory, if `path` is one (or its matrix.json).
+fn matrix_dir(path: &Path) -> Option<PathBuf> {
+    if path.is_dir() && path.join(record::FILE).exists() {
+        Some(path.to_owned())
+    } else if path.file_name() == Some(std::ffi::OsStr::new(record::FILE)) {
+        Some(path.parent().map_or(PathBuf::from("."), Path::to_owned))
+    } else {
+        None
+    }
+}
+
+fn compare_matrices(old: &Path, new: &Path, opts: CompareOptions, json: bool) -> Result<ExitCode> {
+    let load = |dir: &Path| -> Result<MatrixRecord, String> {
+        record::load(dir)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("no {} in {}", record::FILE, dir.display()))
+    };
+    let (a, b) = match (load(old), load(new)) {
+        (Ok(a), Ok(b)) => (a, b),
+        (a, b) => {
+            for e in [a.err(), b.err()].into_iter().flatten() {
+                eprintln!("ubio bench compare: {e}");
+            }
+            return Ok(ExitCode::from(BAD_INPUT));
+        }
+    };
+    let comparison = match ab::compare(&a, old, &b, new, opts) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("ubio bench compare: {e}");
+            return Ok(ExitCode::from(BAD_INPUT));
+        }
+    };
+    if json {
         out::print_json(&comparison)?;
     } else {
         out::print(&comparison.to_markdown())?;

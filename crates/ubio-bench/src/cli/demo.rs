@@ -1,12 +1,14 @@
 //! `ubio demo`: the problem and the answer, side by side, in a minute or
 //! two: a short run of the benchmark harness (`ubio bench run`).
 //!
-//! In a memory cgroup made for the purpose, a dataset several times larger
-//! than the cgroup's limit is written and then read (two harness runs,
+//! In a memory cgroup made for the purpose (or, on a VM with free page
+//! reporting, beside a balloon that leaves that much memory to the whole
+//! machine: the figures bare metal would see), a dataset several times
+//! larger than that memory is written and then read (two harness runs,
 //! seq-write then seq-read; with --copy, one run of the copy workload) in
 //! each of the modes asked for (by default plain buffered I/O and ubio),
 //! each round in a random order, while a victim process keeps re-reading a hot file
-//! that fits. The harness does all of it (cgroup, victim and its solo
+//! that fits. The harness does all of it (cgroup or balloon, victim and its solo
 //! baseline, warm-up, sampling, summaries, cleanup on error and Ctrl-C);
 //! the demo picks the configuration, prints a short side-by-side table and
 //! a few sentences computed from the harness's mode summaries, and with
@@ -25,21 +27,36 @@ use std::time::Instant;
 use ubio_bench::harness::judge::{self, Figure};
 use ubio_bench::harness::mode::{Backable, BenchMode, Tool, WorkloadKind};
 use ubio_bench::harness::runner;
-use ubio_bench::harness::schema::{Config, ModeSummary, Report, Target, Workload};
+use ubio_bench::harness::schema::{Config, GlobalPressure, ModeSummary, Report, Target, Workload};
 use ubio_bench::harness::summary::baseline_mode;
 
-/// Stream a dataset larger than a memory cgroup with buffered I/O and with
-/// ubio (or other modes), next to a process re-reading a hot file, and
-/// compare: a short `ubio bench run` of seq-write and seq-read (or, with
-/// --copy, of copy commands).
+/// Stream a dataset larger than the memory it may use with buffered I/O
+/// and with ubio (or other modes), next to a process re-reading a hot
+/// file, and compare: a short `ubio bench run` of seq-write and seq-read
+/// (or, with --copy, of copy commands).
 ///
-/// Needs root (it makes a memory cgroup beneath its own) and about
-/// --dataset (twice with --copy) + --hot of free disk space under --dir.
+/// The memory is a memory cgroup's limit, or on a VM that hands free
+/// memory back to its host (free page reporting) what a balloon of locked
+/// memory leaves to the whole machine (global pressure): there, in a
+/// cgroup, a buffered run would take its pages from the machine's free
+/// memory and pay a host fault for each, which bare metal never pays;
+/// with free memory held small every mode reuses pages just freed, as on
+/// bare metal, and the table's "to host" column shows it.
+///
+/// Needs root (it makes a memory cgroup beneath its own, or the balloon)
+/// and about --dataset (twice with --copy) + --hot of free disk space
+/// under --dir.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Memory limit of the cgroup the workload and the hot-file reader run in.
+    /// The memory the workload and the hot-file reader may use: the memory
+    /// cgroup's limit, or under global pressure what the balloon leaves.
     #[arg(long, value_parser = size::parse, default_value = "512M")]
     limit: u64,
+    /// `cgroup`, `global` (a balloon leaves --limit to the whole machine;
+    /// see `ubio-bench run --help`), or `auto`: global on a VM with free
+    /// page reporting (the figures bare metal would see), else cgroup.
+    #[arg(long, value_parser = ["auto", "cgroup", "global"], default_value = "auto")]
+    pressure: String,
     /// Size of the dataset [default: 4 x --limit].
     #[arg(long, value_parser = size::parse)]
     dataset: Option<u64>,
@@ -62,10 +79,10 @@ pub struct Args {
     /// ubio-cp, ubio-run-cp. A mode that cannot run here is left out with a
     /// warning. NAME+backed (buffered, cp, rsync, xcp) runs NAME right after
     /// memory of its pages' size was faulted in and released: the baseline
-    /// as bare metal would see it on a VM with free page reporting.
-    /// [default: buffered,buffered+backed,ubio; with --copy: cp, cp+backed,
-    /// nocache-cp, dd-nocache, rsync, xcp (those installed), ubio-cp,
-    /// ubio-run-cp]
+    /// as bare metal would see it on a VM with free page reporting, in a
+    /// memory cgroup. [default: buffered,ubio, and in a cgroup
+    /// buffered+backed too; with --copy: cp, (cp+backed), nocache-cp,
+    /// dd-nocache, rsync, xcp (those installed), ubio-cp, ubio-run-cp]
     #[arg(long)]
     modes: Option<String>,
     /// Copy the dataset (one file to a new file, timed to durability: the
@@ -131,10 +148,10 @@ fn demo(args: Args) -> Result<ExitCode> {
         options.verify = args.verify;
         options.victim_solo_secs = args.solo_secs;
         progress.line(&format!(
-            "== {kind}: {} of {} in a {} memory cgroup, {}",
+            "== {kind}: {} of {} {}, {}",
             human_bytes(config.workload.dataset_bytes),
             modes_list(&config.modes),
-            human_bytes(args.limit),
+            memory_words(config),
             match config.victim_hot_bytes {
                 Some(hot) => format!("next to a reader of a {} hot file", human_bytes(hot)),
                 None => "no hot-file reader".to_owned(),
@@ -206,15 +223,35 @@ fn configs(a: &Args) -> Result<Vec<Config>> {
     if !(a.solo_secs >= 1.0 && a.solo_secs <= 60.0) {
         bail!("--solo-secs must be between 1 and 60");
     }
+    let global = match a.pressure.as_str() {
+        "global" => true,
+        "cgroup" => false,
+        _ => super::run::auto_global(a.limit),
+    };
+    // The backed twin is the bare-metal figure in a cgroup on a VM with
+    // free page reporting; under global pressure every mode already takes
+    // pages just freed (and backing memory there would evict the others').
+    let twin = !global;
     let modes = match &a.modes {
         Some(list) => parse_modes(list, a.copy)?,
-        None if a.copy => default_copy_modes(),
-        None => vec![
-            BenchMode::Buffered,
-            BenchMode::Backed(Backable::Buffered),
-            BenchMode::Ubio(ubio::BackendKind::Auto),
-        ],
+        None if a.copy => default_copy_modes(twin),
+        None => {
+            let mut m = vec![BenchMode::Buffered, BenchMode::Ubio(ubio::BackendKind::Auto)];
+            if twin {
+                m.insert(1, BenchMode::Backed(Backable::Buffered));
+            }
+            m
+        }
     };
+    let global_pressure = global.then(|| GlobalPressure {
+        leave_bytes: a.limit,
+        floor_bytes: super::run::default_floor(a.limit),
+    });
+    if let Some(p) = global_pressure {
+        let copies = if a.copy { 2 } else { 1 };
+        ubio_testenv::balloon::presses(copies * dataset + hot.unwrap_or(0), p.leave_bytes)
+            .map_err(|e| anyhow::anyhow!("--pressure global: {e}"))?;
+    }
     let kinds: &[WorkloadKind] = if a.copy {
         &[WorkloadKind::Copy]
     } else {
@@ -238,9 +275,9 @@ fn configs(a: &Args) -> Result<Vec<Config>> {
             target: Target::Dir {
                 path: a.dir.clone(),
             },
-            memory_limit_bytes: Some(a.limit),
+            memory_limit_bytes: (!global).then_some(a.limit),
             victim_hot_bytes: hot,
-            global_pressure: None,
+            global_pressure,
         })
         .collect())
 }
@@ -258,9 +295,9 @@ fn parse_modes(list: &str, copy: bool) -> Result<Vec<BenchMode>> {
     Ok(modes)
 }
 
-/// Every copy tool that is installed here, and cp's backed twin (the
-/// baseline as bare metal would see it).
-fn default_copy_modes() -> Vec<BenchMode> {
+/// Every copy tool that is installed here, and with `twin` cp's backed
+/// twin (the baseline as bare metal would see it, in a cgroup).
+fn default_copy_modes(twin: bool) -> Vec<BenchMode> {
     let mut modes: Vec<BenchMode> = Tool::ALL
         .into_iter()
         .filter(|t| t.caps().workload == WorkloadKind::Copy)
@@ -272,8 +309,31 @@ fn default_copy_modes() -> Vec<BenchMode> {
         })
         .map(BenchMode::Tool)
         .collect();
-    modes.insert(1, BenchMode::Backed(Backable::Tool(Tool::Cp)));
+    if twin {
+        modes.insert(1, BenchMode::Backed(Backable::Tool(Tool::Cp)));
+    }
     modes
+}
+
+/// The memory the run may use: the cgroup's limit or what the balloon leaves.
+fn memory_of(c: &Config) -> u64 {
+    c.global_pressure
+        .map(|p| p.leave_bytes)
+        .or(c.memory_limit_bytes)
+        .unwrap_or(u64::MAX)
+}
+
+/// "in a 512.0 MiB memory cgroup", "with 512.0 MiB of the machine's memory
+/// left by a balloon (global pressure)".
+fn memory_words(c: &Config) -> String {
+    match (c.global_pressure, c.memory_limit_bytes) {
+        (Some(p), _) => format!(
+            "with {} of the machine's memory left by a balloon (global pressure)",
+            human_bytes(p.leave_bytes)
+        ),
+        (None, Some(l)) => format!("in a {} memory cgroup", human_bytes(l)),
+        (None, None) => "with no memory limit".to_owned(),
+    }
 }
 
 fn modes_list(modes: &[BenchMode]) -> String {
@@ -320,11 +380,10 @@ fn render(reports: &[Report], conclusion: &[String]) -> String {
             (None, _) => "no hot-file reader".to_owned(),
         };
         let setup = format!(
-            "ubio demo: a {} dataset in a {} memory cgroup next to {victim}; {} on {}, Linux {}; \
+            "ubio demo: a {} dataset {} next to {victim}; {} on {}, Linux {}; \
              1 MiB requests, writes timed to durability; median of {} round(s) [min-max]",
             human_bytes(c.workload.dataset_bytes),
-            c.memory_limit_bytes
-                .map_or("unlimited".to_owned(), human_bytes),
+            memory_words(c),
             e.filesystem,
             e.device,
             e.kernel,
@@ -454,7 +513,7 @@ fn conclude(reports: &[Report]) -> Vec<String> {
             "read" => "Reading",
             _ => "Copying",
         };
-        let limit = r.config.memory_limit_bytes.unwrap_or(u64::MAX);
+        let limit = memory_of(&r.config);
         let size = human_bytes(r.config.workload.dataset_bytes);
         let base = baseline_mode(r).and_then(|b| measured(r).find(|m| m.mode == b));
         let ubios: Vec<&ModeSummary> = measured(r).filter(|m| is_ubio(m.mode)).collect();
@@ -472,7 +531,7 @@ fn conclude(reports: &[Report]) -> Vec<String> {
             continue;
         };
         let mut s = format!(
-            "{what} {size}: {} left up to {} of it in the page cache ({:.0}% of the {} limit)",
+            "{what} {size}: {} left up to {} of it in the page cache ({:.0}% of the {} it may use)",
             b.mode.label(),
             human_bytes(b.peak_dataset_cached_bytes),
             100.0 * b.peak_dataset_cached_bytes as f64 / limit as f64,
@@ -532,7 +591,7 @@ fn conclude(reports: &[Report]) -> Vec<String> {
     }
     if compared > 0 && held == compared {
         out.push(format!(
-            "So: ubio moved the data through a few MiB of page cache instead of filling the cgroup{}",
+            "So: ubio moved the data through a few MiB of page cache instead of filling the memory{}",
             if kept_victim { ", and the process next to it kept more of its speed." } else { "." }
         ));
     }

@@ -1,5 +1,6 @@
 //! `ubio-bench` (also reached as `ubio bench` and `ubio demo`): the limits
-//! of buffered I/O, measured (`run`, the seeds' `suite`, a short `demo`),
+//! of buffered I/O, measured (`run`, the seeds' `suite`, a short `demo`,
+//! a `matrix` of them),
 //! and the results rendered (`report`) and tracked (`compare`). It is a
 //! program of its own so that the `ubio` a user installs to copy files
 //! carries no benchmark, memory cgroups or balloon; it runs its worker
@@ -10,6 +11,7 @@
 mod compare;
 mod demo;
 mod interrupt;
+mod matrix;
 mod report;
 mod run;
 mod suite;
@@ -51,6 +53,10 @@ enum Command {
     Suite(suite::Args),
     #[command(after_help = "Examples:\n  ubio-bench demo\n  ubio-bench demo --copy --limit 1G")]
     Demo(demo::Args),
+    #[command(
+        after_help = "Examples:\n  ubio-bench matrix --estimate\n  ubio-bench matrix --out bench/out/m --max-minutes 15   (again to go on)\n  ubio-bench matrix --workloads seq-read --threads 1,2 --datasets 0.5,2 --targets xfs/shm\n  ubio-bench matrix --preset release --out bench/runs/release/DATE-COMMIT\n  ubio-bench compare old-matrix/ new-matrix/"
+    )]
+    Matrix(matrix::Args),
     #[command(name = "__worker", hide = true)]
     Worker(worker::Args),
     #[command(name = "__generate-docs", hide = true)]
@@ -65,6 +71,7 @@ impl Command {
             Command::Report(_) => "report",
             Command::Suite(_) => "suite",
             Command::Demo(_) => "demo",
+            Command::Matrix(_) => "matrix",
             Command::Worker(_) => "__worker",
             Command::GenerateDocs(_) => "__generate-docs",
         }
@@ -81,6 +88,7 @@ fn main() -> ExitCode {
         Command::Report(a) => report::run(a),
         Command::Suite(a) => suite::run(a),
         Command::Demo(a) => demo::run(a),
+        Command::Matrix(a) => matrix::run(a),
         Command::Worker(a) => worker::run(a),
         Command::GenerateDocs(a) => ubio_cmd::docs::run(a, Cli::command(), "ubio-bench", &[]),
     };

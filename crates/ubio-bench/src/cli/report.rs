@@ -1,12 +1,13 @@
 //! `ubio-bench report RESULT.json [--out DIR]`: the CSV, Markdown and HTML
 //! exports again, from the JSON alone (after a change to the exporters, or
-//! on another machine).
+//! on another machine); of a report, or of a matrix (its matrix.json).
 
 use crate::out;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use ubio_bench::harness::export;
+use ubio_bench::harness::matrix::record;
 use ubio_bench::harness::schema::Report;
 
 /// Render a `ubio bench` result (report.json) again: report.json, samples.csv,
@@ -16,7 +17,8 @@ use ubio_bench::harness::schema::Report;
 /// not a ubio bench report of a version this ubio reads.
 #[derive(clap::Args)]
 pub struct Args {
-    /// A report.json written by `ubio bench run`.
+    /// A report.json written by `ubio bench run`, or a matrix.json
+    /// written by `ubio bench matrix`.
     result: PathBuf,
     /// Where to write the files [default: the directory of RESULT].
     #[arg(long, value_name = "DIR")]
@@ -34,6 +36,9 @@ pub fn load(path: &Path) -> Result<Report, String> {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
+    if args.result.file_name() == Some(std::ffi::OsStr::new(record::FILE)) {
+        return matrix(&args);
+    }
     let report = match load(&args.result) {
         Ok(r) => r,
         Err(e) => {
@@ -49,6 +54,31 @@ pub fn run(args: Args) -> Result<ExitCode> {
         },
     };
     let written = export::write_all(&report, &dir)?;
+    let list: String = written
+        .iter()
+        .map(|p| format!("{}\n", p.display()))
+        .collect();
+    out::print(&list)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A matrix's exports again.
+fn matrix(args: &Args) -> Result<ExitCode> {
+    let from = args.result.parent().map_or(PathBuf::from("."), Path::to_owned);
+    let record = match record::load(&from) {
+        Ok(Some(r)) => r,
+        Ok(None) => {
+            eprintln!("ubio bench report: no {} in {}", record::FILE, from.display());
+            return Ok(ExitCode::from(BAD_INPUT));
+        }
+        Err(e) => {
+            eprintln!("ubio bench report: {e}");
+            return Ok(ExitCode::from(BAD_INPUT));
+        }
+    };
+    let dir = args.out.clone().unwrap_or(from);
+    std::fs::create_dir_all(&dir)?;
+    let written = export::matrix::write_all(&record, &dir)?;
     let list: String = written
         .iter()
         .map(|p| format!("{}\n", p.display()))

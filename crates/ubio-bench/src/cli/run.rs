@@ -220,12 +220,26 @@ fn config(a: &Args) -> Result<Config> {
         None => BenchMode::defaults(a.workload),
     };
     let copies = a.workload.copies();
+    let workload = Workload {
+        kind: a.workload,
+        block_bytes: a.block,
+        threads: a.threads,
+        files_per_thread: a.files_per_thread,
+        dataset_bytes: dataset,
+        duration_secs: a.duration,
+        queue_depth: a.qd,
+        seed: a.offset_seed,
+    };
+    let global_pressure = global.then(|| GlobalPressure {
+        leave_bytes: a.limit,
+        floor_bytes: a.floor.unwrap_or_else(|| default_floor(a.limit)),
+    });
     let target = match a.fs {
         None => Target::Dir {
             path: a.dir.clone(),
         },
         Some(kind) => {
-            let need = copies * dataset + victim.unwrap_or(0) + runner::target::SPACE_MARGIN;
+            let need = runner::target::space_needed(&workload, victim, global_pressure);
             let size = a
                 .fs_size
                 .unwrap_or((need + need / 4).max(kind.min_size_bytes()));
@@ -244,27 +258,32 @@ fn config(a: &Args) -> Result<Config> {
     if a.duration.is_some_and(|d| d.is_nan() || d <= 0.0) {
         bail!("--duration must be more than 0 seconds");
     }
+    if global {
+        ubio_testenv::balloon::presses(copies * dataset + victim.unwrap_or(0), a.limit)
+            .map_err(|e| anyhow::anyhow!("--pressure global: {e}"))?;
+    }
     Ok(Config {
-        workload: Workload {
-            kind: a.workload,
-            block_bytes: a.block,
-            threads: a.threads,
-            files_per_thread: a.files_per_thread,
-            dataset_bytes: dataset,
-            duration_secs: a.duration,
-            queue_depth: a.qd,
-            seed: a.offset_seed,
-        },
+        workload,
         modes,
         rounds: a.rounds,
         target,
         memory_limit_bytes: if global { None } else { limit },
         victim_hot_bytes: victim,
-        global_pressure: global.then(|| GlobalPressure {
-            leave_bytes: a.limit,
-            floor_bytes: a.floor.unwrap_or_else(|| default_floor(a.limit)),
-        }),
+        global_pressure,
     })
+}
+
+/// `--pressure auto`: global pressure on a VM with free page reporting
+/// (free memory held small: every mode takes pages just freed, as on bare
+/// metal, where in a memory cgroup buffered I/O would pay a host fault per
+/// page taken from the machine's free memory), if `leave` can be left
+/// safely (at least the lowest floor here); else a memory cgroup.
+pub(crate) fn auto_global(leave: u64) -> bool {
+    let total = ubio_testenv::procfs::meminfo()
+        .ok()
+        .and_then(|m| m.get("MemTotal").copied())
+        .unwrap_or(0);
+    ubio_bench::page_reporting::on_here() && leave >= ubio_testenv::balloon::min_floor(total)
 }
 
 /// Half of what the balloon leaves, but never under the lowest floor
@@ -290,28 +309,7 @@ pub(crate) fn default_out(prefix: &str) -> PathBuf {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    PathBuf::from("bench/out").join(format!("{prefix}{}", utc_stamp(secs)))
-}
-
-/// "2026-11-22-061502" for a time in seconds since the epoch (UTC).
-fn utc_stamp(secs: u64) -> String {
-    let (days, rem) = (secs / 86400, secs % 86400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}-{:02}{:02}{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    PathBuf::from("bench/out").join(format!("{prefix}{}", ubio_bench::clock::utc_stamp(secs)))
 }
 
 /// Progress on stderr: a bar per run on a terminal (its message the live
@@ -386,17 +384,5 @@ impl Progress for TermProgress {
             bar.finish_and_clear();
         }
         self.line(line);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stamps_utc() {
-        assert_eq!(utc_stamp(0), "1970-01-01-000000");
-        assert_eq!(utc_stamp(951_782_400 + 3661), "2000-02-29-010101");
-        assert_eq!(utc_stamp(1_795_330_502), "2026-11-22-065502");
     }
 }

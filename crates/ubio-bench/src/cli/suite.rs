@@ -34,9 +34,8 @@ pub struct Args {
     /// `cgroup` (each experiment in a memory cgroup of --limit) or `global`
     /// (no cgroup: a balloon of locked memory leaves --limit of the
     /// machine's memory, so kswapd reclaims as on the seeds' machines; see
-    /// `ubio bench run --help`). Experiments that cannot run so (a loop
-    /// device in /dev/shm, a dataset too small to press) keep their cgroup
-    /// and say so.
+    /// `ubio bench run --help`). Experiments that cannot run so (a
+    /// dataset too small to press) keep their cgroup and say so.
     #[arg(long, default_value = "cgroup", value_parser = ["cgroup", "global"])]
     pressure: String,
     /// With --pressure global: MemAvailable the balloon never goes below

@@ -29,7 +29,7 @@
 use super::export::json::leaves;
 use super::judge::Metric;
 use super::mode::BenchMode;
-use super::schema::{Report, Run};
+use super::schema::{Environment, Report, Run};
 use super::summary::{modes_in_order, ok_runs};
 use crate::stats::Summary;
 use serde::Serialize;
@@ -43,6 +43,11 @@ pub struct CompareOptions {
     pub threshold_pct: f64,
     /// How many combined relative standard deviations a change must exceed.
     pub noise_k: f64,
+    /// Compare the metrics that depend on the machine's speed (throughput,
+    /// CPU, times, the victim's rate); false between machines whose speeds
+    /// are not comparable (a host and a guest under QEMU's TCG), where
+    /// only page-cache footprints and reclaim per GB are compared.
+    pub timings: bool,
 }
 
 impl Default for CompareOptions {
@@ -50,6 +55,7 @@ impl Default for CompareOptions {
         CompareOptions {
             threshold_pct: 5.0,
             noise_k: 2.0,
+            timings: true,
         }
     }
 }
@@ -142,34 +148,13 @@ impl Comparison {
     /// A Markdown table of every metric, then the warnings and the verdict.
     pub fn to_markdown(&self) -> String {
         let mut out = format!(
-            "old: {}\nnew: {}\n\n| mode | metric | old median [min–max] | new median [min–max] | change | noise | verdict |\n|---|---|---|---|---|---|---|\n",
-            self.old_label, self.new_label
+            "old: {}\nnew: {}\n\n{}\n",
+            self.old_label,
+            self.new_label,
+            table_header(None)
         );
-        for m in &self.modes {
-            if let Some(f) = &m.failure {
-                let _ = writeln!(
-                    out,
-                    "| {} | runs | {} ok | 0 ok | | | REGRESSION: {f} |",
-                    m.mode, m.old_runs_ok
-                );
-            }
-            for c in &m.metrics {
-                let _ = writeln!(
-                    out,
-                    "| {} | {} | {} | {} | {} | ±{:.1}% | {} |",
-                    m.mode,
-                    c.metric.name(),
-                    range(c.old),
-                    range(c.new),
-                    change_text(c),
-                    c.noise_pct,
-                    match c.verdict {
-                        Verdict::Improvement => "better",
-                        Verdict::Regression => "REGRESSION",
-                        Verdict::Unchanged => "unchanged",
-                    }
-                );
-            }
+        for row in self.rows(None) {
+            let _ = writeln!(out, "{row}");
         }
         for (which, modes) in [("old", &self.only_in_old), ("new", &self.only_in_new)] {
             if !modes.is_empty() {
@@ -183,12 +168,7 @@ impl Comparison {
                 let _ = writeln!(out, "warning: {w}");
             }
         }
-        let _ = writeln!(
-            out,
-            "\nnoise: the change a metric must exceed, max({}%, {} × the runs' combined relative sd), \
-             beside a small absolute floor per metric",
-            self.options.threshold_pct, self.options.noise_k
-        );
+        out += &self.options.rule_note();
         let regressions = self.regressions();
         if regressions.is_empty() {
             out += "\nno regression beyond the noise\n";
@@ -198,6 +178,69 @@ impl Comparison {
                 let _ = writeln!(out, "- {r}");
             }
         }
+        out
+    }
+}
+
+impl Comparison {
+    /// The table's rows (without its header), each metric of each mode; a
+    /// first cell `lead` (the matrix's point) when given.
+    pub fn rows(&self, lead: Option<&str>) -> Vec<String> {
+        let lead = lead.map_or(String::new(), |l| format!("| {l} "));
+        let mut rows = Vec::new();
+        for m in &self.modes {
+            if let Some(f) = &m.failure {
+                rows.push(format!(
+                    "{lead}| {} | runs | {} ok | 0 ok | | | REGRESSION: {f} |",
+                    m.mode, m.old_runs_ok
+                ));
+            }
+            for c in &m.metrics {
+                rows.push(format!(
+                    "{lead}| {} | {} | {} | {} | {} | ±{:.1}% | {} |",
+                    m.mode,
+                    c.metric.name(),
+                    range(c.old),
+                    range(c.new),
+                    change_text(c),
+                    c.noise_pct,
+                    match c.verdict {
+                        Verdict::Improvement => "better",
+                        Verdict::Regression => "REGRESSION",
+                        Verdict::Unchanged => "unchanged",
+                    }
+                ));
+            }
+        }
+        rows
+    }
+}
+
+/// The header of [`Comparison::rows`]'s table (with a first column named
+/// `lead`, when given), and its separator line.
+pub fn table_header(lead: Option<&str>) -> String {
+    let (name, sep) = lead.map_or((String::new(), ""), |l| (format!("| {l} "), "|---"));
+    format!(
+        "{name}| mode | metric | old median [min–max] | new median [min–max] | change | noise | verdict |\n\
+         {sep}|---|---|---|---|---|---|---|"
+    )
+}
+
+impl CompareOptions {
+    /// What the rule was, for the end of a comparison.
+    pub fn rule_note(&self) -> String {
+        let mut out = String::new();
+        if !self.timings {
+            out += "\ntimings not compared (throughput, CPU, times, the victim's rate): the two \
+                    machines' speeds are not comparable; only page-cache footprints and reclaim \
+                    per GB, which do not depend on speed, are\n";
+        }
+        let _ = writeln!(
+            out,
+            "\nnoise: the change a metric must exceed, max({}%, {} × the runs' combined relative sd), \
+             beside a small absolute floor per metric",
+            self.threshold_pct, self.noise_k
+        );
         out
     }
 }
@@ -270,6 +313,7 @@ fn compare_mode(
     };
     let metrics = Metric::ALL
         .into_iter()
+        .filter(|m| opts.timings || !m.depends_on_speed())
         .filter_map(|metric| {
             let (o, n) = (values(&old_runs, metric)?, values(&new_runs, metric)?);
             Some(judge(metric, o, n, opts))
@@ -316,7 +360,12 @@ pub fn judge(metric: Metric, old: Summary, new: Summary, opts: CompareOptions) -
 }
 
 fn label(r: &Report) -> String {
-    let e = &r.environment;
+    environment_label(&r.environment)
+}
+
+/// "ubio 0.1.0 (abc123), kernel 6.18, ext4 on ..., host ...": where a
+/// result came from.
+pub fn environment_label(e: &Environment) -> String {
     let commit = e
         .git_commit
         .as_deref()
@@ -415,6 +464,7 @@ mod tests {
         let strict = CompareOptions {
             threshold_pct: 1.0,
             noise_k: 0.0,
+            ..CompareOptions::default()
         };
         assert!(compare(&old, &new, strict).regressed);
     }

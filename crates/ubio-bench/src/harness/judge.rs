@@ -39,15 +39,24 @@ pub enum Metric {
     VictimPctOfSolo,
     /// Writes: first write to fsync returning.
     TimeToDurable,
+    /// The dataset's page cache left after the run (writes: after fsync).
+    FinalDatasetCache,
+    /// The dataset's highest dirty + writeback footprint.
+    PeakDirtyWriteback,
+    /// Pages reclaimed per GB moved (kswapd, direct and cgroup limit reclaim).
+    ReclaimedPagesPerGb,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 5] = [
+    pub const ALL: [Metric; 8] = [
         Metric::Throughput,
         Metric::CpuSecsPerGb,
         Metric::PeakDatasetCache,
         Metric::VictimPctOfSolo,
         Metric::TimeToDurable,
+        Metric::FinalDatasetCache,
+        Metric::PeakDirtyWriteback,
+        Metric::ReclaimedPagesPerGb,
     ];
 
     pub fn name(self) -> &'static str {
@@ -57,7 +66,24 @@ impl Metric {
             Metric::PeakDatasetCache => "peak dataset cache MiB",
             Metric::VictimPctOfSolo => "victim median % of solo",
             Metric::TimeToDurable => "time to durable s",
+            Metric::FinalDatasetCache => "dataset cache after MiB",
+            Metric::PeakDirtyWriteback => "peak dirty+writeback MiB",
+            Metric::ReclaimedPagesPerGb => "pages reclaimed per GB",
         }
+    }
+
+    /// Whether the value depends on how fast the machine runs (times,
+    /// rates, CPU): not comparable between a machine and an emulated guest
+    /// (QEMU's TCG). The others (page-cache footprints, reclaim per GB)
+    /// are what the kernel does per byte, whatever the speed.
+    pub fn depends_on_speed(self) -> bool {
+        matches!(
+            self,
+            Metric::Throughput
+                | Metric::CpuSecsPerGb
+                | Metric::VictimPctOfSolo
+                | Metric::TimeToDurable
+        )
     }
 
     /// Whether a larger value is better.
@@ -73,6 +99,9 @@ impl Metric {
             Metric::PeakDatasetCache => 1.0,
             Metric::VictimPctOfSolo => 2.0,
             Metric::TimeToDurable => 0.05,
+            Metric::FinalDatasetCache | Metric::PeakDirtyWriteback => 1.0,
+            // 4 MB per GB.
+            Metric::ReclaimedPagesPerGb => 1000.0,
         }
     }
 
@@ -85,11 +114,16 @@ impl Metric {
             Metric::PeakDatasetCache => Some(s.peak_dataset_cached_bytes as f64 / MIB as f64),
             Metric::VictimPctOfSolo => s.victim.and_then(|v| v.median_pct_of_solo),
             Metric::TimeToDurable => s.time_to_durable_secs,
+            Metric::FinalDatasetCache => Some(s.final_dataset_cached_bytes as f64 / MIB as f64),
+            Metric::PeakDirtyWriteback => {
+                Some(s.peak_dataset_dirty_writeback_bytes as f64 / MIB as f64)
+            }
+            Metric::ReclaimedPagesPerGb => Some(s.reclaimed_pages_per_gb),
         }
     }
 
-    /// The metric over a mode's runs (the median; the cache's peak is the
-    /// highest), in the same unit as [`Metric::of_run`]; None where it does
+    /// The metric over a mode's runs (the median; the page-cache
+    /// footprints are the highest), in the same unit as [`Metric::of_run`]; None where it does
     /// not apply or no run succeeded.
     pub fn of_mode(self, m: &ModeSummary) -> Option<f64> {
         if m.runs_ok == 0 {
@@ -101,6 +135,11 @@ impl Metric {
             Metric::PeakDatasetCache => Some(m.peak_dataset_cached_bytes as f64 / MIB as f64),
             Metric::VictimPctOfSolo => m.victim.and_then(|v| v.median_pct_of_solo),
             Metric::TimeToDurable => m.time_to_durable_secs.map(|s| s.median),
+            Metric::FinalDatasetCache => Some(m.final_dataset_cached_bytes as f64 / MIB as f64),
+            Metric::PeakDirtyWriteback => {
+                Some(m.peak_dataset_dirty_writeback_bytes as f64 / MIB as f64)
+            }
+            Metric::ReclaimedPagesPerGb => m.reclaimed_pages_per_gb.map(|s| s.median),
         }
     }
 
@@ -607,6 +646,15 @@ pub fn page_reporting_note(report: &Report) -> String {
             .to_owned();
     }
     match (&report.environment.free_page_reporting, twin) {
+        (Some(_), _) if report.config.global_pressure.is_some() => format!(
+            "This machine ({}) hands free memory back to its host (free page reporting), which \
+             makes a buffered run that takes its pages from the machine's free memory slower \
+             here than on bare metal. This run ran under global pressure: the balloon held free \
+             memory small, so every mode took its pages from memory just freed, as on bare \
+             metal; {}",
+            report.environment.virtualization.summary,
+            reported_under_pressure(report)
+        ),
         (Some(_), Some(twin)) => format!(
             "This machine ({}) hands free memory back to its host (free page reporting), so a \
              buffered run whose page-cache pages come from freed memory pays a host fault per \
@@ -626,6 +674,39 @@ pub fn page_reporting_note(report: &Report) -> String {
         (None, _) => "No free page reporting here: buffered I/O takes its pages as on bare \
                       metal, and the backed figures (if any) should match the plain ones."
             .to_owned(),
+    }
+}
+
+/// How much went back to the host during the runs, per mode (medians):
+/// near zero for every mode is what makes the figures bare metal's.
+fn reported_under_pressure(report: &Report) -> String {
+    const NEAR_ZERO: u64 = 64 * MIB;
+    let each: Vec<(BenchMode, u64)> = report
+        .modes
+        .iter()
+        .filter_map(|m| Some((m.mode, m.reported_to_host_bytes?.median as u64)))
+        .collect();
+    if each.is_empty() {
+        return "how much went back to the host was not measured.".into();
+    }
+    let list: Vec<String> = each
+        .iter()
+        .map(|(m, b)| format!("{m} {}", human_bytes(*b)))
+        .collect();
+    if each.iter().all(|(_, b)| *b <= NEAR_ZERO) {
+        format!(
+            "the memory handed back to the host during the runs stayed near zero for every mode \
+             (median per run: {}), so these are the figures a bare-metal machine with this much \
+             memory would see.",
+            list.join(", ")
+        )
+    } else {
+        format!(
+            "but memory did go back to the host during some modes' runs (median per run: {}): \
+             those modes' pages came in part from reported memory, and bare metal could be \
+             faster for them.",
+            list.join(", ")
+        )
     }
 }
 

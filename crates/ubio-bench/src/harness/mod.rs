@@ -21,5 +21,6 @@ pub mod judge;
 pub mod export;
 pub mod compare;
 pub mod suite;
+pub mod matrix;
 /// A synthetic report for tests of the results side (no disk needed).
 pub mod mock;

@@ -22,12 +22,12 @@
 pub mod environment;
 pub mod executor;
 #[cfg(test)]
-mod fake;
+pub(crate) mod fake;
 pub mod process;
 pub mod target;
 
 use super::schedule::Schedule;
-use super::schema::{Backing, Config, Report, Run, Sample, Target};
+use super::schema::{Config, Report, Run, Sample};
 use super::{sampler, summary};
 use executor::{BalloonState, Ended, Executor, RunSpec};
 use std::io;
@@ -303,17 +303,6 @@ fn validate(c: &Config) -> io::Result<()> {
                 "global pressure runs without a memory cgroup: give no memory limit with it".into(),
             );
         }
-        if let Target::Loop {
-            backing: Backing::Shm,
-            ..
-        } = c.target
-        {
-            return bad(
-                "global pressure with a loop device backed by /dev/shm: the backing file would take the \
-                 dataset's size in memory and the balloon would give it back; use disk backing"
-                    .into(),
-            );
-        }
         if c.victim_hot_bytes
             .is_some_and(|hot| hot > p.leave_bytes / 4 * 3)
         {
@@ -363,7 +352,7 @@ mod tests {
     use super::fake::{Attempt, Call, Fake};
     use super::*;
     use crate::harness::mode::{Backable, BenchMode, WorkloadKind};
-    use crate::harness::schema::{GlobalPressure, Workload};
+    use crate::harness::schema::{GlobalPressure, Target, Workload};
     use ubio::BackendKind;
 
     const DATASET: u64 = 400_000_000;

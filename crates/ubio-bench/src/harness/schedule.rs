@@ -29,9 +29,7 @@ impl Schedule {
         let rounds = (0..rounds)
             .map(|_| {
                 let mut order = modes.to_vec();
-                for i in (1..order.len()).rev() {
-                    order.swap(i, rng.below(i as u64 + 1) as usize);
-                }
+                shuffle(&mut rng, &mut order);
                 order
             })
             .collect();
@@ -44,6 +42,13 @@ impl Schedule {
             .iter()
             .zip(1..)
             .flat_map(|(order, round)| order.iter().map(move |&m| (round, m)))
+    }
+}
+
+/// Fisher-Yates over `rng`: the modes of a round, the points of a matrix.
+pub fn shuffle<T>(rng: &mut SplitMix64, items: &mut [T]) {
+    for i in (1..items.len()).rev() {
+        items.swap(i, rng.below(i as u64 + 1) as usize);
     }
 }
 

@@ -10,7 +10,7 @@ use crate::harness::schema::{Report, Run, Sample};
 use crate::harness::summary::{modes_in_order, ok_runs};
 use std::fmt::Write;
 
-const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:80em}\
+pub(crate) const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:80em}\
 table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #ccc;padding:.3em .6em;text-align:right}\
 th{background:#f4f4f4}td:first-child,td:nth-child(2),th{text-align:left}\
 .warn{color:#a40}figure{margin:1em 0}figcaption{color:#555;font-size:.9em}";
@@ -162,10 +162,11 @@ fn plot(
                     .unwrap_or_default(),
             })
             .collect(),
+        limit: None,
     }
 }
 
-fn table_html(t: &Table) -> String {
+pub(crate) fn table_html(t: &Table) -> String {
     let mut out = String::from("<table>\n<tr>");
     for h in &t.header {
         let _ = write!(out, "<th>{}</th>", escape(h));
@@ -182,7 +183,7 @@ fn table_html(t: &Table) -> String {
     out
 }
 
-fn lines_html(lines: &[(String, String)]) -> String {
+pub(crate) fn lines_html(lines: &[(String, String)]) -> String {
     let mut out = String::from("<ul>\n");
     for (k, v) in lines {
         let _ = writeln!(out, "<li><b>{}</b>: {}</li>", escape(k), escape(v));
@@ -251,6 +252,21 @@ mod tests {
         }
         assert!(render(&undone).contains("but perhaps only in part"));
         assert!(!html.contains("but perhaps only in part"));
+        // Under global pressure: the reported memory of every mode decides.
+        let mut pressed = report.clone();
+        pressed.config.global_pressure = Some(crate::harness::schema::GlobalPressure {
+            leave_bytes: 1 << 30,
+            floor_bytes: 512 << 20,
+        });
+        pressed.config.memory_limit_bytes = None;
+        for m in &mut pressed.modes {
+            m.reported_to_host_bytes = crate::stats::Summary::of(&[4e6]);
+        }
+        let near = render(&pressed);
+        assert!(near.contains("stayed near zero for every mode"), "{near}");
+        assert!(near.contains("ubio 3.8 MiB"), "{near}");
+        pressed.modes[0].reported_to_host_bytes = crate::stats::Summary::of(&[900e6]);
+        assert!(render(&pressed).contains("memory did go back to the host"));
         let mut off = report.clone();
         off.environment.free_page_reporting = None;
         assert!(render(&off).contains("No free page reporting here"));

@@ -1,7 +1,8 @@
 //! The report in every format, one module per format (hyperfine-style):
 //! JSON (the source of truth: everything else can be re-rendered from it),
 //! CSV (samples and runs), Markdown (the headline table) and a
-//! self-contained HTML page with SVG plots.
+//! self-contained HTML page with SVG plots; [`matrix`] the same for a
+//! matrix of benchmarks.
 //!
 //! [`write_all`] writes them all into one directory; each file is written to
 //! a temporary name and renamed into place, so a reader (or a benchmark
@@ -11,6 +12,7 @@ pub mod csv;
 pub mod html;
 pub mod json;
 pub mod markdown;
+pub mod matrix;
 mod svg;
 pub mod table;
 

@@ -35,11 +35,22 @@ pub struct Plot {
     pub x_label: String,
     pub y_label: String,
     pub series: Vec<Series>,
+    /// A physical limit (the memcpy ceiling), drawn dashed in grey above
+    /// the series and in the legend.
+    pub limit: Option<Series>,
 }
+
+/// The colour of [`Plot::limit`].
+const LIMIT_COLOUR: &str = "#555";
 
 /// The plot as an `<svg>` element.
 pub fn render(plot: &Plot) -> String {
-    let all = || plot.series.iter().flat_map(|s| s.points.iter());
+    let all = || {
+        plot.series
+            .iter()
+            .chain(&plot.limit)
+            .flat_map(|s| s.points.iter())
+    };
     let (x_step, x_max) = axis(all().map(|p| p.0).fold(0.0, f64::max));
     let (y_step, y_max) = axis(all().map(|p| p.1).fold(0.0, f64::max));
     let (plot_w, plot_h) = (WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM);
@@ -141,6 +152,28 @@ pub fn render(plot: &Plot) -> String {
             escape(&label)
         );
     }
+    if let Some(limit) = plot.limit.as_ref().filter(|l| !l.points.is_empty()) {
+        let points: Vec<String> = limit
+            .points
+            .iter()
+            .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
+            .collect();
+        let ly = TOP + 8.0 + 18.0 * plot.series.len() as f64;
+        let lx = WIDTH - RIGHT + 15.0;
+        let _ = writeln!(
+            svg,
+            "<polyline fill=\"none\" stroke=\"{LIMIT_COLOUR}\" stroke-width=\"2\" stroke-dasharray=\"6 4\" \
+             points=\"{}\"><title>{}</title></polyline>\n\
+             <line x1=\"{lx}\" y1=\"{ly:.1}\" x2=\"{:.1}\" y2=\"{ly:.1}\" stroke=\"{LIMIT_COLOUR}\" \
+             stroke-width=\"3\" stroke-dasharray=\"6 4\"/><text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+            points.join(" "),
+            escape(&limit.label),
+            lx + 20.0,
+            lx + 26.0,
+            ly + 4.0,
+            escape(&limit.label)
+        );
+    }
     svg.push_str("</svg>\n");
     svg
 }
@@ -200,11 +233,34 @@ mod tests {
                     points: vec![],
                 },
             ],
+            limit: None,
         };
         let svg = render(&plot);
         assert_eq!(svg.matches("<polyline").count(), 1);
         assert_eq!(svg.matches("<circle").count(), 2, "short lines get dots");
         assert!(svg.contains("b&amp;c (no data)"));
         assert!(svg.contains("t &lt;1&gt;") && !svg.contains("<1>"));
+    }
+
+    #[test]
+    fn the_limit_is_dashed_in_the_legend_and_sets_the_scale() {
+        let plot = Plot {
+            title: "scaling".into(),
+            x_label: "threads".into(),
+            y_label: "MB/s".into(),
+            series: vec![Series {
+                label: "buffered".into(),
+                points: vec![(1.0, 100.0), (2.0, 150.0)],
+            }],
+            limit: Some(Series {
+                label: "memcpy".into(),
+                points: vec![(1.0, 900.0), (2.0, 1600.0)],
+            }),
+        };
+        let svg = render(&plot);
+        assert_eq!(svg.matches("stroke-dasharray").count(), 2, "line and legend");
+        assert!(svg.contains("<title>memcpy</title></polyline>"));
+        // The axis reaches above the limit (1600): its last tick is 2000.
+        assert!(svg.contains(">2000</text>"), "{svg}");
     }
 }

@@ -8,7 +8,7 @@ use super::executor::{BalloonState, Concluded, Ended, Executor, ModeCheck, Prepa
 use super::Progress;
 use crate::harness::mode::BenchMode;
 use crate::harness::schema::{Config, FioCheck, PressureRecord, Report, Run, Sample, VictimSolo};
-use crate::harness::summary::{summarize_run, RunInput};
+use crate::harness::summary::{summarize_run, FastPeaks, RunInput};
 use crate::stats::Summary;
 use std::collections::HashMap;
 use std::io;
@@ -59,6 +59,8 @@ pub struct Fake {
     /// ends the benchmark.
     pub broken_at_measure: Option<usize>,
     pub dataset_bytes: u64,
+    /// The dataset's page-cache peak of each mode's runs (absent: 0).
+    pub peak_cache: HashMap<BenchMode, u64>,
     pub calls: Vec<Call>,
     measured: usize,
     tried: HashMap<BenchMode, usize>,
@@ -109,7 +111,10 @@ impl Fake {
             time_to_durable_secs: None,
             final_dataset_cached_bytes: Some(0),
             victim_solo_ops_per_s: None,
-            fast_peaks: None,
+            fast_peaks: self.peak_cache.get(&mode).map(|&cached_bytes| FastPeaks {
+                cached_bytes,
+                dirty_writeback_bytes: 0,
+            }),
             reported_to_host_bytes: None,
         });
         Run {

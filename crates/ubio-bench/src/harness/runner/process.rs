@@ -10,7 +10,9 @@
 //!   on a hot file that fits and its rate alone, fio;
 //! - settle: the dataset's own pages dropped (fsync + POSIX_FADV_DONTNEED
 //!   on our files only: the machine is shared, so never drop_caches), the
-//!   victim's hot file read through again;
+//!   victim's hot file read through again; under global pressure, the
+//!   memory just freed filled again with a filler file's clean cache, so
+//!   that every run starts with free memory small (see [`FREE_KEPT`]);
 //! - warm_up: one untimed buffered pass of the workload, which touches the
 //!   memory the runs will use (fresh VM memory is slow on first touch);
 //! - measure: a backed mode first faults in and releases memory of the
@@ -61,6 +63,17 @@ const PEAK_EVERY: Duration = Duration::from_millis(10);
 const REPORTING_PASS: Duration = Duration::from_millis(2500);
 /// How long a worker may take to start.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// Free memory a settle leaves under global pressure, the rest of what the
+/// balloon leaves being a filler file's clean page cache: on a VM with free
+/// page reporting, memory left free is handed back to the host about 2 s
+/// later (mm/page_reporting.c reports a zone's free 2 MiB blocks while it
+/// has more than its low watermark and 64 MiB free), and every page a run
+/// then takes from it costs a host fault that bare metal never pays. With
+/// free memory under that, every mode takes its pages from what reclaim or
+/// its own drops just freed, as on a bare-metal machine whose memory is
+/// full of old cache; and it is above kswapd's high watermark here (about
+/// 100 MiB on 24 GiB), so no run starts in reclaim.
+pub const FREE_KEPT: u64 = 128 << 20;
 
 /// The real executor. Its fields are dropped in the order they are
 /// declared: the victim and the balloon, then the cgroup, then the target.
@@ -73,6 +86,9 @@ pub struct ProcessExecutor {
     victim_solo: Option<VictimSolo>,
     fio: Option<Fio>,
     balloon: Option<Balloon>,
+    /// Under global pressure: the file whose clean cache fills what the
+    /// settle frees (see [`FREE_KEPT`]).
+    filler: Option<std::path::PathBuf>,
     reclaim_trace: Option<MemcgReclaimTrace>,
     cg: Option<MemCgroup>,
     target: Option<target::BenchTarget>,
@@ -96,6 +112,7 @@ impl ProcessExecutor {
             victim_solo: None,
             fio: None,
             balloon: None,
+            filler: None,
             reclaim_trace: None,
             cg: None,
             target: None,
@@ -224,13 +241,15 @@ impl ProcessExecutor {
     /// Inflates the balloon of a global-pressure run, for `dataset` bytes
     /// of files (all the run puts in the page cache): what it leaves, its
     /// floor and its size are refused if unsafe (see [`balloon::plan`]).
+    /// Whether the dataset is large enough to be pressed is the caller's
+    /// question (a matrix measures small datasets on purpose).
     fn inflate(
         &self,
         p: GlobalPressure,
         dataset: u64,
         progress: &dyn Progress,
     ) -> io::Result<(Balloon, PressureRecord)> {
-        let plan = balloon::plan_here(dataset, p.leave_bytes, p.floor_bytes)?;
+        let plan = balloon::plan_here(p.leave_bytes, p.floor_bytes)?;
         progress.message(&format!(
             "global pressure: locking {} MiB of memory so that {} MiB of the {} MiB available remain \
              (floor {} MiB; the dataset is {:.1}x what remains)",
@@ -339,11 +358,12 @@ impl Executor for ProcessExecutor {
         progress: &dyn Progress,
     ) -> io::Result<Vec<ModeCheck>> {
         let w = &config.workload;
-        let need = w.kind.copies() * w.dataset_bytes
-            + config.victim_hot_bytes.unwrap_or(0)
-            + target::SPACE_MARGIN;
+        let need = target::space_needed(w, config.victim_hot_bytes, config.global_pressure);
         progress.message("making the target");
-        let made = target::make(&config.target, need)?;
+        // Under global pressure a /dev/shm backing file is taken whole
+        // before the balloon is sized, as pmem is carved out of RAM at
+        // boot; sparse, it would grow into the memory the balloon leaves.
+        let made = target::make(&config.target, need, config.global_pressure.is_some())?;
         let layout = Layout::new(&made.dir, w);
         for d in [layout.data_dir(), layout.copy_dir()] {
             std::fs::create_dir(&d).map_err(|e| path_context(e, "mkdir", &d))?;
@@ -393,6 +413,21 @@ impl Executor for ProcessExecutor {
                 let (b, record) =
                     self.inflate(p, w.kind.copies() * w.dataset_bytes + hot, progress)?;
                 self.balloon = Some(b);
+                let made = self.target.as_ref().expect("check_modes made it");
+                let filler = made.dir.join("filler");
+                // As large as what the balloon left (which can be more than
+                // asked), within the room the target was given for it.
+                let bytes = (record.available_after_bytes + (256 << 20))
+                    .max(p.leave_bytes)
+                    .min(target::filler_room(p.leave_bytes));
+                progress.message(&format!(
+                    "writing a {} MiB filler file, whose clean cache will hold free memory at {} MiB before every run",
+                    bytes >> 20,
+                    FREE_KEPT >> 20
+                ));
+                write_plain(&filler, bytes)?;
+                drop_cached(&filler)?;
+                self.filler = Some(filler);
                 pressure = Some(record);
             }
         }
@@ -465,6 +500,16 @@ impl Executor for ProcessExecutor {
         if let Some(v) = self.victim.as_mut() {
             v.warm(WARM_TIMEOUT)
                 .map_err(|e| io::Error::new(e.kind(), format!("the victim: {e}")))?;
+        }
+        if let Some(filler) = &self.filler {
+            let free = refill(filler, FREE_KEPT)?;
+            if free > 2 * FREE_KEPT && !warnings.iter().any(|w| w.contains("filler")) {
+                warnings.push(format!(
+                    "{} MiB stayed free after the filler file was read through (it holds what the balloon \
+                     leaves): runs may take pages the VM handed back to its host",
+                    free >> 20
+                ));
+            }
         }
         Ok(())
     }
@@ -701,6 +746,34 @@ fn drop_cached(path: &Path) -> io::Result<u64> {
     Ok(ubio::residency::count(f.as_fd(), sys::FileRange::WHOLE)
         .map_err(|e| path_context(e, "cachestat", path))?
         .cached)
+}
+
+/// Drops `filler`'s cached pages and reads it again until free memory is
+/// down to `keep` (or the file ends): the memory just freed taken at once
+/// by clean cache, before free page reporting hands it to the host.
+/// Returns the free memory left.
+fn refill(filler: &Path, keep: u64) -> io::Result<u64> {
+    use std::io::Read;
+    const CHUNK: usize = 8 << 20;
+    let free = || -> io::Result<u64> {
+        ubio_testenv::procfs::meminfo()?
+            .get("MemFree")
+            .copied()
+            .ok_or_else(|| io::Error::other("/proc/meminfo has no MemFree"))
+    };
+    drop_cached(filler)?;
+    let mut f = std::fs::File::open(filler).map_err(|e| path_context(e, "open", filler))?;
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        let now = free()?;
+        if now <= keep {
+            return Ok(now);
+        }
+        let want = usize::try_from(now - keep).unwrap_or(CHUNK).min(CHUNK);
+        if f.read(&mut buf[..want]).map_err(|e| path_context(e, "read", filler))? == 0 {
+            return free();
+        }
+    }
 }
 
 fn remove_if_exists(path: &Path) -> io::Result<()> {

@@ -2,7 +2,7 @@
 //! a filesystem on a loop device (backing file in /dev/shm or on the disk,
 //! optionally throttled); removed on drop, on failure and on Ctrl-C.
 
-use crate::harness::schema::{Backing, Target};
+use crate::harness::schema::{Backing, GlobalPressure, Target, Workload};
 use std::io;
 use std::path::{Path, PathBuf};
 use ubio_testenv::cleanup::{self, CleanupGuard};
@@ -11,6 +11,26 @@ use ubio_testenv::scratchfs::{FsKind, ScratchFs, ScratchOpts};
 
 /// Room kept free beyond what the benchmark writes.
 pub const SPACE_MARGIN: u64 = 64 << 20;
+
+/// The largest filler file of a global-pressure run (see
+/// `process::FREE_KEPT`): the memory the balloon leaves can be more than
+/// asked (others free theirs while it inflates); twice it and 256 MiB.
+pub fn filler_room(leave: u64) -> u64 {
+    2 * leave + (256 << 20)
+}
+
+/// The space a benchmark needs on its target: the dataset (twice for
+/// copies), the victim's hot file, the filler of global pressure, a margin.
+pub fn space_needed(
+    w: &Workload,
+    victim_hot: Option<u64>,
+    global: Option<GlobalPressure>,
+) -> u64 {
+    w.kind.copies() * w.dataset_bytes
+        + victim_hot.unwrap_or(0)
+        + global.map_or(0, |p| filler_room(p.leave_bytes))
+        + SPACE_MARGIN
+}
 
 /// The benchmark's directory and what it sits on.
 pub struct BenchTarget {
@@ -22,8 +42,10 @@ pub struct BenchTarget {
     _fs: Option<ScratchFs>,
 }
 
-/// Makes the target, after checking it has room for `need` bytes.
-pub fn make(target: &Target, need: u64) -> io::Result<BenchTarget> {
+/// Makes the target, after checking it has room for `need` bytes. With
+/// `preallocate`, a loop device's backing file is allocated whole (in
+/// /dev/shm: its memory taken before a balloon sizes the pressure).
+pub fn make(target: &Target, need: u64, preallocate: bool) -> io::Result<BenchTarget> {
     match target {
         Target::Dir { path } => {
             let parent = path
@@ -51,7 +73,7 @@ pub fn make(target: &Target, need: u64) -> io::Result<BenchTarget> {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
                     format!(
-                        "a {} filesystem is too small: the benchmark needs {} MiB (dataset, copies, hot file, margin)",
+                        "a {} MiB filesystem is too small: the benchmark needs {} MiB (dataset, copies, hot file, filler, margin)",
                         size_bytes >> 20,
                         need >> 20
                     ),
@@ -60,9 +82,11 @@ pub fn make(target: &Target, need: u64) -> io::Result<BenchTarget> {
             let opts = match backing {
                 Backing::Shm => ScratchOpts::in_shm(),
                 Backing::Disk => ScratchOpts::default().direct_io(true),
-            };
+            }
+            .preallocate(preallocate);
             let fs = ScratchFs::create(kind, *size_bytes, &opts)?;
             let mut device = match backing {
+                Backing::Shm if preallocate => "loop on /dev/shm (preallocated)".to_owned(),
                 Backing::Shm => "loop on /dev/shm".to_owned(),
                 Backing::Disk => {
                     let under = describe_mount(&std::env::temp_dir()).1;
@@ -101,8 +125,9 @@ fn check_room(dir: &Path, need: u64) -> io::Result<()> {
         return Err(io::Error::new(
             io::ErrorKind::StorageFull,
             format!(
-                "not enough free space in {}: the benchmark needs {} MiB (dataset, copies, hot file and \
-                 a {} MiB margin) and {} MiB is free; use a smaller --dataset or another --dir",
+                "not enough free space in {}: the benchmark needs {} MiB (dataset, copies, hot file, \
+                 the filler of global pressure and a {} MiB margin) and {} MiB is free; use a smaller \
+                 --dataset or another --dir",
                 dir.display(),
                 need >> 20,
                 SPACE_MARGIN >> 20,
