@@ -135,6 +135,8 @@ impl Live {
 
 /// readall()'s growth when the file turns out longer than fstat said.
 const READALL_GROW: usize = 64 << 10;
+/// What readall() asks for past the size fstat said, to find the end.
+const READALL_PROBE: usize = 4 << 10;
 
 impl Live {
     /// What the builtin readall() expects to read: the size from fstat
@@ -149,25 +151,23 @@ impl Live {
     }
 }
 
-/// A bytes object being filled (CPython's PyBytesWriter): its buffer is
-/// written in place, so that readall() copies the data once, as the
-/// builtin does.
+/// A bytes object being filled in place, so that read() and readall() copy
+/// the data once, as the builtin does: PyBytes_FromStringAndSize(NULL, n)
+/// makes it uninitialised, and it is written until anything else sees it.
+/// Only the stable ABI, so that the wheel is abi3 (CPython's PyBytesWriter
+/// and _PyBytes_Resize are not in it): growing makes a new object and copies
+/// into it, and so does finishing short of the size (a short read).
 struct BytesWriter<'py> {
-    py: Python<'py>,
-    w: *mut ffi::compat::PyBytesWriter,
+    obj: Bound<'py, PyBytes>,
     len: usize,
 }
 
 impl<'py> BytesWriter<'py> {
     fn new(py: Python<'py>, len: usize) -> PyResult<Self> {
-        let size = ffi::Py_ssize_t::try_from(len)
-            .map_err(|_| PyOverflowError::new_err("file too large"))?;
-        // SAFETY: the GIL is held (py); a NULL result has set the exception.
-        let w = unsafe { ffi::compat::PyBytesWriter_Create(size) };
-        if w.is_null() {
-            return Err(PyErr::fetch(py));
-        }
-        Ok(BytesWriter { py, w, len })
+        Ok(BytesWriter {
+            obj: new_bytes(py, std::ptr::null(), len)?,
+            len,
+        })
     }
 
     fn len(&self) -> usize {
@@ -175,38 +175,40 @@ impl<'py> BytesWriter<'py> {
     }
 
     fn data(&self) -> *mut u8 {
-        // SAFETY: `w` is a live writer (freed only by finish or drop).
-        unsafe { ffi::compat::PyBytesWriter_GetData(self.w) }.cast()
+        // SAFETY: a bytes object (never NULL for one); its buffer holds
+        // `len` bytes and is ours alone until finish.
+        unsafe { ffi::PyBytes_AsString(self.obj.as_ptr()) }.cast()
     }
 
     /// Grow to `len` bytes, keeping the contents.
     fn resize(&mut self, len: usize) -> PyResult<()> {
-        let size = ffi::Py_ssize_t::try_from(len)
-            .map_err(|_| PyOverflowError::new_err("file too large"))?;
-        // SAFETY: the GIL is held; `w` is live; on failure it stays valid.
-        if unsafe { ffi::compat::PyBytesWriter_Resize(self.w, size) } < 0 {
-            return Err(PyErr::fetch(self.py));
-        }
-        self.len = len;
+        let grown = BytesWriter::new(self.obj.py(), len)?;
+        // SAFETY: two distinct objects' buffers, each at least this long.
+        unsafe { std::ptr::copy_nonoverlapping(self.data(), grown.data(), self.len.min(len)) };
+        *self = grown;
         Ok(())
     }
 
-    /// The bytes object of the first `len` bytes.
+    /// The bytes object of the first `len` bytes (`len` <= its size).
     fn finish(self, len: usize) -> PyResult<Bound<'py, PyBytes>> {
-        let w = std::mem::ManuallyDrop::new(self);
-        // SAFETY: the GIL is held; the writer is consumed here (not dropped
-        // again); len <= its size, as ffi::Py_ssize_t (it came from one).
-        let obj = unsafe { ffi::compat::PyBytesWriter_FinishWithSize(w.w, len as ffi::Py_ssize_t) };
-        // SAFETY: a new reference to a bytes object (so the cast holds), or
-        // NULL with an exception set.
-        unsafe { Bound::from_owned_ptr_or_err(w.py, obj).map(|b| b.cast_into_unchecked()) }
+        if len == self.len {
+            return Ok(self.obj);
+        }
+        new_bytes(self.obj.py(), self.data(), len.min(self.len))
     }
 }
 
-impl Drop for BytesWriter<'_> {
-    fn drop(&mut self) {
-        // SAFETY: the GIL is held (the 'py lifetime); `w` is live.
-        unsafe { ffi::compat::PyBytesWriter_Discard(self.w) };
+/// PyBytes_FromStringAndSize: `len` bytes from `data`, or uninitialised
+/// ones (a new object, never a shared one, unless `len` is 0) for NULL;
+/// MemoryError, not an abort, when they cannot be had.
+fn new_bytes<'py>(py: Python<'py>, data: *const u8, len: usize) -> PyResult<Bound<'py, PyBytes>> {
+    let size =
+        ffi::Py_ssize_t::try_from(len).map_err(|_| PyOverflowError::new_err("file too large"))?;
+    // SAFETY: the GIL is held (py); `data` is NULL or holds `len` bytes; a
+    // NULL result has set the exception; the object is a bytes object.
+    unsafe {
+        let obj = ffi::PyBytes_FromStringAndSize(data.cast(), size);
+        Bound::from_owned_ptr_or_err(py, obj).map(|b| b.cast_into_unchecked())
     }
 }
 
@@ -362,17 +364,23 @@ impl Stream {
     /// nothing.
     fn readall<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let live = self.live()?;
-        let mut out = BytesWriter::new(py, live.size_hint().map_or(READALL_GROW, |n| n + 1))?;
+        // Exactly the size fstat gave: once it is full, a read into `probe`
+        // looks for more (where the builtin reads one byte past the size),
+        // so that a file of that size is read into its object and no copy
+        // (BytesWriter cannot shrink in place).
+        let mut out = BytesWriter::new(py, live.size_hint().unwrap_or(READALL_GROW))?;
+        let mut probe = [0u8; READALL_PROBE];
         let mut got = 0usize;
         loop {
-            if got == out.len() {
-                out.resize(got + got.max(READALL_GROW))?;
-            }
-            let want = out.len() - got;
-            // SAFETY: the writer's buffer holds out.len() bytes and is ours
-            // alone (no Python object sees it before finish); it does not
-            // move until the next resize, after this read.
-            let span = Span(unsafe { out.data().add(got) }, want);
+            let full = got == out.len();
+            let span = if full {
+                Span(probe.as_mut_ptr(), probe.len())
+            } else {
+                // SAFETY: the writer's buffer holds out.len() bytes and is
+                // ours alone (no Python object sees it before finish); it
+                // does not move until the next resize, after this read.
+                Span(unsafe { out.data().add(got) }, out.len() - got)
+            };
             let live = &*live;
             let res = py.detach(move || {
                 let span = span;
@@ -381,6 +389,15 @@ impl Stream {
             });
             match res {
                 Ok(0) => break,
+                Ok(n) if full => {
+                    out.resize(got + got.max(READALL_GROW).max(n))?;
+                    // SAFETY: the writer's buffer now holds at least got + n
+                    // bytes; `probe` is another buffer.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(probe.as_ptr(), out.data().add(got), n)
+                    };
+                    got += n;
+                }
                 Ok(n) => got += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => py.check_signals()?,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock && got == 0 => return Ok(None),
