@@ -13,10 +13,15 @@
 # `man -l`), make, pkg-config (the C API's install and tests), python3,
 # python3-venv (the Python package's tests), bindfs (the FUSE contract
 # tests), zstd, xz-utils, musl-tools (programs the `ubio run` tests run or
-# build: crates/ubio-cli/tests/run_programs.rs), dpkg-dev, debhelper, lintian
-# and mmdebstrap (scripts/package.sh builds and checks the packages,
-# scripts/package-test.sh tests them in a clean Debian root), and golang-go
-# and nodejs where no go or node is on the PATH already. Runs
+# build: crates/ubio-cli/tests/run_programs.rs), acl, attr, libacl1-dev,
+# libattr1-dev, libcap-dev, perl (GNU coreutils' cp tests,
+# scripts/gnu-cp-tests.sh: getfacl/setfacl and getfattr/setfattr, the
+# headers its configure looks for ACL, xattr and libcap support with),
+# dpkg-dev (dpkg-source unpacks Debian's coreutils source for those tests;
+# with debhelper, lintian and mmdebstrap, scripts/package.sh builds and
+# checks the packages, scripts/package-test.sh tests them in a clean Debian
+# root), and golang-go and nodejs where no go or node is on the PATH
+# already. Runs
 # `apt-get update` only when something is missing. Also makes sure cargo exists
 # (rustup's stable toolchain; Debian's own cargo is too old for this project).
 set -euo pipefail
@@ -25,7 +30,7 @@ export DEBIAN_FRONTEND=noninteractive
 
 PACKAGES=(xfsprogs btrfs-progs e2fsprogs util-linux fio rsync gcc libc6-dev nocache valgrind man-db
     make pkg-config python3 python3-venv bindfs zstd xz-utils musl-tools
-    dpkg-dev debhelper lintian mmdebstrap)
+    acl attr libacl1-dev libattr1-dev libcap-dev perl dpkg-dev debhelper lintian mmdebstrap)
 command -v go >/dev/null 2>&1 || PACKAGES+=(golang-go)
 command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)
 if [ "$#" -gt 0 ]; then

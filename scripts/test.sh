@@ -19,9 +19,12 @@
 #      kernel and filesystem;
 #    - beside it, one after another, the side parts (side_parts below):
 #      scripts/memcheck.sh (Miri on the bounce buffers, valgrind on ubio
-#      cp/cat with every backend and on a C program under the shim), and
+#      cp/cat with every backend and on a C program under the shim),
 #      scripts/package-test.sh (the packages, built from HEAD in
-#      target/package, installed and used in a clean Debian root).
+#      target/package, installed and used in a clean Debian root), then
+#      scripts/gnu-cp-tests.sh (GNU coreutils' own cp tests, from Debian's
+#      source of the installed coreutils, against ubio invoked as cp; the
+#      source and its configure are cached in ~/.cache/ubio after the first run).
 #    Each part's output is printed whole when it ends.
 #
 # As root, UBIO_NO_SKIP=1 is exported (unless already set): every fixture exists
@@ -68,6 +71,7 @@ fi
 side_parts=(
     "memcheck|scripts/memcheck.sh"
     "packages|scripts/package-test.sh"
+    "gnu-cp|scripts/gnu-cp-tests.sh"
 )
 parts_dir="$(mktemp -d -t ubio-test-parts.XXXXXX)"
 trap 'rm -rf "$log" "$parts_dir"' EXIT

@@ -39,8 +39,8 @@ struct Report {
 }
 
 fn evict(path: &Path, sync: bool) -> io::Result<Evicted> {
-    let file = std::fs::File::open(path)
-        .map_err(|e| ubio::error::context(e, "open", Some(path)))?;
+    let file =
+        std::fs::File::open(path).map_err(|e| ubio::error::context(e, "open", Some(path)))?;
     let e = ubio::evict::evict(file.as_fd(), path, sync)?;
     Ok(Evicted {
         path: path.to_path_buf(),

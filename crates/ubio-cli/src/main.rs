@@ -16,6 +16,8 @@ mod stat;
 use ubio_cmd::size;
 
 use clap::{CommandFactory, Parser, Subcommand};
+use std::ffi::OsString;
+use std::path::Path;
 use std::process::ExitCode;
 
 /// Uncached buffered I/O: stream big files without wrecking the page cache.
@@ -44,6 +46,7 @@ enum Command {
     Cat(cat::Args),
     /// Copy files and directories like GNU cp, without caching them
     #[command(
+        version = ubio_cmd::VERSION,
         override_usage = "ubio cp [OPTIONS] SRC DST\n       ubio cp [OPTIONS] SRC... DIRECTORY\n       ubio cp [OPTIONS] -t DIRECTORY SRC...",
         after_help = "Examples:\n  ubio cp big.img /mnt/backup/\n  ubio cp -a photos/ /mnt/archive/photos\n  ubio cp -u --backup=numbered -t /mnt/backup *.log"
     )]
@@ -64,7 +67,9 @@ enum Command {
     )]
     Run(run::Args),
     /// Apply uncached I/O to a running process and its children (`ubio run --pid PID`)
-    #[command(after_help = "Examples:\n  ubio attach 4242          # a backup that is already running\n  ubio attach --log $(pgrep -o restic)")]
+    #[command(
+        after_help = "Examples:\n  ubio attach 4242          # a backup that is already running\n  ubio attach --log $(pgrep -o restic)"
+    )]
     Attach(run::AttachArgs),
     /// Apply uncached I/O to every process of configured scopes (a daemon)
     #[command(
@@ -77,44 +82,86 @@ enum Command {
     GenerateDocs(ubio_cmd::docs::Args),
 }
 
-impl Command {
-    fn name(&self) -> &'static str {
-        match self {
-            Command::Probe(_) => "probe",
-            Command::Cat(_) => "cat",
-            Command::Cp(_) => "cp",
-            Command::Stat(_) => "stat",
-            Command::Evict(_) => "evict",
-            Command::Demo(_) => "demo",
-            Command::Run(_) => "run",
-            Command::Attach(_) => "attach",
-            Command::Policy(_) => "policy",
-            Command::Bench(_) => "bench",
-            Command::GenerateDocs(_) => "__generate-docs",
-        }
-    }
-}
-
 /// GNU cp and cat exit 1 on a bad command line (checked with coreutils
 /// 9.1), not clap's 2: `ubio cp` and `ubio cat` stand in for them.
-fn usage_exit_code() -> u8 {
-    match std::env::args_os().nth(1) {
+fn usage_exit_code(argv: &[OsString]) -> u8 {
+    match argv.get(1) {
         Some(c) if c == "cp" || c == "cat" => 1,
         _ => 2,
     }
 }
 
+/// The command line as `ubio COMMAND ...`. Invoked by another name (a
+/// symlink named `cp`, or `ubio-cp`), ubio is cp: it stands in for GNU's
+/// cp on a PATH and names itself as invoked in its messages (`cp: ...`).
+fn command_line() -> Vec<OsString> {
+    let mut argv: Vec<OsString> = std::env::args_os().collect();
+    let invoked = argv
+        .first()
+        .and_then(|a| Path::new(a).file_name())
+        .map(|n| n.to_string_lossy().into_owned());
+    match invoked {
+        Some(name) if name != "ubio" => {
+            cp::invoked_as(name);
+            argv.splice(0..1, ["ubio".into(), "cp".into()]);
+        }
+        _ => {}
+    }
+    if argv.get(1).is_some_and(|c| c == "cp") {
+        let cp = Cli::command();
+        let longs: Vec<String> = cp
+            .find_subcommand("cp")
+            .into_iter()
+            .flat_map(|c| c.get_arguments())
+            .filter_map(|a| a.get_long().map(str::to_owned))
+            .collect();
+        if let Err(e) = cp::spell_out_long_options(&mut argv[2..], &longs) {
+            eprintln!("{}: {e}", cp::name());
+            std::process::exit(1);
+        }
+    }
+    argv
+}
+
+/// How the command names itself in messages: "ubio cp" (or "cp" when
+/// invoked as cp), "ubio" before a command is known.
+fn program_name(argv: &[OsString]) -> String {
+    match argv.get(1).and_then(|c| c.to_str()) {
+        Some("cp") => cp::name().to_owned(),
+        Some(c) if !c.starts_with('-') => format!("ubio {c}"),
+        _ => "ubio".to_owned(),
+    }
+}
+
 fn main() -> ExitCode {
     ubio_cmd::init_log();
-    let cli = match Cli::try_parse() {
+    let argv = command_line();
+    let cli = match Cli::try_parse_from(&argv) {
         Ok(cli) => cli,
+        // cp ends a usage error with GNU's line, naming itself as invoked.
+        Err(e) if e.use_stderr() && argv.get(1).is_some_and(|c| c == "cp") => {
+            let text = e.render().to_string();
+            let text = text
+                .trim_end()
+                .trim_end_matches("For more information, try '--help'.");
+            eprintln!("{}\n{}", text.trim_end(), cp::try_help());
+            return ExitCode::from(usage_exit_code(&argv));
+        }
         Err(e) if e.use_stderr() => {
             let _ = e.print();
-            return ExitCode::from(usage_exit_code());
+            return ExitCode::from(usage_exit_code(&argv));
         }
-        Err(e) => e.exit(), // --help, --version
+        // --help, --version: a write that fails (a full disk) fails, as in GNU.
+        Err(e) => {
+            use std::io::Write;
+            if let Err(w) = e.print().and_then(|()| std::io::stdout().flush()) {
+                eprintln!("{}: write error: {}", program_name(&argv), msg::reason(&w));
+                return ExitCode::FAILURE;
+            }
+            return ExitCode::from(e.exit_code() as u8);
+        }
     };
-    let name = cli.command.name();
+    let who = program_name(&argv);
     let result = match cli.command {
         Command::Probe(a) => probe::run(a),
         Command::Cat(a) => cat::run(a),
@@ -130,5 +177,5 @@ fn main() -> ExitCode {
             ubio_cmd::docs::run(a, Cli::command(), "ubio", &["bench", "demo"])
         }
     };
-    ubio_cmd::finish("ubio", name, result, msg::anyhow)
+    ubio_cmd::finish(&who, result, msg::anyhow)
 }

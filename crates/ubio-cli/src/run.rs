@@ -192,7 +192,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
             Some(fd) => ubio::sys::poll_readable(fd.as_fd(), wait)?,
             None => {
                 std::thread::sleep(wait);
-                child.try_wait().context("waiting for the program")?.is_some()
+                child
+                    .try_wait()
+                    .context("waiting for the program")?
+                    .is_some()
             }
         };
         if exited {

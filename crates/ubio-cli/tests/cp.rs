@@ -36,6 +36,26 @@ fn json(out: &Output) -> serde_json::Value {
     })
 }
 
+/// A test of what ubio does not do yet (issue 24): `body`, the test as it
+/// should pass, must still fail, with a message containing `fails_with`.
+/// When it passes this fails (take the gap off: it is closed), and so does
+/// a failure of another kind (a new difference, not the known one).
+fn known_gap(gap: &str, fails_with: &str, body: fn()) {
+    let Err(panic) = std::panic::catch_unwind(body) else {
+        panic!("known gap closed, remove known_gap: {gap}");
+    };
+    let msg = panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default();
+    assert!(
+        msg.contains(fails_with),
+        "{gap}: fails otherwise than known (expected {fails_with:?}):\n{msg}"
+    );
+    eprintln!("known gap (issue 24): {gap}");
+}
+
 #[test]
 fn recursive_copy_keeps_the_tree_symlinks_and_fifos() {
     let dir = workdir();
@@ -76,19 +96,33 @@ fn recursive_copy_into_an_existing_directory_uses_the_source_name() {
     assert_eq!(std::fs::read(into.join("tree/f")).unwrap(), b"f");
 }
 
+/// As GNU cp -r: fifos and sockets are made anew (mknod), not read.
+/// Known gap of issue 24 (see known_gap): sockets are skipped with a warning, not made anew with mknod as GNU's cp -r does.
 #[test]
-fn sockets_are_skipped_with_a_warning_and_exit_1() {
+fn sockets_and_fifos_are_made_anew() {
+    known_gap(
+        "sockets are skipped with a warning, not made anew with mknod as GNU's cp -r does",
+        "skipping socket",
+        sockets_and_fifos_are_made_anew_as_gnu,
+    );
+}
+
+fn sockets_and_fifos_are_made_anew_as_gnu() {
     let dir = workdir();
     let src = dir.path().join("tree");
     std::fs::create_dir(&src).unwrap();
     write_cold(&src.join("f"), b"f");
     let _listener = std::os::unix::net::UnixListener::bind(src.join("sock")).unwrap();
     let dst = dir.path().join("copy");
-    let out = cp(&[&"-r", &src, &dst]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("skipping socket"), "{}", stderr(&out));
+    assert_ok(&cp(&[&"-r", &src, &dst]));
     assert_eq!(std::fs::read(dst.join("f")).unwrap(), b"f");
-    assert!(dst.join("sock").symlink_metadata().is_err());
+    use std::os::unix::fs::FileTypeExt;
+    assert!(dst
+        .join("sock")
+        .symlink_metadata()
+        .unwrap()
+        .file_type()
+        .is_socket());
 }
 
 #[test]
@@ -102,8 +136,17 @@ fn a_directory_without_r_is_omitted() {
     assert!(!dir.path().join("e").exists());
 }
 
+/// Known gap of issue 24 (see known_gap): a directory into itself: refused as GNU, but GNU first makes the new directory and copies into it what comes before it.
 #[test]
 fn a_directory_is_not_copied_into_itself() {
+    known_gap(
+        "a directory into itself: refused as GNU, but GNU first makes the new directory and copies into it what comes before it",
+        "src.join(\"sub\").is_dir()",
+        a_directory_is_not_copied_into_itself_as_gnu,
+    );
+}
+
+fn a_directory_is_not_copied_into_itself_as_gnu() {
     let dir = workdir();
     let src = dir.path().join("d");
     std::fs::create_dir(&src).unwrap();
@@ -111,7 +154,10 @@ fn a_directory_is_not_copied_into_itself() {
     let out = cp(&[&"-r", &src, &src.join("sub")]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("into itself"), "{}", stderr(&out));
-    assert!(!src.join("sub").exists());
+    // As GNU's: the new directory is made, what comes before it in inode
+    // order is copied into it, and the copy stops when it meets it.
+    assert!(src.join("sub").is_dir());
+    assert!(!src.join("sub/sub").exists());
 }
 
 /// Holes are found with SEEK_DATA/SEEK_HOLE and left unwritten.
@@ -215,21 +261,37 @@ fn n_does_not_overwrite() {
 
 /// A destination that cannot be opened (here a symlink into a missing
 /// directory) is removed and replaced with -f, and an error without it.
+/// -f removes a destination that cannot be opened (here a symlink loop)
+/// and tries again; a dangling symlink is never written through, -f or not.
 #[test]
 fn f_replaces_a_destination_that_cannot_be_opened() {
     let dir = workdir();
     let (src, dst) = (dir.path().join("src"), dir.path().join("dst"));
     write_cold(&src, b"data");
-    std::os::unix::fs::symlink("/nonexistent/dir/file", &dst).unwrap();
+    std::os::unix::fs::symlink("dst", &dst).unwrap();
     let out = cp(&[&src, &dst]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains(&format!(
-        "cannot create regular file '{}': No such file or directory",
+        "cannot stat '{}': Too many levels of symbolic links",
         dst.display()
     )));
     assert_ok(&cp(&[&"-f", &src, &dst]));
     assert!(!dst.symlink_metadata().unwrap().file_type().is_symlink());
     assert_eq!(std::fs::read(&dst).unwrap(), b"data");
+    let dangling = dir.path().join("dangling");
+    std::os::unix::fs::symlink("/nonexistent/dir/file", &dangling).unwrap();
+    for args in [
+        &[&src as &dyn AsRef<std::ffi::OsStr>, &dangling][..],
+        &[&"-f", &src, &dangling],
+    ] {
+        let out = cp(args);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            stderr(&out).contains("not writing through dangling symlink"),
+            "{}",
+            stderr(&out)
+        );
+    }
 }
 
 #[test]
@@ -412,8 +474,20 @@ fn a_full_destination_is_reported_incomplete_with_counts() {
 
 /// Where the filesystem shares extents the copy is a clone: no data moves,
 /// neither file is cached; on ext4 the data is streamed.
+/// Known gap of issue 24 (see known_gap): --reflink=always where cloning fails: ubio says 'cannot clone to', GNU 'failed to clone ... from ...'.
 #[test]
 fn clones_on_btrfs_and_xfs() {
+    if !root_or_skip("clones_on_btrfs_and_xfs") {
+        return;
+    }
+    known_gap(
+        "--reflink=always where cloning fails: ubio says 'cannot clone to', GNU 'failed to clone ... from ...'",
+        "cannot clone to",
+        clones_on_btrfs_and_xfs_as_gnu,
+    );
+}
+
+fn clones_on_btrfs_and_xfs_as_gnu() {
     if !root_or_skip("clones_on_btrfs_and_xfs") {
         return;
     }
@@ -442,7 +516,7 @@ fn clones_on_btrfs_and_xfs() {
     let out = cp(&[&"--reflink=always", &src, &dir.path().join("dst2")]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stderr(&out).contains("clone to") && stderr(&out).contains("not supported"),
+        stderr(&out).contains("failed to clone") && stderr(&out).contains("not supported"),
         "{}",
         stderr(&out)
     );
@@ -739,37 +813,235 @@ fn walk(root: &Path) -> Vec<PathBuf> {
 #[test]
 fn gnu_options_copy_uncached_and_links_read_nothing() {
     let dir = workdir();
-    let src = dir.path().join("tree");
+    let p = |name: &str| dir.path().join(name);
+    let src = p("tree");
     std::fs::create_dir(&src).unwrap();
     let big = src.join("big");
-    write_cold(&big, &data(6 * MIB + 11, 4));
-    let outside = dir.path().join("outside");
-    std::fs::write(&outside, b"old").unwrap();
-    let runs: [(&str, &[&dyn AsRef<std::ffi::OsStr>]); 5] = [
-        ("-a", &[&"-a", &src, &dir.path().join("archive")]),
-        ("-u", &[&"-u", &big, &dir.path().join("updated")]),
-        ("--backup", &[&"--backup=numbered", &big, &outside]),
-        ("-l", &[&"-l", &big, &dir.path().join("hard")]),
-        ("-s", &[&"-s", &big, &dir.path().join("soft")]),
+    let bytes = || {
+        // Blocks of zeros between data, for --sparse=always's 4 KiB blocks.
+        let mut b = data(6 * MIB + 11, 4);
+        b[MIB..2 * MIB + 4096].fill(0);
+        b
+    };
+    write_cold(&big, &bytes());
+    std::fs::write(p("outside"), b"old").unwrap();
+    let fifo = p("fifo");
+    ubio::sys::mkfifo(&fifo, 0o600).unwrap();
+    // Each run: what it tests, cp's arguments.
+    let args = |v: &[&dyn AsRef<std::ffi::OsStr>]| -> Vec<std::ffi::OsString> {
+        v.iter().map(|a| a.as_ref().to_os_string()).collect()
+    };
+    let runs = [
+        ("-a", args(&[&"-a", &src, &p("archive")])),
+        ("-u", args(&[&"-u", &big, &p("updated")])),
+        (
+            "--backup",
+            args(&[&"--backup=numbered", &big, &p("outside")]),
+        ),
+        ("-l", args(&[&"-l", &big, &p("hard")])),
+        ("-s", args(&[&"-s", &big, &p("soft")])),
+        (
+            "--sparse=always",
+            args(&[&"--sparse=always", &big, &p("sparse")]),
+        ),
+        (
+            "-p --parents",
+            args(&[&"-p", &"--parents", &big, &p("parents")]),
+        ),
+        // -au into the tree -a made: the source is newer, it is copied again.
+        ("-au", args(&[&"-au", &src.join("."), &p("archive")])),
+        (
+            "-H --preserve=links",
+            args(&[&"-H", &"--preserve=links", &big, &p("linked")]),
+        ),
+        ("a pipe", args(&[&big, &fifo])),
     ];
+    std::fs::create_dir(p("parents")).unwrap();
     for (what, args) in runs {
-        write_cold(&big, &data(6 * MIB + 11, 4));
-        assert_ok(&cp(args));
+        write_cold(&big, &bytes());
+        // A reader at the other end of the pipe.
+        let reader = (what == "a pipe").then(|| {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap())
+        });
+        let refs: Vec<&dyn AsRef<std::ffi::OsStr>> = args
+            .iter()
+            .map(|a| a as &dyn AsRef<std::ffi::OsStr>)
+            .collect();
+        assert_ok(&cp(&refs));
+        if let Some(reader) = reader {
+            assert!(
+                reader.join().unwrap() == bytes(),
+                "{what}: the pipe's reader got other bytes"
+            );
+        }
         assert_eq!(count(&big).cached, 0, "{what}: source left cached");
     }
+    let parents = p("parents").join(big.strip_prefix("/").unwrap());
+    let copies = [
+        p("archive/big"),
+        p("updated"),
+        p("outside"),
+        p("sparse"),
+        parents.clone(),
+        p("linked"),
+    ];
     // Cache checks before anything reads the copies.
-    for copy in ["archive/big", "updated", "outside"] {
-        let pages = count(&dir.path().join(copy)).cached;
-        assert_eq!(pages, 0, "{copy} left cached");
+    for copy in &copies {
+        assert_eq!(count(copy).cached, 0, "{} left cached", copy.display());
     }
-    for copy in ["archive/big", "updated", "outside", "hard", "soft"] {
-        let bytes = std::fs::read(dir.path().join(copy)).unwrap();
-        assert!(bytes == data(6 * MIB + 11, 4), "{copy} differs");
+    for copy in copies
+        .iter()
+        .chain([&p("hard"), &p("soft"), &p("tree/big")])
+    {
+        let got = std::fs::read(copy).unwrap();
+        assert!(got == bytes(), "{} differs", copy.display());
     }
-    let backup = std::fs::read(dir.path().join("outside.~1~")).unwrap();
+    assert!(
+        p("sparse").metadata().unwrap().blocks() * 512 < big.metadata().unwrap().len() - MIB as u64
+    );
+    let backup = std::fs::read(p("outside.~1~")).unwrap();
     assert_eq!(backup, b"old");
-    let ino = |p: &str| dir.path().join(p).metadata().unwrap().ino();
-    assert_eq!(ino("hard"), big.metadata().unwrap().ino());
-    let target = std::fs::read_link(dir.path().join("soft")).unwrap();
+    let ino = |p: &Path| p.metadata().unwrap().ino();
+    assert_eq!(ino(&p("hard")), ino(&big));
+    let target = std::fs::read_link(p("soft")).unwrap();
     assert_eq!(target, big);
+}
+
+/// A thread that cannot be started means fewer workers, not a failure:
+/// the copy of a tree runs as a user allowed one or three threads in all
+/// (RLIMIT_NPROC), so the workers, and the reader thread of a copy through
+/// buffers (--sparse=always), cannot all start.
+/// Known gap of issue 24 (see known_gap): a thread that cannot start panics (failed to spawn thread) instead of meaning fewer workers.
+#[test]
+fn threads_that_cannot_start_mean_fewer_workers() {
+    if !root_or_skip("threads_that_cannot_start_mean_fewer_workers") {
+        return;
+    }
+    known_gap(
+        "a thread that cannot start panics (failed to spawn thread) instead of meaning fewer workers",
+        "1 thread(s): ",
+        threads_that_cannot_start_mean_fewer_workers_as_gnu,
+    );
+}
+
+fn threads_that_cannot_start_mean_fewer_workers_as_gnu() {
+    if !root_or_skip("threads_that_cannot_start_mean_fewer_workers") {
+        return;
+    }
+    let dir = workdir();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let src = dir.path().join("tree");
+    std::fs::create_dir(&src).unwrap();
+    for i in 0..40 {
+        std::fs::write(src.join(format!("f{i}")), data(50_000 + i, i as u8)).unwrap();
+    }
+    let mut big = data(5 * MIB, 7);
+    big[MIB..3 * MIB].fill(0);
+    std::fs::write(src.join("big"), &big).unwrap();
+    for threads in [1, 3] {
+        let dst = dir.path().join(format!("copy{threads}"));
+        // nobody, allowed `threads` tasks (this process included).
+        let out = std::process::Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "prlimit",
+            ])
+            .arg(format!("--nproc={threads}:{threads}"))
+            .args([UBIO, "cp", "-r", "--jobs", "16", "--sparse=always"])
+            .args([&src, &dst])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success() && out.stderr.is_empty(),
+            "{threads} thread(s): {:?} {}",
+            out.status,
+            stderr(&out)
+        );
+        for i in 0..40 {
+            let name = format!("f{i}");
+            assert!(
+                std::fs::read(dst.join(&name)).unwrap() == data(50_000 + i, i as u8),
+                "{name}"
+            );
+        }
+        assert!(
+            std::fs::read(dst.join("big")).unwrap() == big,
+            "{threads} thread(s): big differs"
+        );
+    }
+}
+
+/// As in GNU's sequential copy (its parent-perm-race test), a directory is
+/// made without group and other write permission, and gets them only once
+/// every file below it is in, even while a worker still copies one: here
+/// the copy of a fifo's contents waits for a writer.
+#[test]
+fn a_directory_opens_up_only_once_its_files_are_in() {
+    let dir = workdir();
+    let src = dir.path().join("d");
+    std::fs::create_dir(&src).unwrap();
+    std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let fifo = src.join("fifo");
+    ubio::sys::mkfifo(&fifo, 0o644).unwrap();
+    std::fs::write(src.join("a"), b"a").unwrap();
+    let dst = dir.path().join("copy");
+    let mut child = ubio()
+        .args([
+            "cp",
+            "-R",
+            "--copy-contents",
+            "--preserve=mode",
+            "--jobs",
+            "4",
+        ])
+        .args([&src, &dst])
+        .spawn()
+        .unwrap();
+    // Opening the fifo for writing waits for cp to open it for reading;
+    // its copy then waits for data while cp goes on to the end of the
+    // directory. Watched for a second: the mode must not open up meanwhile.
+    let mut writer = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    let mut during = 0;
+    for _ in 0..100 {
+        during |= dst.metadata().unwrap().mode() & 0o777;
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    use std::io::Write;
+    writer.write_all(b"through the fifo").unwrap();
+    drop(writer);
+    assert!(child.wait().unwrap().success());
+    assert_eq!(
+        during & 0o022,
+        0,
+        "group or other could write the directory while a copy went on: {during:o}"
+    );
+    assert_eq!(dst.metadata().unwrap().mode() & 0o777, 0o777);
+    assert_eq!(
+        std::fs::read(dst.join("fifo")).unwrap(),
+        b"through the fifo"
+    );
+}
+
+/// Known gap of issue 24 (see known_gap): --attributes-only is refused.
+#[test]
+fn attributes_only_copies_no_data_and_reads_nothing() {
+    known_gap(
+        "--attributes-only is refused",
+        "option --attributes-only is not supported",
+        attributes_only_copies_no_data_and_reads_nothing_as_gnu,
+    );
+}
+
+/// --attributes-only -p: the destination's data is kept, the source not read.
+fn attributes_only_copies_no_data_and_reads_nothing_as_gnu() {
+    let dir = workdir();
+    let (src, dst) = (dir.path().join("src"), dir.path().join("attrs"));
+    write_cold(&src, &data(6 * MIB + 11, 4));
+    std::fs::write(&dst, b"kept").unwrap();
+    assert_ok(&cp(&[&"--attributes-only", &"-p", &src, &dst]));
+    assert_eq!(count(&src).cached, 0, "source read");
+    assert_eq!(std::fs::read(&dst).unwrap(), b"kept");
 }

@@ -269,7 +269,9 @@ fn stat_and_evict_through_overlay_act_on_the_real_file() {
         let reported = f["cached"].as_u64().unwrap();
         // The reader left the whole lower file cached; stat saw it, not 0.
         if cached < 4096 || reported.abs_diff(cached) > 64 {
-            return Err(format!("lower file: {cached} pages cached, stat said {reported}"));
+            return Err(format!(
+                "lower file: {cached} pages cached, stat said {reported}"
+            ));
         }
         Ok(())
     });
@@ -279,10 +281,17 @@ fn stat_and_evict_through_overlay_act_on_the_real_file() {
     // A write goes to the upper file (dirty): evict --sync writes it back and drops it.
     std::fs::write(o.mnt.join("w"), data(8 * MIB, 4)).unwrap();
     let upper = o.upper.join("w");
-    assert!(count(&upper).cached >= 2048, "control: the write is not cached");
+    assert!(
+        count(&upper).cached >= 2048,
+        "control: the write is not cached"
+    );
     let v = json(&run(&[&"evict", &"--sync", &"--json", &o.mnt.join("w")]));
     assert_eq!(v["files"][0]["after"]["real_file"].as_str(), upper.to_str());
-    assert_eq!(count(&upper).cached, 0, "evict --sync left the upper file cached");
+    assert_eq!(
+        count(&upper).cached,
+        0,
+        "evict --sync left the upper file cached"
+    );
 }
 
 /// Through an overlay whose layers cannot be found (hidden from this mount

@@ -30,16 +30,16 @@ pub fn init_log() {
         .init();
 }
 
-/// How a command ends: its exit code, or its error on stderr as `PROGRAM
-/// COMMAND: MESSAGE` (`render` makes the message) and failure.
+/// How a command ends: its exit code, or its error on stderr as `WHO:
+/// MESSAGE` (WHO: "ubio cp", or "cp" for ubio invoked as cp; `render`
+/// makes the message) and failure.
 pub fn finish(
-    program: &str,
-    command: &str,
+    who: &str,
     result: anyhow::Result<ExitCode>,
     render: impl Fn(&anyhow::Error) -> String,
 ) -> ExitCode {
     result.unwrap_or_else(|e| {
-        eprintln!("{program} {command}: {}", render(&e));
+        eprintln!("{who}: {}", render(&e));
         ExitCode::FAILURE
     })
 }

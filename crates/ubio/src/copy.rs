@@ -216,6 +216,24 @@ pub fn copy(
         });
     }
     let before = Version::of(&meta);
+    // A pipe, a socket or a terminal: written in order, holes as zeros,
+    // no length to set (GNU cp's sparse-to-pipe).
+    let dst_meta = dst
+        .get_ref()
+        .metadata()
+        .map_err(|e| fail(context(e, "stat", dst.path()), 0))?;
+    if !dst_meta.is_file() {
+        let plan = Plan::Segments {
+            segments: vec![(0, before.size)],
+            size: before.size,
+        };
+        let piped = pipeline(src, dst, opts, plan, progress)?;
+        return Ok(Copied {
+            bytes: piped.end,
+            hole_bytes: 0,
+            method: Method::Stream,
+        });
+    }
     if try_clone(src, dst, opts).map_err(|e| fail(e, 0))? {
         progress(before.size);
         return Ok(Copied {
@@ -430,6 +448,9 @@ fn with_tail(segments: &[(u64, u64)], size: u64) -> impl Iterator<Item = (u64, u
     segments.iter().copied().chain([(size, u64::MAX)])
 }
 
+/// The reader thread's stack: it reads into heap buffers; its frames are small.
+const READER_STACK: usize = 128 << 10;
+
 /// A filled buffer on its way to the writer.
 struct Chunk {
     buf: AlignedBuf,
@@ -461,24 +482,19 @@ fn pipeline(
     progress: &mut dyn FnMut(u64),
 ) -> Result<Piped, CopyError> {
     let block = opts.block.max(1);
+    let regular = dst.get_ref().metadata().is_ok_and(|m| m.is_file());
     let mut writer = Writer {
         dst,
-        skip_zeros: matches!(&plan, Plan::Segments { .. }) && opts.sparse == Sparse::Always,
+        skip_zeros: matches!(&plan, Plan::Segments { .. })
+            && opts.sparse == Sparse::Always
+            && regular,
+        sequential: !regular,
         progress,
         written_end: 0,
         written: 0,
     };
     if matches!(&plan, Plan::Segments { size, .. } if *size <= block as u64) {
-        let mut sink = InlineSink {
-            buf: Some(AlignedBuf::page_aligned(block)),
-            writer: &mut writer,
-            error: None,
-        };
-        let end = read_plan(src, plan, &mut sink);
-        if let Some(error) = sink.error {
-            return Err(error);
-        }
-        return Ok(writer.done(end));
+        return in_turn(src, plan, &mut writer, block);
     }
     let buffers = opts.buffers.max(1);
     let (full_tx, full_rx) = mpsc::sync_channel::<io::Result<Chunk>>(buffers);
@@ -491,13 +507,34 @@ fn pipeline(
     // `move`: the writer's ends of both channels drop when it returns, so a
     // reader waiting for a buffer or sending one wakes up and stops.
     std::thread::scope(move |scope| {
-        let reader = scope.spawn(move || {
-            let mut sink = ChannelSink {
-                empty: empty_rx,
-                full: full_tx,
-            };
-            read_plan(src, plan, &mut sink)
-        });
+        // A thread that cannot start (a small `ulimit -v`, a thread limit)
+        // means reading and writing in turn in this thread, not a failure:
+        // the plan goes to the reader only once it runs.
+        let (hand_tx, hand_rx) = mpsc::channel::<(Plan, ChannelSink)>();
+        let spawned = std::thread::Builder::new()
+            .name("ubio-copy-reader".into())
+            .stack_size(READER_STACK)
+            .spawn_scoped(scope, move || match hand_rx.recv() {
+                Ok((plan, mut sink)) => read_plan(src, plan, &mut sink),
+                Err(_) => 0,
+            });
+        let sink = ChannelSink {
+            empty: empty_rx,
+            full: full_tx,
+        };
+        let reader = match spawned {
+            Ok(reader) => {
+                hand_tx
+                    .send((plan, sink))
+                    .expect("the reader waits for its plan");
+                reader
+            }
+            Err(e) => {
+                log::debug!("copy: no reader thread ({e}): reading and writing in turn");
+                drop(sink);
+                return in_turn(src, plan, &mut writer, block);
+            }
+        };
         for chunk in full_rx {
             let chunk = chunk.map_err(|error| writer.failed(error))?;
             writer.write(&chunk)?;
@@ -510,11 +547,31 @@ fn pipeline(
     })
 }
 
+/// Read `plan` and write it in this thread, one buffer at a time.
+fn in_turn(src: &File, plan: Plan, writer: &mut Writer, block: usize) -> Result<Piped, CopyError> {
+    let mut sink = InlineSink {
+        buf: Some(AlignedBuf::page_aligned(block)),
+        writer,
+        error: None,
+    };
+    let end = read_plan(src, plan, &mut sink);
+    if let Some(error) = sink.error {
+        return Err(error);
+    }
+    Ok(writer.done(end))
+}
+
+/// The size of the blocks of zeros `Sparse::Always` leaves unwritten:
+/// a filesystem block, whatever the request size (GNU cp uses st_blksize).
+const HOLE_BLOCK: usize = 4096;
+
 /// The writing side: chunks arrive in file order; a gap is a hole.
 struct Writer<'a> {
     dst: &'a File,
     /// Sparse::Always: blocks of zeros are left as holes.
     skip_zeros: bool,
+    /// Not a regular file (a pipe, a terminal): written with write(), in order.
+    sequential: bool,
     progress: &'a mut dyn FnMut(u64),
     written_end: u64,
     written: u64,
@@ -523,7 +580,20 @@ struct Writer<'a> {
 impl Writer<'_> {
     fn write(&mut self, chunk: &Chunk) -> Result<(), CopyError> {
         let data = &chunk.buf[..chunk.len];
-        if !(self.skip_zeros && data.iter().all(|&b| b == 0)) {
+        if self.sequential {
+            let mut out = self.dst.get_ref();
+            std::io::Write::write_all(&mut out, data)
+                .map_err(|e| self.failed(context(e, "write", self.dst.path())))?;
+            self.written += data.len() as u64;
+        } else if self.skip_zeros {
+            // Runs of data between blocks of zeros, blocks aligned to the file.
+            for (start, end) in data_runs(data, chunk.offset) {
+                self.dst
+                    .write_all_at(&data[start..end], chunk.offset + start as u64)
+                    .map_err(|error| self.failed(error))?;
+                self.written += (end - start) as u64;
+            }
+        } else {
             self.dst
                 .write_all_at(data, chunk.offset)
                 .map_err(|error| self.failed(error))?;
@@ -551,6 +621,26 @@ impl Writer<'_> {
             method: Method::Stream,
         }
     }
+}
+
+/// The byte ranges of `data` (at file offset `offset`) that are not
+/// blocks of zeros, [`HOLE_BLOCK`] blocks aligned to the file, adjacent
+/// runs merged into one.
+fn data_runs(data: &[u8], offset: u64) -> Vec<(usize, usize)> {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    let mut start = 0;
+    while start < data.len() {
+        let to_boundary = HOLE_BLOCK - (offset + start as u64) as usize % HOLE_BLOCK;
+        let end = (start + to_boundary).min(data.len());
+        if data[start..end].iter().any(|&b| b != 0) {
+            match runs.last_mut() {
+                Some(last) if last.1 == start => last.1 = end,
+                _ => runs.push((start, end)),
+            }
+        }
+        start = end;
+    }
+    runs
 }
 
 /// Where the reader gets empty buffers and delivers chunks.

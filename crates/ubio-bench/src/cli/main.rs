@@ -92,5 +92,5 @@ fn main() -> ExitCode {
         Command::Worker(a) => worker::run(a),
         Command::GenerateDocs(a) => ubio_cmd::docs::run(a, Cli::command(), "ubio-bench", &[]),
     };
-    ubio_cmd::finish("ubio-bench", name, result, |e| format!("{e:#}"))
+    ubio_cmd::finish(&format!("ubio-bench {name}"), result, |e| format!("{e:#}"))
 }

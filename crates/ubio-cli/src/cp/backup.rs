@@ -1,7 +1,7 @@
 //! GNU's backups (--backup=CONTROL, -b, -S SUFFIX): an existing destination
 //! is renamed out of the way before it is replaced.
 
-use super::TRY_HELP;
+use super::try_help;
 use anyhow::{bail, Result};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -41,13 +41,17 @@ impl Backup {
             Some(c) => (c.to_owned(), "backup type"),
             None => (env.unwrap_or_else(|| "existing".into()), "$VERSION_CONTROL"),
         };
-        let control = match word.as_str() {
+        let words = [
+            "none", "off", "simple", "never", "existing", "nil", "numbered", "t",
+        ];
+        let control = match super::options::spell_out(&word, &words) {
             "none" | "off" => Control::None,
             "simple" | "never" => Control::Simple,
             "numbered" | "t" => Control::Numbered,
             "existing" | "nil" => Control::Existing,
             _ => bail!(
-                "invalid argument '{word}' for '{from}'\nValid arguments are:\n  - 'none', 'off'\n  - 'simple', 'never'\n  - 'existing', 'nil'\n  - 'numbered', 't'\n{TRY_HELP}"
+                "invalid argument '{word}' for '{from}'\nValid arguments are:\n  - 'none', 'off'\n  - 'simple', 'never'\n  - 'existing', 'nil'\n  - 'numbered', 't'\n{}",
+                try_help()
             ),
         };
         let suffix = suffix
@@ -55,6 +59,21 @@ impl Backup {
             .filter(|s| !s.is_empty() && !s.to_string_lossy().contains('/'))
             .unwrap_or_else(|| "~".into());
         Ok(Backup { control, suffix })
+    }
+
+    /// Whether backups are made at all.
+    pub fn is_on(&self) -> bool {
+        self.control != Control::None
+    }
+
+    /// Whether the backup of `dst` would be numbered (so that every version
+    /// is kept: a destination this command made may then be replaced).
+    pub fn numbered(&self, dst: &Path) -> bool {
+        match self.control {
+            Control::Numbered => true,
+            Control::Existing => highest_number(dst) > 0,
+            Control::None | Control::Simple => false,
+        }
     }
 
     /// The name to move an existing `dst` to, or None without backups.

@@ -18,14 +18,15 @@ mod file;
 mod options;
 mod pool;
 mod progress;
+mod same;
 mod tree;
 
 use crate::{msg, out};
 use anyhow::{bail, Result};
 use file::{CopyError, FileReport};
-pub use options::{Args, LinkMode, Options, Preserve};
+pub use options::{spell_out_long_options, Args, LinkMode, Options, Preserve};
 use progress::Progress;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{self, BufRead, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -34,8 +35,24 @@ use std::sync::Arc;
 use std::time::Instant;
 use tree::{Kind, Problem, Step};
 
+/// The name cp calls itself in messages: "ubio cp", or the name it was
+/// invoked by (see main's `command_line`).
+static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// ubio was invoked as `name` (a symlink named cp): it is cp by that name.
+pub fn invoked_as(name: String) {
+    let _ = NAME.set(name);
+}
+
+/// "ubio cp", or "cp" when invoked as cp.
+pub fn name() -> &'static str {
+    NAME.get().map_or("ubio cp", String::as_str)
+}
+
 /// GNU's last line after a usage error.
-const TRY_HELP: &str = "Try 'ubio cp --help' for more information.";
+pub fn try_help() -> String {
+    format!("Try '{} --help' for more information.", name())
+}
 
 #[derive(serde::Serialize)]
 struct Summary {
@@ -86,17 +103,18 @@ fn targets(args: &Args) -> Result<Targets> {
         });
     }
     let Some((dst, srcs)) = paths.split_last() else {
-        bail!("missing file operand\n{TRY_HELP}");
+        bail!("missing file operand\n{}", try_help());
     };
     if srcs.is_empty() {
         bail!(
-            "missing destination file operand after {}\n{TRY_HELP}",
-            msg::quote(dst)
+            "missing destination file operand after {}\n{}",
+            msg::quote(dst),
+            try_help()
         );
     }
     if args.no_target_directory {
         if srcs.len() > 1 {
-            bail!("extra operand {}\n{TRY_HELP}", msg::quote(&paths[2]));
+            bail!("extra operand {}\n{}", msg::quote(&paths[2]), try_help());
         }
         return Ok(Targets {
             srcs: srcs.to_vec(),
@@ -107,7 +125,10 @@ fn targets(args: &Args) -> Result<Targets> {
     let is_dir = dst.is_dir();
     if (srcs.len() > 1 || args.parents) && !is_dir {
         if args.parents {
-            bail!("with --parents, the destination must be a directory\n{TRY_HELP}");
+            bail!(
+                "with --parents, the destination must be a directory\n{}",
+                try_help()
+            );
         }
         match dst.metadata() {
             Err(e) => bail!("target {}: {}", msg::quote(dst), msg::reason(&e)),
@@ -126,6 +147,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let t = targets(&args)?;
     let mut steps = Vec::new();
     let mut problems = Vec::new();
+    let mut errors: Vec<String> = Vec::new();
+    // A source named twice (however it is spelled) onto the same name is
+    // copied once, with GNU's warning; with backups each is a new version.
+    let mut seen = HashSet::new();
+    let backups = opts.backup.is_on();
     for src in &t.srcs {
         let target = match (&t.dir, &t.onto) {
             (Some(dir), _) if args.parents => {
@@ -149,7 +175,25 @@ pub fn run(args: Args) -> Result<ExitCode> {
             (None, Some(onto)) => onto.clone(),
             (None, None) => unreachable!("targets() gives a directory or a name"),
         };
-        tree::plan(src, &target, &opts.walk, &mut steps, &mut problems);
+        let id = src
+            .symlink_metadata()
+            .map(|m| (m.dev(), m.ino(), m.is_dir()));
+        match id {
+            Ok((dev, ino, dir)) if !backups && !seen.insert((dev, ino, target.clone())) => {
+                let what = if dir { "directory" } else { "file" };
+                eprintln!(
+                    "{}: warning: source {what} {} specified more than once",
+                    name(),
+                    msg::quote(src)
+                );
+            }
+            _ => tree::plan(src, &target, &opts.walk, &mut steps, &mut problems),
+        }
+        // In the order of the sources, as GNU reports them.
+        for p in problems.drain(..) {
+            eprintln!("{}: {}", name(), p.0);
+            errors.push(p.0);
+        }
     }
     // --parents: each directory made on the way gets its metadata at the
     // end, after what was copied into it.
@@ -170,10 +214,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .filter(|s| matches!(s.kind, Kind::File) && opts.link == LinkMode::Copy)
         .map(|s| s.meta.len())
         .sum();
-    let mut errors: Vec<String> = problems.into_iter().map(|p| p.0).collect();
-    for e in &errors {
-        eprintln!("ubio cp: {e}");
-    }
+    errors.extend(problems.into_iter().map(|p| p.0));
     // Files in parallel where the order of what is printed cannot show it:
     // -v prints each copy in GNU's order, so it copies one file at a time.
     let progress = Progress::new(total);
@@ -192,6 +233,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         failed_dirs: Vec::new(),
         dir_bits_added: HashMap::new(),
         made_dirs: Vec::new(),
+        made: HashSet::new(),
+        track_made: t.srcs.len() > 1,
         linked: HashMap::new(),
     };
     let start = Instant::now();
@@ -237,6 +280,12 @@ struct Copier {
     dir_bits_added: HashMap<PathBuf, u32>,
     /// Directories this copy made (--parents sets metadata only on those).
     made_dirs: Vec<PathBuf>,
+    /// What this command made: a later source is not copied onto one of
+    /// them, nor through it.
+    made: HashSet<PathBuf>,
+    /// Only several sources can meet at one destination: one source's
+    /// tree, however large, keeps no such list.
+    track_made: bool,
     /// --preserve=links: the destination of each source inode with more
     /// than one link, so the next name of it becomes a link too.
     linked: HashMap<(u64, u64), PathBuf>,
@@ -246,7 +295,9 @@ struct Copier {
 enum Go {
     /// Make it (nothing is there, or it was moved away or removed).
     Ahead,
-    /// Leave it (-n, -u, or -i answered no).
+    /// Make it from this name (`cp -bf f f`: the source moved to its backup).
+    From(PathBuf),
+    /// Leave it (-n, -u, or -i answered no; or it already is the link asked for).
     Skip,
 }
 
@@ -256,6 +307,7 @@ impl Copier {
         if self.failed_dirs.iter().any(|d| step.dst.starts_with(d)) {
             return;
         }
+
         let result = match step.kind {
             Kind::DirStart => self.dir_start(step),
             // Its metadata last: after every file copied into it.
@@ -311,7 +363,7 @@ impl Copier {
     }
 
     fn fail(&mut self, message: String) {
-        self.progress.suspend(|| eprintln!("ubio cp: {message}"));
+        self.progress.suspend(|| eprintln!("{}: {message}", name()));
         self.errors.push(message);
     }
 
@@ -338,12 +390,31 @@ impl Copier {
     /// A file, symlink or fifo: decide about an existing destination, then
     /// link it (--preserve=links, -l, -s), copy it or recreate it.
     fn non_dir(&mut self, step: &Step) -> Result<(), String> {
+        // A destination made by an earlier source: its copy must be in first.
+        if self.made.contains(&step.dst) {
+            let done = self.pool.as_mut().map(|p| p.wait());
+            self.landed(done.unwrap_or_default());
+        }
         let (go, backup) = self.existing(step)?;
-        if matches!(go, Go::Skip) {
-            if matches!(step.kind, Kind::File) && self.opts.link == LinkMode::Copy {
-                self.progress.add(step.meta.len());
+        let moved;
+        let step = match go {
+            Go::Skip => {
+                if matches!(step.kind, Kind::File) && self.opts.link == LinkMode::Copy {
+                    self.progress.add(step.meta.len());
+                }
+                return Ok(());
             }
-            return Ok(());
+            Go::From(src) => {
+                moved = Step {
+                    src,
+                    ..step.clone()
+                };
+                &moved
+            }
+            Go::Ahead => step,
+        };
+        if self.track_made {
+            self.made.insert(step.dst.clone());
         }
         let id = (step.meta.dev(), step.meta.ino());
         let linked_later = self.opts.preserve.links && step.meta.nlink() > 1;
@@ -389,17 +460,82 @@ impl Copier {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Go::Ahead, None)),
             Err(e) => return Err(msg::on("stat", &step.dst, &e)),
         };
-        // A symlink at the destination is written through, as GNU cp does.
-        let target = std::fs::metadata(&step.dst).unwrap_or_else(|_| here.clone());
-        let same = |m: &std::fs::Metadata| m.dev() == step.meta.dev() && m.ino() == step.meta.ino();
         let writes_data = matches!(step.kind, Kind::File) && self.opts.link == LinkMode::Copy;
-        if (writes_data && same(&target)) || same(&here) {
+        let backup = self.opts.backup.name(&step.dst).is_some();
+        // Made by an earlier source of this command: never written through
+        // (it may lead outside the destination), replaced only where a
+        // numbered backup keeps it.
+        if self.made.contains(&step.dst) {
+            if here.is_symlink() && writes_data {
+                return Err(format!(
+                    "will not copy {} through just-created symlink {}",
+                    msg::quote(&step.src),
+                    msg::quote(&step.dst)
+                ));
+            }
+            if !self.opts.backup.numbered(&step.dst) {
+                return Err(format!(
+                    "will not overwrite just-created {} with {}",
+                    msg::quote(&step.dst),
+                    msg::quote(&step.src)
+                ));
+            }
+        }
+        // A symlink at the destination is written through, as GNU cp does,
+        // but not a dangling one (that would create a file where it points,
+        // maybe outside the destination), unless POSIX is asked for.
+        let (target, dangling) = match std::fs::metadata(&step.dst) {
+            Ok(m) => (Some(m), false),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => (None, here.is_symlink()),
+            // A loop of symlinks: -f and --remove-destination replace it.
+            Err(_) if self.opts.force || self.opts.remove_destination || !writes_data => {
+                (None, false)
+            }
+            Err(e) => return Err(msg::on("stat", &step.dst, &e)),
+        };
+        if writes_data
+            && dangling
+            && !backup
+            && !self.opts.remove_destination
+            && std::env::var_os("POSIXLY_CORRECT").is_none()
+        {
             return Err(format!(
-                "{} and {} are the same file",
-                msg::quote(&step.src),
+                "not writing through dangling symlink {}",
                 msg::quote(&step.dst)
             ));
         }
+        let src_l = step
+            .src
+            .symlink_metadata()
+            .map_err(|e| msg::on("stat", &step.src, &e))?;
+        let src_followed = std::fs::metadata(&step.src).ok();
+        let names = same::Names {
+            src_l: &src_l,
+            src_followed: src_followed.as_ref(),
+            src: &step.meta,
+            dst_l: &here,
+            dst_followed: target.as_ref(),
+        };
+        let replacing = same::Replacing {
+            link: self.opts.link,
+            data: writes_data,
+            backup,
+            remove_destination: self.opts.remove_destination,
+            force: self.opts.force,
+        };
+        match same::decide(&names, &replacing) {
+            same::Same::No => {}
+            same::Same::Done => return Ok((Go::Skip, None)),
+            same::Same::Refuse => {
+                return Err(format!(
+                    "{} and {} are the same file",
+                    msg::quote(&step.src),
+                    msg::quote(&step.dst)
+                ))
+            }
+            same::Same::FromBackup => return self.from_backup(step),
+        }
+        let target = target.unwrap_or_else(|| here.clone());
         if target.is_dir() && writes_data || here.is_dir() {
             return Err(format!(
                 "cannot overwrite directory {} with non-directory",
@@ -416,6 +552,17 @@ impl Copier {
             return Ok((Go::Skip, None));
         }
         if let Some(name) = self.opts.backup.name(&step.dst) {
+            // `cp --backup=simple a~ a`: the backup would replace the source.
+            if name
+                .symlink_metadata()
+                .is_ok_and(|b| b.dev() == src_l.dev() && b.ino() == src_l.ino())
+            {
+                return Err(format!(
+                    "backing up {} might destroy source;  {} not copied",
+                    msg::quote(&step.dst),
+                    msg::quote(&step.src)
+                ));
+            }
             std::fs::rename(&step.dst, &name).map_err(|e| {
                 format!(
                     "cannot backup {} to {}: {}",
@@ -427,10 +574,12 @@ impl Copier {
             return Ok((Go::Ahead, Some(name)));
         }
         let replaced = !writes_data || self.opts.remove_destination;
-        // GNU cp -l and -s replace a file only when told to (-f).
+        // GNU cp -l and -s replace a file only when told to (-f); -dl
+        // replaces a symlink with a link to a symlink.
         let allowed = self.opts.remove_destination
             || self.opts.force
-            || matches!(self.opts.link, LinkMode::Copy);
+            || matches!(self.opts.link, LinkMode::Copy)
+            || (self.opts.link == LinkMode::Hard && step.meta.is_symlink() && here.is_symlink());
         if replaced && allowed {
             std::fs::remove_file(&step.dst).map_err(|e| {
                 format!(
@@ -443,11 +592,31 @@ impl Copier {
         Ok((Go::Ahead, None))
     }
 
+    /// `cp -bf f f` (and -bfl): the source moves to its backup and is copied
+    /// back from there (with -l the backup is one more link to it).
+    fn from_backup(&mut self, step: &Step) -> Result<(Go, Option<PathBuf>), String> {
+        let name = self.opts.backup.name(&step.dst).expect("backups are on");
+        let cannot = |e: io::Error| {
+            format!(
+                "cannot backup {} to {}: {}",
+                msg::quote(&step.dst),
+                msg::quote(&name),
+                msg::reason(&e)
+            )
+        };
+        if self.opts.link == LinkMode::Hard {
+            std::fs::hard_link(&step.dst, &name).map_err(cannot)?;
+            return Ok((Go::Skip, Some(name)));
+        }
+        std::fs::rename(&step.dst, &name).map_err(cannot)?;
+        Ok((Go::From(name.clone()), Some(name)))
+    }
+
     /// -i: ask on stderr, read the answer from stdin; yes if it starts with y.
     fn ask(&mut self, question: &str) -> bool {
         let mut answer = String::new();
         self.progress.suspend(|| {
-            eprint!("ubio cp: {question}");
+            eprint!("{}: {question}", name());
             let _ = io::stderr().flush();
             let _ = io::stdin().lock().read_line(&mut answer);
         });
@@ -485,14 +654,16 @@ impl Copier {
                 match incomplete {
                     Some((done, _)) if source_changed => {
                         msg = format!(
-                            "{msg}\nubio cp: {} is incomplete: it holds the {done} bytes read, not a copy of {}",
+                            "{msg}\n{}: {} is incomplete: it holds the {done} bytes read, not a copy of {}",
+                            name(),
                             step.dst.display(),
                             step.src.display()
                         );
                     }
                     Some((done, expected)) => {
                         msg = format!(
-                            "{msg}\nubio cp: {} is incomplete (failed after {done} of {expected} bytes); {} is unchanged",
+                            "{msg}\n{}: {} is incomplete (failed after {done} of {expected} bytes); {} is unchanged",
+                            name(),
                             step.dst.display(),
                             step.src.display()
                         );

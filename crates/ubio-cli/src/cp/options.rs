@@ -3,7 +3,7 @@
 
 use super::backup::Backup;
 use super::tree::{Deref, Walk};
-use super::TRY_HELP;
+use super::try_help;
 use crate::size;
 use anyhow::{bail, Result};
 use std::ffi::OsString;
@@ -126,7 +126,9 @@ pub struct Args {
     // GNU cp options ubio cp does not have: refused by name.
     #[arg(long, hide = true)]
     attributes_only: bool,
-    #[arg(long, hide = true)]
+    /// With -r, copy the data read from fifos and devices into files
+    /// (instead of recreating fifos and skipping devices).
+    #[arg(long)]
     copy_contents: bool,
     #[arg(long, hide = true)]
     strip_trailing_slashes: bool,
@@ -186,10 +188,14 @@ impl Preserve {
         self.mode || self.ownership || self.timestamps || self.xattr
     }
 
-    /// The mode a new file is created with (the umask applies).
+    /// The mode a new file is created with (the umask applies). When the
+    /// mode is set after the data (-p), only the owner may open it until
+    /// then: the source's data is not readable by others meanwhile.
     pub fn new_file_mode(&self, src_mode: u32) -> u32 {
         if self.default_mode {
             0o666
+        } else if self.mode {
+            src_mode & 0o700
         } else {
             src_mode & 0o777
         }
@@ -206,7 +212,7 @@ impl Preserve {
     /// Turn the attributes of a --preserve or --no-preserve list on or off.
     fn set(&mut self, list: &str, on: bool, option: &str) -> Result<()> {
         for attr in list.split(',') {
-            match attr {
+            match spell_out(attr, PRESERVE_WORDS) {
                 "mode" => {
                     self.mode = on;
                     self.default_mode = !on;
@@ -228,15 +234,45 @@ impl Preserve {
                     self.xattr_required = on;
                 }
                 "context" if !on => {}
+                // GNU's words where there is no SELinux (none to keep); with
+                // SELinux, ubio's own: it does not copy the labels.
+                "context" if !std::path::Path::new("/sys/fs/selinux/enforce").exists() => {
+                    bail!("cannot preserve security context without an SELinux-enabled kernel")
+                }
                 "context" => bail!(
                     "{option}=context is not supported: ubio cp does not copy SELinux contexts"
                 ),
                 _ => bail!(
-                    "invalid argument '{attr}' for '{option}'\nValid arguments are:\n  - 'mode'\n  - 'timestamps'\n  - 'ownership'\n  - 'links'\n  - 'context'\n  - 'xattr'\n  - 'all'\n{TRY_HELP}"
+                    "invalid argument '{attr}' for '{option}'\nValid arguments are:\n  - 'mode'\n  - 'timestamps'\n  - 'ownership'\n  - 'links'\n  - 'context'\n  - 'xattr'\n  - 'all'\n{}",
+                    try_help()
                 ),
             }
         }
         Ok(())
+    }
+}
+
+/// The words of --preserve and --no-preserve.
+const PRESERVE_WORDS: &[&str] = &[
+    "mode",
+    "timestamps",
+    "ownership",
+    "links",
+    "context",
+    "xattr",
+    "all",
+];
+
+/// `word`, or the one of `words` it is an unambiguous prefix of (GNU takes
+/// `--preserve=link` for links); else `word` as given, refused by its caller.
+pub fn spell_out<'a>(word: &'a str, words: &[&'a str]) -> &'a str {
+    if word.is_empty() || words.contains(&word) {
+        return word;
+    }
+    let mut matches = words.iter().filter(|w| w.starts_with(word));
+    match (matches.next(), matches.next()) {
+        (Some(one), None) => one,
+        _ => word,
     }
 }
 
@@ -277,7 +313,6 @@ impl Args {
     pub fn options(&self) -> Result<Options> {
         let unsupported = [
             (self.attributes_only, "--attributes-only"),
-            (self.copy_contents, "--copy-contents"),
             (self.strip_trailing_slashes, "--strip-trailing-slashes"),
             (self.keep_directory_symlink, "--keep-directory-symlink"),
             (self.debug, "--debug"),
@@ -345,6 +380,7 @@ impl Args {
                 recursive,
                 deref,
                 one_file_system: self.one_file_system,
+                copy_contents: self.copy_contents,
             },
             copy: ubio::copy::CopyOptions {
                 block: usize::try_from(self.block)
@@ -366,4 +402,93 @@ impl Args {
             window: self.window,
         })
     }
+}
+
+/// GNU cp 9.1's long options (from its `--help`), in which a prefix is
+/// looked up first: `--b` is --backup as in GNU, though ubio's own
+/// --backend and --block begin the same.
+const GNU_LONG_OPTIONS: &[&str] = &[
+    "archive",
+    "attributes-only",
+    "backup",
+    "context",
+    "copy-contents",
+    "dereference",
+    "force",
+    "help",
+    "interactive",
+    "link",
+    "no-clobber",
+    "no-dereference",
+    "no-preserve",
+    "no-target-directory",
+    "one-file-system",
+    "parents",
+    "preserve",
+    "recursive",
+    "reflink",
+    "remove-destination",
+    "sparse",
+    "strip-trailing-slashes",
+    "suffix",
+    "symbolic-link",
+    "target-directory",
+    "update",
+    "verbose",
+    "version",
+];
+
+/// Long options written as an unambiguous prefix (`--parent`,
+/// `--b=simple`) spelled out, as GNU's getopt_long takes them: an exact name
+/// wins, then the one GNU option the prefix begins, then the one of all
+/// (`all`: every long option `ubio cp` has). An ambiguous prefix is GNU's
+/// usage error. Nothing after `--` is an option.
+pub fn spell_out_long_options(args: &mut [OsString], all: &[String]) -> Result<()> {
+    for arg in args.iter_mut() {
+        let Some(text) = arg.to_str().and_then(|a| a.strip_prefix("--")) else {
+            continue;
+        };
+        if text.is_empty() {
+            break;
+        }
+        let (name, value) = match text.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (text, None),
+        };
+        if all.iter().any(|a| a == name) {
+            continue;
+        }
+        let gnu: Vec<&str> = GNU_LONG_OPTIONS
+            .iter()
+            .copied()
+            .filter(|o| o.starts_with(name))
+            .collect();
+        let ours: Vec<&str> = all
+            .iter()
+            .map(String::as_str)
+            .filter(|o| o.starts_with(name))
+            .collect();
+        let found = match (gnu.as_slice(), ours.as_slice()) {
+            ([one], _) | ([], [one]) => *one,
+            ([], []) => continue, // clap says it is unknown
+            (gnu_many, ours_many) => {
+                let many = if gnu_many.is_empty() {
+                    ours_many
+                } else {
+                    gnu_many
+                };
+                let list: Vec<String> = many.iter().map(|o| format!("'--{o}'")).collect();
+                bail!(
+                    "option '--{name}' is ambiguous; possibilities: {}\n{}",
+                    list.join(" "),
+                    try_help()
+                );
+            }
+        };
+        *arg = match value {
+            Some(v) => format!("--{found}={v}").into(),
+            None => format!("--{found}").into(),
+        };
+    }
+    Ok(())
 }

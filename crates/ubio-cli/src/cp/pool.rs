@@ -114,14 +114,20 @@ impl Pool {
         self.below.contains_key(dir)
     }
 
-    /// Wait for every copy, and end the workers.
-    pub fn finish(&mut self) -> Vec<Done> {
+    /// Wait for every copy in flight.
+    pub fn wait(&mut self) -> Vec<Done> {
         let mut out = self.ready();
         while self.in_flight > 0 {
             let done = self.done.recv().expect("a worker holds a sender");
             self.landed(&done);
             out.push(done);
         }
+        out
+    }
+
+    /// Wait for every copy, and end the workers.
+    pub fn finish(&mut self) -> Vec<Done> {
+        let out = self.wait();
         self.jobs = None;
         for worker in self.workers.drain(..) {
             let _ = worker.join();

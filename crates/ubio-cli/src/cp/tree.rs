@@ -44,6 +44,8 @@ pub struct Walk {
     pub deref: Deref,
     /// -x: directories on other filesystems are made, but not entered.
     pub one_file_system: bool,
+    /// --copy-contents: fifos and devices are read like files, also with -r.
+    pub copy_contents: bool,
 }
 
 /// A problem found while planning: reported, counted as a failure, and the
@@ -195,9 +197,11 @@ fn walk(
         steps.push(step(Kind::DirEnd, meta));
     } else if ft.is_symlink() {
         steps.push(step(Kind::Symlink, meta));
-    } else if ft.is_fifo() && w.recursive {
+    } else if ft.is_fifo() && w.recursive && !w.copy_contents {
         steps.push(step(Kind::Fifo, meta));
-    } else if w.recursive && (ft.is_socket() || ft.is_block_device() || ft.is_char_device()) {
+    } else if w.recursive
+        && (ft.is_socket() || (!w.copy_contents && (ft.is_block_device() || ft.is_char_device())))
+    {
         let what = if ft.is_socket() { "socket" } else { "device" };
         problems.push(Problem(format!(
             "skipping {what} {} (cp -r recreates fifos; sockets and devices are not copied)",

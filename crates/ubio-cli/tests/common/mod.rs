@@ -9,6 +9,8 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 pub use ubio_testenv::skip;
 
+pub mod gnu;
+
 pub const UBIO: &str = env!("CARGO_BIN_EXE_ubio");
 
 /// Root is needed for loop filesystems, ownership and other users: true if

@@ -1,0 +1,407 @@
+//! GNU cp 9.1's command line, links and attributes, run through GNU's cp
+//! and ubio invoked as `cp` and compared (exit status, stdout, stderr, and
+//! the resulting tree with modes, extended attributes and ACLs; see
+//! common/gnu.rs): getopt_long's parsing (abbreviations, repetition, options
+//! after operands), GNU's usage errors and their wording, the later of two
+//! options winning, hard links kept through -H and -L, -au into an existing
+//! tree, --parents with -p, --attributes-only, ACLs.
+
+mod common;
+use common::gnu::{assert_as_gnu_but, Case, Known};
+
+#[test]
+fn command_line_as_gnu_reads_it() {
+    let file = "echo data > f";
+    let cases: Vec<Case> = vec![
+        // Abbreviations: of options (not of ubio's own: --b is --backup,
+        // not --backend), and of their arguments (argmatch).
+        (
+            "echo old > g; echo data > f",
+            vec!["--b=simple", "f", "g"],
+            vec![],
+        ),
+        (
+            "mkdir -p a/b d; echo 1 > a/b/f",
+            vec!["--parent", "a/b/f", "d"],
+            vec![],
+        ),
+        (
+            "mkdir d; echo 1 > f; ln f g",
+            vec!["--preserve=link", "f", "g", "d"],
+            vec![],
+        ),
+        (file, vec!["--sparse=al", "f", "g"], vec![]),
+        (file, vec!["--sparse=a", "f", "g"], vec![]),
+        (file, vec!["--re", "f", "g"], vec![]),
+        (
+            file,
+            vec!["--reflink=never", "--sparse=never", "f", "g"],
+            vec![],
+        ),
+        // Conflicts and usage errors.
+        (file, vec!["-bn", "f", "g"], vec![]),
+        (file, vec!["--sparse=never", "--reflink", "f", "g"], vec![]),
+        (file, vec!["-ls", "f", "g"], vec![]),
+        (file, vec!["--bogus", "f", "g"], vec![]),
+        (file, vec!["-/", "f", "g"], vec![]),
+        (file, vec!["--parents=1", "f", "g"], vec![]),
+        (file, vec!["--suffix"], vec![]),
+        (file, vec!["f", "-t"], vec![]),
+        (file, vec!["f"], vec![]),
+        (file, vec![], vec![]),
+        (
+            "mkdir d e; echo 1 > f",
+            vec!["-t", "d", "-t", "e", "f"],
+            vec![],
+        ),
+        ("mkdir d; echo 1 > f", vec!["-T", "-t", "d", "f"], vec![]),
+        ("mkdir d; echo 1 > f", vec!["-T", "f", "g", "d"], vec![]),
+        ("echo 1 > f; echo 2 > g", vec!["f", "g", "h"], vec![]),
+        ("echo 1 > f", vec!["--parents", "f", "g"], vec![]),
+        (file, vec!["--sparse=sometimes", "f", "g"], vec![]),
+        (file, vec!["--backup=sometimes", "f", "g"], vec![]),
+        (
+            "echo 1 > f; echo 2 > g",
+            vec!["-b", "f", "g"],
+            vec![("VERSION_CONTROL", "bogus")],
+        ),
+        (file, vec!["--preserve=colour", "f", "g"], vec![]),
+        (file, vec!["--no-preserve=all,bogus", "f", "g"], vec![]),
+        (file, vec!["--preserve=context", "f", "g"], vec![]),
+        (file, vec!["--context=x", "f", "g"], vec![]),
+        (file, vec!["-Z", "f", "g"], vec![]),
+        // Repetition and order: the last one wins.
+        (
+            "echo 1 > f; echo 2 > g",
+            vec!["--backup=numbered", "--backup=simple", "f", "g"],
+            vec![],
+        ),
+        (
+            "echo 1 > f; echo 2 > g; printf 'y\\n' > .stdin",
+            vec!["-n", "-i", "f", "g"],
+            vec![],
+        ),
+        (
+            "echo 1 > f; echo 2 > g; printf 'y\\n' > .stdin",
+            vec!["-i", "-n", "f", "g"],
+            vec![],
+        ),
+        (
+            "echo 1 > f; echo 2 > g; printf 'no\\n' > .stdin",
+            vec!["-i", "f", "g"],
+            vec![],
+        ),
+        (
+            "echo 1 > f; ln -s f s; mkdir d",
+            vec!["-L", "-P", "s", "d"],
+            vec![],
+        ),
+        (
+            "echo 1 > f; ln -s f s; mkdir d",
+            vec!["-P", "-L", "s", "d"],
+            vec![],
+        ),
+        (
+            "echo 1 > f; chmod 640 f",
+            vec!["--no-preserve=mode", "--preserve=all", "f", "g"],
+            vec![],
+        ),
+        (
+            "echo 1 > f; chmod 640 f",
+            vec!["--preserve=all", "--no-preserve=mode", "f", "g"],
+            vec![],
+        ),
+        (
+            "echo 1 > f; chmod 640 f",
+            vec!["-a", "--no-preserve=mode", "f", "g"],
+            vec![],
+        ),
+        // Options after operands, unless POSIXLY_CORRECT; `--` ends options.
+        ("echo old > g; echo data > f", vec!["f", "g", "-b"], vec![]),
+        (
+            "echo old > g; echo data > f; mkdir -- -b",
+            vec!["f", "g", "-b"],
+            vec![("POSIXLY_CORRECT", "1")],
+        ),
+        ("echo data > -f; mkdir d", vec!["--", "-f", "d"], vec![]),
+        ("echo data > f", vec!["-v", "f", "g"], vec![]),
+        ("echo data > f; echo x > g", vec!["-vb", "f", "g"], vec![]),
+        (
+            "echo data > f",
+            vec!["--strip-trailing-slashes", "f/", "g"],
+            vec![],
+        ),
+        (
+            "mkdir d; echo data > d/f",
+            vec!["-r", "--strip-trailing-slashes", "d/", "e"],
+            vec![],
+        ),
+        // Names GNU quotes (the quoting of messages).
+        ("echo 1 > \"it's\"", vec!["it's", "it's"], vec![]),
+        ("echo 1 > 'a b'", vec!["a b", "a b"], vec![]),
+        ("echo 1 > 'a\nb'", vec!["a\nb", "a\nb"], vec![]),
+    ];
+    // Where ubio differs from GNU today (issue 24), and why.
+    let known: &[Known] = &[
+        (
+            "echo data > f",
+            "--sparse=al f g",
+            "wording: usage errors in GNU's getopt/argmatch words (clap's today)",
+        ),
+        (
+            "echo data > f",
+            "--sparse=a f g",
+            "wording: usage errors in GNU's getopt/argmatch words (clap's today)",
+        ),
+        (
+            "echo data > f",
+            "--re f g",
+            "wording: usage errors in GNU's getopt/argmatch words (clap's today)",
+        ),
+        (
+            "echo data > f",
+            "-bn f g",
+            "wording: usage errors in GNU's getopt/argmatch words (clap's today)",
+        ),
+        (
+            "echo data > f",
+            "--sparse=never --reflink f g",
+            "wording: usage errors in GNU's getopt/argmatch words (clap's today)",
+        ),
+        (
+            "echo data > f",
+            "-ls f g",
+            "wording: usage errors in GNU's getopt/argmatch words (clap's today)",
+        ),
+        (
+            "echo data > f",
+            "--bogus f g",
+            "wording: usage errors in GNU's getopt/argmatch words (clap's today)",
+        ),
+        (
+            "echo data > f",
+            "-/ f g",
+            "wording: usage errors in GNU's getopt/argmatch words (clap's today)",
+        ),
+        (
+            "echo data > f",
+            "--parents=1 f g",
+            "metadata: -p --parents sets existing parents' modes",
+        ),
+        (
+            "echo data > f",
+            "--suffix",
+            "wording: usage errors in GNU's getopt/argmatch words (clap's today)",
+        ),
+        (
+            "echo data > f",
+            "f -t",
+            "wording: usage errors in GNU's getopt/argmatch words (clap's today)",
+        ),
+        (
+            "echo data > f",
+            "",
+            "wording: usage errors in GNU's getopt/argmatch words (clap's today)",
+        ),
+        (
+            "mkdir d e; echo 1 > f",
+            "-t d -t e f",
+            "parsing: repeated and conflicting options, the later wins as in GNU",
+        ),
+        (
+            "echo data > f",
+            "--sparse=sometimes f g",
+            "wording: usage errors in GNU's getopt/argmatch words (clap's today)",
+        ),
+        (
+            "echo data > f",
+            "--context=x f g",
+            "wording: SELinux options' messages on a kernel without SELinux",
+        ),
+        (
+            "echo data > f",
+            "-Z f g",
+            "wording: SELinux options' messages on a kernel without SELinux",
+        ),
+        (
+            "echo 1 > f; echo 2 > g",
+            "--backup=numbered --backup=simple f g",
+            "parsing: repeated and conflicting options, the later wins as in GNU",
+        ),
+        (
+            "echo 1 > f; chmod 640 f",
+            "--no-preserve=mode --preserve=all f g",
+            "parsing: repeated and conflicting options, the later wins as in GNU",
+        ),
+        (
+            "echo old > g; echo data > f; mkdir -- -b",
+            "f g -b",
+            "parsing: options after operands (getopt permutation) as GNU",
+        ),
+        (
+            "echo data > f",
+            "--strip-trailing-slashes f/ g",
+            "parsing: --strip-trailing-slashes not taken as GNU does",
+        ),
+        (
+            "mkdir d; echo data > d/f",
+            "-r --strip-trailing-slashes d/ e",
+            "parsing: --strip-trailing-slashes not taken as GNU does",
+        ),
+        (
+            "echo 1 > \"it's\"",
+            "it's it's",
+            "wording: names in messages quoted as GNU's quotearg does (shell-escape quoting)",
+        ),
+        (
+            "echo 1 > 'a\nb'",
+            "a\nb a\nb",
+            "wording: usage errors in GNU's getopt/argmatch words (clap's today)",
+        ),
+    ];
+    assert_as_gnu_but(&cases, known);
+}
+
+#[test]
+fn links_and_attributes_as_gnu() {
+    let cases: Vec<Case> = vec![
+        // Hard links between what -H and -L follow and what they reach.
+        (
+            "mkdir -p a d; echo 1 > a/f; ln -s f a/s",
+            vec!["-R", "-H", "--preserve=links", "a/f", "a/s", "d"],
+            vec![],
+        ),
+        (
+            "mkdir -p a d; echo 1 > a/f; ln -s f a/s",
+            vec!["-R", "-L", "--preserve=links", "a", "d"],
+            vec![],
+        ),
+        (
+            "mkdir -p a/b; echo 1 > a/f; ln a/f a/b/g",
+            vec!["-a", "a", "c"],
+            vec![],
+        ),
+        // -au into an existing tree: newer sources replace, links stay links.
+        (
+            "mkdir s; echo 1 > s/f; ln s/f s/g; cp -a s t; touch -d '2 days ago' t/f t/g",
+            vec!["-au", "s", "."],
+            vec![],
+        ),
+        (
+            "mkdir s; echo 1 > s/f; echo 2 > s/g; cp -a s t; touch -d tomorrow t/f",
+            vec!["-aruv", "s/.", "t"],
+            vec![],
+        ),
+        // --parents with -p: parents made or already there get the sources'.
+        (
+            "mkdir -p a/b d/a; chmod 750 a; chmod 705 a/b; echo 1 > a/b/f",
+            vec!["-p", "--parents", "a/b/f", "d"],
+            vec![],
+        ),
+        (
+            "mkdir -p a/b d; chmod 700 a; chmod 500 a/b; echo 1 > a/b/f",
+            vec!["--parents", "-v", "a/b/f", "d"],
+            vec![],
+        ),
+        // --attributes-only: the destination's data stays.
+        (
+            "echo new > f; chmod 600 f; setfattr -n user.a -v 1 f; echo old > g",
+            vec!["--attributes-only", "--preserve=all", "f", "g"],
+            vec![],
+        ),
+        ("echo new > f", vec!["--attributes-only", "f", "g"], vec![]),
+        // Extended attributes and POSIX ACLs: -p, -a, --preserve=xattr.
+        (
+            "echo 1 > f; setfacl -m u:nobody:rw f; setfattr -n user.c -v blue f",
+            vec!["-p", "f", "g"],
+            vec![],
+        ),
+        (
+            "echo 1 > f; setfacl -m u:nobody:rw f; setfattr -n user.c -v blue f",
+            vec!["--preserve=xattr", "f", "g"],
+            vec![],
+        ),
+        (
+            "mkdir d; setfacl -d -m u:nobody:rx d; setfacl -m u:nobody:rwx d; echo 1 > d/f",
+            vec!["-a", "d", "e"],
+            vec![],
+        ),
+        (
+            "echo 1 > f; setfacl -m u:nobody:r f; echo 2 > g; setfacl -m u:daemon:w g",
+            vec!["-p", "f", "g"],
+            vec![],
+        ),
+        (
+            "echo 1 > f; echo 2 > g; setfacl -m u:daemon:w g",
+            vec!["f", "g"],
+            vec![],
+        ),
+        // Special bits and modes.
+        ("echo 1 > f; chmod 4755 f", vec!["-p", "f", "g"], vec![]),
+        ("echo 1 > f; chmod 2711 f", vec!["f", "g"], vec![]),
+        (
+            "mkdir -m 1777 d; echo 1 > d/f",
+            vec!["-r", "d", "e"],
+            vec![],
+        ),
+        (
+            "mkdir -m 0500 d; echo 1 > d/f",
+            vec!["-r", "d", "e"],
+            vec![],
+        ),
+        (
+            "mkdir d; mkfifo d/p; echo 1 > d/f",
+            vec!["-r", "d", "e"],
+            vec![],
+        ),
+    ];
+    // Where ubio differs from GNU today (issue 24), and why.
+    let known: &[Known] = &[
+        (
+            "mkdir -p a d; echo 1 > a/f; ln -s f a/s",
+            "-R -H --preserve=links a/f a/s d",
+            "hard links: --preserve=links through -H/-L, -au into an existing tree",
+        ),
+        (
+            "mkdir -p a d; echo 1 > a/f; ln -s f a/s",
+            "-R -L --preserve=links a d",
+            "hard links: --preserve=links through -H/-L, -au into an existing tree",
+        ),
+        (
+            "mkdir s; echo 1 > s/f; ln s/f s/g; cp -a s t; touch -d '2 days ago' t/f t/g",
+            "-au s .",
+            "hard links: --preserve=links through -H/-L, -au into an existing tree",
+        ),
+        (
+            "mkdir -p a/b d/a; chmod 750 a; chmod 705 a/b; echo 1 > a/b/f",
+            "-p --parents a/b/f d",
+            "metadata: -p --parents sets existing parents' modes",
+        ),
+        (
+            "echo new > f; chmod 600 f; setfattr -n user.a -v 1 f; echo old > g",
+            "--attributes-only --preserve=all f g",
+            "metadata: --attributes-only not done",
+        ),
+        (
+            "echo new > f",
+            "--attributes-only f g",
+            "metadata: --attributes-only not done",
+        ),
+        (
+            "echo 1 > f; setfacl -m u:nobody:rw f; setfattr -n user.c -v blue f",
+            "-p f g",
+            "metadata: POSIX ACLs kept with -p / --preserve=xattr",
+        ),
+        (
+            "echo 1 > f; setfacl -m u:nobody:rw f; setfattr -n user.c -v blue f",
+            "--preserve=xattr f g",
+            "metadata: POSIX ACLs kept with -p / --preserve=xattr",
+        ),
+        (
+            "echo 1 > f; setfacl -m u:nobody:r f; echo 2 > g; setfacl -m u:daemon:w g",
+            "-p f g",
+            "metadata: POSIX ACLs kept with -p / --preserve=xattr",
+        ),
+    ];
+    assert_as_gnu_but(&cases, known);
+}
