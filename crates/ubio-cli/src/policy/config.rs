@@ -394,7 +394,9 @@ fn duration(s: &str) -> Result<Duration, String> {
 
 /// Refuse a configuration that anyone but root could change: the file and
 /// every directory above it must belong to root and be writable by no
-/// group or other user (as sshd's StrictModes asks of its keys).
+/// group or other user (as sshd's StrictModes asks of its keys). A sticky
+/// directory (/tmp) may be writable by all: no one else can rename or
+/// remove the root-owned entry below it, which the walk checked before.
 pub fn check_owner(path: &Path) -> Result<(), String> {
     let real = std::fs::canonicalize(path)
         .map_err(|e| format!("cannot open: {}", crate::msg::reason(&e)))?;
@@ -414,7 +416,8 @@ pub fn check_owner(path: &Path) -> Result<(), String> {
                 m.uid()
             ));
         }
-        if m.mode() & 0o022 != 0 {
+        let sticky_dir = p != real && m.mode() & 0o1000 != 0;
+        if m.mode() & 0o022 != 0 && !sticky_dir {
             return Err(format!(
                 "refused: {what} {} is writable by {} (mode {:o}): make it writable by root only",
                 p.display(),
@@ -557,6 +560,15 @@ name = "everything"
         assert!(check_owner(&f)
             .unwrap_err()
             .contains("writable by its group"));
+        // Sticky and writable by all (as /tmp): others cannot replace the
+        // root-owned entries in it.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+        assert_eq!(check_owner(&f), Ok(()));
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o1666)).unwrap();
+        assert!(check_owner(&f)
+            .unwrap_err()
+            .contains("writable by everyone"));
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         std::os::unix::fs::chown(&f, Some(65534), None).unwrap();
         assert!(check_owner(&f)
