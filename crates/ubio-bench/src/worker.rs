@@ -70,7 +70,10 @@ pub fn parse_line(line: &str) -> Result<Event, String> {
 /// What a worker process does.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Job {
-    Victim { path: PathBuf, tick: Duration },
+    Victim {
+        path: PathBuf,
+        tick: Duration,
+    },
     /// One run of `ubio bench` (see [`crate::harness::engine`]).
     Bench(Box<EngineJob>),
 }
@@ -88,7 +91,11 @@ impl Job {
             }
             Job::Bench(job) => {
                 a.push("bench".into());
-                a.push(serde_json::to_string(job).expect("jobs always serialize").into());
+                a.push(
+                    serde_json::to_string(job)
+                        .expect("jobs always serialize")
+                        .into(),
+                );
             }
         }
         a
@@ -345,7 +352,10 @@ impl BenchClient {
     /// Takes over `child`'s stdout.
     pub fn new(mut child: Child) -> io::Result<BenchClient> {
         let stdout = child.stdout.take().ok_or_else(|| {
-            io::Error::new(io::ErrorKind::InvalidInput, "bench worker spawned without piped stdout")
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "bench worker spawned without piped stdout",
+            )
         })?;
         let (tx, events) = mpsc::channel();
         let reader = std::thread::Builder::new()
@@ -469,12 +479,10 @@ mod tests {
 
     #[test]
     fn job_args_round_trip() {
-        let jobs = [
-            Job::Victim {
-                path: "/tmp/a b/hot".into(),
-                tick: Duration::from_millis(250),
-            },
-        ];
+        let jobs = [Job::Victim {
+            path: "/tmp/a b/hot".into(),
+            tick: Duration::from_millis(250),
+        }];
         for job in jobs {
             assert_eq!(Job::from_args(&job.to_args()).unwrap(), job);
         }

@@ -32,10 +32,10 @@ use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-pub use ubio_testenv::rng::mix;
-use ubio_testenv::rng::{SplitMix64, GOLDEN_GAMMA};
 use ubio::sys;
 use ubio::BackendKind;
+pub use ubio_testenv::rng::mix;
+use ubio_testenv::rng::{SplitMix64, GOLDEN_GAMMA};
 
 const PAGE: u64 = 4096;
 /// ubio's residency granularity (ubio::residency::CHUNK).

@@ -401,10 +401,7 @@ mod tests {
         refused(plan(20 * GIB, 24 * GIB, GIB, 300 * MIB), "unsafe");
         refused(plan(20 * GIB, 24 * GIB, GIB, 100 * MIB), "unsafe");
         // Leaving less than the floor.
-        refused(
-            plan(20 * GIB, 24 * GIB, GIB, 2 * GIB),
-            "below the floor",
-        );
+        refused(plan(20 * GIB, 24 * GIB, GIB, 2 * GIB), "below the floor");
         // Not enough memory to take any.
         refused(plan(GIB, 24 * GIB, GIB, GIB), "not enough memory");
         // A dataset that the remaining memory would nearly hold.

@@ -527,7 +527,10 @@ impl ScratchFs {
                     ubio::sys::fallocate(f.as_fd(), 0, 0, size_bytes).map_err(|e| {
                         context(
                             e,
-                            format_args!("fallocate backing file {} ({size_bytes} bytes)", file.display()),
+                            format_args!(
+                                "fallocate backing file {} ({size_bytes} bytes)",
+                                file.display()
+                            ),
                         )
                     })?;
                 }

@@ -28,7 +28,10 @@ pub fn evict(fd: BorrowedFd<'_>, path: &Path, sync: bool) -> io::Result<Evicted>
     if fs.pages_are_storage() {
         // Kind Unsupported: the C API and Python report it as EOPNOTSUPP.
         let why = format!("on {} the cached pages are the file's storage", fs.name());
-        return Err(ctx("evict")(io::Error::new(io::ErrorKind::Unsupported, why)));
+        return Err(ctx("evict")(io::Error::new(
+            io::ErrorKind::Unsupported,
+            why,
+        )));
     }
     let holder = PageHolder::of(fd).map_err(ctx("find the pages of"))?;
     let before = FileCount::with(&holder, fd).map_err(ctx("cachestat"))?;

@@ -240,7 +240,10 @@ fn configs(a: &Args) -> Result<Vec<Config>> {
         Some(list) => parse_modes(list, a.copy)?,
         None if a.copy => default_copy_modes(twin),
         None => {
-            let mut m = vec![BenchMode::Buffered, BenchMode::Ubio(ubio::BackendKind::Auto)];
+            let mut m = vec![
+                BenchMode::Buffered,
+                BenchMode::Ubio(ubio::BackendKind::Auto),
+            ];
             if twin {
                 m.insert(1, BenchMode::Backed(Backable::Buffered));
             }

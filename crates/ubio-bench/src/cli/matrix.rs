@@ -148,7 +148,11 @@ fn matrix(args: Args) -> Result<ExitCode> {
         };
         let e = matrix::estimate(&record)?;
         let mut text = String::new();
-        for p in record.points.iter().filter(|p| p.state != record::PointState::Done) {
+        for p in record
+            .points
+            .iter()
+            .filter(|p| p.state != record::PointState::Done)
+        {
             text.push_str(&format!("{}  {}\n", p.point.id, p.point.describe()));
         }
         text.push_str(&format!(

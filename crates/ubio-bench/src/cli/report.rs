@@ -64,11 +64,18 @@ pub fn run(args: Args) -> Result<ExitCode> {
 
 /// A matrix's exports again.
 fn matrix(args: &Args) -> Result<ExitCode> {
-    let from = args.result.parent().map_or(PathBuf::from("."), Path::to_owned);
+    let from = args
+        .result
+        .parent()
+        .map_or(PathBuf::from("."), Path::to_owned);
     let record = match record::load(&from) {
         Ok(Some(r)) => r,
         Ok(None) => {
-            eprintln!("ubio bench report: no {} in {}", record::FILE, from.display());
+            eprintln!(
+                "ubio bench report: no {} in {}",
+                record::FILE,
+                from.display()
+            );
             return Ok(ExitCode::from(BAD_INPUT));
         }
         Err(e) => {

@@ -89,7 +89,9 @@ impl FromStr for TargetSpec {
     fn from_str(s: &str) -> Result<TargetSpec, String> {
         let bad = || format!("target '{s}': expected FS/BACKING, such as ext4/shm or xfs/disk");
         let (fs, backing) = s.split_once('/').ok_or_else(bad)?;
-        let kind: FsKind = fs.parse().map_err(|e: io::Error| format!("target '{s}': {e}"))?;
+        let kind: FsKind = fs
+            .parse()
+            .map_err(|e: io::Error| format!("target '{s}': {e}"))?;
         let backing = match backing {
             "shm" => Backing::Shm,
             "disk" => Backing::Disk,
@@ -261,7 +263,11 @@ impl Spec {
                     for &threads in &self.threads {
                         for &files in &self.files_per_thread {
                             for &fraction in &self.dataset_fractions {
-                                points.push(self.point(target, kind, block, threads, files, fraction, false));
+                                points.push(
+                                    self.point(
+                                        target, kind, block, threads, files, fraction, false,
+                                    ),
+                                );
                             }
                         }
                     }
@@ -399,14 +405,17 @@ impl Point {
     /// "ext4/shm seq-read, 1 MiB x 2 threads x 1 file, 0.5x = 512.0 MiB".
     pub fn describe(&self) -> String {
         let w = &self.workload;
-        let plural = |n: u32, one: &str, many: &str| {
-            format!("{n} {}", if n == 1 { one } else { many })
-        };
+        let plural =
+            |n: u32, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
         format!(
             "{} {}{}, {} x {} x {}, {}x = {}",
             self.target,
             w.kind,
-            if self.seed_job { " (seed 003's job)" } else { "" },
+            if self.seed_job {
+                " (seed 003's job)"
+            } else {
+                ""
+            },
             human_bytes(w.block_bytes),
             plural(w.threads, "thread", "threads"),
             plural(w.files_per_thread, "file", "files"),
@@ -429,10 +438,7 @@ impl Point {
         } else {
             0
         };
-        let write_first = u64::from(!matches!(
-            self.workload.kind,
-            WorkloadKind::SeqWrite
-        ));
+        let write_first = u64::from(!matches!(self.workload.kind, WorkloadKind::SeqWrite));
         u64::from(config.rounds) * (modes + fio) + 1 + write_first
     }
 
@@ -467,8 +473,7 @@ pub struct MatrixOptions {
 /// Makes the executor of a point (the process executor; the tests' fake)
 /// from the point's own runner options (`fio` is set at the seed's points:
 /// the executor runs fio's jobs only if it is made with it).
-pub type MakeExecutor<'a> =
-    dyn FnMut(&Point, &RunOptions) -> io::Result<Box<dyn Executor>> + 'a;
+pub type MakeExecutor<'a> = dyn FnMut(&Point, &RunOptions) -> io::Result<Box<dyn Executor>> + 'a;
 
 /// Where an estimate's rate comes from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -509,7 +514,9 @@ impl Rates {
                 }
             }
         }
-        let (secs, moved) = sums.iter().fold((0.0, 0.0), |(s, m), (_, a, b)| (s + a, m + b));
+        let (secs, moved) = sums
+            .iter()
+            .fold((0.0, 0.0), |(s, m), (_, a, b)| (s + a, m + b));
         let done = record.done();
         Ok(Rates {
             overall: (moved > 0.0).then(|| (secs / moved, done)),
@@ -611,7 +618,9 @@ pub fn run(
         None => MatrixRecord::new(spec.clone()),
     };
     let session_started = Instant::now();
-    record.sessions.push(Session::start(options.run.git_commit.clone()));
+    record
+        .sessions
+        .push(Session::start(options.run.git_commit.clone()));
     if record.ceiling.is_none() {
         if let Some(bytes) = options.ceiling_bytes {
             progress.message("measuring the memcpy ceiling (the machine's memory bandwidth)");
@@ -669,8 +678,10 @@ pub fn run(
         let mut run_options = options.run.clone();
         run_options.out_dir = Some(point_dir.clone());
         run_options.fio = point.seed_job;
-        run_options.order_seed =
-            crate::rng::mix(spec.order_seed.wrapping_add(crate::rng::GOLDEN_GAMMA.wrapping_mul(i as u64 + 1)));
+        run_options.order_seed = crate::rng::mix(
+            spec.order_seed
+                .wrapping_add(crate::rng::GOLDEN_GAMMA.wrapping_mul(i as u64 + 1)),
+        );
         let started = Instant::now();
         let result = make(&point, &run_options).and_then(|mut executor| {
             runner::run_with(

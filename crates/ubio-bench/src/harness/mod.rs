@@ -9,18 +9,18 @@
 
 // In the order a benchmark uses them: what it is, how it runs, what it
 // gives.
-pub mod mode;
-pub mod schema;
-pub mod schedule;
-pub mod engine;
-pub mod sampler;
-pub mod runner;
-pub mod fio;
-pub mod summary;
-pub mod judge;
-pub mod export;
 pub mod compare;
-pub mod suite;
+pub mod engine;
+pub mod export;
+pub mod fio;
+pub mod judge;
 pub mod matrix;
 /// A synthetic report for tests of the results side (no disk needed).
 pub mod mock;
+pub mod mode;
+pub mod runner;
+pub mod sampler;
+pub mod schedule;
+pub mod schema;
+pub mod suite;
+pub mod summary;

@@ -1058,7 +1058,13 @@ mod tests {
         // A loop device in /dev/shm too (its backing file allocated whole
         // before the balloon is sized): seed 003's pmem.
         let pmem = experiments(&scale, &["003".into()]).remove(0);
-        assert!(matches!(pmem.config.target, Target::Loop { backing: Backing::Shm, .. }));
+        assert!(matches!(
+            pmem.config.target,
+            Target::Loop {
+                backing: Backing::Shm,
+                ..
+            }
+        ));
         assert!(pmem.config.global_pressure.is_some());
         let reads = experiments(&scale, &["000".into()]).remove(0);
         assert!(reads.config.global_pressure.is_some());

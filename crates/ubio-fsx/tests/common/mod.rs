@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use ubio_testenv::scratchfs::{FsKind, ScratchFs, ScratchOpts};
 pub use ubio_testenv::profile_dir;
+use ubio_testenv::scratchfs::{FsKind, ScratchFs, ScratchOpts};
 
 pub const MIB: u64 = 1 << 20;
 

@@ -681,8 +681,16 @@ impl Policy {
 /// The log line about a filesystem marked (or not).
 fn mark_notice(m: &Marked, when: &str) -> String {
     match &m.how {
-        Ok(how) => format!("watching {} ({}) with a {how} mark{when}", m.path.display(), m.fstype),
-        Err(why) => format!("not watching {} ({}){when}: {why}", m.path.display(), m.fstype),
+        Ok(how) => format!(
+            "watching {} ({}) with a {how} mark{when}",
+            m.path.display(),
+            m.fstype
+        ),
+        Err(why) => format!(
+            "not watching {} ({}){when}: {why}",
+            m.path.display(),
+            m.fstype
+        ),
     }
 }
 

@@ -19,12 +19,21 @@ fn by_name<T>(
     let mut buf = vec![0u8; 64 << 10];
     let mut entry = std::mem::MaybeUninit::<T>::zeroed();
     let mut res: *mut T = std::ptr::null_mut();
-    let ret = call(c.as_ptr(), entry.as_mut_ptr(), buf.as_mut_ptr().cast(), buf.len(), &mut res);
+    let ret = call(
+        c.as_ptr(),
+        entry.as_mut_ptr(),
+        buf.as_mut_ptr().cast(),
+        buf.len(),
+        &mut res,
+    );
     if ret != 0 {
         return Err(io::Error::from_raw_os_error(ret));
     }
     if res.is_null() {
-        return Err(io::Error::new(io::ErrorKind::NotFound, format!("no such {kind}: {name}")));
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no such {kind}: {name}"),
+        ));
     }
     // SAFETY: the call succeeded and filled `entry` (res points at it);
     // the fields read by the callers are plain integers.
@@ -36,8 +45,10 @@ fn by_name<T>(
 /// See getpwnam_r(3).
 pub fn user_id(name: &str) -> io::Result<u32> {
     // SAFETY: by_name passes valid pointers and the buffer's length.
-    by_name("user", name, |n, e, b, l, r| unsafe { libc::getpwnam_r(n, e, b, l, r) })
-        .map(|pw: libc::passwd| pw.pw_uid)
+    by_name("user", name, |n, e, b, l, r| unsafe {
+        libc::getpwnam_r(n, e, b, l, r)
+    })
+    .map(|pw: libc::passwd| pw.pw_uid)
 }
 
 /// `getgrnam_r(name)`: the gid of group `name`.
@@ -45,8 +56,10 @@ pub fn user_id(name: &str) -> io::Result<u32> {
 /// See getgrnam_r(3).
 pub fn group_id(name: &str) -> io::Result<u32> {
     // SAFETY: by_name passes valid pointers and the buffer's length.
-    by_name("group", name, |n, e, b, l, r| unsafe { libc::getgrnam_r(n, e, b, l, r) })
-        .map(|gr: libc::group| gr.gr_gid)
+    by_name("group", name, |n, e, b, l, r| unsafe {
+        libc::getgrnam_r(n, e, b, l, r)
+    })
+    .map(|gr: libc::group| gr.gr_gid)
 }
 
 /// The credentials of the process at the other end of a connected unix

@@ -258,7 +258,11 @@ mod tests {
             }),
         };
         let svg = render(&plot);
-        assert_eq!(svg.matches("stroke-dasharray").count(), 2, "line and legend");
+        assert_eq!(
+            svg.matches("stroke-dasharray").count(),
+            2,
+            "line and legend"
+        );
         assert!(svg.contains("<title>memcpy</title></polyline>"));
         // The axis reaches above the limit (1600): its last tick is 2000.
         assert!(svg.contains(">2000</text>"), "{svg}");

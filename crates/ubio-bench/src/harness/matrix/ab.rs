@@ -151,20 +151,21 @@ pub fn compare(
         match (&o.state, n.map(|n| &n.state)) {
             (PointState::Done, Some(PointState::Done)) => {
                 let n = n.expect("matched");
-                let comparison = compare::compare(
-                    &o.load_report(old_dir)?,
-                    &n.load_report(new_dir)?,
-                    opts,
-                );
+                let comparison =
+                    compare::compare(&o.load_report(old_dir)?, &n.load_report(new_dir)?, opts);
                 points.push(PointComparison {
                     id: o.point.id.clone(),
                     what: o.point.describe(),
                     comparison,
                 });
             }
-            (PointState::Done, Some(_)) => unmatched.push(format!("{}: not done in new", o.point.id)),
+            (PointState::Done, Some(_)) => {
+                unmatched.push(format!("{}: not done in new", o.point.id))
+            }
             (PointState::Done, None) => unmatched.push(format!("{}: only in old", o.point.id)),
-            (_, Some(PointState::Done)) => unmatched.push(format!("{}: not done in old", o.point.id)),
+            (_, Some(PointState::Done)) => {
+                unmatched.push(format!("{}: not done in old", o.point.id))
+            }
             _ => unmatched.push(format!("{}: done in neither", o.point.id)),
         }
     }

@@ -41,7 +41,11 @@ impl Ceiling {
     /// The median MB/s at `threads` (the nearest measured count below it,
     /// else above it).
     pub fn at(&self, threads: u32) -> Option<f64> {
-        let below = self.by_threads.iter().filter(|c| c.threads <= threads).last();
+        let below = self
+            .by_threads
+            .iter()
+            .filter(|c| c.threads <= threads)
+            .last();
         below
             .or_else(|| self.by_threads.first())
             .map(|c| c.mb_per_s.median)
@@ -143,7 +147,11 @@ mod tests {
             assert!(t.mb_per_s.min > 0.0 && t.mb_per_s.min <= t.mb_per_s.max);
         }
         assert_eq!(c.at(1), Some(c.by_threads[0].mb_per_s.median));
-        assert_eq!(c.at(4), Some(c.by_threads[1].mb_per_s.median), "nearest below");
+        assert_eq!(
+            c.at(4),
+            Some(c.by_threads[1].mb_per_s.median),
+            "nearest below"
+        );
         assert!(c.describe().starts_with("memcpy ceiling: 1 thread "));
     }
 }

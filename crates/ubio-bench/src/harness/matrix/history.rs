@@ -16,7 +16,11 @@ pub fn table(dir: &Path) -> io::Result<String> {
     for entry in entries {
         let path = entry?.path();
         if let Some(r) = record::load(&path)? {
-            let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
+            let name = path
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
             runs.push((name, r));
         }
     }

@@ -66,7 +66,9 @@ pub enum PointState {
     Done,
     /// Its benchmark could not run (the target, the cgroup, the balloon,
     /// no mode possible): why. A new session runs it again.
-    Failed { error: String },
+    Failed {
+        error: String,
+    },
 }
 
 /// One invocation.
@@ -196,8 +198,7 @@ impl PointRecord {
     /// Loads the point's report.json from the matrix's directory `dir`.
     pub fn load_report(&self, dir: &Path) -> io::Result<Report> {
         let path = dir.join(&self.report);
-        let text =
-            std::fs::read_to_string(&path).map_err(|e| path_context(e, "read", &path))?;
+        let text = std::fs::read_to_string(&path).map_err(|e| path_context(e, "read", &path))?;
         Report::from_json(&text).map_err(|e| {
             io::Error::new(
                 io::ErrorKind::InvalidData,

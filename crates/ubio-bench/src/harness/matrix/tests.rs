@@ -69,7 +69,10 @@ fn the_points_are_the_product_of_the_axes_in_a_seeded_order() {
     ids.sort_unstable();
     ids.dedup();
     assert_eq!(ids.len(), 36, "ids are unique");
-    assert!(ids.contains(&"ext4-shm_seq-read_bs1M_t4_f1_x0.5"), "{ids:?}");
+    assert!(
+        ids.contains(&"ext4-shm_seq-read_bs1M_t4_f1_x0.5"),
+        "{ids:?}"
+    );
     for p in &points {
         let want = (p.dataset_fraction * GIB as f64) as u64;
         assert_eq!(p.workload.dataset_bytes, want, "{}", p.id);
@@ -261,7 +264,8 @@ fn a_directory_of_another_matrix_is_refused() {
     let err = err.unwrap_err();
     assert!(made.is_empty());
     assert!(
-        err.to_string().contains("memory_bytes is 1073741824 there, 2147483648 here"),
+        err.to_string()
+            .contains("memory_bytes is 1073741824 there, 2147483648 here"),
         "{err}"
     );
 }
@@ -275,7 +279,10 @@ fn a_bad_spec_is_refused_before_anything_runs() {
             "dataset fraction 0",
         ),
         (|s: &mut Spec| s.modes.clear(), "the matrix has no modes"),
-        (|s: &mut Spec| s.threads.push(2), "thread count 2 is listed twice"),
+        (
+            |s: &mut Spec| s.threads.push(2),
+            "thread count 2 is listed twice",
+        ),
         (|s: &mut Spec| s.memory_bytes = 1 << 20, "too little"),
     ] {
         let mut s = spec(1);
@@ -307,7 +314,12 @@ fn the_estimate_counts_every_pass_and_learns_the_rate_of_the_points_done() {
     // Points done on the shm target at 0.5 s per GB: the shm points left
     // at that rate, the disk points at the overall rate (the same here).
     let mut done_gb = 0.0;
-    for p in r.points.iter_mut().filter(|p| p.point.target.backing == Backing::Shm).take(5) {
+    for p in r
+        .points
+        .iter_mut()
+        .filter(|p| p.point.target.backing == Backing::Shm)
+        .take(5)
+    {
         let gb = p.point.gb_moved(&s).unwrap();
         p.state = PointState::Done;
         p.wall_secs = Some(0.5 * gb);
@@ -333,8 +345,14 @@ fn ab_pair(
     s.targets.truncate(1);
     s.workloads.truncate(1);
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let old = session(&s, &options(a.path()), old_script).0.unwrap().record;
-    let new = session(&s, &options(b.path()), new_script).0.unwrap().record;
+    let old = session(&s, &options(a.path()), old_script)
+        .0
+        .unwrap()
+        .record;
+    let new = session(&s, &options(b.path()), new_script)
+        .0
+        .unwrap()
+        .record;
     let opts = CompareOptions {
         timings,
         ..CompareOptions::default()
@@ -363,16 +381,23 @@ fn ab_names_the_point_and_mode_that_regressed() {
         "{regressions:?}"
     );
     assert!(
-        regressions.iter().all(|r| r.starts_with(&format!("{SLOW_POINT}: ubio: "))),
+        regressions
+            .iter()
+            .all(|r| r.starts_with(&format!("{SLOW_POINT}: ubio: "))),
         "{regressions:?}"
     );
     let md = c.to_markdown();
     assert!(md.contains("REGRESSION (ubio)"), "{md}");
-    assert!(md.contains(&format!("- {SLOW_POINT}: ubio: throughput")), "{md}");
+    assert!(
+        md.contains(&format!("- {SLOW_POINT}: ubio: throughput")),
+        "{md}"
+    );
 
     let (same, ..) = ab_pair(&plain, &plain, true);
     assert!(!same.regressed);
-    assert!(same.to_markdown().contains("no regression beyond the noise at any point"));
+    assert!(same
+        .to_markdown()
+        .contains("no regression beyond the noise at any point"));
 }
 
 #[test]
@@ -405,7 +430,12 @@ fn ab_without_timings_judges_only_cache_and_reclaim() {
     // The new machine is twice as slow (an emulated guest), and ubio keeps
     // 64 MiB more cached at one point.
     let guest = |p: &Point, f: &mut Fake| {
-        for m in [BenchMode::Buffered, BenchMode::Dontcache, BenchMode::Odirect, UBIO] {
+        for m in [
+            BenchMode::Buffered,
+            BenchMode::Dontcache,
+            BenchMode::Odirect,
+            UBIO,
+        ] {
             f.attempts.insert(m, vec![Attempt::Done(50.0)]);
         }
         if p.id == SLOW_POINT {
@@ -416,12 +446,17 @@ fn ab_without_timings_judges_only_cache_and_reclaim() {
         f.peak_cache = HashMap::from([(UBIO, 16 << 20)]);
     };
     let (timed, ..) = ab_pair(&host, &guest, true);
-    assert!(timed.regressions().len() > 9, "every point slower when timings count");
+    assert!(
+        timed.regressions().len() > 9,
+        "every point slower when timings count"
+    );
     let (c, ..) = ab_pair(&host, &guest, false);
     let regressions = c.regressions();
     assert_eq!(regressions.len(), 1, "{regressions:?}");
     assert!(
-        regressions[0].starts_with(&format!("{SLOW_POINT}: ubio: peak dataset cache MiB +400.0%")),
+        regressions[0].starts_with(&format!(
+            "{SLOW_POINT}: ubio: peak dataset cache MiB +400.0%"
+        )),
         "{regressions:?}"
     );
     let md = c.to_markdown();
@@ -443,5 +478,7 @@ fn points_missing_from_one_run_are_listed_not_judged() {
     assert_eq!(c.points.len(), 4);
     assert_eq!(c.unmatched.len(), 5);
     assert!(c.unmatched.iter().all(|u| u.ends_with("not done in new")));
-    assert!(c.to_markdown().contains("warning: the new matrix is not complete"));
+    assert!(c
+        .to_markdown()
+        .contains("warning: the new matrix is not complete"));
 }

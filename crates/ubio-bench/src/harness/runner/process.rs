@@ -770,7 +770,10 @@ fn refill(filler: &Path, keep: u64) -> io::Result<u64> {
             return Ok(now);
         }
         let want = usize::try_from(now - keep).unwrap_or(CHUNK).min(CHUNK);
-        if f.read(&mut buf[..want]).map_err(|e| path_context(e, "read", filler))? == 0 {
+        if f.read(&mut buf[..want])
+            .map_err(|e| path_context(e, "read", filler))?
+            == 0
+        {
             return free();
         }
     }

@@ -21,11 +21,7 @@ pub fn filler_room(leave: u64) -> u64 {
 
 /// The space a benchmark needs on its target: the dataset (twice for
 /// copies), the victim's hot file, the filler of global pressure, a margin.
-pub fn space_needed(
-    w: &Workload,
-    victim_hot: Option<u64>,
-    global: Option<GlobalPressure>,
-) -> u64 {
+pub fn space_needed(w: &Workload, victim_hot: Option<u64>, global: Option<GlobalPressure>) -> u64 {
     w.kind.copies() * w.dataset_bytes
         + victim_hot.unwrap_or(0)
         + global.map_or(0, |p| filler_room(p.leave_bytes))

@@ -40,7 +40,8 @@ pub const COLUMNS: &[&str] = &[
 pub fn render(record: &MatrixRecord) -> String {
     let mut out = COLUMNS.join(",");
     out.push('\n');
-    let opt = |s: Option<Summary>, f: fn(Summary) -> f64| s.map_or(String::new(), |s| f(s).to_string());
+    let opt =
+        |s: Option<Summary>, f: fn(Summary) -> f64| s.map_or(String::new(), |s| f(s).to_string());
     for p in record.points.iter().filter(|p| p.state == PointState::Done) {
         let pt = &p.point;
         let w = &pt.workload;

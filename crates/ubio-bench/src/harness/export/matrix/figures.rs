@@ -23,10 +23,7 @@ fn modes(record: &MatrixRecord) -> &[BenchMode] {
 }
 
 fn done(record: &MatrixRecord) -> impl Iterator<Item = &PointRecord> {
-    record
-        .points
-        .iter()
-        .filter(|p| p.state == PointState::Done)
+    record.points.iter().filter(|p| p.state == PointState::Done)
 }
 
 /// The points in a stable reading order (target, workload, block, files,
@@ -44,9 +41,11 @@ fn sorted(record: &MatrixRecord) -> Vec<&PointRecord> {
                 p.workload.threads,
             )
         };
-        key(&a.point)
-            .cmp(&key(&b.point))
-            .then(a.point.dataset_fraction.total_cmp(&b.point.dataset_fraction))
+        key(&a.point).cmp(&key(&b.point)).then(
+            a.point
+                .dataset_fraction
+                .total_cmp(&b.point.dataset_fraction),
+        )
     });
     points
 }
@@ -163,10 +162,14 @@ pub fn ratios(record: &MatrixRecord) -> Table {
         .into_iter()
         .map(|p| {
             let mut row = point_cells(&p.point);
-            row.extend(pairs.iter().map(|&(a, b)| match (speed(p, a), speed(p, b)) {
-                (Some(a), Some(b)) if b > 0.0 => format!("{:.2}", a / b),
-                _ => dash(),
-            }));
+            row.extend(
+                pairs
+                    .iter()
+                    .map(|&(a, b)| match (speed(p, a), speed(p, b)) {
+                        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}", a / b),
+                        _ => dash(),
+                    }),
+            );
             row
         })
         .collect();
@@ -237,7 +240,17 @@ pub fn scaling(record: &MatrixRecord) -> Vec<Curve> {
         record,
         "threads",
         |p| f64::from(p.workload.threads),
-        |p| format!("{} {} {} {} {} {}", p.target, p.seed_job, p.workload.kind, p.workload.block_bytes, p.workload.files_per_thread, p.dataset_fraction),
+        |p| {
+            format!(
+                "{} {} {} {} {} {}",
+                p.target,
+                p.seed_job,
+                p.workload.kind,
+                p.workload.block_bytes,
+                p.workload.files_per_thread,
+                p.dataset_fraction
+            )
+        },
         |p| {
             format!(
                 "Scaling: {} {}{}, {} blocks, {}x the memory",
@@ -258,7 +271,17 @@ pub fn wall(record: &MatrixRecord) -> Vec<Curve> {
         record,
         "dataset / memory the run may use",
         |p| p.dataset_fraction,
-        |p| format!("{} {} {} {} {} {}", p.target, p.seed_job, p.workload.kind, p.workload.block_bytes, p.workload.files_per_thread, p.workload.threads),
+        |p| {
+            format!(
+                "{} {} {} {} {} {}",
+                p.target,
+                p.seed_job,
+                p.workload.kind,
+                p.workload.block_bytes,
+                p.workload.files_per_thread,
+                p.workload.threads
+            )
+        },
         |p| {
             format!(
                 "The wall: {} {}{}, {} blocks, {} thread(s)",
@@ -308,7 +331,14 @@ pub fn curve_table(c: &Curve) -> Table {
 pub fn fio(record: &MatrixRecord) -> Table {
     let mut header: Vec<String> = POINT_COLUMNS.map(str::to_owned).to_vec();
     header.extend(
-        ["mode", "fio MB/s", "harness MB/s", "difference", "fio command"].map(str::to_owned),
+        [
+            "mode",
+            "fio MB/s",
+            "harness MB/s",
+            "difference",
+            "fio command",
+        ]
+        .map(str::to_owned),
     );
     let rows = sorted(record)
         .into_iter()

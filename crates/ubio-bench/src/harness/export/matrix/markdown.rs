@@ -22,7 +22,10 @@ pub fn render(record: &MatrixRecord) -> String {
     }
     for (title, curves) in [
         ("Scaling (MB/s against threads)", figures::scaling(record)),
-        ("The wall (MB/s against the dataset over the memory)", figures::wall(record)),
+        (
+            "The wall (MB/s against the dataset over the memory)",
+            figures::wall(record),
+        ),
     ] {
         if curves.is_empty() {
             continue;
@@ -66,7 +69,11 @@ pub fn render(record: &MatrixRecord) -> String {
         }
     }
     if !warnings.is_empty() {
-        let _ = writeln!(out, "\n## Warnings of the points\n\n{}", warnings.join("\n"));
+        let _ = writeln!(
+            out,
+            "\n## Warnings of the points\n\n{}",
+            warnings.join("\n")
+        );
     }
     out
 }
