@@ -227,12 +227,25 @@ fn write_until_error(
     }
 }
 
-/// The first `len` bytes of the file equal the pattern (read cold).
-fn verify_prefix(path: &Path, seed: u64, len: u64) {
+/// The first `len` bytes of the file equal the pattern (read cold). With
+/// `fs`: if the filesystem gave up after the fault (EIO reading it back, as
+/// btrfs does once a full device aborted its transaction), the prefix is
+/// checked after `fs` recovered (room given back, mounted again).
+fn verify_prefix(path: &Path, seed: u64, len: u64, fs: Option<&ScratchFs>) {
     evict(path);
-    let mut f = std::fs::File::open(path).unwrap();
     let mut buf = vec![0u8; len as usize];
-    f.read_exact(&mut buf).unwrap();
+    let read = |buf: &mut [u8]| std::fs::File::open(path)?.read_exact(buf);
+    match (read(&mut buf), fs) {
+        (Err(e), Some(fs)) if e.raw_os_error() == Some(libc::EIO) => {
+            eprintln!(
+                "{}: the filesystem gave up after the fault ({e}); the prefix is checked after recovery",
+                path.display()
+            );
+            fs.recover().unwrap();
+            read(&mut buf).unwrap();
+        }
+        (r, _) => r.unwrap(),
+    }
     let mut want = vec![0u8; len as usize];
     fill_pattern(seed, 0, &mut want);
     assert!(
@@ -273,6 +286,7 @@ fn check_write_fault(
     expected: &[i32],
     (err, call, at): (io::Error, &str, u64),
     seed: u64,
+    fs: Option<&ScratchFs>,
 ) {
     eprintln!("{what}: {call} failed after {} MiB: {err}", at / MIB);
     let errno = ubio::error::raw_os_error(&err);
@@ -284,7 +298,7 @@ fn check_write_fault(
         err.to_string().contains(&path.display().to_string()),
         "{what}: error must name the file: {err}"
     );
-    verify_prefix(path, seed, 16 * MIB);
+    verify_prefix(path, seed, 16 * MIB, fs);
 }
 
 /// The unmanaged buffered baseline ran into the fault with 100+ MiB dirty and
@@ -341,6 +355,7 @@ fn enospc_reaches_the_caller() {
                 &[libc::ENOSPC],
                 outcome,
                 8,
+                None,
             );
             faults += 1;
             std::fs::remove_file(&path).unwrap();
@@ -395,6 +410,7 @@ fn device_enospc_from_writeback_reaches_the_caller() {
                 &[libc::ENOSPC, libc::EIO, libc::EROFS],
                 outcome,
                 10,
+                Some(&fs),
             );
             faults += 1;
         }
@@ -438,6 +454,7 @@ fn writeback_eio_reaches_the_caller() {
                 &[libc::EIO, libc::EROFS],
                 outcome,
                 9,
+                None,
             );
             faults += 1;
         }
@@ -471,6 +488,7 @@ fn writeback_eio_under_nfs() {
             &[libc::EIO, libc::EROFS],
             outcome,
             9,
+            None,
         );
         faults += 1;
     }

@@ -424,6 +424,40 @@ impl ScratchFs {
         Ok(())
     }
 
+    /// What an administrator does after a full device made the filesystem
+    /// give up (btrfs aborts its transaction and then fails reads with EIO):
+    /// the device gets room again (for [`ScratchFs::create_enospc`], its
+    /// tmpfs grows to the filesystem's size) and the filesystem is unmounted
+    /// and mounted again from the same device at the same place.
+    pub fn recover(&self) -> io::Result<()> {
+        let mount = require_tool("mount")?;
+        if let Some(container) = &self.container {
+            let size = format!("remount,size={}", self.size_bytes);
+            run_tool(
+                &mount,
+                &[
+                    "-o".as_ref(),
+                    size.as_ref(),
+                    container.mount_point().as_os_str(),
+                ],
+            )?;
+        }
+        let (Some(kind), Some(dev)) = (self.kind, &self.loop_dev) else {
+            return Err(io::Error::other("a tmpfs has no device to mount again"));
+        };
+        unmount(&self.mount_point);
+        run_tool(
+            &mount,
+            &[
+                "-t".as_ref(),
+                kind.name().as_ref(),
+                dev.as_os_str(),
+                self.mount_point.as_os_str(),
+            ],
+        )?;
+        Ok(())
+    }
+
     /// Where the filesystem is mounted.
     pub fn mount_point(&self) -> &Path {
         &self.mount_point

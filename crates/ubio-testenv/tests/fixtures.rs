@@ -352,6 +352,27 @@ fn enospc_fixture_fails_fsync_once_the_room_is_used() {
 }
 
 #[test]
+fn a_full_device_recovers_with_its_synced_data() {
+    let name = "a_full_device_recovers_with_its_synced_data";
+    if !can_run(name, &["mkfs.btrfs", "losetup"], false) {
+        return;
+    }
+    let fs = ScratchFs::create_enospc(FsKind::Btrfs, 256 * MIB, 64 * MIB).unwrap();
+    let traces = Traces::of(&fs);
+    let kept = fs.mount_point().join("kept");
+    write_fsync(&kept, 4 * MIB as usize).expect("4 MiB fits in the room");
+    write_fsync(&fs.mount_point().join("big"), 128 * MIB as usize)
+        .expect_err("128 MiB exceeds a 64 MiB room");
+    fs.recover().unwrap();
+    // Mounted again, with room: the synced file is there, and writes work.
+    assert_eq!(fs::read(&kept).unwrap().len(), 4 * MIB as usize);
+    write_fsync(&fs.mount_point().join("after"), 64 * MIB as usize)
+        .expect("the device has room again");
+    drop(fs);
+    traces.assert_gone();
+}
+
+#[test]
 fn write_throttle_is_set_and_reset() {
     let name = "write_throttle_is_set_and_reset";
     if !can_run(name, &["mkfs.ext4", "losetup"], false) {
