@@ -501,9 +501,11 @@ def round_(a):
                  "cost": lambda: cost(a, mode, op)}[a.exp]()
             r["mode"] = mode
             runs.append(r)
+    version = subprocess.run([a.ubio, "--version"], capture_output=True, text=True).stdout.strip()
     with open(a.jsonl, "a") as out:
         for r in runs:
             r["exp"] = a.exp
+            r["ubio"] = version
             r["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             print(json.dumps(r), flush=True)
             out.write(json.dumps(r) + "\n")
@@ -523,6 +525,13 @@ def summary(a):
     by = lambda exp, mode, **kw: [r for r in runs if r["exp"] == exp and r["mode"] == mode
                                   and all(r.get(k) == v for k, v in kw.items())]
     M = lambda b: b / MiB
+    # Which binary made the runs (records from before this field: unknown).
+    binaries = {}
+    for r in runs:
+        key = (r["exp"], r.get("ubio", "unknown"))
+        binaries[key] = binaries.get(key, 0) + 1
+    print("Runs per experiment and binary: " + "; ".join(
+        f"{exp} {n} ({v})" for (exp, v), n in sorted(binaries.items())) + "\n")
     print("## container: 512 MiB memory cgroup, cp of 4 GiB (+ sync), then cat of the copy\n")
     print("| policy | runs | cgroup peak MiB | page cache peak MiB | limit hits | OOM kills "
           "| copy MB/s (to durability) | read MB/s | daemon CPU s/GB |")
