@@ -58,12 +58,8 @@ pub fn sh(cmd: &str, args: &[&str]) -> io::Result<String> {
 /// unwritten extent) or [`STALE`] (a block the filesystem never wrote) read
 /// back is then never the data's own.
 pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut r = SplitMix64::new(seed);
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        out.extend_from_slice(&r.next_u64().to_le_bytes());
-    }
-    out.truncate(len);
+    let mut out = vec![0; len];
+    SplitMix64::new(seed).fill(&mut out);
     for b in &mut out {
         *b |= 1;
     }
