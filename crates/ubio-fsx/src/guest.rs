@@ -2,18 +2,43 @@
 //! the QEMU guest of scripts/guest/run.sh, as root, with device-mapper):
 //! the system's tools (losetup, dmsetup, mkfs, mount, the checkers) run as
 //! commands whose failure is an error with their output, loop and
-//! device-mapper devices removed when dropped, the data pattern, and the
-//! extents of a file.
+//! device-mapper devices removed when dropped, the data pattern, the
+//! extents of a file, and the arguments both take.
 
 use std::fs::File;
 use std::io::{self, Write};
 use std::ops::Range;
 use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use ubio::sys::{self, FIEMAP_EXTENT_DELALLOC, FIEMAP_EXTENT_UNWRITTEN};
+use ubio::BackendKind;
 use ubio_testenv::rng::SplitMix64;
+
+/// The arguments every guest suite takes.
+#[derive(clap::Args)]
+pub struct SuiteArgs {
+    /// The filesystem to make on the device: ext4, xfs, btrfs, f2fs.
+    #[arg(long)]
+    pub fs: String,
+    /// Backends, comma separated (buffered, which manages nothing, is the
+    /// reference).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "buffered,emulated,direct,kernel"
+    )]
+    pub backends: Vec<BackendKind>,
+    /// A directory for the images and the suite's other files, not on the
+    /// device under test (ubio-powercut's replay points are reflinks: xfs,
+    /// btrfs).
+    #[arg(long)]
+    pub work: PathBuf,
+    /// The ubio binary (`ubio cp`, `ubio cat`, `ubio run`).
+    #[arg(long, default_value = "ubio")]
+    pub ubio: PathBuf,
+}
 
 /// Run `cmd`; its standard output (trimmed), or an error with its status
 /// and output.

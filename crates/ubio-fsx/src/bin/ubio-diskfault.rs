@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 use ubio::BackendKind;
-use ubio_fsx::guest::{self, check_fs, fs_bytes, mkfs, mount, pattern, Dm, Loop};
+use ubio_fsx::guest::{self, check_fs, fs_bytes, mkfs, mount, pattern, Dm, Loop, SuiteArgs};
 
 #[derive(Parser)]
 #[command(
@@ -41,22 +41,8 @@ use ubio_fsx::guest::{self, check_fs, fs_bytes, mkfs, mount, pattern, Dm, Loop};
     about = "disk read and write errors below the filesystem, mid-stream, for every backend"
 )]
 struct Args {
-    /// The filesystem: ext4, xfs (btrfs and f2fs work too).
-    #[arg(long)]
-    fs: String,
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "buffered,emulated,direct,kernel"
-    )]
-    backends: Vec<BackendKind>,
-    /// A directory for the device's image and the copies' other ends (not
-    /// on the failing device).
-    #[arg(long)]
-    work: PathBuf,
-    /// The ubio binary (`ubio cat`, `ubio cp`).
-    #[arg(long, default_value = "ubio")]
-    ubio: PathBuf,
+    #[command(flatten)]
+    suite: SuiteArgs,
     /// MiB of each stream (at least 24: a write case fsyncs 16 MiB, writes
     /// 4 more, then fails).
     #[arg(long, default_value_t = 24)]
@@ -84,18 +70,18 @@ struct Disk {
 
 impl Disk {
     fn new(a: &Args) -> Result<Disk> {
-        let image = a.work.join("disk.img");
-        let size = fs_bytes(&a.fs).max(2 * a.mib * MIB + 64 * MIB);
+        let image = a.suite.work.join("disk.img");
+        let size = fs_bytes(&a.suite.fs).max(2 * a.mib * MIB + 64 * MIB);
         let _ = std::fs::remove_file(&image);
         File::create(&image)?.set_len(size)?;
         let lo = Loop::attach(&image)?;
         let sectors = size / 512;
         let dm = Dm::create(DEV, &format!("0 {sectors} linear {} 0", lo.0))?;
-        let mnt = a.work.join("mnt");
-        mkfs(&a.fs, &dm.path())?;
-        mount(&a.fs, &dm.path(), &mnt)?;
+        let mnt = a.suite.work.join("mnt");
+        mkfs(&a.suite.fs, &dm.path())?;
+        mount(&a.suite.fs, &dm.path(), &mnt)?;
         Ok(Disk {
-            fs: a.fs.clone(),
+            fs: a.suite.fs.clone(),
             sectors,
             mnt,
             dm,
@@ -232,7 +218,7 @@ fn read_cases(a: &Args, disk: &Disk, backend: BackendKind, report: &mut Report) 
     let (path, bad, bad_at) = file_with_bad_middle(disk, &format!("read-{backend}"), &data)?;
     disk.bad_sectors(bad)?;
 
-    report.case(&a.fs, backend, "read (library)", || {
+    report.case(&a.suite.fs, backend, "read (library)", || {
         drop_caches()?;
         let mut f = ubio::OpenOptions::new()
             .read(true)
@@ -266,10 +252,10 @@ fn read_cases(a: &Args, disk: &Disk, backend: BackendKind, report: &mut Report) 
         ))
     });
 
-    report.case(&a.fs, backend, "read (ubio cat)", || {
+    report.case(&a.suite.fs, backend, "read (ubio cat)", || {
         drop_caches()?;
-        let out_path = a.work.join("cat.out");
-        let out = Command::new(&a.ubio)
+        let out_path = a.suite.work.join("cat.out");
+        let out = Command::new(&a.suite.ubio)
             .args(["cat", "--backend", backend.name()])
             .arg(&path)
             .stdout(File::create(&out_path)?)
@@ -298,10 +284,10 @@ fn read_cases(a: &Args, disk: &Disk, backend: BackendKind, report: &mut Report) 
         ))
     });
 
-    report.case(&a.fs, backend, "read (ubio cp)", || {
+    report.case(&a.suite.fs, backend, "read (ubio cp)", || {
         drop_caches()?;
-        let dst = a.work.join("cp-from-bad.out");
-        let out = Command::new(&a.ubio)
+        let dst = a.suite.work.join("cp-from-bad.out");
+        let out = Command::new(&a.suite.ubio)
             .args(["cp", "--backend", backend.name()])
             .arg(&path)
             .arg(&dst)
@@ -321,7 +307,7 @@ fn read_cases(a: &Args, disk: &Disk, backend: BackendKind, report: &mut Report) 
         Ok(format!("{}: {stderr}", out.status))
     });
 
-    report.case(&a.fs, backend, "read (healed)", || {
+    report.case(&a.suite.fs, backend, "read (healed)", || {
         disk.heal()?;
         drop_caches()?;
         ensure!(std::fs::read(&path)? == data, "the file changed");
@@ -424,10 +410,10 @@ fn wait_stopped(pid: u32) -> Result<()> {
 
 fn cp_write_case(a: &Args, disk: &Disk, backend: BackendKind) -> Result<String> {
     let data = pattern(a.seed + 2, (a.mib * MIB) as usize + 777);
-    let src = a.work.join("cp-src");
+    let src = a.suite.work.join("cp-src");
     std::fs::write(&src, &data)?;
     let dst = disk.mnt.join(format!("cp-{backend}"));
-    let mut child = Command::new(&a.ubio)
+    let mut child = Command::new(&a.suite.ubio)
         .args(["cp", "--backend", backend.name()])
         .arg(&src)
         .arg(&dst)
@@ -537,19 +523,19 @@ fn main() -> ExitCode {
     }
     let mut report = Report::default();
     let start = Instant::now();
-    for &backend in &a.backends {
+    for &backend in &a.suite.backends {
         // A fresh filesystem for the reads, and one for each write case: a
         // failed write may shut a filesystem down until it is mounted again.
         let disk = match Disk::new(&a) {
             Ok(d) => d,
             Err(e) => {
-                report.case(&a.fs, backend, "setup", || Err(e));
+                report.case(&a.suite.fs, backend, "setup", || Err(e));
                 continue;
             }
         };
         let refused = match ubio::probe_path(&disk.mnt) {
             Err(e) => {
-                report.case(&a.fs, backend, "probe", || Err(e.into()));
+                report.case(&a.suite.fs, backend, "probe", || Err(e.into()));
                 continue;
             }
             Ok(p) => match backend {
@@ -561,23 +547,26 @@ fn main() -> ExitCode {
             .map(|s| s.detail),
         };
         if let Some(why) = refused {
-            println!("DISKFAULT-NOTE {} {backend}: cannot run here: {why}", a.fs);
+            println!(
+                "DISKFAULT-NOTE {} {backend}: cannot run here: {why}",
+                a.suite.fs
+            );
             continue;
         }
         if let Err(e) = read_cases(&a, &disk, backend, &mut report) {
-            report.case(&a.fs, backend, "read", || Err(e));
+            report.case(&a.suite.fs, backend, "read", || Err(e));
         }
         drop(disk);
-        report.case(&a.fs, backend, "write (library)", || {
+        report.case(&a.suite.fs, backend, "write (library)", || {
             write_case(&a, &Disk::new(&a)?, backend)
         });
-        report.case(&a.fs, backend, "write (ubio cp)", || {
+        report.case(&a.suite.fs, backend, "write (ubio cp)", || {
             cp_write_case(&a, &Disk::new(&a)?, backend)
         });
     }
     println!(
         "DISKFAULT-DONE {}: {} cases, {} failed ({}s)",
-        a.fs,
+        a.suite.fs,
         report.cases,
         report.failed,
         start.elapsed().as_secs()
