@@ -40,6 +40,15 @@ pub struct SuiteArgs {
     pub ubio: PathBuf,
 }
 
+/// Why ubio refuses `backend` on the filesystem holding `dir` (the refusal
+/// of its own backend choice, from the probe), or None when it runs there.
+pub fn refusal(dir: &Path, backend: BackendKind) -> io::Result<Option<String>> {
+    let p = ubio::probe_path(dir)?;
+    Ok(ubio::probe::choose(backend, &p.fs, true, 0, true)
+        .err()
+        .map(|e| e.to_string()))
+}
+
 /// Run `cmd`; its standard output (trimmed), or an error with its status
 /// and output.
 pub fn run(cmd: &mut Command) -> io::Result<String> {

@@ -533,18 +533,12 @@ fn main() -> ExitCode {
                 continue;
             }
         };
-        let refused = match ubio::probe_path(&disk.mnt) {
+        let refused = match guest::refusal(&disk.mnt, backend) {
             Err(e) => {
                 report.case(&a.suite.fs, backend, "probe", || Err(e.into()));
                 continue;
             }
-            Ok(p) => match backend {
-                BackendKind::Kernel => Some(p.fs.dontcache),
-                BackendKind::Direct => Some(p.fs.direct_io),
-                _ => None,
-            }
-            .filter(|s| !s.available)
-            .map(|s| s.detail),
+            Ok(why) => why,
         };
         if let Some(why) = refused {
             println!(

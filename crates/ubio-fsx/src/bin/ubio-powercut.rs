@@ -171,17 +171,10 @@ fn all_of(models: &[Model]) -> Acked {
 /// model, or None when the backend cannot run there (said why).
 fn workload(a: &Args, name: &str, backend: BackendKind, mnt: &Path) -> Result<Option<Workload>> {
     let len = (a.mib << 20) as usize;
-    let probe = ubio::probe_path(mnt)?;
-    let refused = match backend {
-        BackendKind::Kernel => Some(&probe.fs.dontcache),
-        BackendKind::Direct => Some(&probe.fs.direct_io),
-        _ => None,
-    }
-    .filter(|s| !s.available);
-    if let Some(s) = refused {
+    if let Some(why) = guest::refusal(mnt, backend)? {
         println!(
-            "POWERCUT-NOTE {} {name} {backend}: cannot run here: {}",
-            a.suite.fs, s.detail
+            "POWERCUT-NOTE {} {name} {backend}: cannot run here: {why}",
+            a.suite.fs
         );
         return Ok(None);
     }
