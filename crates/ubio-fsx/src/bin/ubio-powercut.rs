@@ -145,18 +145,6 @@ fn tree_source(a: &Args, mnt: &Path, len: usize, one_file: bool) -> Result<Vec<M
     Ok(models)
 }
 
-fn succeed(what: &str, cmd: &mut Command) -> Result<()> {
-    let out = cmd.output().with_context(|| format!("{cmd:?}"))?;
-    if !out.status.success() {
-        bail!(
-            "{what}: {}: {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(())
-}
-
 /// Every byte of every model, acknowledged.
 fn all_of(models: &[Model]) -> Acked {
     models
@@ -204,7 +192,7 @@ fn workload(a: &Args, name: &str, backend: BackendKind, mnt: &Path) -> Result<Op
             } else {
                 cmd.arg("-r").arg(&src).arg(&dst);
             }
-            succeed("ubio cp", &mut cmd)?;
+            guest::run(&mut cmd)?;
             commit(all_of(&models))?;
             models
         }
@@ -225,7 +213,7 @@ fn workload(a: &Args, name: &str, backend: BackendKind, mnt: &Path) -> Result<Op
                 c
             };
             cmd.arg("-r").arg(mnt.join("src")).arg(mnt.join("dst"));
-            succeed("cp", &mut cmd)?;
+            guest::run(&mut cmd)?;
             sh("sync", &[])?;
             commit(all_of(&models))?;
             models
