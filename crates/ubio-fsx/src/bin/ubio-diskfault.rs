@@ -150,16 +150,14 @@ fn drop_caches() -> Result<()> {
     Ok(std::fs::write("/proc/sys/vm/drop_caches", "3")?)
 }
 
-/// The errno of an error, through ubio's context.
-fn errno(e: &io::Error) -> Option<i32> {
-    ubio::error::raw_os_error(e)
-}
-
 /// The error names `path` and is EIO (or EROFS: a journal that aborted
 /// made the filesystem read-only).
 fn check_error(e: &io::Error, path: &Path) -> Result<()> {
     ensure!(
-        matches!(errno(e), Some(libc::EIO) | Some(libc::EROFS)),
+        matches!(
+            ubio::error::raw_os_error(e),
+            Some(libc::EIO) | Some(libc::EROFS)
+        ),
         "expected EIO, got: {e}"
     );
     ensure!(
@@ -167,6 +165,11 @@ fn check_error(e: &io::Error, path: &Path) -> Result<()> {
         "the error does not name the file: {e}"
     );
     Ok(())
+}
+
+/// A program's stderr on one line, for the case's verdict.
+fn one_line(stderr: &[u8]) -> String {
+    String::from_utf8_lossy(stderr).trim().replace('\n', " | ")
 }
 
 /// A stderr message (of `ubio cat` / `ubio cp`) that names `path` and says
@@ -261,9 +264,7 @@ fn read_cases(a: &Args, disk: &Disk, backend: BackendKind, report: &mut Report) 
             .stdout(File::create(&out_path)?)
             .stderr(Stdio::piped())
             .output()?;
-        let stderr = String::from_utf8_lossy(&out.stderr)
-            .trim()
-            .replace('\n', " | ");
+        let stderr = one_line(&out.stderr);
         let printed = std::fs::read(&out_path)?;
         std::fs::remove_file(&out_path)?;
         ensure!(
@@ -292,9 +293,7 @@ fn read_cases(a: &Args, disk: &Disk, backend: BackendKind, report: &mut Report) 
             .arg(&path)
             .arg(&dst)
             .output()?;
-        let stderr = String::from_utf8_lossy(&out.stderr)
-            .trim()
-            .replace('\n', " | ");
+        let stderr = one_line(&out.stderr);
         let copied = std::fs::read(&dst).unwrap_or_default();
         let _ = std::fs::remove_file(&dst);
         ensure!(!out.status.success(), "ubio cp exited 0");
@@ -446,9 +445,7 @@ fn cp_write_case(a: &Args, disk: &Disk, backend: BackendKind) -> Result<String> 
         "ubio cp had written all {stopped_at} bytes when stopped: no write left to fail"
     );
     let out = child.wait_with_output()?;
-    let stderr = String::from_utf8_lossy(&out.stderr)
-        .trim()
-        .replace('\n', " | ");
+    let stderr = one_line(&out.stderr);
     std::fs::remove_file(&src)?;
     let verdict = if out.status.success() {
         ensure!(
