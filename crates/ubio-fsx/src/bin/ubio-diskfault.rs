@@ -34,6 +34,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 use ubio::BackendKind;
 use ubio_fsx::guest::{self, check_fs, fs_bytes, mkfs, mount, pattern, Dm, Loop, SuiteArgs};
+use ubio_testenv::faults;
 
 #[derive(Parser)]
 #[command(
@@ -316,32 +317,6 @@ fn read_cases(a: &Args, disk: &Disk, backend: BackendKind, report: &mut Report) 
     Ok(())
 }
 
-/// Write with `f` until an error comes back (from a write, the flush, or
-/// for buffered, which manages nothing, fsync; then close); the error and
-/// the call.
-fn write_until_error(mut f: ubio::File, data: &[u8], from: u64) -> (io::Error, &'static str, u64) {
-    let mut at = from as usize;
-    while at < data.len() {
-        let n = (MIB as usize).min(data.len() - at);
-        if let Err(e) = f.write_all(&data[at..at + n]) {
-            return (e, "write", at as u64);
-        }
-        at += n;
-    }
-    if let Err(e) = f.flush() {
-        return (e, "flush", at as u64);
-    }
-    if !f.stats().managed {
-        if let Err(e) = f.sync_all() {
-            return (e, "fsync", at as u64);
-        }
-    }
-    match f.close() {
-        Err(e) => (e, "close", at as u64),
-        Ok(_) => (io::Error::other("no error at all"), "nothing", at as u64),
-    }
-}
-
 fn write_case(a: &Args, disk: &Disk, backend: BackendKind) -> Result<String> {
     let data = pattern(a.seed + 1, (a.mib * MIB) as usize + 555);
     let path = disk.mnt.join(format!("write-{backend}"));
@@ -356,8 +331,12 @@ fn write_case(a: &Args, disk: &Disk, backend: BackendKind) -> Result<String> {
     // Some written and not flushed when the disk goes bad.
     f.write_all(&data[FLUSHED as usize..(FLUSHED + 4 * MIB) as usize])?;
     disk.failing_writes()?;
-    let (err, call, at) = write_until_error(f, &data, FLUSHED + 4 * MIB);
-    ensure!(call != "nothing", "no error after writing {at} bytes");
+    let from = FLUSHED + 4 * MIB;
+    let (err, call, at) = faults::write_until_error(f, from, data.len() as u64, |off, piece| {
+        piece.copy_from_slice(&data[off as usize..off as usize + piece.len()])
+    })
+    .err()
+    .with_context(|| format!("no error after writing {} bytes", data.len()))?;
     check_error(&err, &path)?;
     let name = path.file_name().unwrap().to_owned();
     let kept = disk.recover(|mnt| {
