@@ -283,6 +283,24 @@ mod tests {
         assert_eq!(p, pattern(3, 1 << 16));
     }
 
+    /// ubio refuses exactly what the probe says cannot work: kernel without
+    /// RWF_DONTCACHE, direct without O_DIRECT; buffered and emulated never.
+    #[test]
+    fn refusal_follows_the_probe() {
+        let dir =
+            tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap();
+        let p = ubio::probe_path(dir.path()).unwrap();
+        for (backend, works) in [
+            (BackendKind::Buffered, true),
+            (BackendKind::Emulated, true),
+            (BackendKind::Kernel, p.fs.dontcache.available),
+            (BackendKind::Direct, p.fs.direct_io.available),
+        ] {
+            let why = refusal(dir.path(), backend).unwrap();
+            assert_eq!(why.is_none(), works, "{backend}: {why:?}");
+        }
+    }
+
     #[test]
     fn runs_are_found() {
         assert_eq!(runs_of(&[0, 0, 1, 0, 1, 1, 0], 0), vec![0..2, 3..4, 6..7]);
