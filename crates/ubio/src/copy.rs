@@ -206,9 +206,13 @@ pub fn copy(
         .get_ref()
         .metadata()
         .map_err(|e| fail(context(e, "stat", src.path()), 0))?;
+    // Stated once: a destination that is not a regular file (a pipe, a
+    // socket or a terminal) is written in order (see `pipeline`).
+    let dst_meta = dst.get_ref().metadata();
     if !meta.is_file() {
         // A fifo or a device: read until its end, no holes, no size to check.
-        let piped = pipeline(src, dst, opts, Plan::Sequential, progress)?;
+        let regular = dst_meta.is_ok_and(|m| m.is_file());
+        let piped = pipeline(src, dst, opts, Plan::Sequential, regular, progress)?;
         return Ok(Copied {
             bytes: piped.end,
             hole_bytes: 0,
@@ -218,16 +222,13 @@ pub fn copy(
     let before = Version::of(&meta);
     // A pipe, a socket or a terminal: written in order, holes as zeros,
     // no length to set (GNU cp's sparse-to-pipe).
-    let dst_meta = dst
-        .get_ref()
-        .metadata()
-        .map_err(|e| fail(context(e, "stat", dst.path()), 0))?;
+    let dst_meta = dst_meta.map_err(|e| fail(context(e, "stat", dst.path()), 0))?;
     if !dst_meta.is_file() {
         let plan = Plan::Segments {
             segments: vec![(0, before.size)],
             size: before.size,
         };
-        let piped = pipeline(src, dst, opts, plan, progress)?;
+        let piped = pipeline(src, dst, opts, plan, false, progress)?;
         return Ok(Copied {
             bytes: piped.end,
             hole_bytes: 0,
@@ -249,7 +250,7 @@ pub fn copy(
     };
     let piped = match kernel_copy(src, dst, opts, &plan, progress)? {
         Some(piped) => piped,
-        None => pipeline(src, dst, opts, plan, progress)?,
+        None => pipeline(src, dst, opts, plan, true, progress)?,
     };
     let bytes = piped.end;
     // The destination ends where the reading ended (a trailing hole counts).
@@ -470,19 +471,20 @@ struct Piped {
     method: Method,
 }
 
-/// Read `plan` from `src` and write it to `dst`; `progress` sees every byte
-/// up to the last chunk, holes included. A file that fits in one block is
-/// read and written in this thread; anything larger overlaps a reader thread
-/// with the writer (this thread) through `opts.buffers` buffers.
+/// Read `plan` from `src` and write it to `dst` (`regular`: a regular file,
+/// written at the chunks' offsets; else written in order); `progress` sees
+/// every byte up to the last chunk, holes included. A file that fits in one
+/// block is read and written in this thread; anything larger overlaps a
+/// reader thread with the writer (this thread) through `opts.buffers` buffers.
 fn pipeline(
     src: &File,
     dst: &File,
     opts: &CopyOptions,
     plan: Plan,
+    regular: bool,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Piped, CopyError> {
     let block = opts.block.max(1);
-    let regular = dst.get_ref().metadata().is_ok_and(|m| m.is_file());
     let mut writer = Writer {
         dst,
         skip_zeros: matches!(&plan, Plan::Segments { .. })
