@@ -461,7 +461,7 @@ impl Copier {
             Err(e) => return Err(msg::on("stat", &step.dst, &e)),
         };
         let writes_data = matches!(step.kind, Kind::File) && self.opts.link == LinkMode::Copy;
-        let backup = self.opts.backup.name(&step.dst).is_some();
+        let backup = self.opts.backup.is_on();
         // Made by an earlier source of this command: never written through
         // (it may lead outside the destination), replaced only where a
         // numbered backup keeps it.
