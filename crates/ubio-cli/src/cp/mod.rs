@@ -390,11 +390,6 @@ impl Copier {
     /// A file, symlink or fifo: decide about an existing destination, then
     /// link it (--preserve=links, -l, -s), copy it or recreate it.
     fn non_dir(&mut self, step: &Step) -> Result<(), String> {
-        // A destination made by an earlier source: its copy must be in first.
-        if self.made.contains(&step.dst) {
-            let done = self.pool.as_mut().map(|p| p.wait());
-            self.landed(done.unwrap_or_default());
-        }
         let (go, backup) = self.existing(step)?;
         let moved;
         let step = match go {
@@ -455,6 +450,12 @@ impl Copier {
     /// backed up (-b) or removed (--remove-destination, or when what
     /// replaces it cannot be written through it: a link, a symlink, a fifo).
     fn existing(&mut self, step: &Step) -> Result<(Go, Option<PathBuf>), String> {
+        let just_made = self.made.contains(&step.dst);
+        // A destination made by an earlier source: its copy must be in first.
+        if just_made {
+            let done = self.pool.as_mut().map(|p| p.wait());
+            self.landed(done.unwrap_or_default());
+        }
         let here = match step.dst.symlink_metadata() {
             Ok(m) => m,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Go::Ahead, None)),
@@ -465,7 +466,7 @@ impl Copier {
         // Made by an earlier source of this command: never written through
         // (it may lead outside the destination), replaced only where a
         // numbered backup keeps it.
-        if self.made.contains(&step.dst) {
+        if just_made {
             if here.is_symlink() && writes_data {
                 return Err(format!(
                     "will not copy {} through just-created symlink {}",
