@@ -485,7 +485,13 @@ impl Copier {
         // A symlink at the destination is written through, as GNU cp does,
         // but not a dangling one (that would create a file where it points,
         // maybe outside the destination), unless POSIX is asked for.
-        let (target, dangling) = match std::fs::metadata(&step.dst) {
+        // Only a symlink leads to another file to stat.
+        let followed = if here.is_symlink() {
+            std::fs::metadata(&step.dst)
+        } else {
+            Ok(here.clone())
+        };
+        let (target, dangling) = match followed {
             Ok(m) => (Some(m), false),
             Err(e) if e.kind() == io::ErrorKind::NotFound => (None, here.is_symlink()),
             // A loop of symlinks: -f and --remove-destination replace it.
@@ -509,7 +515,11 @@ impl Copier {
             .src
             .symlink_metadata()
             .map_err(|e| msg::on("stat", &step.src, &e))?;
-        let src_followed = std::fs::metadata(&step.src).ok();
+        let src_followed = if src_l.is_symlink() {
+            std::fs::metadata(&step.src).ok()
+        } else {
+            Some(src_l.clone())
+        };
         let names = same::Names {
             src_l: &src_l,
             src_followed: src_followed.as_ref(),
