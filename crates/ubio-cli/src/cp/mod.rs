@@ -84,6 +84,38 @@ struct Targets {
     onto: Option<PathBuf>,
 }
 
+impl Targets {
+    /// Where `src` goes, or None (the problem pushed): with --parents, the
+    /// steps that make the directories on the way are pushed first.
+    fn of(
+        &self,
+        src: &Path,
+        parents: bool,
+        steps: &mut Vec<Step>,
+        problems: &mut Vec<Problem>,
+    ) -> Option<PathBuf> {
+        match (&self.dir, &self.onto) {
+            (Some(dir), _) if parents => {
+                tree::parents(src, dir, steps, problems).then(|| tree::below(dir, src))
+            }
+            (Some(dir), _) => match last_name(src) {
+                // As GNU: `cp -r src/.. dir` copies into dir, not dir/..
+                Some(name) if name == ".." => Some(dir.clone()),
+                Some(name) => Some(dir.join(name)),
+                None => {
+                    problems.push(Problem(format!(
+                        "cannot copy {}: it has no file name",
+                        msg::quote(src)
+                    )));
+                    None
+                }
+            },
+            (None, Some(onto)) => Some(onto.clone()),
+            (None, None) => unreachable!("targets() gives a directory or a name"),
+        }
+    }
+}
+
 /// GNU's rules for the last operand, -t and -T, with GNU's messages.
 fn targets(args: &Args) -> Result<Targets> {
     let paths = args.paths.clone();
@@ -153,43 +185,24 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let mut seen = HashSet::new();
     let backups = opts.backup.is_on();
     for src in &t.srcs {
-        let target = match (&t.dir, &t.onto) {
-            (Some(dir), _) if args.parents => {
-                if !tree::parents(src, dir, &mut steps, &mut problems) {
-                    continue;
-                }
-                tree::below(dir, src)
-            }
-            (Some(dir), _) => match last_name(src) {
-                // As GNU: `cp -r src/.. dir` copies into dir, not dir/..
-                Some(name) if name == ".." => dir.clone(),
-                Some(name) => dir.join(name),
-                None => {
-                    problems.push(Problem(format!(
-                        "cannot copy {}: it has no file name",
+        if let Some(target) = t.of(src, args.parents, &mut steps, &mut problems) {
+            let id = src
+                .symlink_metadata()
+                .map(|m| (m.dev(), m.ino(), m.is_dir()));
+            match id {
+                Ok((dev, ino, dir)) if !backups && !seen.insert((dev, ino, target.clone())) => {
+                    let what = if dir { "directory" } else { "file" };
+                    eprintln!(
+                        "{}: warning: source {what} {} specified more than once",
+                        name(),
                         msg::quote(src)
-                    )));
-                    continue;
+                    );
                 }
-            },
-            (None, Some(onto)) => onto.clone(),
-            (None, None) => unreachable!("targets() gives a directory or a name"),
-        };
-        let id = src
-            .symlink_metadata()
-            .map(|m| (m.dev(), m.ino(), m.is_dir()));
-        match id {
-            Ok((dev, ino, dir)) if !backups && !seen.insert((dev, ino, target.clone())) => {
-                let what = if dir { "directory" } else { "file" };
-                eprintln!(
-                    "{}: warning: source {what} {} specified more than once",
-                    name(),
-                    msg::quote(src)
-                );
+                _ => tree::plan(src, &target, &opts.walk, &mut steps, &mut problems),
             }
-            _ => tree::plan(src, &target, &opts.walk, &mut steps, &mut problems),
         }
-        // In the order of the sources, as GNU reports them.
+        // In the order of the sources, as GNU reports them (those that go
+        // nowhere too).
         for p in problems.drain(..) {
             eprintln!("{}: {}", name(), p.0);
             errors.push(p.0);
@@ -214,7 +227,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .filter(|s| matches!(s.kind, Kind::File) && opts.link == LinkMode::Copy)
         .map(|s| s.meta.len())
         .sum();
-    errors.extend(problems.into_iter().map(|p| p.0));
     // Files in parallel where the order of what is printed cannot show it:
     // -v prints each copy in GNU's order, so it copies one file at a time.
     let progress = Progress::new(total);
