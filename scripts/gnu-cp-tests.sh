@@ -155,7 +155,9 @@ fetch() {
 [ -f "$src/configure" ] || fetch
 
 # --- The user the ordinary tests run as (two groups), removed at the end -------
-# UBIO_GNU_USER: another name, for two runs at once on one machine.
+# UBIO_GNU_USER: another name, for two runs at once on one machine (each
+# with its own UBIO_GNU_CACHE too: a run puts its cp into the source tree,
+# and the tests write their logs there).
 user=${UBIO_GNU_USER:-ubio-gnu-cp}
 group2=${user}2
 cleanup() {

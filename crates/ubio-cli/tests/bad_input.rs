@@ -194,6 +194,19 @@ fn missing_files() {
         &["ubio cp: cannot stat 'nope': No such file or directory"],
     );
     t.absent("x");
+    // A last source that goes nowhere is named too, not only an exit of 1.
+    t.case(
+        &["cp", "--parents", "nope/x", "d"],
+        false,
+        Exit::Fails,
+        &["ubio cp: cannot stat 'nope': No such file or directory"],
+    );
+    t.case(
+        &["cp", "/", "d"],
+        false,
+        Exit::Fails,
+        &["ubio cp: cannot copy '/': it has no file name"],
+    );
     t.case(
         &["cp", "f", "no/such/dir/x"],
         false,

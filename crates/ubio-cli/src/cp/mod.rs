@@ -84,6 +84,38 @@ struct Targets {
     onto: Option<PathBuf>,
 }
 
+impl Targets {
+    /// Where `src` goes, or None (the problem pushed): with --parents, the
+    /// steps that make the directories on the way are pushed first.
+    fn of(
+        &self,
+        src: &Path,
+        parents: bool,
+        steps: &mut Vec<Step>,
+        problems: &mut Vec<Problem>,
+    ) -> Option<PathBuf> {
+        match (&self.dir, &self.onto) {
+            (Some(dir), _) if parents => {
+                tree::parents(src, dir, steps, problems).then(|| tree::below(dir, src))
+            }
+            (Some(dir), _) => match last_name(src) {
+                // As GNU: `cp -r src/.. dir` copies into dir, not dir/..
+                Some(name) if name == ".." => Some(dir.clone()),
+                Some(name) => Some(dir.join(name)),
+                None => {
+                    problems.push(Problem(format!(
+                        "cannot copy {}: it has no file name",
+                        msg::quote(src)
+                    )));
+                    None
+                }
+            },
+            (None, Some(onto)) => Some(onto.clone()),
+            (None, None) => unreachable!("targets() gives a directory or a name"),
+        }
+    }
+}
+
 /// GNU's rules for the last operand, -t and -T, with GNU's messages.
 fn targets(args: &Args) -> Result<Targets> {
     let paths = args.paths.clone();
@@ -153,43 +185,24 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let mut seen = HashSet::new();
     let backups = opts.backup.is_on();
     for src in &t.srcs {
-        let target = match (&t.dir, &t.onto) {
-            (Some(dir), _) if args.parents => {
-                if !tree::parents(src, dir, &mut steps, &mut problems) {
-                    continue;
-                }
-                tree::below(dir, src)
-            }
-            (Some(dir), _) => match last_name(src) {
-                // As GNU: `cp -r src/.. dir` copies into dir, not dir/..
-                Some(name) if name == ".." => dir.clone(),
-                Some(name) => dir.join(name),
-                None => {
-                    problems.push(Problem(format!(
-                        "cannot copy {}: it has no file name",
+        if let Some(target) = t.of(src, args.parents, &mut steps, &mut problems) {
+            let id = src
+                .symlink_metadata()
+                .map(|m| (m.dev(), m.ino(), m.is_dir()));
+            match id {
+                Ok((dev, ino, dir)) if !backups && !seen.insert((dev, ino, target.clone())) => {
+                    let what = if dir { "directory" } else { "file" };
+                    eprintln!(
+                        "{}: warning: source {what} {} specified more than once",
+                        name(),
                         msg::quote(src)
-                    )));
-                    continue;
+                    );
                 }
-            },
-            (None, Some(onto)) => onto.clone(),
-            (None, None) => unreachable!("targets() gives a directory or a name"),
-        };
-        let id = src
-            .symlink_metadata()
-            .map(|m| (m.dev(), m.ino(), m.is_dir()));
-        match id {
-            Ok((dev, ino, dir)) if !backups && !seen.insert((dev, ino, target.clone())) => {
-                let what = if dir { "directory" } else { "file" };
-                eprintln!(
-                    "{}: warning: source {what} {} specified more than once",
-                    name(),
-                    msg::quote(src)
-                );
+                _ => tree::plan(src, &target, &opts.walk, &mut steps, &mut problems),
             }
-            _ => tree::plan(src, &target, &opts.walk, &mut steps, &mut problems),
         }
-        // In the order of the sources, as GNU reports them.
+        // In the order of the sources, as GNU reports them (those that go
+        // nowhere too).
         for p in problems.drain(..) {
             eprintln!("{}: {}", name(), p.0);
             errors.push(p.0);
@@ -214,7 +227,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .filter(|s| matches!(s.kind, Kind::File) && opts.link == LinkMode::Copy)
         .map(|s| s.meta.len())
         .sum();
-    errors.extend(problems.into_iter().map(|p| p.0));
     // Files in parallel where the order of what is printed cannot show it:
     // -v prints each copy in GNU's order, so it copies one file at a time.
     let progress = Progress::new(total);
@@ -390,11 +402,6 @@ impl Copier {
     /// A file, symlink or fifo: decide about an existing destination, then
     /// link it (--preserve=links, -l, -s), copy it or recreate it.
     fn non_dir(&mut self, step: &Step) -> Result<(), String> {
-        // A destination made by an earlier source: its copy must be in first.
-        if self.made.contains(&step.dst) {
-            let done = self.pool.as_mut().map(|p| p.wait());
-            self.landed(done.unwrap_or_default());
-        }
         let (go, backup) = self.existing(step)?;
         let moved;
         let step = match go {
@@ -455,17 +462,23 @@ impl Copier {
     /// backed up (-b) or removed (--remove-destination, or when what
     /// replaces it cannot be written through it: a link, a symlink, a fifo).
     fn existing(&mut self, step: &Step) -> Result<(Go, Option<PathBuf>), String> {
+        let just_made = self.made.contains(&step.dst);
+        // A destination made by an earlier source: its copy must be in first.
+        if just_made {
+            let done = self.pool.as_mut().map(|p| p.wait());
+            self.landed(done.unwrap_or_default());
+        }
         let here = match step.dst.symlink_metadata() {
             Ok(m) => m,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Go::Ahead, None)),
             Err(e) => return Err(msg::on("stat", &step.dst, &e)),
         };
         let writes_data = matches!(step.kind, Kind::File) && self.opts.link == LinkMode::Copy;
-        let backup = self.opts.backup.name(&step.dst).is_some();
+        let backup = self.opts.backup.is_on();
         // Made by an earlier source of this command: never written through
         // (it may lead outside the destination), replaced only where a
         // numbered backup keeps it.
-        if self.made.contains(&step.dst) {
+        if just_made {
             if here.is_symlink() && writes_data {
                 return Err(format!(
                     "will not copy {} through just-created symlink {}",
@@ -484,7 +497,13 @@ impl Copier {
         // A symlink at the destination is written through, as GNU cp does,
         // but not a dangling one (that would create a file where it points,
         // maybe outside the destination), unless POSIX is asked for.
-        let (target, dangling) = match std::fs::metadata(&step.dst) {
+        // Only a symlink leads to another file to stat.
+        let followed = if here.is_symlink() {
+            std::fs::metadata(&step.dst)
+        } else {
+            Ok(here.clone())
+        };
+        let (target, dangling) = match followed {
             Ok(m) => (Some(m), false),
             Err(e) if e.kind() == io::ErrorKind::NotFound => (None, here.is_symlink()),
             // A loop of symlinks: -f and --remove-destination replace it.
@@ -508,7 +527,11 @@ impl Copier {
             .src
             .symlink_metadata()
             .map_err(|e| msg::on("stat", &step.src, &e))?;
-        let src_followed = std::fs::metadata(&step.src).ok();
+        let src_followed = if src_l.is_symlink() {
+            std::fs::metadata(&step.src).ok()
+        } else {
+            Some(src_l.clone())
+        };
         let names = same::Names {
             src_l: &src_l,
             src_followed: src_followed.as_ref(),
