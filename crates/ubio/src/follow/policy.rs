@@ -440,7 +440,7 @@ impl Policy {
                 }
                 FileVerdict::TooSmall(why) => Admit::Skip {
                     why,
-                    recheck: c.flags & libc::O_ACCMODE != libc::O_RDONLY,
+                    recheck: c.writable(),
                 },
                 FileVerdict::OutForAll(why) | FileVerdict::Out(why) => Admit::Skip {
                     why,
@@ -512,9 +512,7 @@ impl Policy {
         // more events: out of scope, it stays so for this process, and the
         // engine follows it by its position if in scope. Opens still come:
         // a process in scope that opens it later is found then.
-        if e.mask
-            .intersects(EventMask(EventMask::ACCESS.0 | EventMask::MODIFY.0))
-        {
+        if e.mask.intersects(discover::QUIET) {
             if let Some(fan) = self.fan.as_mut() {
                 if fan.quiet(&file, true) {
                     self.quieted += 1;
