@@ -13,8 +13,9 @@
 #    directory of its own (the system's apt state is not touched; apt checks
 #    the signed Release file, the Sources index and the files' hashes), then
 #    `dpkg-source -x` (Debian's patches applied). Nothing of coreutils is in
-#    this repository. Cached in $UBIO_GNU_CACHE (default ~/.cache/ubio), as
-#    is the configured tree: later runs fetch and configure nothing.
+#    this repository. Cached in $UBIO_GNU_CACHE (default /var/cache/ubio: the
+#    unprivileged user must reach the tree, and root's home is not open to
+#    it), as is the configured tree: later runs fetch and configure nothing.
 # 2. `./configure` (as the unprivileged user below, as GNU wants it), which
 #    writes the Makefile that runs the tests and config.h, which some tests
 #    read (ACL, xattr and libcap support: Debian's -dev packages for them
@@ -110,9 +111,10 @@ version=$(dpkg-query -W -f='${Version}' coreutils)
 package=$(dpkg-query -W -f='${source:Package}' coreutils)
 upstream=${version%-*}
 upstream=${upstream#*:}
-cache=${UBIO_GNU_CACHE:-$HOME/.cache/ubio}
+cache=${UBIO_GNU_CACHE:-/var/cache/ubio}
 src=$cache/coreutils-$version
 mkdir -p "$cache"
+chmod 755 "$cache"
 
 # --- 1. The source, once ------------------------------------------------------
 fetch() {

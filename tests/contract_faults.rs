@@ -19,6 +19,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use ubio::BackendKind;
+use ubio_testenv::faults;
 use ubio_testenv::kept_pages::{check_kept, with_damon_retries};
 use ubio_testenv::scratchfs::{FsKind, ScratchFs};
 use ubio_testenv::stackfs::NfsMount;
@@ -190,41 +191,12 @@ fn unwritable_file_keeps_others_pages() {
     }
 }
 
-/// Write until an error comes back from write, flush or close (and, for
-/// the unmanaged `buffered` baseline, whose writeback errors only fsync
-/// sees, fsync before close); returns it, the call that returned it and
-/// how much was written before it.
-fn write_until_error(
-    f: ubio::File,
-    limit: u64,
-    seed: u64,
-    from: u64,
-) -> (io::Error, &'static str, u64) {
-    let mut f = f;
-    let mut buf = vec![0u8; MIB as usize];
-    let mut off = from;
-    while off < limit {
-        fill_pattern(seed, off, &mut buf);
-        if let Err(e) = f.write_all(&buf) {
-            drop(f);
-            return (e, "write", off);
-        }
-        off += MIB;
-    }
-    if let Err(e) = f.flush() {
-        drop(f);
-        return (e, "flush", off);
-    }
-    if !f.stats().managed {
-        if let Err(e) = f.sync_all() {
-            drop(f);
-            return (e, "fsync", off);
-        }
-    }
-    match f.close() {
-        Err(e) => (e, "close", off),
-        Ok(stats) => panic!("no error after writing {off} bytes: {stats:?}"),
-    }
+/// Write the pattern from `from` to `limit` until an error comes back
+/// ([`faults::write_until_error`]); it, the call that returned it and how
+/// much was written before it.
+fn write_until_error(f: ubio::File, limit: u64, seed: u64, from: u64) -> faults::Met {
+    faults::write_until_error(f, from, limit, |off, buf| fill_pattern(seed, off, buf))
+        .expect_err("no error after writing up to the limit (close's stats)")
 }
 
 /// The first `len` bytes of the file equal the pattern (read cold). With

@@ -61,12 +61,8 @@ fn seed(case: &str) -> u64 {
 }
 
 fn content(len: usize, seed: u64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(len + 8);
-    let mut r = SplitMix64::new(seed);
-    while out.len() < len {
-        out.extend_from_slice(&r.next_u64().to_le_bytes());
-    }
-    out.truncate(len);
+    let mut out = vec![0; len];
+    SplitMix64::new(seed).fill(&mut out);
     out
 }
 

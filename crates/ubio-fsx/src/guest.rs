@@ -2,18 +2,52 @@
 //! the QEMU guest of scripts/guest/run.sh, as root, with device-mapper):
 //! the system's tools (losetup, dmsetup, mkfs, mount, the checkers) run as
 //! commands whose failure is an error with their output, loop and
-//! device-mapper devices removed when dropped, the data pattern, and the
-//! extents of a file.
+//! device-mapper devices removed when dropped, the data pattern, the
+//! extents of a file, and the arguments both take.
 
 use std::fs::File;
 use std::io::{self, Write};
 use std::ops::Range;
 use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use ubio::sys::{self, FIEMAP_EXTENT_DELALLOC, FIEMAP_EXTENT_UNWRITTEN};
+use ubio::BackendKind;
 use ubio_testenv::rng::SplitMix64;
+
+/// The arguments every guest suite takes.
+#[derive(clap::Args)]
+pub struct SuiteArgs {
+    /// The filesystem to make on the device: ext4, xfs, btrfs, f2fs.
+    #[arg(long)]
+    pub fs: String,
+    /// Backends, comma separated (buffered, which manages nothing, is the
+    /// reference).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "buffered,emulated,direct,kernel"
+    )]
+    pub backends: Vec<BackendKind>,
+    /// A directory for the images and the suite's other files, not on the
+    /// device under test (ubio-powercut's replay points are reflinks: xfs,
+    /// btrfs).
+    #[arg(long)]
+    pub work: PathBuf,
+    /// The ubio binary (`ubio cp`, `ubio cat`, `ubio run`).
+    #[arg(long, default_value = "ubio")]
+    pub ubio: PathBuf,
+}
+
+/// Why ubio refuses `backend` on the filesystem holding `dir` (the refusal
+/// of its own backend choice, from the probe), or None when it runs there.
+pub fn refusal(dir: &Path, backend: BackendKind) -> io::Result<Option<String>> {
+    let p = ubio::probe_path(dir)?;
+    Ok(ubio::probe::choose(backend, &p.fs, true, 0, true)
+        .err()
+        .map(|e| e.to_string()))
+}
 
 /// Run `cmd`; its standard output (trimmed), or an error with its status
 /// and output.
@@ -58,12 +92,8 @@ pub fn sh(cmd: &str, args: &[&str]) -> io::Result<String> {
 /// unwritten extent) or [`STALE`] (a block the filesystem never wrote) read
 /// back is then never the data's own.
 pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut r = SplitMix64::new(seed);
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        out.extend_from_slice(&r.next_u64().to_le_bytes());
-    }
-    out.truncate(len);
+    let mut out = vec![0; len];
+    SplitMix64::new(seed).fill(&mut out);
     for b in &mut out {
         *b |= 1;
     }
@@ -251,6 +281,24 @@ mod tests {
         let p = pattern(3, 1 << 16);
         assert!(p.iter().all(|&b| b != 0 && b != STALE));
         assert_eq!(p, pattern(3, 1 << 16));
+    }
+
+    /// ubio refuses exactly what the probe says cannot work: kernel without
+    /// RWF_DONTCACHE, direct without O_DIRECT; buffered and emulated never.
+    #[test]
+    fn refusal_follows_the_probe() {
+        let dir =
+            tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap();
+        let p = ubio::probe_path(dir.path()).unwrap();
+        for (backend, works) in [
+            (BackendKind::Buffered, true),
+            (BackendKind::Emulated, true),
+            (BackendKind::Kernel, p.fs.dontcache.available),
+            (BackendKind::Direct, p.fs.direct_io.available),
+        ] {
+            let why = refusal(dir.path(), backend).unwrap();
+            assert_eq!(why.is_none(), works, "{backend}: {why:?}");
+        }
     }
 
     #[test]

@@ -80,13 +80,6 @@ impl Drop for RangeGuard<'_> {
     }
 }
 
-fn fill(rng: &mut SplitMix64, buf: &mut [u8]) {
-    for c in buf.chunks_mut(8) {
-        let w = rng.next_u64().to_le_bytes();
-        c.copy_from_slice(&w[..c.len()]);
-    }
-}
-
 /// First differing byte of `got` against the model at `off`, as a message.
 fn differ(what: &str, off: u64, got: &[u8], want: &[u8]) -> Option<String> {
     let i = got.iter().zip(want).position(|(a, b)| a != b)?;
@@ -106,7 +99,7 @@ fn threads_on(fs_name: &str) {
         let path = fs.mount_point().join(format!("shared-{backend}"));
         let mut rng = SplitMix64::new(base ^ (bi as u64 + 1));
         let mut init = vec![0u8; SIZE as usize];
-        fill(&mut rng, &mut init);
+        rng.fill(&mut init);
         std::fs::write(&path, &init).unwrap();
         let f = match ubio::OpenOptions::new()
             .read(true)
@@ -139,7 +132,7 @@ fn threads_on(fs_name: &str) {
                         let kind = rng.below(20);
                         let failed = match kind {
                             0..=9 => {
-                                fill(&mut rng, b);
+                                rng.fill(b);
                                 let _g = locks.lock(r.clone());
                                 f.write_all_at(b, off)
                                     .err()

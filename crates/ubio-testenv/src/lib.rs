@@ -15,6 +15,7 @@
 pub mod balloon;
 pub mod cgroup;
 pub mod cleanup;
+pub mod faults;
 pub mod kept_pages;
 pub mod procfs;
 pub mod reclaim_trace;

@@ -32,6 +32,14 @@ impl SplitMix64 {
     pub fn unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
+
+    /// Fill `buf` with the stream's numbers, each little endian (the last
+    /// one cut to fit): seeded, incompressible data.
+    pub fn fill(&mut self, buf: &mut [u8]) {
+        for chunk in buf.chunks_mut(8) {
+            chunk.copy_from_slice(&self.next_u64().to_le_bytes()[..chunk.len()]);
+        }
+    }
 }
 
 /// splitmix64's increment (2^64 / the golden ratio).

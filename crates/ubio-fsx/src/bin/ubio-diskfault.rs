@@ -33,7 +33,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 use ubio::BackendKind;
-use ubio_fsx::guest::{self, check_fs, fs_bytes, mkfs, mount, pattern, Dm, Loop};
+use ubio_fsx::guest::{self, check_fs, fs_bytes, mkfs, mount, pattern, Dm, Loop, SuiteArgs};
+use ubio_testenv::faults;
 
 #[derive(Parser)]
 #[command(
@@ -41,22 +42,8 @@ use ubio_fsx::guest::{self, check_fs, fs_bytes, mkfs, mount, pattern, Dm, Loop};
     about = "disk read and write errors below the filesystem, mid-stream, for every backend"
 )]
 struct Args {
-    /// The filesystem: ext4, xfs (btrfs and f2fs work too).
-    #[arg(long)]
-    fs: String,
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "buffered,emulated,direct,kernel"
-    )]
-    backends: Vec<BackendKind>,
-    /// A directory for the device's image and the copies' other ends (not
-    /// on the failing device).
-    #[arg(long)]
-    work: PathBuf,
-    /// The ubio binary (`ubio cat`, `ubio cp`).
-    #[arg(long, default_value = "ubio")]
-    ubio: PathBuf,
+    #[command(flatten)]
+    suite: SuiteArgs,
     /// MiB of each stream (at least 24: a write case fsyncs 16 MiB, writes
     /// 4 more, then fails).
     #[arg(long, default_value_t = 24)]
@@ -84,18 +71,18 @@ struct Disk {
 
 impl Disk {
     fn new(a: &Args) -> Result<Disk> {
-        let image = a.work.join("disk.img");
-        let size = fs_bytes(&a.fs).max(2 * a.mib * MIB + 64 * MIB);
+        let image = a.suite.work.join("disk.img");
+        let size = fs_bytes(&a.suite.fs).max(2 * a.mib * MIB + 64 * MIB);
         let _ = std::fs::remove_file(&image);
         File::create(&image)?.set_len(size)?;
         let lo = Loop::attach(&image)?;
         let sectors = size / 512;
         let dm = Dm::create(DEV, &format!("0 {sectors} linear {} 0", lo.0))?;
-        let mnt = a.work.join("mnt");
-        mkfs(&a.fs, &dm.path())?;
-        mount(&a.fs, &dm.path(), &mnt)?;
+        let mnt = a.suite.work.join("mnt");
+        mkfs(&a.suite.fs, &dm.path())?;
+        mount(&a.suite.fs, &dm.path(), &mnt)?;
         Ok(Disk {
-            fs: a.fs.clone(),
+            fs: a.suite.fs.clone(),
             sectors,
             mnt,
             dm,
@@ -164,16 +151,14 @@ fn drop_caches() -> Result<()> {
     Ok(std::fs::write("/proc/sys/vm/drop_caches", "3")?)
 }
 
-/// The errno of an error, through ubio's context.
-fn errno(e: &io::Error) -> Option<i32> {
-    ubio::error::raw_os_error(e)
-}
-
 /// The error names `path` and is EIO (or EROFS: a journal that aborted
 /// made the filesystem read-only).
 fn check_error(e: &io::Error, path: &Path) -> Result<()> {
     ensure!(
-        matches!(errno(e), Some(libc::EIO) | Some(libc::EROFS)),
+        matches!(
+            ubio::error::raw_os_error(e),
+            Some(libc::EIO) | Some(libc::EROFS)
+        ),
         "expected EIO, got: {e}"
     );
     ensure!(
@@ -181,6 +166,11 @@ fn check_error(e: &io::Error, path: &Path) -> Result<()> {
         "the error does not name the file: {e}"
     );
     Ok(())
+}
+
+/// A program's stderr on one line, for the case's verdict.
+fn one_line(stderr: &[u8]) -> String {
+    String::from_utf8_lossy(stderr).trim().replace('\n', " | ")
 }
 
 /// A stderr message (of `ubio cat` / `ubio cp`) that names `path` and says
@@ -232,7 +222,7 @@ fn read_cases(a: &Args, disk: &Disk, backend: BackendKind, report: &mut Report) 
     let (path, bad, bad_at) = file_with_bad_middle(disk, &format!("read-{backend}"), &data)?;
     disk.bad_sectors(bad)?;
 
-    report.case(&a.fs, backend, "read (library)", || {
+    report.case(&a.suite.fs, backend, "read (library)", || {
         drop_caches()?;
         let mut f = ubio::OpenOptions::new()
             .read(true)
@@ -266,18 +256,16 @@ fn read_cases(a: &Args, disk: &Disk, backend: BackendKind, report: &mut Report) 
         ))
     });
 
-    report.case(&a.fs, backend, "read (ubio cat)", || {
+    report.case(&a.suite.fs, backend, "read (ubio cat)", || {
         drop_caches()?;
-        let out_path = a.work.join("cat.out");
-        let out = Command::new(&a.ubio)
+        let out_path = a.suite.work.join("cat.out");
+        let out = Command::new(&a.suite.ubio)
             .args(["cat", "--backend", backend.name()])
             .arg(&path)
             .stdout(File::create(&out_path)?)
             .stderr(Stdio::piped())
             .output()?;
-        let stderr = String::from_utf8_lossy(&out.stderr)
-            .trim()
-            .replace('\n', " | ");
+        let stderr = one_line(&out.stderr);
         let printed = std::fs::read(&out_path)?;
         std::fs::remove_file(&out_path)?;
         ensure!(
@@ -298,17 +286,15 @@ fn read_cases(a: &Args, disk: &Disk, backend: BackendKind, report: &mut Report) 
         ))
     });
 
-    report.case(&a.fs, backend, "read (ubio cp)", || {
+    report.case(&a.suite.fs, backend, "read (ubio cp)", || {
         drop_caches()?;
-        let dst = a.work.join("cp-from-bad.out");
-        let out = Command::new(&a.ubio)
+        let dst = a.suite.work.join("cp-from-bad.out");
+        let out = Command::new(&a.suite.ubio)
             .args(["cp", "--backend", backend.name()])
             .arg(&path)
             .arg(&dst)
             .output()?;
-        let stderr = String::from_utf8_lossy(&out.stderr)
-            .trim()
-            .replace('\n', " | ");
+        let stderr = one_line(&out.stderr);
         let copied = std::fs::read(&dst).unwrap_or_default();
         let _ = std::fs::remove_file(&dst);
         ensure!(!out.status.success(), "ubio cp exited 0");
@@ -321,7 +307,7 @@ fn read_cases(a: &Args, disk: &Disk, backend: BackendKind, report: &mut Report) 
         Ok(format!("{}: {stderr}", out.status))
     });
 
-    report.case(&a.fs, backend, "read (healed)", || {
+    report.case(&a.suite.fs, backend, "read (healed)", || {
         disk.heal()?;
         drop_caches()?;
         ensure!(std::fs::read(&path)? == data, "the file changed");
@@ -329,32 +315,6 @@ fn read_cases(a: &Args, disk: &Disk, backend: BackendKind, report: &mut Report) 
     });
     std::fs::remove_file(&path)?;
     Ok(())
-}
-
-/// Write with `f` until an error comes back (from a write, the flush, or
-/// for buffered, which manages nothing, fsync; then close); the error and
-/// the call.
-fn write_until_error(mut f: ubio::File, data: &[u8], from: u64) -> (io::Error, &'static str, u64) {
-    let mut at = from as usize;
-    while at < data.len() {
-        let n = (MIB as usize).min(data.len() - at);
-        if let Err(e) = f.write_all(&data[at..at + n]) {
-            return (e, "write", at as u64);
-        }
-        at += n;
-    }
-    if let Err(e) = f.flush() {
-        return (e, "flush", at as u64);
-    }
-    if !f.stats().managed {
-        if let Err(e) = f.sync_all() {
-            return (e, "fsync", at as u64);
-        }
-    }
-    match f.close() {
-        Err(e) => (e, "close", at as u64),
-        Ok(_) => (io::Error::other("no error at all"), "nothing", at as u64),
-    }
 }
 
 fn write_case(a: &Args, disk: &Disk, backend: BackendKind) -> Result<String> {
@@ -371,8 +331,12 @@ fn write_case(a: &Args, disk: &Disk, backend: BackendKind) -> Result<String> {
     // Some written and not flushed when the disk goes bad.
     f.write_all(&data[FLUSHED as usize..(FLUSHED + 4 * MIB) as usize])?;
     disk.failing_writes()?;
-    let (err, call, at) = write_until_error(f, &data, FLUSHED + 4 * MIB);
-    ensure!(call != "nothing", "no error after writing {at} bytes");
+    let from = FLUSHED + 4 * MIB;
+    let (err, call, at) = faults::write_until_error(f, from, data.len() as u64, |off, piece| {
+        piece.copy_from_slice(&data[off as usize..off as usize + piece.len()])
+    })
+    .err()
+    .with_context(|| format!("no error after writing {} bytes", data.len()))?;
     check_error(&err, &path)?;
     let name = path.file_name().unwrap().to_owned();
     let kept = disk.recover(|mnt| {
@@ -424,10 +388,10 @@ fn wait_stopped(pid: u32) -> Result<()> {
 
 fn cp_write_case(a: &Args, disk: &Disk, backend: BackendKind) -> Result<String> {
     let data = pattern(a.seed + 2, (a.mib * MIB) as usize + 777);
-    let src = a.work.join("cp-src");
+    let src = a.suite.work.join("cp-src");
     std::fs::write(&src, &data)?;
     let dst = disk.mnt.join(format!("cp-{backend}"));
-    let mut child = Command::new(&a.ubio)
+    let mut child = Command::new(&a.suite.ubio)
         .args(["cp", "--backend", backend.name()])
         .arg(&src)
         .arg(&dst)
@@ -460,9 +424,7 @@ fn cp_write_case(a: &Args, disk: &Disk, backend: BackendKind) -> Result<String> 
         "ubio cp had written all {stopped_at} bytes when stopped: no write left to fail"
     );
     let out = child.wait_with_output()?;
-    let stderr = String::from_utf8_lossy(&out.stderr)
-        .trim()
-        .replace('\n', " | ");
+    let stderr = one_line(&out.stderr);
     std::fs::remove_file(&src)?;
     let verdict = if out.status.success() {
         ensure!(
@@ -537,47 +499,44 @@ fn main() -> ExitCode {
     }
     let mut report = Report::default();
     let start = Instant::now();
-    for &backend in &a.backends {
+    for &backend in &a.suite.backends {
         // A fresh filesystem for the reads, and one for each write case: a
         // failed write may shut a filesystem down until it is mounted again.
         let disk = match Disk::new(&a) {
             Ok(d) => d,
             Err(e) => {
-                report.case(&a.fs, backend, "setup", || Err(e));
+                report.case(&a.suite.fs, backend, "setup", || Err(e));
                 continue;
             }
         };
-        let refused = match ubio::probe_path(&disk.mnt) {
+        let refused = match guest::refusal(&disk.mnt, backend) {
             Err(e) => {
-                report.case(&a.fs, backend, "probe", || Err(e.into()));
+                report.case(&a.suite.fs, backend, "probe", || Err(e.into()));
                 continue;
             }
-            Ok(p) => match backend {
-                BackendKind::Kernel => Some(p.fs.dontcache),
-                BackendKind::Direct => Some(p.fs.direct_io),
-                _ => None,
-            }
-            .filter(|s| !s.available)
-            .map(|s| s.detail),
+            Ok(why) => why,
         };
         if let Some(why) = refused {
-            println!("DISKFAULT-NOTE {} {backend}: cannot run here: {why}", a.fs);
+            println!(
+                "DISKFAULT-NOTE {} {backend}: cannot run here: {why}",
+                a.suite.fs
+            );
             continue;
         }
         if let Err(e) = read_cases(&a, &disk, backend, &mut report) {
-            report.case(&a.fs, backend, "read", || Err(e));
+            report.case(&a.suite.fs, backend, "read", || Err(e));
         }
         drop(disk);
-        report.case(&a.fs, backend, "write (library)", || {
+        report.case(&a.suite.fs, backend, "write (library)", || {
             write_case(&a, &Disk::new(&a)?, backend)
         });
-        report.case(&a.fs, backend, "write (ubio cp)", || {
+        report.case(&a.suite.fs, backend, "write (ubio cp)", || {
             cp_write_case(&a, &Disk::new(&a)?, backend)
         });
     }
     println!(
         "DISKFAULT-DONE {}: {} cases, {} failed ({}s)",
-        a.fs,
+        a.suite.fs,
         report.cases,
         report.failed,
         start.elapsed().as_secs()

@@ -37,7 +37,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 use ubio::BackendKind;
-use ubio_fsx::guest::{self, check_fs, fs_bytes, mkfs, mount, pattern, sh, Dm, Loop, STALE};
+use ubio_fsx::guest::{
+    self, check_fs, fs_bytes, mkfs, mount, pattern, sh, Dm, Loop, SuiteArgs, STALE,
+};
 use ubio_fsx::logwrites::{self, Log};
 use ubio_testenv::rng::SplitMix64;
 
@@ -47,34 +49,20 @@ use ubio_testenv::rng::SplitMix64;
     about = "power cuts replayed from a dm-log-writes log, checked against a model"
 )]
 struct Args {
-    /// The filesystem to make on the logged device: ext4, xfs, btrfs, f2fs.
-    #[arg(long)]
-    fs: String,
-    /// Backends, comma separated (buffered is the reference for the states).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "buffered,emulated,direct,kernel"
-    )]
-    backends: Vec<BackendKind>,
+    #[command(flatten)]
+    suite: SuiteArgs,
     /// Workloads, comma separated: cp, tree, fsync, overwrite, runcp
     /// (GNU cp -r under `ubio run`; with buffered, plain cp), unsynced (a
     /// plain program, buffered only: files left unsynced while others are
     /// fsynced).
     #[arg(long, value_delimiter = ',', default_value = "cp,tree,fsync,overwrite")]
     workloads: Vec<String>,
-    /// A directory for the images (on a filesystem with reflinks: xfs, btrfs).
-    #[arg(long)]
-    work: PathBuf,
     /// MiB each workload writes.
     #[arg(long, default_value_t = 8)]
     mib: u64,
     /// Where failing images and log excerpts are kept.
     #[arg(long)]
     keep: Option<PathBuf>,
-    /// The ubio binary (for `ubio cp` and `ubio run`).
-    #[arg(long, default_value = "ubio")]
-    ubio: PathBuf,
     /// GNU cp (for the runcp workload).
     #[arg(long, default_value = "cp")]
     cp: PathBuf,
@@ -157,18 +145,6 @@ fn tree_source(a: &Args, mnt: &Path, len: usize, one_file: bool) -> Result<Vec<M
     Ok(models)
 }
 
-fn succeed(what: &str, cmd: &mut Command) -> Result<()> {
-    let out = cmd.output().with_context(|| format!("{cmd:?}"))?;
-    if !out.status.success() {
-        bail!(
-            "{what}: {}: {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(())
-}
-
 /// Every byte of every model, acknowledged.
 fn all_of(models: &[Model]) -> Acked {
     models
@@ -183,17 +159,10 @@ fn all_of(models: &[Model]) -> Acked {
 /// model, or None when the backend cannot run there (said why).
 fn workload(a: &Args, name: &str, backend: BackendKind, mnt: &Path) -> Result<Option<Workload>> {
     let len = (a.mib << 20) as usize;
-    let probe = ubio::probe_path(mnt)?;
-    let refused = match backend {
-        BackendKind::Kernel => Some(&probe.fs.dontcache),
-        BackendKind::Direct => Some(&probe.fs.direct_io),
-        _ => None,
-    }
-    .filter(|s| !s.available);
-    if let Some(s) = refused {
+    if let Some(why) = guest::refusal(mnt, backend)? {
         println!(
-            "POWERCUT-NOTE {} {name} {backend}: cannot run here: {}",
-            a.fs, s.detail
+            "POWERCUT-NOTE {} {name} {backend}: cannot run here: {why}",
+            a.suite.fs
         );
         return Ok(None);
     }
@@ -205,7 +174,7 @@ fn workload(a: &Args, name: &str, backend: BackendKind, mnt: &Path) -> Result<Op
     if name == "unsynced" && backend != BackendKind::Buffered {
         println!(
             "POWERCUT-NOTE {} {name} {backend}: a plain program (std::fs, no ubio): buffered only",
-            a.fs
+            a.suite.fs
         );
         return Ok(None);
     }
@@ -215,7 +184,7 @@ fn workload(a: &Args, name: &str, backend: BackendKind, mnt: &Path) -> Result<Op
             let (src, dst) = (mnt.join("src"), mnt.join("dst"));
             sh("sync", &[])?;
             mark("setup")?;
-            let mut cmd = Command::new(&a.ubio);
+            let mut cmd = Command::new(&a.suite.ubio);
             cmd.args(["cp", "--sync", "--backend", backend.name()]);
             if name == "cp" {
                 std::fs::create_dir_all(&dst)?;
@@ -223,7 +192,7 @@ fn workload(a: &Args, name: &str, backend: BackendKind, mnt: &Path) -> Result<Op
             } else {
                 cmd.arg("-r").arg(&src).arg(&dst);
             }
-            succeed("ubio cp", &mut cmd)?;
+            guest::run(&mut cmd)?;
             commit(all_of(&models))?;
             models
         }
@@ -238,13 +207,13 @@ fn workload(a: &Args, name: &str, backend: BackendKind, mnt: &Path) -> Result<Op
             let mut cmd = if backend == BackendKind::Buffered {
                 Command::new(&a.cp)
             } else {
-                let mut c = Command::new(&a.ubio);
+                let mut c = Command::new(&a.suite.ubio);
                 c.args(["run", "--backend", backend.name(), "--"])
                     .arg(&a.cp);
                 c
             };
             cmd.arg("-r").arg(mnt.join("src")).arg(mnt.join("dst"));
-            succeed("cp", &mut cmd)?;
+            guest::run(&mut cmd)?;
             sh("sync", &[])?;
             commit(all_of(&models))?;
             models
@@ -507,7 +476,7 @@ fn is_anomaly(state: &str) -> bool {
 
 /// The disk's old contents, which every device of the run starts from.
 fn stale_path(a: &Args) -> PathBuf {
-    a.work.join("stale.img")
+    a.suite.work.join("stale.img")
 }
 
 fn replay_and_check(
@@ -518,7 +487,7 @@ fn replay_and_check(
     tag: &str,
 ) -> Result<Cell> {
     let image = work.join("replay.img");
-    let target = clone_image(&stale_path(a), &image, fs_bytes(&a.fs))?;
+    let target = clone_image(&stale_path(a), &image, fs_bytes(&a.suite.fs))?;
     let mut log = Log::open(File::open(log_path)?)?;
     let mut cell = Cell::default();
     let mut recent: std::collections::VecDeque<String> = Default::default();
@@ -554,7 +523,7 @@ fn replay_and_check(
         let lo = Loop::attach(&chk)?;
         let dev = lo.0.as_str();
         let mut bad = Vec::new();
-        match mount(&a.fs, dev, &mnt) {
+        match mount(&a.suite.fs, dev, &mnt) {
             Err(err) => bad.push(format!("mount after replay to entry {}: {err:#}", e.index)),
             Ok(()) => {
                 let mut names = Vec::new();
@@ -608,7 +577,7 @@ fn replay_and_check(
                 }
             }
         }
-        if let Err(err) = check_fs(&a.fs, dev) {
+        if let Err(err) = check_fs(&a.suite.fs, dev) {
             bad.push(format!(
                 "checker after replay to entry {}: {err:#}",
                 e.index
@@ -652,8 +621,8 @@ fn replay_and_check(
 
 /// One workload with one backend: record, then replay and check.
 fn cell(a: &Args, name: &str, backend: BackendKind) -> Result<Option<Cell>> {
-    let work = &a.work;
-    let size = fs_bytes(&a.fs);
+    let work = &a.suite.work;
+    let size = fs_bytes(&a.suite.fs);
     let (data_img, log_img) = (work.join("data.img"), work.join("log.img"));
     drop(clone_image(&stale_path(a), &data_img, size)?);
     let _ = std::fs::remove_file(&log_img);
@@ -666,9 +635,9 @@ fn cell(a: &Args, name: &str, backend: BackendKind) -> Result<Option<Cell>> {
             &format!("0 {} log-writes {} {}", size / 512, data.0, log.0),
         )?;
         let mnt = work.join("mnt");
-        mkfs(&a.fs, &dm.path())?;
+        mkfs(&a.suite.fs, &dm.path())?;
         mark("mkfs")?;
-        mount(&a.fs, &dm.path(), &mnt)?;
+        mount(&a.suite.fs, &dm.path(), &mnt)?;
         let w = workload(a, name, backend, &mnt);
         let _ = guest::umount(&mnt);
         w
@@ -678,7 +647,7 @@ fn cell(a: &Args, name: &str, backend: BackendKind) -> Result<Option<Cell>> {
         let _ = std::fs::remove_file(&log_img);
         return Ok(None);
     };
-    let tag = format!("{} {name} {backend}", a.fs);
+    let tag = format!("{} {name} {backend}", a.suite.fs);
     let c = replay_and_check(a, &w, &log_img, work, &tag);
     let _ = std::fs::remove_file(&log_img);
     c.map(Some)
@@ -686,15 +655,18 @@ fn cell(a: &Args, name: &str, backend: BackendKind) -> Result<Option<Cell>> {
 
 fn main() -> ExitCode {
     let a = Args::parse();
-    if let Err(e) = guest::stale_image(&stale_path(&a), fs_bytes(&a.fs)) {
-        println!("POWERCUT {}: FAILED (the disk's old contents: {e})", a.fs);
+    if let Err(e) = guest::stale_image(&stale_path(&a), fs_bytes(&a.suite.fs)) {
+        println!(
+            "POWERCUT {}: FAILED (the disk's old contents: {e})",
+            a.suite.fs
+        );
         return ExitCode::FAILURE;
     }
     let mut failed = false;
     // Workload -> backend -> states, to compare with buffered.
     let mut states: BTreeMap<String, BTreeMap<&'static str, BTreeSet<String>>> = BTreeMap::new();
     for name in &a.workloads {
-        for &backend in &a.backends {
+        for &backend in &a.suite.backends {
             let t = Instant::now();
             match cell(&a, name, backend) {
                 Ok(None) => {}
@@ -703,7 +675,7 @@ fn main() -> ExitCode {
                     failed |= !ok;
                     println!(
                         "POWERCUT {} {name} {backend}: {} ({} replay points of {} log entries checked, {} failed; states: {}) ({}s)",
-                        a.fs,
+                        a.suite.fs,
                         if ok { "ok" } else { "FAILED" },
                         c.points,
                         c.entries,
@@ -720,7 +692,7 @@ fn main() -> ExitCode {
                     failed = true;
                     println!(
                         "POWERCUT {} {name} {backend}: FAILED ({e:#}) ({}s)",
-                        a.fs,
+                        a.suite.fs,
                         t.elapsed().as_secs()
                     );
                 }
@@ -749,7 +721,7 @@ fn main() -> ExitCode {
                 failed = true;
                 println!(
                     "POWERCUT-WIDER {} {name} {backend}: states the buffered backend never showed: {wider:?}",
-                    a.fs
+                    a.suite.fs
                 );
             }
         }
