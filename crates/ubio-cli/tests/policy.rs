@@ -293,31 +293,6 @@ impl Drop for Daemon {
     }
 }
 
-/// The static Go copy of run_programs (io.Copy: one copy_file_range per
-/// file; `-rw`: a read/write loop), built here.
-fn build_gocopy(dir: &Path) -> Result<PathBuf, String> {
-    if !have("go") {
-        return Err("no go toolchain (golang)".into());
-    }
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/run_programs/gocopy.go");
-    let exe = dir.join("gocopy");
-    let out = Command::new("go")
-        .args(["build", "-o"])
-        .arg(&exe)
-        .arg(src)
-        .env("CGO_ENABLED", "0")
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    if !out.status.success() {
-        return Err(format!(
-            "go build: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(exe)
-}
-
 struct Case {
     name: &'static str,
     needs: &'static str,

@@ -93,24 +93,7 @@ fn compile(cc: &str, flags: &[&str], src: &Path, out: PathBuf) -> PathBuf {
 
 fn build(dir: &Path) -> Result<Built, String> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/run_programs");
-    if !have("go") {
-        return Err("no go toolchain (golang)".into());
-    }
-    let gocopy = dir.join("gocopy");
-    let out = Command::new("go")
-        .args(["build", "-o"])
-        .arg(&gocopy)
-        .arg(src.join("gocopy.go"))
-        .env("CGO_ENABLED", "0")
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    if !out.status.success() {
-        return Err(format!(
-            "go build: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
+    let gocopy = build_gocopy(dir)?;
     let musl = |name: &str| {
         have("musl-gcc").then(|| {
             let c = src.join(name).with_extension("c");

@@ -26,6 +26,7 @@ use std::process::{Child, Command};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use ubio::mounts::{self, Mount};
 
 use crate::cleanup::{self, CleanupGuard};
 use crate::context;
@@ -53,7 +54,7 @@ pub fn own_memory_cgroup() -> io::Result<PathBuf> {
 fn locate_own() -> io::Result<(PathBuf, CgroupVersion)> {
     let cgroup_file = fs::read_to_string("/proc/self/cgroup")
         .map_err(|e| context(e, "read /proc/self/cgroup"))?;
-    let mounts = read_mountinfo()?;
+    let mounts = mounts::mounts()?;
 
     // v1: "4:memory:/process_api/abc".
     let v1_path = cgroup_file.lines().find_map(|line| {
@@ -97,33 +98,6 @@ fn locate_own() -> io::Result<(PathBuf, CgroupVersion)> {
         io::ErrorKind::Unsupported,
         "no memory cgroup: neither a v1 `memory` hierarchy nor cgroup2 is mounted for this process",
     ))
-}
-
-/// A mount from /proc/self/mountinfo, the fields this module needs.
-struct Mount {
-    root: String,
-    mount_point: PathBuf,
-    fstype: String,
-    super_opts: String,
-}
-
-fn read_mountinfo() -> io::Result<Vec<Mount>> {
-    let text = fs::read_to_string("/proc/self/mountinfo")
-        .map_err(|e| context(e, "read /proc/self/mountinfo"))?;
-    Ok(text.lines().filter_map(parse_mountinfo_line).collect())
-}
-
-/// `36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue`
-fn parse_mountinfo_line(line: &str) -> Option<Mount> {
-    let (left, right) = line.split_once(" - ")?;
-    let left: Vec<&str> = left.split(' ').collect();
-    let mut right = right.split(' ');
-    Some(Mount {
-        root: unescape_mountinfo(left.get(3)?),
-        mount_point: PathBuf::from(unescape_mountinfo(left.get(4)?)),
-        fstype: right.next()?.to_owned(),
-        super_opts: right.nth(1).unwrap_or("").to_owned(),
-    })
 }
 
 /// mountinfo writes space, tab, newline and backslash as `\ooo` octal escapes.
@@ -508,7 +482,7 @@ mod tests {
 
     #[test]
     fn parses_mountinfo() {
-        let m = parse_mountinfo_line(
+        let m = mounts::parse_line(
             "35 31 0:31 / /sys/fs/cgroup/memory rw,relatime shared:9 - cgroup cgroup rw,memory",
         )
         .unwrap();
@@ -520,7 +494,7 @@ mod tests {
             Path::new("/sys/fs/cgroup/memory/a/b")
         );
         let m =
-            parse_mountinfo_line("1 2 0:3 /a /mnt/with\\040space rw - cgroup2 cgroup2 rw").unwrap();
+            mounts::parse_line("1 2 0:3 /a /mnt/with\\040space rw - cgroup2 cgroup2 rw").unwrap();
         assert_eq!(m.mount_point, Path::new("/mnt/with space"));
         assert_eq!(join_cgroup_path(&m, "/a/b"), Path::new("/mnt/with space/b"));
     }

@@ -169,8 +169,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         toml::from_str(text).map_err(|e| err(e.span(), e.message().to_string()))?;
     let d = &raw.daemon;
     let default_window = match &d.window {
-        Some(w) => nonzero(size(w).map_err(|r| err(Some(w.span()), r))?, "window")
-            .map_err(|r| err(Some(w.span()), r))?,
+        Some(w) => window(w).map_err(|r| err(Some(w.span()), r))?,
         None => ubio::DEFAULT_WINDOW,
     };
     let discovery = one_of(
@@ -234,8 +233,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             },
         };
         let window = match &s.window {
-            Some(w) => nonzero(size(w).map_err(|r| err(Some(w.span()), r))?, "window")
-                .map_err(|r| err(Some(w.span()), r))?,
+            Some(w) => window(w).map_err(|r| err(Some(w.span()), r))?,
             None => default_window,
         };
         scopes.push(Scope {
@@ -365,11 +363,11 @@ fn size(s: &Spanned<SizeSpec>) -> Result<u64, String> {
     }
 }
 
-fn nonzero(n: u64, what: &str) -> Result<u64, String> {
-    if n == 0 {
-        Err(format!("{what} must be more than 0"))
-    } else {
-        Ok(n)
+/// A write-behind window: a size of more than 0.
+fn window(w: &Spanned<SizeSpec>) -> Result<u64, String> {
+    match size(w)? {
+        0 => Err("window must be more than 0".into()),
+        n => Ok(n),
     }
 }
 

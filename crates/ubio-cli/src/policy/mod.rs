@@ -166,11 +166,10 @@ fn daemon(path: &Path) -> Result<ExitCode> {
     wake.set_nonblocking(true)?;
     let shared = status::Shared::new(policy.status(), waker.try_clone()?);
     let _server = status::serve(&cfg.socket, Arc::clone(&shared))?;
-    let names: Vec<&str> = cfg.scopes.scopes.iter().map(|s| s.name.as_str()).collect();
     log(&format!(
         "started with {} (scopes: {}); status at {}",
         path.display(),
-        names.join(", "),
+        scope_names(&cfg.scopes),
         cfg.socket.display()
     ));
     for n in policy.take_notices() {
@@ -198,31 +197,31 @@ fn daemon(path: &Path) -> Result<ExitCode> {
         }
         if hup.swap(false, Ordering::SeqCst) {
             sd_notify("RELOADING=1");
-            match config::load(path) {
+            let reloaded =
+                config::load(path)
+                    .map_err(|e| e.to_string())
+                    .and_then(|new| match policy.reload(new.scopes.clone(), new.options) {
+                        Ok(()) => Ok(new),
+                        Err(e) => Err(e.to_string()),
+                    });
+            match reloaded {
                 Err(e) => log(&format!(
                     "reload refused, the running configuration stays: {e}"
                 )),
-                Ok(new) => match policy.reload(new.scopes.clone(), new.options) {
-                    Ok(()) => {
-                        let names: Vec<&str> =
-                            new.scopes.scopes.iter().map(|s| s.name.as_str()).collect();
+                Ok(new) => {
+                    log(&format!(
+                        "reloaded {} (scopes: {})",
+                        path.display(),
+                        scope_names(&new.scopes)
+                    ));
+                    if new.socket != socket {
                         log(&format!(
-                            "reloaded {} (scopes: {})",
-                            path.display(),
-                            names.join(", ")
+                            "the socket stays at {} until a restart (the configuration now says {})",
+                            socket.display(),
+                            new.socket.display()
                         ));
-                        if new.socket != socket {
-                            log(&format!(
-                                "the socket stays at {} until a restart (the configuration now says {})",
-                                socket.display(),
-                                new.socket.display()
-                            ));
-                        }
                     }
-                    Err(e) => log(&format!(
-                        "reload refused, the running configuration stays: {e}"
-                    )),
-                },
+                }
             }
             sd_notify("READY=1");
         }
@@ -237,6 +236,12 @@ fn daemon(path: &Path) -> Result<ExitCode> {
         log(line);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// "backup, builds": the scopes' names for the log.
+fn scope_names(scopes: &ubio::follow::scope::Scopes) -> String {
+    let names: Vec<&str> = scopes.scopes.iter().map(|s| s.name.as_str()).collect();
+    names.join(", ")
 }
 
 /// SIGHUP and SIGTERM/SIGINT set their flags and wake the loop through

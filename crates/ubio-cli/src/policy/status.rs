@@ -163,13 +163,12 @@ pub fn ask(path: &Path) -> Result<Status> {
     (&conn).write_all(format!("{REQUEST}\n").as_bytes())?;
     let mut line = String::new();
     BufReader::new(&conn).read_line(&mut line)?;
-    if let Ok(serde_json::Value::Object(o)) = serde_json::from_str::<serde_json::Value>(&line) {
-        if let Some(e) = o.get("error") {
-            bail!("the daemon at {} says: {e}", path.display());
-        }
+    let unexpected = || format!("unexpected answer from {}", path.display());
+    let answer: serde_json::Value = serde_json::from_str(&line).with_context(unexpected)?;
+    if let Some(e) = answer.get("error") {
+        bail!("the daemon at {} says: {e}", path.display());
     }
-    serde_json::from_str(&line)
-        .with_context(|| format!("unexpected answer from {}", path.display()))
+    serde_json::from_value(answer).with_context(unexpected)
 }
 
 /// The figures as lines of text (status, and the log at exit).
@@ -196,9 +195,9 @@ pub fn render(s: &Status) -> String {
     if s.restricted {
         out.push_str("(only the files of processes whose /proc you can read are counted)\n");
     }
+    let scopes = s.per_scope();
     // Per GiB only once there is enough to divide by.
-    let managed: u64 = s
-        .per_scope()
+    let managed: u64 = scopes
         .iter()
         .map(|f| f.totals.bytes_read + f.totals.bytes_written)
         .sum();
@@ -218,7 +217,7 @@ pub fn render(s: &Status) -> String {
         "pages kept",
         "dirty peak"
     );
-    for f in s.per_scope() {
+    for f in &scopes {
         let t = &f.totals;
         let _ = writeln!(
             out,

@@ -146,6 +146,32 @@ pub mod engine {
             .is_ok_and(|o| o.status.success())
     }
 
+    /// The static Go copy of the run_programs tests (io.Copy: one
+    /// copy_file_range per file; `-rw`: a read/write loop), built in `dir`;
+    /// Err says why it cannot be (a skip).
+    pub fn build_gocopy(dir: &Path) -> Result<std::path::PathBuf, String> {
+        if !have("go") {
+            return Err("no go toolchain (golang)".into());
+        }
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/run_programs/gocopy.go");
+        let exe = dir.join("gocopy");
+        let out = Command::new("go")
+            .args(["build", "-o"])
+            .arg(&exe)
+            .arg(src)
+            .env("CGO_ENABLED", "0")
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            return Err(format!(
+                "go build: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(exe)
+    }
+
     /// Bytes of `path` in the page cache.
     pub fn cached(path: &Path) -> u64 {
         super::count(path).cached * PAGE

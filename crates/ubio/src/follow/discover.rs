@@ -62,7 +62,7 @@ const WATCH: EventMask = EventMask(
         | EventMask::CLOSE_NOWRITE.0,
 );
 /// What a quiet inode no longer reports.
-const QUIET: EventMask = EventMask(EventMask::ACCESS.0 | EventMask::MODIFY.0);
+pub const QUIET: EventMask = EventMask(EventMask::ACCESS.0 | EventMask::MODIFY.0);
 
 /// A fanotify group watching filesystems.
 pub struct Fanotify {

@@ -108,6 +108,13 @@ pub struct Candidate<'a> {
     pub flags: i32,
 }
 
+impl Candidate<'_> {
+    /// Open for writing (it may grow).
+    pub fn writable(&self) -> bool {
+        is_writable(self.flags)
+    }
+}
+
 /// The caller's decision about each [`Candidate`].
 pub type AdmitFn<'f> = dyn FnMut(&Candidate<'_>) -> Admit + 'f;
 

@@ -87,13 +87,16 @@ pub struct Totals {
 }
 
 impl Totals {
-    fn add(&mut self, r: &FileReport) {
-        self.files += 1;
-        self.bytes_read += r.bytes_read;
-        self.bytes_written += r.bytes_written;
-        self.pages_dropped += r.pages_dropped;
-        self.pages_kept += r.pages_preserved;
-        self.dirty_peak_bytes = self.dirty_peak_bytes.max(r.dirty_peak);
+    /// One file's figures.
+    fn of(r: &FileReport) -> Totals {
+        Totals {
+            files: 1,
+            bytes_read: r.bytes_read,
+            bytes_written: r.bytes_written,
+            pages_dropped: r.pages_dropped,
+            pages_kept: r.pages_preserved,
+            dirty_peak_bytes: r.dirty_peak,
+        }
     }
 
     fn merge(&mut self, o: &Totals) {
@@ -437,7 +440,7 @@ impl Policy {
                 }
                 FileVerdict::TooSmall(why) => Admit::Skip {
                     why,
-                    recheck: c.flags & libc::O_ACCMODE != libc::O_RDONLY,
+                    recheck: c.writable(),
                 },
                 FileVerdict::OutForAll(why) | FileVerdict::Out(why) => Admit::Skip {
                     why,
@@ -458,9 +461,8 @@ impl Policy {
             self.members.remove(&pid);
             self.follower.remove(pid);
         }
-        for r in self.follower.take_finished() {
-            self.finished.entry(r.tag).or_default().add(&r);
-        }
+        let done = self.follower.take_finished();
+        self.count_finished(done);
         wait
     }
 
@@ -510,9 +512,7 @@ impl Policy {
         // more events: out of scope, it stays so for this process, and the
         // engine follows it by its position if in scope. Opens still come:
         // a process in scope that opens it later is found then.
-        if e.mask
-            .intersects(EventMask(EventMask::ACCESS.0 | EventMask::MODIFY.0))
-        {
+        if e.mask.intersects(discover::QUIET) {
             if let Some(fan) = self.fan.as_mut() {
                 if fan.quiet(&file, true) {
                     self.quieted += 1;
@@ -629,8 +629,7 @@ impl Policy {
             .filter(|r| r.managed)
             .filter_map(|r| {
                 let (scope, owner) = tag(r.tag)?;
-                let mut figures = Totals::default();
-                figures.add(&r);
+                let figures = Totals::of(&r);
                 Some(LiveFile {
                     path: r.path,
                     scope,
@@ -670,11 +669,19 @@ impl Policy {
     /// in (waiting at most `deadline` for writeback), then the figures.
     pub fn finish(&mut self, deadline: Duration) -> Status {
         let stats = self.follower.finish(deadline);
-        for r in stats.files {
-            self.finished.entry(r.tag).or_default().add(&r);
-        }
+        self.count_finished(stats.files);
         self.members.clear();
         self.status()
+    }
+
+    /// Add finished files to their scope's and owner's figures.
+    fn count_finished(&mut self, files: Vec<FileReport>) {
+        for r in files {
+            self.finished
+                .entry(r.tag)
+                .or_default()
+                .merge(&Totals::of(&r));
+        }
     }
 }
 

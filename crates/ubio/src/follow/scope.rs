@@ -155,8 +155,8 @@ impl ProcessRules {
     fn all_match(&self, p: &mut ProcessFacts) -> bool {
         (self.uids.is_empty() || p.uids().iter().any(|u| self.uids.contains(u)))
             && (self.gids.is_empty() || p.gids().iter().any(|g| self.gids.contains(g)))
-            && (self.cgroups.is_empty() || self.cgroup_matches(p))
-            && (self.exes.is_empty() || self.exe_matches(p))
+            && (self.cgroups.is_empty() || self.cgroup_of(p).is_some())
+            && (self.exes.is_empty() || self.exe_of(p).is_some())
     }
 
     /// Some item matches (an exclusion); which, for the log.
@@ -167,32 +167,27 @@ impl ProcessRules {
         if let Some(g) = p.gids().iter().find(|g| self.gids.contains(g)) {
             return Some(format!("gid {g}"));
         }
-        if let Some(c) = self
-            .cgroups
-            .iter()
-            .find(|c| p.cgroups().iter().any(|(ctl, path)| c.matches(ctl, path)))
-        {
+        if let Some(c) = self.cgroup_of(p) {
             return Some(format!("cgroup {}", c.path.as_str()));
         }
-        if let Some(e) = p
-            .exe()
-            .and_then(|exe| self.exes.iter().find(|e| e.matches(&exe)))
-        {
+        if let Some(e) = self.exe_of(p) {
             return Some(format!("executable {}", e.0.as_str()));
         }
         None
     }
 
-    fn cgroup_matches(&self, p: &mut ProcessFacts) -> bool {
+    /// The first cgroup pattern that takes one of the process's cgroups.
+    fn cgroup_of(&self, p: &mut ProcessFacts) -> Option<&CgroupPattern> {
         let cgroups = p.cgroups();
         self.cgroups
             .iter()
-            .any(|c| cgroups.iter().any(|(ctl, path)| c.matches(ctl, path)))
+            .find(|c| cgroups.iter().any(|(ctl, path)| c.matches(ctl, path)))
     }
 
-    fn exe_matches(&self, p: &mut ProcessFacts) -> bool {
-        p.exe()
-            .is_some_and(|exe| self.exes.iter().any(|e| e.matches(&exe)))
+    /// The first executable pattern that takes the process's executable.
+    fn exe_of(&self, p: &mut ProcessFacts) -> Option<&ExePattern> {
+        let exe = p.exe()?;
+        self.exes.iter().find(|e| e.matches(exe))
     }
 }
 
@@ -231,6 +226,15 @@ pub struct Scope {
     pub exclude: Exclusions,
     /// Dirty + writeback bytes per file.
     pub window: u64,
+}
+
+impl Scope {
+    /// Whether the file rules' paths take `path` and no exclusion of the
+    /// scope leaves it out (its size aside).
+    fn takes_path(&self, path: &Path) -> bool {
+        self.exclude.excludes_path(path).is_none()
+            && (self.files.paths.is_empty() || self.files.paths.iter().any(|p| path.starts_with(p)))
+    }
 }
 
 /// Every scope of a policy and the exclusions that apply to all.
@@ -293,18 +297,13 @@ impl Scopes {
         if let Some(x) = self.exclude.excludes_path(path) {
             return FileVerdict::OutForAll(format!("excluded path {}", x.display()));
         }
-        if self.scopes.iter().all(|s| {
-            s.exclude.excludes_path(path).is_some()
-                || (!s.files.paths.is_empty() && !s.files.paths.iter().any(|p| path.starts_with(p)))
-        }) {
+        if !self.scopes.iter().any(|s| s.takes_path(path)) {
             return FileVerdict::OutForAll("under no scope's paths".into());
         }
         let mut small = None;
         for &i in scopes {
             let s = &self.scopes[i];
-            if s.exclude.excludes_path(path).is_some()
-                || (!s.files.paths.is_empty() && !s.files.paths.iter().any(|p| path.starts_with(p)))
-            {
+            if !s.takes_path(path) {
                 continue;
             }
             if size < s.files.min_size {
@@ -327,25 +326,25 @@ impl Scopes {
     /// The path prefixes the scopes are limited to, or None when some
     /// scope takes files anywhere.
     pub fn path_prefixes(&self) -> Option<Vec<PathBuf>> {
-        let mut all = Vec::new();
-        for s in &self.scopes {
-            if s.files.paths.is_empty() {
-                return None;
-            }
-            all.extend(s.files.paths.iter().cloned());
-        }
-        Some(all)
+        self.every_scope_limits(|s| &s.files.paths)
     }
 
     /// Every scope limits its processes to cgroups: the processes to scan
     /// are those of the cgroups (else every process is looked at).
     pub fn cgroup_patterns(&self) -> Option<Vec<CgroupPattern>> {
+        self.every_scope_limits(|s| &s.processes.cgroups)
+    }
+
+    /// The items of the rule `rule` of every scope together, or None when
+    /// some scope leaves the rule empty (it takes anything).
+    fn every_scope_limits<T: Clone>(&self, rule: impl Fn(&Scope) -> &[T]) -> Option<Vec<T>> {
         let mut all = Vec::new();
         for s in &self.scopes {
-            if s.processes.cgroups.is_empty() {
+            let items = rule(s);
+            if items.is_empty() {
                 return None;
             }
-            all.extend(s.processes.cgroups.iter().cloned());
+            all.extend_from_slice(items);
         }
         Some(all)
     }
@@ -422,22 +421,20 @@ impl ProcessFacts {
 
     /// `(controllers, path)` per hierarchy, as /proc/PID/cgroup lists them
     /// (`""` for cgroup v2's).
-    pub fn cgroups(&mut self) -> Vec<(String, String)> {
+    pub fn cgroups(&mut self) -> &[(String, String)] {
         let dir = &self.proc_dir;
-        self.cgroups
-            .get_or_insert_with(|| {
-                std::fs::read_to_string(dir.join("cgroup"))
-                    .map(|s| parse_cgroup(&s))
-                    .unwrap_or_default()
-            })
-            .clone()
+        self.cgroups.get_or_insert_with(|| {
+            std::fs::read_to_string(dir.join("cgroup"))
+                .map(|s| parse_cgroup(&s))
+                .unwrap_or_default()
+        })
     }
 
-    pub fn exe(&mut self) -> Option<PathBuf> {
+    pub fn exe(&mut self) -> Option<&Path> {
         let dir = &self.proc_dir;
         self.exe
             .get_or_insert_with(|| std::fs::read_link(dir.join("exe")).ok())
-            .clone()
+            .as_deref()
     }
 
     /// Whether the process could be read at all (it exists).

@@ -3,11 +3,9 @@
 //! the bits of metadata `ubio cp` recreates that std cannot (fifos, symlink
 //! timestamps).
 
-use super::cvt;
-use std::ffi::CString;
+use super::{c_path, cvt};
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 /// `_IOW(0x94, 9, int)` from include/uapi/linux/fs.h.
@@ -166,11 +164,6 @@ fn unpair(word: u64) -> (u32, u32) {
         u32::from_ne_bytes(b[..4].try_into().unwrap()),
         u32::from_ne_bytes(b[4..].try_into().unwrap()),
     )
-}
-
-fn c_path(path: &Path) -> io::Result<CString> {
-    CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
 }
 
 /// `mkfifo(path, mode)`: create a named pipe (`mode` before the umask).

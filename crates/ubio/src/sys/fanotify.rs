@@ -8,13 +8,11 @@
 //! sync_file_range, cachestat and mincore on what it manages); it does not
 //! itself cause events.
 
-use super::cvt;
-use std::ffi::CString;
+use super::{c_path, cvt};
 use std::fs::File;
 use std::io;
 use std::ops::BitOr;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 /// Flags of [`fanotify_init`] (`FAN_*`). Unknown bits are passed through.
@@ -132,8 +130,7 @@ pub fn fanotify_mark(
     mask: EventMask,
     path: &Path,
 ) -> io::Result<()> {
-    let c = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path holds a NUL byte"))?;
+    let c = c_path(path)?;
     // SAFETY: `c` is a valid NUL-terminated string for the call's duration.
     let ret = unsafe {
         libc::fanotify_mark(

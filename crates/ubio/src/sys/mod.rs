@@ -47,6 +47,13 @@ pub(crate) fn cvt(ret: libc::c_long) -> io::Result<usize> {
     }
 }
 
+/// `path` as the C string a call takes (InvalidInput if it holds a NUL).
+pub(crate) fn c_path(path: &std::path::Path) -> io::Result<std::ffi::CString> {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
+}
+
 /// The system page size, read once.
 pub fn page_size() -> u64 {
     use std::sync::OnceLock;

@@ -36,18 +36,7 @@ pub fn pidfd_getfd(pidfd: BorrowedFd<'_>, targetfd: i32) -> io::Result<File> {
 ///
 /// See poll(2).
 pub fn poll_readable(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
-    let mut p = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
-    // SAFETY: `p` is one valid pollfd for the duration of the call.
-    match cvt(unsafe { libc::poll(&mut p, 1, ms) } as libc::c_long) {
-        Ok(n) => Ok(n > 0),
-        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(false),
-        Err(e) => Err(e),
-    }
+    Ok(poll_readable_any(&[fd], timeout)?[0])
 }
 
 /// `poll(fds with POLLIN, timeout)` over several descriptors: which of
