@@ -509,31 +509,26 @@ fn total(lens: impl Iterator<Item = usize>) -> usize {
 /// its buffers), as a scatter list of its own.
 fn sub_mut<'a>(bufs: &'a mut [IoSliceMut<'_>], from: usize, len: usize) -> Vec<IoSliceMut<'a>> {
     let mut at = 0;
-    let mut out = Vec::new();
-    for b in bufs.iter_mut() {
-        let (start, end) = (at, at + b.len());
-        at = end;
-        if end > from && start < from + len {
-            let range = from.saturating_sub(start)..(from + len).min(end) - start;
-            out.push(IoSliceMut::new(&mut b[range]));
-        }
-    }
-    out
+    bufs.iter_mut()
+        .filter_map(|b| part(&mut at, b.len(), from, len).map(|r| IoSliceMut::new(&mut b[r])))
+        .collect()
 }
 
 /// Bytes `[from, from + len)` of the gather list `bufs`, as one of its own.
 fn sub<'a>(bufs: &'a [IoSlice<'_>], from: usize, len: usize) -> Vec<IoSlice<'a>> {
     let mut at = 0;
-    let mut out = Vec::new();
-    for b in bufs {
-        let (start, end) = (at, at + b.len());
-        at = end;
-        if end > from && start < from + len {
-            let range = from.saturating_sub(start)..(from + len).min(end) - start;
-            out.push(IoSlice::new(&b[range]));
-        }
-    }
-    out
+    bufs.iter()
+        .filter_map(|b| part(&mut at, b.len(), from, len).map(|r| IoSlice::new(&b[r])))
+        .collect()
+}
+
+/// The part of bytes `[from, from + len)` in the next buffer of a list, of
+/// `size` bytes and starting at `*at` (moved past it), if it holds any.
+fn part(at: &mut usize, size: usize, from: usize, len: usize) -> Option<std::ops::Range<usize>> {
+    let (start, end) = (*at, *at + size);
+    *at = end;
+    (end > from && start < from + len)
+        .then(|| from.saturating_sub(start)..(from + len).min(end) - start)
 }
 
 #[cfg(test)]
@@ -545,6 +540,31 @@ mod tests {
     use std::sync::mpsc;
     use std::sync::Mutex;
     use std::time::Duration;
+
+    /// A piece of a list of buffers: the parts of those it overlaps, each
+    /// cut where the piece begins and ends; none past the list.
+    #[test]
+    fn pieces_of_a_buffer_list() {
+        let data: Vec<u8> = (0..12).collect();
+        let (a, rest) = data.split_at(3);
+        let (b, c) = rest.split_at(4);
+        let bufs = [IoSlice::new(a), IoSlice::new(b), IoSlice::new(c)];
+        let bytes = |p: Vec<IoSlice<'_>>| p.iter().map(|s| s.to_vec()).collect::<Vec<_>>();
+        assert_eq!(
+            bytes(sub(&bufs, 2, 6)),
+            [vec![2], vec![3, 4, 5, 6], vec![7]]
+        );
+        assert_eq!(bytes(sub(&bufs, 3, 4)), [vec![3, 4, 5, 6]]);
+        assert_eq!(bytes(sub(&bufs, 10, 8)), [vec![10, 11]]);
+        assert!(sub(&bufs, 12, 4).is_empty());
+        let mut out = [0u8; 8];
+        let (x, y) = out.split_at_mut(5);
+        let mut bufs = [IoSliceMut::new(x), IoSliceMut::new(y)];
+        for mut part in sub_mut(&mut bufs, 4, 3) {
+            part.fill(1);
+        }
+        assert_eq!(out, [0, 0, 0, 0, 1, 1, 1, 0]);
+    }
 
     /// A writer waiting for its writeback holds no lock of the handle: a
     /// read on the same handle, made once the writer is inside its wait,
