@@ -145,7 +145,8 @@ impl OpenOptions {
 /// Reads and writes go through the chosen backend; pages the stream brings
 /// into the page cache are dropped behind it, writeback is started early and
 /// bounded by the window, and pages others had cached stay. `read_at` and
-/// `write_at` take `&self`, so threads can share one handle.
+/// `write_at` take `&self`, and Read and Write are implemented for `&File`
+/// too (as for `&std::fs::File`), so threads can share one handle.
 ///
 /// The handle is the descriptor it wraps: Read, Write and Seek use and move
 /// the open file description's offset as read(2), write(2) and lseek(2) do,
