@@ -297,10 +297,7 @@ impl ProcessExecutor {
         let kind = self.config().workload.kind;
         let want = kind.copies() * self.layout().total_bytes();
         // Leave a quarter of what is available (and 1 GiB) to everyone else.
-        let available = ubio_testenv::procfs::meminfo()
-            .ok()
-            .and_then(|m| m.get("MemAvailable").copied())
-            .unwrap_or(0);
+        let available = ubio_testenv::procfs::meminfo_field("MemAvailable").unwrap_or(0);
         let spare = (available / 4 * 3).saturating_sub(1 << 30);
         let bytes = want.min(spare);
         progress.message(&format!(
@@ -755,12 +752,7 @@ fn drop_cached(path: &Path) -> io::Result<u64> {
 fn refill(filler: &Path, keep: u64) -> io::Result<u64> {
     use std::io::Read;
     const CHUNK: usize = 8 << 20;
-    let free = || -> io::Result<u64> {
-        ubio_testenv::procfs::meminfo()?
-            .get("MemFree")
-            .copied()
-            .ok_or_else(|| io::Error::other("/proc/meminfo has no MemFree"))
-    };
+    let free = || ubio_testenv::procfs::meminfo_field("MemFree");
     drop_cached(filler)?;
     let mut f = std::fs::File::open(filler).map_err(|e| path_context(e, "open", filler))?;
     let mut buf = vec![0u8; CHUNK];
