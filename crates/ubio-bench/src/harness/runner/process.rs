@@ -74,6 +74,9 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// full of old cache; and it is above kswapd's high watermark here (about
 /// 100 MiB on 24 GiB), so no run starts in reclaim.
 pub const FREE_KEPT: u64 = 128 << 20;
+/// The words of the warning about a dataset that fits in the memory limit
+/// (a matrix measures such points on purpose and leaves it out).
+pub const FITS_WARNING: &str = "fits in the memory limit";
 
 /// The real executor. Its fields are dropped in the order they are
 /// declared: the victim and the balloon, then the cgroup, then the target.
@@ -388,7 +391,7 @@ impl Executor for ProcessExecutor {
         if let Some(limit) = config.memory_limit_bytes {
             if self.layout().total_bytes() <= limit {
                 warnings.push(format!(
-                    "the dataset ({} MiB) fits in the memory limit ({} MiB): buffered I/O is not pushed into \
+                    "the dataset ({} MiB) {FITS_WARNING} ({} MiB): buffered I/O is not pushed into \
                      reclaim; use a --dataset several times --limit to see what a dataset larger than memory does",
                     self.layout().total_bytes() >> 20,
                     limit >> 20
