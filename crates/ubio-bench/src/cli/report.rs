@@ -70,7 +70,6 @@ fn matrix(args: &Args) -> Result<ExitCode> {
         Err(e) => return bad_input("report", e),
     };
     let dir = args.out.clone().unwrap_or(from);
-    std::fs::create_dir_all(&dir)?;
     print_written(&export::matrix::write_all(&record, &dir)?)
 }
 
