@@ -297,25 +297,16 @@ impl File {
             )));
         }
         let (from, to) = (src.fd(), self.fd());
-        let mut done = 0;
-        while done < len {
-            let want = (len - done).min(crate::PIECE);
+        crate::stream::piecewise(len, crate::PIECE, |done, want| {
             let (src_at, at) = (src_off + done as u64, off + done as u64);
             src.stream.before_external_io(from, src_at, want as u64);
             self.stream.before_external_io(to, at, want as u64);
-            let n = match sys::copy_file_range(from, src_at, to, at, want, 0) {
-                Ok(n) => n,
-                Err(_) if done > 0 => break,
-                Err(e) => return Err(self.ctx("copy_file_range to")(e)),
-            };
+            let n = sys::copy_file_range(from, src_at, to, at, want, 0)?;
             src.stream.after_external_read(from, src_at, n as u64);
             self.stream.after_external_write(to, at, n as u64);
-            done += n;
-            if n < want {
-                break;
-            }
-        }
-        Ok(done)
+            Ok(n)
+        })
+        .map_err(self.ctx("copy_file_range to"))
     }
 
     /// Start and wait for the writeback of everything written so far, drop

@@ -257,23 +257,10 @@ impl Stream {
         if !self.in_pieces(len, PIECE, bufs.len()) {
             return self.read_once(fd, bufs, off);
         }
-        let len = len.min(sys::max_rw_count());
-        let mut done = 0;
-        while done < len {
-            let want = (len - done).min(PIECE);
+        piecewise(len.min(sys::max_rw_count()), PIECE, |done, want| {
             let mut piece = sub_mut(bufs, done, want);
-            match self.read_once(fd, &mut piece, off.map(|o| o + done as u64)) {
-                Ok(n) => {
-                    done += n;
-                    if n < want {
-                        break;
-                    }
-                }
-                Err(_) if done > 0 => break,
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(done)
+            self.read_once(fd, &mut piece, off.map(|o| o + done as u64))
+        })
     }
 
     /// One read call, the tracker around it.
@@ -358,28 +345,23 @@ impl Stream {
         if !self.in_pieces(len, self.write_piece, bufs.len()) {
             return self.write_once(fd, bufs, off).map_err(WriteError::Now);
         }
-        let len = len.min(sys::max_rw_count());
-        let (mut start, mut done) = (None, 0);
-        while done < len {
-            // A writeback error of the pieces written: the call ends short
-            // here, and the next one reports it.
-            if done > 0 && self.tracker.as_ref().is_some_and(Tracker::has_deferred) {
-                break;
-            }
-            let want = (len - done).min(self.write_piece);
-            let piece = sub(bufs, done, want);
-            match self.write_once(fd, &piece, off.map(|o| o + done as u64)) {
-                Ok((at, n)) => {
-                    start.get_or_insert(at);
-                    done += n;
-                    if n < want {
-                        break;
-                    }
+        let mut start = None;
+        let done = piecewise(
+            len.min(sys::max_rw_count()),
+            self.write_piece,
+            |done, want| {
+                // A writeback error of the pieces written: the call ends short
+                // here, and the next one reports it.
+                if done > 0 && self.tracker.as_ref().is_some_and(Tracker::has_deferred) {
+                    return Ok(0);
                 }
-                Err(_) if done > 0 => break,
-                Err(e) => return Err(WriteError::Now(e)),
-            }
-        }
+                let (at, n) =
+                    self.write_once(fd, &sub(bufs, done, want), off.map(|o| o + done as u64))?;
+                start.get_or_insert(at);
+                Ok(n)
+            },
+        )
+        .map_err(WriteError::Now)?;
         Ok((start.expect("the first piece was written"), done))
     }
 
@@ -498,6 +480,33 @@ impl Stream {
             overlay_fallback: self.tracker.as_ref().and_then(Tracker::overlay_fallback),
         }
     }
+}
+
+/// A call of `len` bytes made as calls of at most `piece`, `call(done,
+/// want)` each, returning how much it moved; it ends as one system call
+/// would: short where a piece is short (the end of file), or, on an error
+/// after some data, with the bytes moved (the error recurs on the next
+/// call).
+pub(crate) fn piecewise(
+    len: usize,
+    piece: usize,
+    mut call: impl FnMut(usize, usize) -> io::Result<usize>,
+) -> io::Result<usize> {
+    let mut done = 0;
+    while done < len {
+        let want = (len - done).min(piece);
+        match call(done, want) {
+            Ok(n) => {
+                done += n;
+                if n < want {
+                    break;
+                }
+            }
+            Err(_) if done > 0 => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
 }
 
 /// The bytes of a list of buffers of these lengths.
