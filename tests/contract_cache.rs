@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 use ubio::BackendKind;
 use ubio_testenv::kept_pages::{check_kept, with_damon_retries};
-use ubio_testenv::residency_sampler::ResidencySampler;
+use ubio_testenv::residency_sampler::{Peaks, ResidencySampler};
 
 const IO: u64 = MIB;
 const SAMPLE_EVERY: Duration = Duration::from_millis(1);
@@ -25,6 +25,27 @@ fn managed(b: BackendKind) -> bool {
 /// during the stream and leaves none after close (tmpfs: all stay, they are
 /// the file). The buffered baseline is the control: the sampler must see it
 /// cache far more, or the measurement proves nothing.
+/// Enough residency samples over the call to judge its peak by.
+fn assert_enough_samples(what: &str, peaks: &Peaks) {
+    assert!(
+        peaks.samples > 10,
+        "{what}: too few samples ({}) to judge",
+        peaks.samples
+    );
+}
+
+/// A managed read's bound: at most 64 MiB cached at the peak (enough
+/// samples to tell), and none of the stream's pages left after close.
+fn assert_read_bounded(what: &str, peaks: &Peaks, after: u64) {
+    assert_enough_samples(what, peaks);
+    assert!(
+        peaks.max_cached * PAGE <= 64 * MIB,
+        "{what}: peak {} pages cached",
+        peaks.max_cached
+    );
+    assert_eq!(after, 0, "{what}: pages left after close");
+}
+
 #[test]
 fn cold_read_stays_under_64mib_and_leaves_nothing() {
     let stream = stream_bytes();
@@ -70,19 +91,7 @@ fn cold_read_stays_under_64mib_and_leaves_nothing() {
                     t.name
                 );
             } else if managed(backend) {
-                assert!(
-                    peaks.samples > 10,
-                    "{} {backend}: too few samples ({}) to judge",
-                    t.name,
-                    peaks.samples
-                );
-                assert!(
-                    peaks.max_cached * PAGE <= 64 * MIB,
-                    "{} {backend}: peak {} pages",
-                    t.name,
-                    peaks.max_cached
-                );
-                assert_eq!(after, 0, "{} {backend}: pages left after close", t.name);
+                assert_read_bounded(&format!("{} {backend}", t.name), &peaks, after);
             } else {
                 assert!(
                     peaks.max_cached * PAGE > stream / 4,
@@ -398,11 +407,7 @@ fn long_write(t: &Target, backend: BackendKind, w: LongWrite, path: &Path, want:
     );
     let bound = 2 * window + MIB;
     if managed(backend) && !t.pages_are_storage() {
-        assert!(
-            peaks.samples > 10,
-            "{what}: too few samples ({})",
-            peaks.samples
-        );
+        assert_enough_samples(&what, &peaks);
         assert!(
             peaks.max_dirty_writeback * PAGE <= bound,
             "{what}: dirty+wb peak {} pages > {}",
@@ -466,17 +471,7 @@ fn long_read(
         peaks.samples
     );
     if managed(backend) && !t.pages_are_storage() {
-        assert!(
-            peaks.samples > 10,
-            "{what}: too few samples ({})",
-            peaks.samples
-        );
-        assert!(
-            peaks.max_cached * PAGE <= 64 * MIB,
-            "{what}: peak {} pages cached",
-            peaks.max_cached
-        );
-        assert_eq!(after, 0, "{what}: pages left after close");
+        assert_read_bounded(&what, &peaks, after);
     } else if !t.pages_are_storage() {
         assert!(
             peaks.max_cached * PAGE > want.len() as u64 / 2,

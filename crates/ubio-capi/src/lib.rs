@@ -211,7 +211,10 @@ impl From<&FileCount> for ubio_cachestat {
     }
 }
 
-/// An open ubio handle (opaque).
+/// An open ubio handle (opaque). I/O shares the lock (the stream keeps
+/// each read or write at the position one step for the other threads, as
+/// the kernel does); ubio_seek takes it alone, so that it waits for a read
+/// or write at the position in progress, as lseek(2) does.
 pub struct ubio_file {
     file: RwLock<ubio::File>,
 }
@@ -523,7 +526,7 @@ pub unsafe extern "C" fn ubio_readv(
     call(-1, || {
         // SAFETY: per this function's contract.
         let (h, v) = unsafe { (handle(f)?, iov_mut(iov, iovcnt)?) };
-        ssize(h.exclusive().read_vectored(v))
+        ssize((&*h.shared()).read_vectored(v))
     })
 }
 
@@ -540,7 +543,7 @@ pub unsafe extern "C" fn ubio_writev(
     call(-1, || {
         // SAFETY: per this function's contract.
         let (h, v) = unsafe { (handle(f)?, iov_ref(iov, iovcnt)?) };
-        ssize(h.exclusive().write_vectored(v))
+        ssize((&*h.shared()).write_vectored(v))
     })
 }
 

@@ -21,6 +21,15 @@ pub fn meminfo() -> io::Result<HashMap<String, u64>> {
     ))
 }
 
+/// One field of /proc/meminfo, in bytes ("MemFree", ...); an error names
+/// it where the kernel has no such field.
+pub fn meminfo_field(name: &str) -> io::Result<u64> {
+    meminfo()?
+        .get(name)
+        .copied()
+        .ok_or_else(|| io::Error::other(format!("/proc/meminfo has no {name}")))
+}
+
 /// `name value` lines, values times `unit`; lines that are not are skipped.
 pub fn parse_pairs(text: &str, unit: u64) -> HashMap<String, u64> {
     text.lines()

@@ -145,7 +145,8 @@ impl OpenOptions {
 /// Reads and writes go through the chosen backend; pages the stream brings
 /// into the page cache are dropped behind it, writeback is started early and
 /// bounded by the window, and pages others had cached stay. `read_at` and
-/// `write_at` take `&self`, so threads can share one handle.
+/// `write_at` take `&self`, and Read and Write are implemented for `&File`
+/// too (as for `&std::fs::File`), so threads can share one handle.
 ///
 /// The handle is the descriptor it wraps: Read, Write and Seek use and move
 /// the open file description's offset as read(2), write(2) and lseek(2) do,
@@ -296,25 +297,16 @@ impl File {
             )));
         }
         let (from, to) = (src.fd(), self.fd());
-        let mut done = 0;
-        while done < len {
-            let want = (len - done).min(crate::PIECE);
+        crate::stream::piecewise(len, crate::PIECE, |done, want| {
             let (src_at, at) = (src_off + done as u64, off + done as u64);
             src.stream.before_external_io(from, src_at, want as u64);
             self.stream.before_external_io(to, at, want as u64);
-            let n = match sys::copy_file_range(from, src_at, to, at, want, 0) {
-                Ok(n) => n,
-                Err(_) if done > 0 => break,
-                Err(e) => return Err(self.ctx("copy_file_range to")(e)),
-            };
+            let n = sys::copy_file_range(from, src_at, to, at, want, 0)?;
             src.stream.after_external_read(from, src_at, n as u64);
             self.stream.after_external_write(to, at, n as u64);
-            done += n;
-            if n < want {
-                break;
-            }
-        }
-        Ok(done)
+            Ok(n)
+        })
+        .map_err(self.ctx("copy_file_range to"))
     }
 
     /// Start and wait for the writeback of everything written so far, drop
@@ -386,6 +378,17 @@ impl Drop for File {
 
 impl Read for File {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        (&*self).read(buf)
+    }
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        (&*self).read_vectored(bufs)
+    }
+}
+
+/// As `impl Read for &std::fs::File`: threads may share a File, the stream
+/// keeps each read at the position one step for the others.
+impl Read for &File {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.read_vectored(&mut [IoSliceMut::new(buf)])
     }
     fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
@@ -400,6 +403,19 @@ impl Read for File {
 }
 
 impl Write for File {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        (&*self).write(buf)
+    }
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        (&*self).write_vectored(bufs)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        (&*self).flush()
+    }
+}
+
+/// As `impl Write for &std::fs::File` (see `impl Read for &File`).
+impl Write for &File {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.write_vectored(&[IoSlice::new(buf)])
     }

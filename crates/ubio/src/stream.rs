@@ -257,23 +257,10 @@ impl Stream {
         if !self.in_pieces(len, PIECE, bufs.len()) {
             return self.read_once(fd, bufs, off);
         }
-        let len = len.min(sys::max_rw_count());
-        let mut done = 0;
-        while done < len {
-            let want = (len - done).min(PIECE);
+        piecewise(len.min(sys::max_rw_count()), PIECE, |done, want| {
             let mut piece = sub_mut(bufs, done, want);
-            match self.read_once(fd, &mut piece, off.map(|o| o + done as u64)) {
-                Ok(n) => {
-                    done += n;
-                    if n < want {
-                        break;
-                    }
-                }
-                Err(_) if done > 0 => break,
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(done)
+            self.read_once(fd, &mut piece, off.map(|o| o + done as u64))
+        })
     }
 
     /// One read call, the tracker around it.
@@ -358,28 +345,23 @@ impl Stream {
         if !self.in_pieces(len, self.write_piece, bufs.len()) {
             return self.write_once(fd, bufs, off).map_err(WriteError::Now);
         }
-        let len = len.min(sys::max_rw_count());
-        let (mut start, mut done) = (None, 0);
-        while done < len {
-            // A writeback error of the pieces written: the call ends short
-            // here, and the next one reports it.
-            if done > 0 && self.tracker.as_ref().is_some_and(Tracker::has_deferred) {
-                break;
-            }
-            let want = (len - done).min(self.write_piece);
-            let piece = sub(bufs, done, want);
-            match self.write_once(fd, &piece, off.map(|o| o + done as u64)) {
-                Ok((at, n)) => {
-                    start.get_or_insert(at);
-                    done += n;
-                    if n < want {
-                        break;
-                    }
+        let mut start = None;
+        let done = piecewise(
+            len.min(sys::max_rw_count()),
+            self.write_piece,
+            |done, want| {
+                // A writeback error of the pieces written: the call ends short
+                // here, and the next one reports it.
+                if done > 0 && self.tracker.as_ref().is_some_and(Tracker::has_deferred) {
+                    return Ok(0);
                 }
-                Err(_) if done > 0 => break,
-                Err(e) => return Err(WriteError::Now(e)),
-            }
-        }
+                let (at, n) =
+                    self.write_once(fd, &sub(bufs, done, want), off.map(|o| o + done as u64))?;
+                start.get_or_insert(at);
+                Ok(n)
+            },
+        )
+        .map_err(WriteError::Now)?;
         Ok((start.expect("the first piece was written"), done))
     }
 
@@ -500,6 +482,33 @@ impl Stream {
     }
 }
 
+/// A call of `len` bytes made as calls of at most `piece`, `call(done,
+/// want)` each, returning how much it moved; it ends as one system call
+/// would: short where a piece is short (the end of file), or, on an error
+/// after some data, with the bytes moved (the error recurs on the next
+/// call).
+pub(crate) fn piecewise(
+    len: usize,
+    piece: usize,
+    mut call: impl FnMut(usize, usize) -> io::Result<usize>,
+) -> io::Result<usize> {
+    let mut done = 0;
+    while done < len {
+        let want = (len - done).min(piece);
+        match call(done, want) {
+            Ok(n) => {
+                done += n;
+                if n < want {
+                    break;
+                }
+            }
+            Err(_) if done > 0 => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
 /// The bytes of a list of buffers of these lengths.
 fn total(lens: impl Iterator<Item = usize>) -> usize {
     lens.fold(0, usize::saturating_add)
@@ -509,31 +518,26 @@ fn total(lens: impl Iterator<Item = usize>) -> usize {
 /// its buffers), as a scatter list of its own.
 fn sub_mut<'a>(bufs: &'a mut [IoSliceMut<'_>], from: usize, len: usize) -> Vec<IoSliceMut<'a>> {
     let mut at = 0;
-    let mut out = Vec::new();
-    for b in bufs.iter_mut() {
-        let (start, end) = (at, at + b.len());
-        at = end;
-        if end > from && start < from + len {
-            let range = from.saturating_sub(start)..(from + len).min(end) - start;
-            out.push(IoSliceMut::new(&mut b[range]));
-        }
-    }
-    out
+    bufs.iter_mut()
+        .filter_map(|b| part(&mut at, b.len(), from, len).map(|r| IoSliceMut::new(&mut b[r])))
+        .collect()
 }
 
 /// Bytes `[from, from + len)` of the gather list `bufs`, as one of its own.
 fn sub<'a>(bufs: &'a [IoSlice<'_>], from: usize, len: usize) -> Vec<IoSlice<'a>> {
     let mut at = 0;
-    let mut out = Vec::new();
-    for b in bufs {
-        let (start, end) = (at, at + b.len());
-        at = end;
-        if end > from && start < from + len {
-            let range = from.saturating_sub(start)..(from + len).min(end) - start;
-            out.push(IoSlice::new(&b[range]));
-        }
-    }
-    out
+    bufs.iter()
+        .filter_map(|b| part(&mut at, b.len(), from, len).map(|r| IoSlice::new(&b[r])))
+        .collect()
+}
+
+/// The part of bytes `[from, from + len)` in the next buffer of a list, of
+/// `size` bytes and starting at `*at` (moved past it), if it holds any.
+fn part(at: &mut usize, size: usize, from: usize, len: usize) -> Option<std::ops::Range<usize>> {
+    let (start, end) = (*at, *at + size);
+    *at = end;
+    (end > from && start < from + len)
+        .then(|| from.saturating_sub(start)..(from + len).min(end) - start)
 }
 
 #[cfg(test)]
@@ -545,6 +549,31 @@ mod tests {
     use std::sync::mpsc;
     use std::sync::Mutex;
     use std::time::Duration;
+
+    /// A piece of a list of buffers: the parts of those it overlaps, each
+    /// cut where the piece begins and ends; none past the list.
+    #[test]
+    fn pieces_of_a_buffer_list() {
+        let data: Vec<u8> = (0..12).collect();
+        let (a, rest) = data.split_at(3);
+        let (b, c) = rest.split_at(4);
+        let bufs = [IoSlice::new(a), IoSlice::new(b), IoSlice::new(c)];
+        let bytes = |p: Vec<IoSlice<'_>>| p.iter().map(|s| s.to_vec()).collect::<Vec<_>>();
+        assert_eq!(
+            bytes(sub(&bufs, 2, 6)),
+            [vec![2], vec![3, 4, 5, 6], vec![7]]
+        );
+        assert_eq!(bytes(sub(&bufs, 3, 4)), [vec![3, 4, 5, 6]]);
+        assert_eq!(bytes(sub(&bufs, 10, 8)), [vec![10, 11]]);
+        assert!(sub(&bufs, 12, 4).is_empty());
+        let mut out = [0u8; 8];
+        let (x, y) = out.split_at_mut(5);
+        let mut bufs = [IoSliceMut::new(x), IoSliceMut::new(y)];
+        for mut part in sub_mut(&mut bufs, 4, 3) {
+            part.fill(1);
+        }
+        assert_eq!(out, [0, 0, 0, 0, 1, 1, 1, 0]);
+    }
 
     /// A writer waiting for its writeback holds no lock of the handle: a
     /// read on the same handle, made once the writer is inside its wait,

@@ -5,7 +5,7 @@
 //! matrix.json), compared point by point
 //! (`ubio_bench::harness::matrix::ab`).
 
-use super::report::{load, BAD_INPUT};
+use super::report::{bad_input, load, BAD_INPUT};
 use crate::out;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
@@ -44,8 +44,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<ExitCode> {
     if !(args.threshold.is_finite() && args.threshold >= 0.0) {
-        eprintln!("ubio bench compare: --threshold must be a percentage >= 0");
-        return Ok(ExitCode::from(BAD_INPUT));
+        return bad_input("compare", "--threshold must be a percentage >= 0");
     }
     let opts = CompareOptions {
         threshold_pct: args.threshold,
@@ -56,26 +55,51 @@ pub fn run(args: Args) -> Result<ExitCode> {
         (Some(old), Some(new)) => return compare_matrices(&old, &new, opts, args.json),
         (None, None) => {}
         _ => {
-            eprintln!("ubio bench compare: one of the two is a matrix and the other is not: compare like with like");
-            return Ok(ExitCode::from(BAD_INPUT));
+            return bad_input(
+                "compare",
+                "one of the two is a matrix and the other is not: compare like with like",
+            )
         }
     }
-    let (old, new) = match (load(&args.old), load(&args.new)) {
-        (Ok(old), Ok(new)) => (old, new),
+    let Some((old, new)) = both(load(&args.old), load(&args.new)) else {
+        return Ok(ExitCode::from(BAD_INPUT));
+    };
+    let comparison = compare(&old, &new, opts);
+    verdict(
+        &comparison,
+        || comparison.to_markdown(),
+        comparison.regressed,
+        args.json,
+    )
+}
+
+/// Both results loaded, or None (each one's error printed).
+fn both<T>(old: Result<T, String>, new: Result<T, String>) -> Option<(T, T)> {
+    match (old, new) {
+        (Ok(old), Ok(new)) => Some((old, new)),
         (old, new) => {
             for e in [old.err(), new.err()].into_iter().flatten() {
                 eprintln!("ubio bench compare: {e}");
             }
-            return Ok(ExitCode::from(BAD_INPUT));
+            None
         }
-    };
-    let comparison = compare(&old, &new, opts);
-    if args.json {
-        out::print_json(&comparison)?;
-    } else {
-        out::print(&comparison.to_markdown())?;
     }
-    Ok(if comparison.regressed {
+}
+
+/// The comparison on stdout (JSON or a table), and the exit status that
+/// says whether it found a regression.
+fn verdict<C: serde::Serialize>(
+    comparison: &C,
+    markdown: impl FnOnce() -> String,
+    regressed: bool,
+    json: bool,
+) -> Result<ExitCode> {
+    if json {
+        out::print_json(comparison)?;
+    } else {
+        out::print(&markdown())?;
+    }
+    Ok(if regressed {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
@@ -99,30 +123,17 @@ fn compare_matrices(old: &Path, new: &Path, opts: CompareOptions, json: bool) ->
             .map_err(|e| e.to_string())?
             .ok_or_else(|| format!("no {} in {}", record::FILE, dir.display()))
     };
-    let (a, b) = match (load(old), load(new)) {
-        (Ok(a), Ok(b)) => (a, b),
-        (a, b) => {
-            for e in [a.err(), b.err()].into_iter().flatten() {
-                eprintln!("ubio bench compare: {e}");
-            }
-            return Ok(ExitCode::from(BAD_INPUT));
-        }
+    let Some((a, b)) = both(load(old), load(new)) else {
+        return Ok(ExitCode::from(BAD_INPUT));
     };
     let comparison = match ab::compare(&a, old, &b, new, opts) {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("ubio bench compare: {e}");
-            return Ok(ExitCode::from(BAD_INPUT));
-        }
+        Err(e) => return bad_input("compare", e),
     };
-    if json {
-        out::print_json(&comparison)?;
-    } else {
-        out::print(&comparison.to_markdown())?;
-    }
-    Ok(if comparison.regressed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    verdict(
+        &comparison,
+        || comparison.to_markdown(),
+        comparison.regressed,
+        json,
+    )
 }

@@ -41,10 +41,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     let report = match load(&args.result) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("ubio bench report: {e}");
-            return Ok(ExitCode::from(BAD_INPUT));
-        }
+        Err(e) => return bad_input("report", e),
     };
     let dir = match args.out {
         Some(dir) => dir,
@@ -53,13 +50,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             _ => PathBuf::from("."),
         },
     };
-    let written = export::write_all(&report, &dir)?;
-    let list: String = written
-        .iter()
-        .map(|p| format!("{}\n", p.display()))
-        .collect();
-    out::print(&list)?;
-    Ok(ExitCode::SUCCESS)
+    print_written(&export::write_all(&report, &dir)?)
 }
 
 /// A matrix's exports again.
@@ -71,25 +62,26 @@ fn matrix(args: &Args) -> Result<ExitCode> {
     let record = match record::load(&from) {
         Ok(Some(r)) => r,
         Ok(None) => {
-            eprintln!(
-                "ubio bench report: no {} in {}",
-                record::FILE,
-                from.display()
-            );
-            return Ok(ExitCode::from(BAD_INPUT));
+            return bad_input(
+                "report",
+                format!("no {} in {}", record::FILE, from.display()),
+            )
         }
-        Err(e) => {
-            eprintln!("ubio bench report: {e}");
-            return Ok(ExitCode::from(BAD_INPUT));
-        }
+        Err(e) => return bad_input("report", e),
     };
     let dir = args.out.clone().unwrap_or(from);
-    std::fs::create_dir_all(&dir)?;
-    let written = export::matrix::write_all(&record, &dir)?;
-    let list: String = written
-        .iter()
-        .map(|p| format!("{}\n", p.display()))
-        .collect();
+    print_written(&export::matrix::write_all(&record, &dir)?)
+}
+
+/// `ubio bench COMMAND: WHY` on stderr, and the exit status for bad input.
+pub fn bad_input(command: &str, why: impl std::fmt::Display) -> Result<ExitCode> {
+    eprintln!("ubio bench {command}: {why}");
+    Ok(ExitCode::from(BAD_INPUT))
+}
+
+/// The files written, one a line.
+fn print_written(paths: &[PathBuf]) -> Result<ExitCode> {
+    let list: String = paths.iter().map(|p| format!("{}\n", p.display())).collect();
     out::print(&list)?;
     Ok(ExitCode::SUCCESS)
 }

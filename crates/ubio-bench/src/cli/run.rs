@@ -279,21 +279,19 @@ fn config(a: &Args) -> Result<Config> {
 /// page taken from the machine's free memory), if `leave` can be left
 /// safely (at least the lowest floor here); else a memory cgroup.
 pub(crate) fn auto_global(leave: u64) -> bool {
-    let total = ubio_testenv::procfs::meminfo()
-        .ok()
-        .and_then(|m| m.get("MemTotal").copied())
-        .unwrap_or(0);
-    ubio_bench::page_reporting::on_here() && leave >= ubio_testenv::balloon::min_floor(total)
+    ubio_bench::page_reporting::on_here() && leave >= min_floor_here()
 }
 
 /// Half of what the balloon leaves, but never under the lowest floor
 /// accepted on this machine.
 pub(crate) fn default_floor(leave: u64) -> u64 {
-    let total = ubio_testenv::procfs::meminfo()
-        .ok()
-        .and_then(|m| m.get("MemTotal").copied())
-        .unwrap_or(0);
-    (leave / 2).max(ubio_testenv::balloon::min_floor(total))
+    (leave / 2).max(min_floor_here())
+}
+
+/// The lowest floor a balloon may leave on this machine.
+fn min_floor_here() -> u64 {
+    let total = ubio_testenv::procfs::meminfo_field("MemTotal").unwrap_or(0);
+    ubio_testenv::balloon::min_floor(total)
 }
 
 /// The source tree's `git describe`, from the build or from the tree the

@@ -34,7 +34,6 @@ pub const FILES: [&str; 5] = [
 /// Writes report.json, samples.csv, runs.csv, report.md and report.html
 /// into `out_dir` (made if missing), each atomically; returns their paths.
 pub fn write_all(report: &Report, out_dir: &Path) -> io::Result<Vec<PathBuf>> {
-    fs::create_dir_all(out_dir).map_err(|e| path_context(e, "mkdir", out_dir))?;
     let contents = [
         json::render(report)?,
         csv::samples(report),
@@ -42,11 +41,20 @@ pub fn write_all(report: &Report, out_dir: &Path) -> io::Result<Vec<PathBuf>> {
         markdown::render(report),
         html::render(report),
     ];
-    FILES
-        .iter()
-        .zip(contents)
+    write_files(out_dir, FILES.iter().copied().zip(contents))
+}
+
+/// Writes each (name, text) into `dir` (made if missing), atomically;
+/// returns their paths.
+pub(crate) fn write_files<'a>(
+    dir: &Path,
+    files: impl IntoIterator<Item = (&'a str, String)>,
+) -> io::Result<Vec<PathBuf>> {
+    fs::create_dir_all(dir).map_err(|e| path_context(e, "mkdir", dir))?;
+    files
+        .into_iter()
         .map(|(name, text)| {
-            let path = out_dir.join(name);
+            let path = dir.join(name);
             write_atomically(&path, text.as_bytes())?;
             Ok(path)
         })

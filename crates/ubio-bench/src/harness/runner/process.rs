@@ -74,6 +74,9 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// full of old cache; and it is above kswapd's high watermark here (about
 /// 100 MiB on 24 GiB), so no run starts in reclaim.
 pub const FREE_KEPT: u64 = 128 << 20;
+/// The words of the warning about a dataset that fits in the memory limit
+/// (a matrix measures such points on purpose and leaves it out).
+pub const FITS_WARNING: &str = "fits in the memory limit";
 
 /// The real executor. Its fields are dropped in the order they are
 /// declared: the victim and the balloon, then the cgroup, then the target.
@@ -297,10 +300,7 @@ impl ProcessExecutor {
         let kind = self.config().workload.kind;
         let want = kind.copies() * self.layout().total_bytes();
         // Leave a quarter of what is available (and 1 GiB) to everyone else.
-        let available = ubio_testenv::procfs::meminfo()
-            .ok()
-            .and_then(|m| m.get("MemAvailable").copied())
-            .unwrap_or(0);
+        let available = ubio_testenv::procfs::meminfo_field("MemAvailable").unwrap_or(0);
         let spare = (available / 4 * 3).saturating_sub(1 << 30);
         let bytes = want.min(spare);
         progress.message(&format!(
@@ -391,7 +391,7 @@ impl Executor for ProcessExecutor {
         if let Some(limit) = config.memory_limit_bytes {
             if self.layout().total_bytes() <= limit {
                 warnings.push(format!(
-                    "the dataset ({} MiB) fits in the memory limit ({} MiB): buffered I/O is not pushed into \
+                    "the dataset ({} MiB) {FITS_WARNING} ({} MiB): buffered I/O is not pushed into \
                      reclaim; use a --dataset several times --limit to see what a dataset larger than memory does",
                     self.layout().total_bytes() >> 20,
                     limit >> 20
@@ -755,12 +755,7 @@ fn drop_cached(path: &Path) -> io::Result<u64> {
 fn refill(filler: &Path, keep: u64) -> io::Result<u64> {
     use std::io::Read;
     const CHUNK: usize = 8 << 20;
-    let free = || -> io::Result<u64> {
-        ubio_testenv::procfs::meminfo()?
-            .get("MemFree")
-            .copied()
-            .ok_or_else(|| io::Error::other("/proc/meminfo has no MemFree"))
-    };
+    let free = || ubio_testenv::procfs::meminfo_field("MemFree");
     drop_cached(filler)?;
     let mut f = std::fs::File::open(filler).map_err(|e| path_context(e, "open", filler))?;
     let mut buf = vec![0u8; CHUNK];

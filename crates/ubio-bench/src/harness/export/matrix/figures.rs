@@ -233,6 +233,26 @@ fn curves(
         .collect()
 }
 
+/// The plot a point of a curve is in: its target, workload, block and
+/// files, and `rest` (what else stays the same along the curve's axis).
+fn group_key(p: &Point, rest: impl std::fmt::Display) -> String {
+    format!(
+        "{} {} {} {} {} {rest}",
+        p.target, p.seed_job, p.workload.kind, p.workload.block_bytes, p.workload.files_per_thread
+    )
+}
+
+/// The start of a curve's title: target, workload and block.
+fn title_head(p: &Point) -> String {
+    format!(
+        "{} {}{}, {} blocks",
+        p.target,
+        p.workload.kind,
+        if p.seed_job { " (seed 003)" } else { "" },
+        block_label(p.workload.block_bytes)
+    )
+}
+
 /// Throughput against threads, one plot per target, workload, block,
 /// files and dataset.
 pub fn scaling(record: &MatrixRecord) -> Vec<Curve> {
@@ -240,24 +260,11 @@ pub fn scaling(record: &MatrixRecord) -> Vec<Curve> {
         record,
         "threads",
         |p| f64::from(p.workload.threads),
+        |p| group_key(p, p.dataset_fraction),
         |p| {
             format!(
-                "{} {} {} {} {} {}",
-                p.target,
-                p.seed_job,
-                p.workload.kind,
-                p.workload.block_bytes,
-                p.workload.files_per_thread,
-                p.dataset_fraction
-            )
-        },
-        |p| {
-            format!(
-                "Scaling: {} {}{}, {} blocks, {}x the memory",
-                p.target,
-                p.workload.kind,
-                if p.seed_job { " (seed 003)" } else { "" },
-                block_label(p.workload.block_bytes),
+                "Scaling: {}, {}x the memory",
+                title_head(p),
                 p.dataset_fraction
             )
         },
@@ -271,24 +278,11 @@ pub fn wall(record: &MatrixRecord) -> Vec<Curve> {
         record,
         "dataset / memory the run may use",
         |p| p.dataset_fraction,
+        |p| group_key(p, p.workload.threads),
         |p| {
             format!(
-                "{} {} {} {} {} {}",
-                p.target,
-                p.seed_job,
-                p.workload.kind,
-                p.workload.block_bytes,
-                p.workload.files_per_thread,
-                p.workload.threads
-            )
-        },
-        |p| {
-            format!(
-                "The wall: {} {}{}, {} blocks, {} thread(s)",
-                p.target,
-                p.workload.kind,
-                if p.seed_job { " (seed 003)" } else { "" },
-                block_label(p.workload.block_bytes),
+                "The wall: {}, {} thread(s)",
+                title_head(p),
                 p.workload.threads
             )
         },

@@ -5,10 +5,8 @@
 use super::figures;
 use crate::harness::export::markdown::{cell, render_table};
 use crate::harness::matrix::record::{MatrixRecord, PointState};
+use crate::harness::runner::process::FITS_WARNING;
 use std::fmt::Write;
-
-/// The runner's warning about a dataset that fits in the memory limit.
-const FITS: &str = "fits in the memory limit";
 
 /// The whole matrix as Markdown.
 pub fn render(record: &MatrixRecord) -> String {
@@ -64,7 +62,7 @@ pub fn render(record: &MatrixRecord) -> String {
     // purpose: the runner's warning about it is left out here.
     let mut warnings: Vec<String> = Vec::new();
     for p in &record.points {
-        for w in p.warnings.iter().filter(|w| !w.contains(FITS)) {
+        for w in p.warnings.iter().filter(|w| !w.contains(FITS_WARNING)) {
             warnings.push(format!("- {}: {}", cell(&p.point.id), cell(w)));
         }
     }

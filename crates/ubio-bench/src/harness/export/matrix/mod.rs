@@ -9,7 +9,7 @@ pub mod figures;
 pub mod html;
 pub mod markdown;
 
-use crate::harness::export::write_atomically;
+use crate::harness::export::write_files;
 use crate::harness::matrix::record::MatrixRecord;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -17,20 +17,13 @@ use std::path::{Path, PathBuf};
 /// The files [`write_all`] writes.
 pub const FILES: [&str; 3] = ["matrix.md", "points.csv", "matrix.html"];
 
-/// Writes the exports of `record` into `dir`, each atomically.
+/// Writes the exports of `record` into `dir` (made if missing), each
+/// atomically; returns their paths.
 pub fn write_all(record: &MatrixRecord, dir: &Path) -> io::Result<Vec<PathBuf>> {
     let contents = [
         markdown::render(record),
         csv::render(record),
         html::render(record),
     ];
-    FILES
-        .iter()
-        .zip(contents)
-        .map(|(name, text)| {
-            let path = dir.join(name);
-            write_atomically(&path, text.as_bytes())?;
-            Ok(path)
-        })
-        .collect()
+    write_files(dir, FILES.iter().copied().zip(contents))
 }
