@@ -527,6 +527,20 @@ if [ -n "${UBIO_GUEST_KEEP_LOG:-}" ]; then
 fi
 phase guests
 
+# The output of a failed cell: the lines between its "== fs bin::name"
+# header and its verdict (of its last run, with UBIO_GUEST_REPEAT).
+cell_output() { # fs bin::name log
+    awk -v h="== $1 $2" -v v="GUEST-TEST $1 $2: FAILED" \
+        '$0 == h {on = 1; buf = ""; next} on && index($0, v) == 1 {printf "%s", buf; on = 0; next} on {buf = buf $0 "\n"}' "$3"
+}
+
+# Why a cell failed, in one line: the message of its first panic (the line
+# after "panicked at"), so that the summary says it even where CI's output
+# is cut short.
+panic_message() { # fs bin::name log
+    cell_output "$@" | awk 'found {print; exit} /panicked at/ {found = 1}' | cut -c1-240
+}
+
 # A failed kernel's console log is kept (the work directory is not), and
 # each failed cell's own output is printed: a flake seen once in CI must
 # leave what it printed.
@@ -539,10 +553,7 @@ keep_failed_log() { # series log
     grep -E '^GUEST-TEST [^ ]+ [^ ]+: FAILED' "$log" | awk '{sub(/:$/, "", $3); print $2, $3}' | sort -u |
         while read -r fs cell; do
         echo "guest: output of the failed cell $k $fs $cell:"
-        # The lines between the cell's "== fs bin::name" header and its verdict.
-        awk -v h="== $fs $cell" -v v="GUEST-TEST $fs $cell: FAILED" \
-            '$0 == h {on = 1; buf = ""; next} on && index($0, v) == 1 {printf "%s", buf; on = 0; next} on {buf = buf $0 "\n"}' \
-            "$log" | tail -80 | sed 's/^/  | /'
+        cell_output "$fs" "$cell" "$log" | tail -80 | sed 's/^/  | /'
     done
     echo "guest: its console log's last lines:"
     tail -40 "$log" | sed 's/^/  | /'
@@ -591,6 +602,10 @@ for k in $KERNELS; do
                 why+=("$t: no test ran")
             elif [ -n "$bad" ]; then
                 why+=("$t: $((tests - ok)) of $tests failed: $(echo $bad)")
+                for name in $(echo "$bad" | sort -u); do
+                    msg=$(panic_message "$fs" "$t::$name" "$log")
+                    [ -n "$msg" ] && why+=("$name: $msg")
+                done
             fi
             parts+=("$t $ok/$tests")
         done
