@@ -259,14 +259,30 @@ fn change_text(c: &MetricChange) -> String {
 
 /// Compares NEW against OLD (see the module documentation for the rule).
 pub fn compare(old: &Report, new: &Report, opts: CompareOptions) -> Comparison {
-    let old_modes = modes_in_order(old);
-    let new_modes = modes_in_order(new);
+    let mut warnings = config_differences(old, new);
+    // A mode that could not run on one side (a kernel without
+    // RWF_DONTCACHE, O_DIRECT refused) is a difference of the machines,
+    // not a regression: it is named, not compared.
+    let mut ran = |which: &str, r: &Report| {
+        let mut modes = modes_in_order(r);
+        modes.retain(|&m| match r.why_left_out(m) {
+            Some(why) => {
+                warnings.push(format!(
+                    "{m} was left out in {which}, so it is not compared: {why}"
+                ));
+                false
+            }
+            None => true,
+        });
+        modes
+    };
+    let (old_modes, new_modes) = (ran("old", old), ran("new", new));
     let modes: Vec<ModeComparison> = old_modes
         .iter()
         .filter(|m| new_modes.contains(m))
         .map(|&mode| compare_mode(old, new, mode, opts))
         .collect();
-    let mut warnings = config_differences(old, new);
+    let asked = |r: &Report, m: &BenchMode| r.config.modes.contains(m);
     for (which, r) in [("old", old), ("new", new)] {
         if !r.complete {
             warnings.push(format!(
@@ -283,12 +299,12 @@ pub fn compare(old: &Report, new: &Report, opts: CompareOptions) -> Comparison {
         regressed: modes.iter().any(ModeComparison::regressed),
         only_in_old: old_modes
             .iter()
-            .filter(|m| !new_modes.contains(m))
+            .filter(|m| !new_modes.contains(m) && !asked(new, m))
             .copied()
             .collect(),
         only_in_new: new_modes
             .iter()
-            .filter(|m| !old_modes.contains(m))
+            .filter(|m| !old_modes.contains(m) && !asked(old, m))
             .copied()
             .collect(),
         modes,
@@ -410,6 +426,7 @@ fn config_differences(old: &Report, new: &Report) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::harness::mock::{self, scale_throughput};
+    use crate::harness::schema::LeftOut;
 
     #[test]
     fn identical_reports_do_not_regress() {
@@ -545,6 +562,45 @@ mod tests {
         assert!(c.warnings[0].contains("workload.block_bytes 65536 → 131072"));
         assert_eq!(c.only_in_old, [BenchMode::Odirect]);
         assert!(c.to_markdown().contains("only in old: odirect"));
+    }
+
+    /// A kernel without RWF_DONTCACHE: the new side left dontcache out.
+    /// That is named, not a regression, whether the report says it in its
+    /// `left_out` or (written before that field) only as a warning.
+    #[test]
+    fn a_mode_left_out_on_one_side_is_named_not_a_regression() {
+        let old = mock::report(11);
+        let mut new = old.clone();
+        new.runs.retain(|r| r.mode != BenchMode::Odirect);
+        let why = "O_DIRECT is refused here";
+        let mut as_warning = new.clone();
+        as_warning.warnings.push(format!("odirect left out: {why}"));
+        new.left_out.push(LeftOut {
+            mode: BenchMode::Odirect,
+            why: why.into(),
+        });
+        for new in [new, as_warning] {
+            let c = compare(&old, &new, CompareOptions::default());
+            assert!(!c.regressed, "{:?}", c.regressions());
+            assert!(c.modes.iter().all(|m| m.mode != BenchMode::Odirect));
+            assert!(c.only_in_old.is_empty());
+            assert_eq!(
+                c.warnings,
+                [format!(
+                    "odirect was left out in new, so it is not compared: {why}"
+                )]
+            );
+        }
+        // Runs that failed where the mode was not left out still regress.
+        let mut failed = old.clone();
+        for run in failed
+            .runs
+            .iter_mut()
+            .filter(|r| r.mode == BenchMode::Odirect)
+        {
+            run.error = Some("EINVAL".into());
+        }
+        assert!(compare(&old, &failed, CompareOptions::default()).regressed);
     }
 
     #[test]

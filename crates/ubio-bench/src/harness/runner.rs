@@ -27,7 +27,7 @@ pub mod process;
 pub mod target;
 
 use super::schedule::Schedule;
-use super::schema::{Config, Report, Run, Sample};
+use super::schema::{Config, LeftOut, Report, Run, Sample};
 use super::{sampler, summary};
 use executor::{BalloonState, Ended, Executor, RunSpec};
 use std::io;
@@ -136,13 +136,15 @@ pub fn run_with(
     // 1. Prepare.
     let mut warnings = Vec::new();
     let mut modes = Vec::new();
+    let mut left_out = Vec::new();
     for (mode, why) in executor.check_modes(config, progress)? {
         match why {
             None => modes.push(mode),
             Some(why) => {
-                let msg = format!("{mode} left out: {why}");
-                progress.warning(&msg);
-                warnings.push(msg);
+                let l = LeftOut { mode, why };
+                progress.warning(&l.warning());
+                warnings.push(l.warning());
+                left_out.push(l);
             }
         }
     }
@@ -158,6 +160,7 @@ pub fn run_with(
     report.victim_solo = prepared.victim_solo;
     warnings.extend(prepared.warnings);
     report.warnings = warnings;
+    report.left_out = left_out;
 
     // 2. Warm up.
     if options.warmup {
@@ -490,6 +493,12 @@ mod tests {
             report.warnings[0],
             "odirect left out: O_DIRECT is refused here"
         );
+        assert_eq!(
+            report.why_left_out(BenchMode::Odirect).as_deref(),
+            Some("O_DIRECT is refused here")
+        );
+        assert_eq!(report.left_out.len(), 1);
+        assert_eq!(report.why_left_out(BenchMode::Buffered), None);
 
         let mut none = Fake::new(DATASET);
         none.left_out = vec![(BenchMode::Buffered, "no"), (UBIO, "not either")];

@@ -55,12 +55,32 @@ pub struct Report {
     /// what to do about it.
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// The modes asked for that could not run here, and why (each is also
+    /// a warning). A comparison leaves them out instead of calling their
+    /// missing runs a regression.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<LeftOut>,
     /// Seconds since the epoch when the benchmark started.
     pub started_unix_secs: u64,
     /// Wall time so far (the whole benchmark once it is complete).
     pub wall_secs: f64,
     /// False while runs are still to come (the file is rewritten after each).
     pub complete: bool,
+}
+
+/// A mode asked for that could not run here (O_DIRECT refused, a kernel
+/// without RWF_DONTCACHE, no ubio binary).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftOut {
+    pub mode: BenchMode,
+    pub why: String,
+}
+
+impl LeftOut {
+    /// The warning that says it: "odirect left out: O_DIRECT is refused here".
+    pub fn warning(&self) -> String {
+        format!("{} left out: {}", self.mode, self.why)
+    }
 }
 
 /// The machine, the software and the storage.
@@ -469,10 +489,23 @@ impl Report {
             modes: Vec::new(),
             fio: Vec::new(),
             warnings: Vec::new(),
+            left_out: Vec::new(),
             started_unix_secs,
             wall_secs: 0.0,
             complete: false,
         }
+    }
+
+    /// Why `mode` was left out of this report, if it was. Reports written
+    /// before `left_out` existed said it only as a warning of the same form.
+    pub fn why_left_out(&self, mode: BenchMode) -> Option<String> {
+        if let Some(l) = self.left_out.iter().find(|l| l.mode == mode) {
+            return Some(l.why.clone());
+        }
+        let prefix = format!("{mode} left out: ");
+        self.warnings
+            .iter()
+            .find_map(|w| w.strip_prefix(&prefix).map(str::to_owned))
     }
 
     /// Parses a report, refusing other schemas and newer versions with a
