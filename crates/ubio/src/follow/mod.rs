@@ -12,7 +12,9 @@
 //! file through a descriptor of its own (a reopen of /proc/PID/fd/N, or
 //! pidfd_getfd where the reopen is refused); fadvise, sync_file_range and
 //! cachestat act on the inode whoever's descriptor is used. It never waits
-//! on the program's descriptors, sends no signal, does not ptrace.
+//! on the program's descriptors, sends no signal, does not ptrace; on a
+//! description the program reads it makes one call, POSIX_FADV_NORMAL, to
+//! undo the program's POSIX_FADV_SEQUENTIAL (`Readahead`).
 //!
 //! Residency is snapshotted when a file is first seen (the whole file: cold
 //! files cost one cachestat). What the stream passed before that moment
