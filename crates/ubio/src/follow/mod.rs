@@ -209,6 +209,12 @@ impl Readahead {
         }
     }
 
+    /// Some description of `seen` open for reading was not undone yet.
+    fn pending(&self, seen: &[Seen]) -> bool {
+        seen.iter()
+            .any(|s| is_readable(s.info.flags) && !self.undone.contains(&(s.pid, s.fd)))
+    }
+
     /// Undo the advice of the descriptions of `seen` open for reading, once
     /// each: readahead ahead of them goes back to the device's. `front`:
     /// as far as readahead made under the advice may reach now; past it
@@ -218,13 +224,17 @@ impl Readahead {
     fn undo_sequential(&mut self, seen: &[Seen], front: u64) {
         let mut all = true;
         let mut any = false;
-        for s in seen.iter().filter(|s| s.info.flags & libc::O_ACCMODE != libc::O_WRONLY) {
+        for s in seen.iter().filter(|s| is_readable(s.info.flags)) {
             if !self.undone.insert((s.pid, s.fd)) {
                 continue;
             }
             any = true;
             if let Err(e) = advise_normal(s) {
-                log::debug!("pid {} fd {}: readahead advice not undone: {e}", s.pid, s.fd);
+                log::debug!(
+                    "pid {} fd {}: readahead advice not undone: {e}",
+                    s.pid,
+                    s.fd
+                );
                 all = false;
             }
         }
@@ -804,6 +814,11 @@ fn is_writable(flags: i32) -> bool {
     flags & libc::O_ACCMODE != libc::O_RDONLY
 }
 
+/// Open for reading (O_RDONLY or O_RDWR).
+fn is_readable(flags: i32) -> bool {
+    flags & libc::O_ACCMODE != libc::O_WRONLY
+}
+
 impl Followed {
     /// Apply what the descriptions of this file did since the last look;
     /// returns the largest distance one of them moved.
@@ -831,9 +846,15 @@ impl Followed {
         if max == 0 && !self.claimed {
             max = self.silent_step(&obs);
         }
-        if self.bytes_read > read_before && self.read_ahead_of(&obs) {
-            let furthest = obs.iter().map(|o| o.0).max().unwrap_or(0);
-            let front = self.silent.walked_to().max(furthest + self.readahead.at(furthest));
+        let furthest = obs.iter().map(|o| o.0).max().unwrap_or(0);
+        if self.bytes_read > read_before
+            && self.readahead.pending(seen)
+            && self.read_ahead_of(furthest)
+        {
+            let front = self
+                .silent
+                .walked_to()
+                .max(furthest + self.readahead.at(furthest));
             self.readahead.undo_sequential(seen, front);
         }
         max
@@ -842,12 +863,14 @@ impl Followed {
     /// Pages are cached past the furthest position: the kernel reads ahead
     /// of the readers (a POSIX_FADV_RANDOM reader has no readahead, and its
     /// advice is left alone: POSIX_FADV_NORMAL would undo it too).
-    fn read_ahead_of(&self, obs: &[(u64, i32)]) -> bool {
+    fn read_ahead_of(&self, furthest: u64) -> bool {
         let page = sys::page_size();
-        let furthest = obs.iter().map(|o| o.0).max().unwrap_or(0);
         self.tracker.is_some()
-            && sys::cachestat(self.file.as_fd(), FileRange::ToEnd(furthest.div_ceil(page) * page))
-                .is_ok_and(|c| c.nr_cache > 0)
+            && sys::cachestat(
+                self.file.as_fd(),
+                FileRange::ToEnd(furthest.div_ceil(page) * page),
+            )
+            .is_ok_and(|c| c.nr_cache > 0)
     }
 
     /// No position moved since the last look: a transfer that moves none
@@ -858,7 +881,7 @@ impl Followed {
             return 0;
         };
         let fd = self.file.as_fd();
-        let reader = obs.iter().any(|o| o.1 & libc::O_ACCMODE != libc::O_WRONLY);
+        let reader = obs.iter().any(|o| is_readable(o.1));
         let writer = obs.iter().any(|o| is_writable(o.1));
         let furthest = obs.iter().map(|o| o.0).max().unwrap_or(0);
         let size = match writer {
@@ -1092,7 +1115,10 @@ mod tests {
         let mut undone = cold_file(dir.path(), "undone", size);
         let st = sys::fstat(undone.as_fd()).unwrap();
         let fs = probe::fs_caps(undone.as_fd(), &st).unwrap();
-        let Some(kb) = fs.read_ahead_kb.filter(|&kb| kb > 0 && !fs.pages_are_storage) else {
+        let Some(kb) = fs
+            .read_ahead_kb
+            .filter(|&kb| kb > 0 && !fs.pages_are_storage)
+        else {
             return test_skip(NAME, &format!("no readahead on {} here", fs.fs_type));
         };
         let window = kb * 1024;
@@ -1115,7 +1141,10 @@ mod tests {
         ra.undo_sequential(std::slice::from_ref(&seen), 5 * MIB);
         assert_eq!(ra.doubled_until, 5 * MIB + 2 * fs.lookahead());
         let read = 64 * MIB;
-        let (a, u) = (most_ahead(&mut advised, read), most_ahead(&mut undone, read));
+        let (a, u) = (
+            most_ahead(&mut advised, read),
+            most_ahead(&mut undone, read),
+        );
         eprintln!(
             "ahead of the reader (read_ahead_kb {kb}): advised {} MiB, undone {} MiB",
             a / MIB,
