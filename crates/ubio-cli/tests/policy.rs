@@ -365,17 +365,6 @@ fn mib(pages: u64) -> f64 {
     (pages * PAGE) as f64 / MIB as f64
 }
 
-/// cp's known overshoot (see its use): its cache peaks within one
-/// readahead step (8 MiB) of the bound, its dirty data within the bound,
-/// nothing left.
-fn cp_known_defect(s: &Seen) -> bool {
-    let step = 8 * MIB;
-    s.input_peak.max_cached * PAGE <= PEAK_LIMIT + step
-        && s.outputs_peak.max_cached * PAGE <= PEAK_LIMIT + step
-        && s.outputs_peak.max_dirty_writeback * PAGE <= WRITE_BOUND
-        && s.left.iter().all(|&b| b == 0)
-}
-
 #[test]
 fn programs_in_scope_keep_the_contract_and_others_are_untouched() {
     let _s = serial();
@@ -410,19 +399,8 @@ fn programs_in_scope_keep_the_contract_and_others_are_untouched() {
             mib(s.outputs_peak.max_cached),
             s.left
         );
-        let beyond = beyond_bounds(&s.input_peak, &s.outputs_peak, &s.left);
-        if !beyond.is_empty() && case.name == "cp" && cp_known_defect(&s) {
-            // KNOWN DEFECT (issue 28, open): the daemon follows GNU cp from
-            // outside, and in about one run in three it lags cp's readahead
-            // by one step: cp's input or output peaks up to 8 MiB over the
-            // 64 MiB bound (72 seen at load 2-3). Said on every run where it
-            // shows; beyond that step, and for every other program, the
-            // bounds are strict.
-            eprintln!("KNOWN DEFECT cp in scope: {}", beyond.join("; "));
-        } else {
-            for w in beyond {
-                failures.push(format!("{} in scope: {w}", case.name));
-            }
+        for w in beyond_bounds(&s.input_peak, &s.outputs_peak, &s.left) {
+            failures.push(format!("{} in scope: {w}", case.name));
         }
         // The same in the sibling cgroup: the daemon leaves it alone.
         let s = run_case(&fx, &fx.outside, &case, None);

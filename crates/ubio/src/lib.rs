@@ -43,3 +43,15 @@ pub use buffer::AlignedBuf;
 pub use file::{File, OpenOptions};
 pub use probe::{probe_path, Choice, Probe};
 pub use stream::{Stats, Stream, StreamOptions, DEFAULT_READ_LAG, DEFAULT_WINDOW, PIECE};
+
+/// `SKIP name: reason` for this crate's own tests, a failure with
+/// UBIO_NO_SKIP=1 (as ubio_testenv::skip, which this crate cannot depend on).
+#[cfg(test)]
+pub(crate) fn test_skip(name: &str, reason: &str) {
+    let line = format!("SKIP {name}: {reason}");
+    assert!(
+        std::env::var_os("UBIO_NO_SKIP").is_none_or(|v| v != "1"),
+        "{line}"
+    );
+    eprintln!("{line}");
+}

@@ -12,7 +12,9 @@
 //! file through a descriptor of its own (a reopen of /proc/PID/fd/N, or
 //! pidfd_getfd where the reopen is refused); fadvise, sync_file_range and
 //! cachestat act on the inode whoever's descriptor is used. It never waits
-//! on the program's descriptors, sends no signal, does not ptrace.
+//! on the program's descriptors, sends no signal, does not ptrace; on a
+//! description the program reads it makes one call, POSIX_FADV_NORMAL, to
+//! undo the program's POSIX_FADV_SEQUENTIAL (`Readahead`).
 //!
 //! Residency is snapshotted when a file is first seen (the whole file: cold
 //! files cost one cachestat). What the stream passed before that moment
@@ -152,13 +154,113 @@ struct Followed {
     /// Some description of it was seen open for writing.
     writable: bool,
     /// How far the kernel's readahead may run ahead of a read.
-    lookahead: u64,
+    readahead: Readahead,
     /// What transfers that move no position did to it.
     silent: Silent,
     /// The caller's tag ([`Admit::Follow`]).
     tag: u64,
     /// The most dirty + writeback bytes seen ([`FollowOptions::sample_dirty`]).
     dirty_peak: u64,
+}
+
+/// The kernel's readahead of a followed file, and the programs'
+/// POSIX_FADV_SEQUENTIAL advice the engine undoes.
+///
+/// GNU cp, cat and sha256sum advise POSIX_FADV_SEQUENTIAL on what they
+/// read, which doubles the readahead of their open file description: with
+/// read_ahead_kb 8192, windows of 16 MiB, up to 32 MiB ahead of the
+/// reader. The shim ignores that advice on the files it manages; the
+/// engine, which follows programs from outside, cannot stop the call, so
+/// it undoes it (POSIX_FADV_NORMAL on a duplicate of the description,
+/// pidfd_getfd) once the description is read. Without that, a copy that
+/// moves no position (cp's one copy_file_range of the whole file), whose
+/// progress the engine infers as its pages' reach less the lookahead,
+/// kept 40 MiB behind the reach after each drop and took the next 16 MiB
+/// windows whole: two windows between two looks of the engine made 72
+/// MiB cached against the 64 MiB bound (1 run in 3 at load 2-3).
+#[derive(Debug)]
+struct Readahead {
+    /// How far readahead may run ahead of a read without the advice.
+    plain: u64,
+    /// Below this offset readahead may run twice as far (the advice
+    /// stands, or windows it made are still ahead of the reader): u64::MAX
+    /// where the advice is taken to stand, 0 where it is not.
+    doubled_until: u64,
+    /// Descriptions (pid, fd) whose advice was undone or tried.
+    undone: HashSet<(u32, i32)>,
+}
+
+impl Readahead {
+    /// `sequential`: the programs' advice is taken to stand until undone
+    /// ([`FollowOptions::sequential_readahead`]).
+    fn new(plain: u64, sequential: bool) -> Readahead {
+        Readahead {
+            plain,
+            doubled_until: if sequential { u64::MAX } else { 0 },
+            undone: HashSet::new(),
+        }
+    }
+
+    /// How far readahead may run ahead of a read at `offset`.
+    fn at(&self, offset: u64) -> u64 {
+        match offset < self.doubled_until {
+            true => 2 * self.plain,
+            false => self.plain,
+        }
+    }
+
+    /// Some description of `seen` open for reading was not undone yet.
+    fn pending(&self, seen: &[Seen]) -> bool {
+        seen.iter()
+            .any(|s| is_readable(s.info.flags) && !self.undone.contains(&(s.pid, s.fd)))
+    }
+
+    /// Undo the advice of the descriptions of `seen` open for reading, once
+    /// each: readahead ahead of them goes back to the device's. `front`:
+    /// as far as readahead made under the advice may reach now; past it
+    /// plus the doubled lookahead, every window ahead of a reader was made
+    /// without it. A description whose advice cannot be undone (no ptrace
+    /// access, gone) keeps the doubled lookahead for the file.
+    fn undo_sequential(&mut self, seen: &[Seen], front: u64) {
+        let mut all = true;
+        let mut any = false;
+        for s in seen.iter().filter(|s| is_readable(s.info.flags)) {
+            if !self.undone.insert((s.pid, s.fd)) {
+                continue;
+            }
+            any = true;
+            if let Err(e) = advise_normal(s) {
+                log::debug!(
+                    "pid {} fd {}: readahead advice not undone: {e}",
+                    s.pid,
+                    s.fd
+                );
+                all = false;
+            }
+        }
+        if !any {
+            return;
+        }
+        if !all {
+            self.doubled_until = u64::MAX;
+        } else if self.doubled_until == u64::MAX {
+            self.doubled_until = front.saturating_add(2 * self.plain);
+        }
+    }
+}
+
+/// POSIX_FADV_NORMAL on the open file description behind `s` (a duplicate
+/// of the program's descriptor, closed at once): its readahead goes back
+/// to the device's (the advice is per description, not per inode). Never
+/// on a descriptor that changed file since the look.
+fn advise_normal(s: &Seen) -> io::Result<()> {
+    let pidfd = sys::pidfd_open(s.pid)?;
+    let dup = sys::pidfd_getfd(pidfd.as_fd(), s.fd)?;
+    let st = sys::fstat(dup.as_fd())?;
+    if (st.st_dev, st.st_ino) != (s.dev, s.ino) {
+        return Err(io::Error::other("the descriptor names another file now"));
+    }
+    sys::fadvise(dup.as_fd(), 0, 0, sys::Advice::Normal)
 }
 
 /// A retired file whose pages are dropped again (see [`Follower::settle`]):
@@ -539,10 +641,8 @@ impl Follower {
         // first sight in 2 of 4 runs, and readahead taken for a transfer
         // that moves no position was dropped ahead of the reader, which
         // read it again: cat's cache peaked at 140-186 MiB (54-68 with it).
-        let lookahead = match self.opts.sequential_readahead {
-            true => 2 * fs.lookahead(),
-            false => fs.lookahead(),
-        };
+        let readahead = Readahead::new(fs.lookahead(), self.opts.sequential_readahead);
+        let lookahead = readahead.at(0);
         let tracker = managed.then(|| {
             let cfg = TrackerConfig {
                 window,
@@ -578,7 +678,7 @@ impl Follower {
             closed: false,
             claimed: false,
             writable: is_writable(s.info.flags),
-            lookahead,
+            readahead,
             silent: Silent::default(),
             tag,
             dirty_peak: 0,
@@ -714,10 +814,16 @@ fn is_writable(flags: i32) -> bool {
     flags & libc::O_ACCMODE != libc::O_RDONLY
 }
 
+/// Open for reading (O_RDONLY or O_RDWR).
+fn is_readable(flags: i32) -> bool {
+    flags & libc::O_ACCMODE != libc::O_WRONLY
+}
+
 impl Followed {
     /// Apply what the descriptions of this file did since the last look;
     /// returns the largest distance one of them moved.
     fn moved(&mut self, seen: &[Seen]) -> u64 {
+        let read_before = self.bytes_read;
         let mut obs: Vec<(u64, i32)> = seen.iter().map(|s| (s.info.pos, s.info.flags)).collect();
         obs.sort_unstable();
         obs.dedup_by_key(|o| o.0);
@@ -740,7 +846,31 @@ impl Followed {
         if max == 0 && !self.claimed {
             max = self.silent_step(&obs);
         }
+        let furthest = obs.iter().map(|o| o.0).max().unwrap_or(0);
+        if self.bytes_read > read_before
+            && self.readahead.pending(seen)
+            && self.read_ahead_of(furthest)
+        {
+            let front = self
+                .silent
+                .walked_to()
+                .max(furthest + self.readahead.at(furthest));
+            self.readahead.undo_sequential(seen, front);
+        }
         max
+    }
+
+    /// Pages are cached past the furthest position: the kernel reads ahead
+    /// of the readers (a POSIX_FADV_RANDOM reader has no readahead, and its
+    /// advice is left alone: POSIX_FADV_NORMAL would undo it too).
+    fn read_ahead_of(&self, furthest: u64) -> bool {
+        let page = sys::page_size();
+        self.tracker.is_some()
+            && sys::cachestat(
+                self.file.as_fd(),
+                FileRange::ToEnd(furthest.div_ceil(page) * page),
+            )
+            .is_ok_and(|c| c.nr_cache > 0)
     }
 
     /// No position moved since the last look: a transfer that moves none
@@ -751,7 +881,7 @@ impl Followed {
             return 0;
         };
         let fd = self.file.as_fd();
-        let reader = obs.iter().any(|o| o.1 & libc::O_ACCMODE != libc::O_WRONLY);
+        let reader = obs.iter().any(|o| is_readable(o.1));
         let writer = obs.iter().any(|o| is_writable(o.1));
         let furthest = obs.iter().map(|o| o.0).max().unwrap_or(0);
         let size = match writer {
@@ -783,7 +913,7 @@ impl Followed {
         };
         let Some(r) = self
             .silent
-            .infer(furthest, walk, write, end, self.lookahead)
+            .infer(furthest, walk, write, end, self.readahead.at(walk.reach))
         else {
             return 0;
         };
@@ -923,5 +1053,109 @@ impl Followed {
             tag: self.tag,
             dirty_peak: self.dirty_peak,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_skip;
+    use procfs::FdInfo;
+    use std::io::{Read, Write};
+    use std::os::fd::AsRawFd;
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn readahead_is_doubled_until_the_advice_is_undone_and_passed() {
+        assert_eq!(Readahead::new(18 * MIB, false).at(0), 18 * MIB);
+        let mut ra = Readahead::new(18 * MIB, true);
+        assert_eq!(ra.at(u64::MAX - 1), 36 * MIB);
+        ra.doubled_until = 100 * MIB;
+        assert_eq!(ra.at(100 * MIB - 1), 36 * MIB);
+        assert_eq!(ra.at(100 * MIB), 18 * MIB);
+    }
+
+    /// A cold file of `size` bytes in `dir`, open for reading.
+    fn cold_file(dir: &Path, name: &str, size: u64) -> File {
+        let path = dir.join(name);
+        let mut f = File::create(&path).unwrap();
+        let block = vec![7u8; MIB as usize];
+        for _ in 0..size / MIB {
+            f.write_all(&block).unwrap();
+        }
+        f.sync_all().unwrap();
+        sys::fadvise(f.as_fd(), 0, 0, sys::Advice::DontNeed).unwrap();
+        File::open(&path).unwrap()
+    }
+
+    /// The most that is cached ahead of the position while `f` is read
+    /// from the start, 1 MiB at a time, for `len` bytes.
+    fn most_ahead(f: &mut File, len: u64) -> u64 {
+        let mut buf = vec![0u8; MIB as usize];
+        let mut most = 0;
+        for i in 1..=len / MIB {
+            f.read_exact(&mut buf).unwrap();
+            let c = sys::cachestat(f.as_fd(), FileRange::ToEnd(i * MIB)).unwrap();
+            most = most.max(c.nr_cache * sys::page_size());
+        }
+        most
+    }
+
+    /// What the engine does to a program's description: the program's
+    /// POSIX_FADV_SEQUENTIAL doubled its readahead; undone through a
+    /// duplicate (here of this process's own descriptor), readahead ahead
+    /// of the reader goes back to two windows of the device's.
+    #[test]
+    fn undoing_the_advice_takes_readahead_back_to_the_devices() {
+        const NAME: &str = "undoing_the_advice_takes_readahead_back_to_the_devices";
+        let dir = tempfile::tempdir().unwrap();
+        let size = 96 * MIB;
+        let mut advised = cold_file(dir.path(), "advised", size);
+        let mut undone = cold_file(dir.path(), "undone", size);
+        let st = sys::fstat(undone.as_fd()).unwrap();
+        let fs = probe::fs_caps(undone.as_fd(), &st).unwrap();
+        let Some(kb) = fs
+            .read_ahead_kb
+            .filter(|&kb| kb > 0 && !fs.pages_are_storage)
+        else {
+            return test_skip(NAME, &format!("no readahead on {} here", fs.fs_type));
+        };
+        let window = kb * 1024;
+        for f in [&advised, &undone] {
+            sys::fadvise(f.as_fd(), 0, 0, sys::Advice::Sequential).unwrap();
+        }
+        let seen = Seen {
+            pid: std::process::id(),
+            fd: undone.as_raw_fd(),
+            dev: st.st_dev,
+            ino: st.st_ino,
+            info: FdInfo {
+                pos: 0,
+                flags: libc::O_RDONLY,
+                mnt_id: 0,
+                ino: st.st_ino,
+            },
+        };
+        let mut ra = Readahead::new(fs.lookahead(), true);
+        ra.undo_sequential(std::slice::from_ref(&seen), 5 * MIB);
+        assert_eq!(ra.doubled_until, 5 * MIB + 2 * fs.lookahead());
+        let read = 64 * MIB;
+        let (a, u) = (
+            most_ahead(&mut advised, read),
+            most_ahead(&mut undone, read),
+        );
+        eprintln!(
+            "ahead of the reader (read_ahead_kb {kb}): advised {} MiB, undone {} MiB",
+            a / MIB,
+            u / MIB
+        );
+        assert!(a > 2 * window, "the advice did not double readahead: {a}");
+        assert!(u <= 2 * window + CHUNK, "readahead still doubled: {u}");
+        // A description already undone is not touched again; one that
+        // cannot be reached keeps the doubled lookahead.
+        let gone = Seen { fd: -1, ..seen };
+        ra.undo_sequential(&[gone], 5 * MIB);
+        assert_eq!(ra.doubled_until, u64::MAX);
     }
 }

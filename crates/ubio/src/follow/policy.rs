@@ -8,7 +8,8 @@
 //!
 //! What it does to a file is what `ubio run`'s engine does: it never reads
 //! or writes the data, only calls fadvise, sync_file_range, cachestat and
-//! mincore on its own read-only descriptor of it.
+//! mincore on its own read-only descriptor of it (and, to undo a reader's
+//! POSIX_FADV_SEQUENTIAL, POSIX_FADV_NORMAL on the reader's description).
 
 use super::discover::{self, Fanotify, MarkKind, Marked};
 use super::scope::{FileVerdict, ProcessFacts, ProcessVerdict, Scopes};

@@ -118,6 +118,11 @@ impl Silent {
         self.walked_to.max(furthest_position)
     }
 
+    /// How far walks went (for a reader: as far as its pages reached).
+    pub fn walked_to(&self) -> u64 {
+        self.walked_to
+    }
+
     /// The parts of `range` (a position's motion) not handed already.
     pub fn fresh(&self, range: Range<u64>) -> Vec<Range<u64>> {
         self.handed.gaps(&range).collect()

@@ -204,19 +204,9 @@ pub fn set_times_nofollow(path: &Path, atime: (i64, i64), mtime: (i64, i64)) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_skip as skip;
     use std::os::fd::AsFd;
     use std::os::unix::fs::FileExt;
-
-    /// `SKIP name: reason`, a failure with UBIO_NO_SKIP=1 (as
-    /// ubio_testenv::skip, which this crate cannot depend on).
-    fn skip(name: &str, reason: &str) {
-        let line = format!("SKIP {name}: {reason}");
-        assert!(
-            std::env::var_os("UBIO_NO_SKIP").is_none_or(|v| v != "1"),
-            "{line}"
-        );
-        eprintln!("{line}");
-    }
 
     /// On the tree's filesystem (ext4 here): data, a hole, and a range
     /// allocated but never written, told apart by the extents.
