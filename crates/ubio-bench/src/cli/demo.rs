@@ -475,7 +475,8 @@ fn row(op: &str, m: &ModeSummary) -> Vec<String> {
         m.speed_vs_backed_baseline
             .map_or_else(dash, |r| format!("{r:.2}x")),
         human_bytes(m.peak_dataset_cached_bytes),
-        human_bytes(m.peak_dataset_dirty_writeback_bytes),
+        m.peak_dataset_dirty_writeback_bytes
+            .map_or_else(dash, human_bytes),
         m.cpu_secs_per_gb
             .map_or_else(dash, |c| format!("{:.2}", c.median)),
         m.cpu_sys_secs_per_gb

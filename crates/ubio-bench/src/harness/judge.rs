@@ -115,9 +115,9 @@ impl Metric {
             Metric::VictimPctOfSolo => s.victim.and_then(|v| v.median_pct_of_solo),
             Metric::TimeToDurable => s.time_to_durable_secs,
             Metric::FinalDatasetCache => Some(s.final_dataset_cached_bytes as f64 / MIB as f64),
-            Metric::PeakDirtyWriteback => {
-                Some(s.peak_dataset_dirty_writeback_bytes as f64 / MIB as f64)
-            }
+            Metric::PeakDirtyWriteback => s
+                .peak_dataset_dirty_writeback_bytes
+                .map(|b| b as f64 / MIB as f64),
             Metric::ReclaimedPagesPerGb => Some(s.reclaimed_pages_per_gb),
         }
     }
@@ -136,9 +136,9 @@ impl Metric {
             Metric::VictimPctOfSolo => m.victim.and_then(|v| v.median_pct_of_solo),
             Metric::TimeToDurable => m.time_to_durable_secs.map(|s| s.median),
             Metric::FinalDatasetCache => Some(m.final_dataset_cached_bytes as f64 / MIB as f64),
-            Metric::PeakDirtyWriteback => {
-                Some(m.peak_dataset_dirty_writeback_bytes as f64 / MIB as f64)
-            }
+            Metric::PeakDirtyWriteback => m
+                .peak_dataset_dirty_writeback_bytes
+                .map(|b| b as f64 / MIB as f64),
             Metric::ReclaimedPagesPerGb => m.reclaimed_pages_per_gb.map(|s| s.median),
         }
     }
@@ -436,7 +436,7 @@ pub fn cache(base: &ModeSummary, other: &ModeSummary, claim: &str) -> Figure {
         "peak page cache of the dataset",
         "cached",
         "no page cache to keep empty",
-        |m| m.peak_dataset_cached_bytes,
+        |m| Some(m.peak_dataset_cached_bytes),
         (base, other),
         claim,
     )
@@ -459,13 +459,22 @@ fn peak(
     what: &str,
     verb: &str,
     absent: &str,
-    bytes: fn(&ModeSummary) -> u64,
+    bytes: fn(&ModeSummary) -> Option<u64>,
     (base, other): (&ModeSummary, &ModeSummary),
     claim: &str,
 ) -> Figure {
-    let (b, o) = (bytes(base), bytes(other));
+    let name = format!("{what}: {}", versus(base, other));
+    let (Some(b), Some(o)) = (bytes(base), bytes(other)) else {
+        return Figure::judged(
+            name,
+            claim,
+            "not measured".into(),
+            Err("the kernel cannot tell these pages here (no cachestat before Linux 6.5)".into()),
+            false,
+        );
+    };
     Figure::judged(
-        format!("{what}: {}", versus(base, other)),
+        name,
         claim,
         format!("{} vs {}", human_bytes(b), human_bytes(o)),
         if b >= EFFECT_CACHE_BYTES {

@@ -235,8 +235,8 @@ fn mock_run(rng: &mut Rng, profile: &Profile, round: u32, solo: f64) -> Run {
             free_bytes: Some((1 << 30) - cached.min(1 << 29)),
             cgroup_cached_bytes: Some(cached + (64 << 20)),
             dataset_cached_bytes: cached,
-            dataset_dirty_bytes: dirty,
-            dataset_writeback_bytes: dirty / 2,
+            dataset_dirty_bytes: Some(dirty),
+            dataset_writeback_bytes: Some(dirty / 2),
             victim_ops_per_s: Some(victim(profile, cached, cap) * rng.jitter(0.1)),
         });
     }

@@ -179,16 +179,17 @@ pub fn kswapd_pids() -> Vec<u32> {
 }
 
 /// Cached, dirty and writeback bytes of `files` (cachestat, summed; a file
-/// that does not exist yet counts 0).
-pub fn dataset_cache(files: &[PathBuf]) -> (u64, u64, u64) {
+/// that does not exist yet counts 0). Dirty and writeback are None where
+/// the kernel cannot tell them (no cachestat: mincore counts only cached).
+pub fn dataset_cache(files: &[PathBuf]) -> (u64, Option<u64>, Option<u64>) {
     let page = ubio::sys::page_size();
-    let mut sum = (0, 0, 0);
+    let mut sum = (0, Some(0), Some(0));
     for p in files {
         let Ok(f) = File::open(p) else { continue };
         if let Ok(c) = ubio::residency::count(f.as_fd(), ubio::sys::FileRange::WHOLE) {
             sum.0 += c.cached * page;
-            sum.1 += c.dirty.unwrap_or(0) * page;
-            sum.2 += c.writeback.unwrap_or(0) * page;
+            sum.1 = sum.1.zip(c.dirty).map(|(s, d)| s + d * page);
+            sum.2 = sum.2.zip(c.writeback).map(|(s, w)| s + w * page);
         }
     }
     sum

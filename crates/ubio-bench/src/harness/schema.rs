@@ -316,10 +316,12 @@ pub struct Sample {
     pub free_bytes: Option<u64>,
     /// Page cache charged to the memory cgroup (memory.stat), if confined.
     pub cgroup_cached_bytes: Option<u64>,
-    /// Levels, the dataset files only (cachestat, summed over the files).
+    /// Levels, the dataset files only (cachestat, summed over the files;
+    /// dirty and writeback null where the kernel cannot tell them: no
+    /// cachestat before Linux 6.5, where mincore counts the cached pages).
     pub dataset_cached_bytes: u64,
-    pub dataset_dirty_bytes: u64,
-    pub dataset_writeback_bytes: u64,
+    pub dataset_dirty_bytes: Option<u64>,
+    pub dataset_writeback_bytes: Option<u64>,
     /// The victim's reads per second in the interval (null without one).
     pub victim_ops_per_s: Option<f64>,
 }
@@ -350,8 +352,8 @@ impl Sample {
             free_bytes: None,
             cgroup_cached_bytes: None,
             dataset_cached_bytes: 0,
-            dataset_dirty_bytes: 0,
-            dataset_writeback_bytes: 0,
+            dataset_dirty_bytes: Some(0),
+            dataset_writeback_bytes: Some(0),
             victim_ops_per_s: None,
         }
     }
@@ -399,7 +401,8 @@ pub struct RunSummary {
     /// after the run (writes: after fsync and close).
     pub peak_dataset_cached_bytes: u64,
     pub final_dataset_cached_bytes: u64,
-    pub peak_dataset_dirty_writeback_bytes: u64,
+    /// Null where the kernel cannot tell dirty pages (no cachestat).
+    pub peak_dataset_dirty_writeback_bytes: Option<u64>,
     /// Writes: from the first write to fsync returning. Reads: null.
     pub time_to_durable_secs: Option<f64>,
     /// The victim during the run (null without one).
@@ -447,7 +450,8 @@ pub struct ModeSummary {
     /// Highest over the runs.
     pub peak_dataset_cached_bytes: u64,
     pub final_dataset_cached_bytes: u64,
-    pub peak_dataset_dirty_writeback_bytes: u64,
+    /// Null where the kernel cannot tell dirty pages (no cachestat).
+    pub peak_dataset_dirty_writeback_bytes: Option<u64>,
     pub time_to_durable_secs: Option<Summary>,
     /// Over all the runs' per-second victim samples together.
     pub victim: Option<VictimEffect>,

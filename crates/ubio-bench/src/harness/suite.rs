@@ -743,7 +743,7 @@ mod tests {
             kswapd_cpu_secs: summary(0.0),
             peak_dataset_cached_bytes: 0,
             final_dataset_cached_bytes: 0,
-            peak_dataset_dirty_writeback_bytes: 0,
+            peak_dataset_dirty_writeback_bytes: Some(0),
             time_to_durable_secs: None,
             victim: None,
         }
@@ -780,7 +780,7 @@ mod tests {
                 kswapd_cpu_secs: 0.0,
                 peak_dataset_cached_bytes: 0,
                 final_dataset_cached_bytes: 0,
-                peak_dataset_dirty_writeback_bytes: 0,
+                peak_dataset_dirty_writeback_bytes: Some(0),
                 time_to_durable_secs: None,
                 victim: None,
             },
@@ -1122,10 +1122,10 @@ mod tests {
     fn seed_004_judges_dirty_memory_and_durability() {
         let (e, scale) = experiment("004", 0);
         let mut cp = mode(BenchMode::Tool(Tool::Cp), 100.0, 0.0);
-        cp.peak_dataset_dirty_writeback_bytes = 2 * GIB;
+        cp.peak_dataset_dirty_writeback_bytes = Some(2 * GIB);
         cp.time_to_durable_secs = summary(30.0);
         let mut ucp = mode(BenchMode::Tool(Tool::UbioCp), 100.0, 0.0);
-        ucp.peak_dataset_dirty_writeback_bytes = 20 * MIB;
+        ucp.peak_dataset_dirty_writeback_bytes = Some(20 * MIB);
         ucp.time_to_durable_secs = summary(31.0);
         let v = e.judge(
             &report(&e, vec![cp.clone(), ucp.clone()], Vec::new()),

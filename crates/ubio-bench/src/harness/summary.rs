@@ -73,7 +73,8 @@ impl RunInput<'static> {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FastPeaks {
     pub cached_bytes: u64,
-    pub dirty_writeback_bytes: u64,
+    /// None where the sampler cannot tell dirty pages (no cachestat).
+    pub dirty_writeback_bytes: Option<u64>,
 }
 
 /// The figures of one run (see [`RunSummary`] for each field's meaning).
@@ -133,10 +134,9 @@ pub fn summarize_run(input: &RunInput) -> RunSummary {
         final_dataset_cached_bytes: final_cached,
         peak_dataset_dirty_writeback_bytes: samples
             .iter()
-            .map(|s| s.dataset_dirty_bytes + s.dataset_writeback_bytes)
-            .chain([fast.dirty_writeback_bytes])
-            .max()
-            .unwrap_or(0),
+            .filter_map(|s| Some(s.dataset_dirty_bytes? + s.dataset_writeback_bytes?))
+            .chain(fast.dirty_writeback_bytes)
+            .max(),
         time_to_durable_secs: input.time_to_durable_secs,
         victim: victim_effect(
             samples.iter().filter_map(|s| s.victim_ops_per_s),
@@ -276,9 +276,10 @@ pub fn summarize_modes(report: &Report) -> Vec<ModeSummary> {
                 kswapd_cpu_secs: of(|s| s.kswapd_cpu_secs),
                 peak_dataset_cached_bytes: highest(|s| s.peak_dataset_cached_bytes),
                 final_dataset_cached_bytes: highest(|s| s.final_dataset_cached_bytes),
-                peak_dataset_dirty_writeback_bytes: highest(|s| {
-                    s.peak_dataset_dirty_writeback_bytes
-                }),
+                peak_dataset_dirty_writeback_bytes: ok
+                    .iter()
+                    .filter_map(|r| r.summary.peak_dataset_dirty_writeback_bytes)
+                    .max(),
                 time_to_durable_secs: Summary::of(&durable),
                 victim: victim_effect(
                     ok.iter()
@@ -337,8 +338,8 @@ mod tests {
             x.pgscan_kswapd = 2000;
             x.kswapd_cpu_secs = 0.05;
             x.dataset_cached_bytes = [50, 80, 60][i] << 20;
-            x.dataset_dirty_bytes = [4, 8, 0][i] << 20;
-            x.dataset_writeback_bytes = [4, 2, 12][i] << 20;
+            x.dataset_dirty_bytes = Some([4, 8, 0][i] << 20);
+            x.dataset_writeback_bytes = Some([4, 2, 12][i] << 20);
             x.victim_ops_per_s = Some([900.0, 300.0, 600.0][i]);
         }
         s
@@ -373,7 +374,7 @@ mod tests {
         assert!(close(s.kswapd_cpu_secs, 0.15));
         assert_eq!(s.peak_dataset_cached_bytes, 80 << 20);
         assert_eq!(s.final_dataset_cached_bytes, 1 << 20);
-        assert_eq!(s.peak_dataset_dirty_writeback_bytes, 12 << 20);
+        assert_eq!(s.peak_dataset_dirty_writeback_bytes, Some(12 << 20));
         assert_eq!(s.time_to_durable_secs, Some(2.5));
         let v = s.victim.unwrap();
         assert_eq!((v.median_ops_per_s, v.worst_ops_per_s), (600.0, 300.0));
@@ -413,11 +414,11 @@ mod tests {
         };
         let high = FastPeaks {
             cached_bytes: 1 << 30,
-            dirty_writeback_bytes: 1 << 29,
+            dirty_writeback_bytes: Some(1 << 29),
         };
         let s = summarize_run(&input(high));
         assert_eq!(s.peak_dataset_cached_bytes, 1 << 30);
-        assert_eq!(s.peak_dataset_dirty_writeback_bytes, 1 << 29);
+        assert_eq!(s.peak_dataset_dirty_writeback_bytes, Some(1 << 29));
         let s = summarize_run(&input(FastPeaks::default()));
         assert_eq!(s.peak_dataset_cached_bytes, samples[0].dataset_cached_bytes);
     }

@@ -60,7 +60,8 @@ pub fn render(report: &Report) -> String {
             Some(s.dataset_cached_bytes as f64 / MIB)
         }),
         plot(&runs, "Dataset dirty + writeback", "MiB", |s| {
-            Some((s.dataset_dirty_bytes + s.dataset_writeback_bytes) as f64 / MIB)
+            let bytes = s.dataset_dirty_bytes? + s.dataset_writeback_bytes?;
+            Some(bytes as f64 / MIB)
         }),
     ];
     let per_s = |n: u64, s: &Sample| Some(n as f64 / s.interval_secs);

@@ -88,7 +88,8 @@ fn mode_row(m: &ModeSummary, backed_column: bool) -> Vec<String> {
         } else {
             "–".into()
         },
-        bytes(m.peak_dataset_dirty_writeback_bytes),
+        m.peak_dataset_dirty_writeback_bytes
+            .map_or("–".into(), bytes),
         median(m.time_to_durable_secs, 2),
         m.victim.map_or("–".into(), |v| {
             match (v.median_pct_of_solo, v.worst_pct_of_solo) {

@@ -113,7 +113,7 @@ impl Fake {
             victim_solo_ops_per_s: None,
             fast_peaks: self.peak_cache.get(&mode).map(|&cached_bytes| FastPeaks {
                 cached_bytes,
-                dirty_writeback_bytes: 0,
+                dirty_writeback_bytes: Some(0),
             }),
             reported_to_host_bytes: None,
         });

@@ -622,7 +622,7 @@ impl Executor for ProcessExecutor {
             },
             |p| FastPeaks {
                 cached_bytes: p.max_cached * sys::page_size(),
-                dirty_writeback_bytes: p.max_dirty_writeback * sys::page_size(),
+                dirty_writeback_bytes: Some(p.max_dirty_writeback * sys::page_size()),
             },
         );
         let final_cached = sampler::dataset_cache(&watched).0;

@@ -76,7 +76,8 @@ pub fn render(record: &MatrixRecord) -> String {
                 opt(m.reported_to_host_bytes, |s| s.median),
                 m.peak_dataset_cached_bytes.to_string(),
                 m.final_dataset_cached_bytes.to_string(),
-                m.peak_dataset_dirty_writeback_bytes.to_string(),
+                m.peak_dataset_dirty_writeback_bytes
+                    .map_or(String::new(), |b| b.to_string()),
                 opt(m.time_to_durable_secs, |s| s.median),
                 memcpy.clone(),
             ];

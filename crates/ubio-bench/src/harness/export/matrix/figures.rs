@@ -129,10 +129,9 @@ pub fn points(record: &MatrixRecord) -> Table {
                 } else {
                     dash()
                 },
-                if ran {
-                    human_bytes(m.peak_dataset_dirty_writeback_bytes)
-                } else {
-                    dash()
+                match m.peak_dataset_dirty_writeback_bytes {
+                    Some(b) if ran => human_bytes(b),
+                    _ => dash(),
                 },
                 m.reported_to_host_bytes
                     .map_or_else(dash, |s| human_bytes(s.median as u64)),
