@@ -56,20 +56,23 @@
 # UBIO_GUEST_FS=none runs no contract test.
 # The power-cut suite (ubio-powercut, after the contract tests:
 # dm-log-writes records each workload, every flush and FUA point is
-# replayed and checked): UBIO_GUEST_POWERCUT (filesystems, default
-# "ext4", the reduced pass CI runs; "ext4 xfs btrfs f2fs" for the matrix of
-# scripts/integrity.sh; empty: none), UBIO_GUEST_POWERCUT_KERNELS (the
-# guests that run it, default 6.12), UBIO_GUEST_POWERCUT_BACKENDS
-# (default "emulated,direct"), UBIO_GUEST_POWERCUT_WORKLOADS (default
-# "cp,tree,fsync,overwrite"; runcp and unsynced too in the matrix),
-# UBIO_GUEST_POWERCUT_MIB (MiB per workload, default 4). A failing point's
-# replayed image and log excerpt are kept in the failed-logs directory.
-# The disk-fault suite (ubio-diskfault, after that: dm-error and dm-flakey
-# fail reads and writes below the filesystem mid-stream):
-# UBIO_GUEST_DISKFAULT (filesystems, default "ext4 xfs"; empty: none),
-# UBIO_GUEST_DISKFAULT_KERNELS (default 6.1: the 6.12 guest has the power
-# cuts and nfs, so the two guests end near the same time; both kernels pass
-# it), UBIO_GUEST_DISKFAULT_BACKENDS
+# replayed and checked) and the disk-fault suite (ubio-diskfault, after
+# that: dm-error and dm-flakey fail reads and writes below the filesystem
+# mid-stream) take lists of filesystems, each entry `fs@K` (in kernel K's
+# guest only) or a bare `fs` (in every guest of the suite's _KERNELS).
+# CI's defaults give each guest one filesystem of each suite, so both
+# kernels are covered and the two guests end near the same time.
+# UBIO_GUEST_POWERCUT (default "ext4@6.12 xfs@6.1", the reduced pass CI
+# runs; "ext4 xfs btrfs f2fs" for the matrix of scripts/integrity.sh;
+# empty: none), UBIO_GUEST_POWERCUT_KERNELS (the guests of a bare entry,
+# default 6.12), UBIO_GUEST_POWERCUT_BACKENDS (default "emulated,direct"),
+# UBIO_GUEST_POWERCUT_WORKLOADS (default "cp,tree,fsync,overwrite"; runcp
+# and unsynced too in the matrix), UBIO_GUEST_POWERCUT_MIB (MiB per
+# workload, default 5). A failing point's replayed image and log excerpt
+# are kept in the failed-logs directory.
+# UBIO_GUEST_DISKFAULT (default "ext4@6.1 xfs@6.12"; empty: none; both
+# kernels pass it on both filesystems), UBIO_GUEST_DISKFAULT_KERNELS (the
+# guests of a bare entry, default 6.1), UBIO_GUEST_DISKFAULT_BACKENDS
 # (default "emulated,direct": CI's pass; scripts/integrity.sh adds buffered
 # and kernel), UBIO_GUEST_DISKFAULT_MIB (MiB per stream, at least 24,
 # default 24).
@@ -147,6 +150,16 @@ df_fs_of() { suite_fs_of "$DISKFAULT" "$DISKFAULT_KERNELS" "$1"; }
 # Whether kernel K's guest runs the power-cut (or disk-fault) suite.
 runs_powercut() { [ -n "$(pc_fs_of "$1")" ]; }
 runs_diskfault() { [ -n "$(df_fs_of "$1")" ]; }
+# A suite asked for that no booted guest runs is said, not dropped silently.
+for suite in "powercut $POWERCUT" "diskfault $DISKFAULT"; do
+    set -- $suite
+    [ $# -gt 1 ] || continue
+    n=0
+    for k in $KERNELS; do if runs_$1 "$k"; then n=$((n + 1)); fi; done
+    if [ "$n" -eq 0 ]; then
+        echo "guest: NOTE: the $1 suite (${*:2}) runs in none of the kernels booted ($KERNELS)"
+    fi
+done
 # The filesystems tested in a kernel's guest, in order.
 fs_of() { # series
     local n out=$FILESYSTEMS
