@@ -56,20 +56,23 @@
 # UBIO_GUEST_FS=none runs no contract test.
 # The power-cut suite (ubio-powercut, after the contract tests:
 # dm-log-writes records each workload, every flush and FUA point is
-# replayed and checked): UBIO_GUEST_POWERCUT (filesystems, default
-# "ext4", the reduced pass CI runs; "ext4 xfs btrfs f2fs" for the matrix of
-# scripts/integrity.sh; empty: none), UBIO_GUEST_POWERCUT_KERNELS (the
-# guests that run it, default 6.12), UBIO_GUEST_POWERCUT_BACKENDS
-# (default "emulated,direct"), UBIO_GUEST_POWERCUT_WORKLOADS (default
-# "cp,tree,fsync,overwrite"; runcp and unsynced too in the matrix),
-# UBIO_GUEST_POWERCUT_MIB (MiB per workload, default 4). A failing point's
-# replayed image and log excerpt are kept in the failed-logs directory.
-# The disk-fault suite (ubio-diskfault, after that: dm-error and dm-flakey
-# fail reads and writes below the filesystem mid-stream):
-# UBIO_GUEST_DISKFAULT (filesystems, default "ext4 xfs"; empty: none),
-# UBIO_GUEST_DISKFAULT_KERNELS (default 6.1: the 6.12 guest has the power
-# cuts and nfs, so the two guests end near the same time; both kernels pass
-# it), UBIO_GUEST_DISKFAULT_BACKENDS
+# replayed and checked) and the disk-fault suite (ubio-diskfault, after
+# that: dm-error and dm-flakey fail reads and writes below the filesystem
+# mid-stream) take lists of filesystems, each entry `fs@K` (in kernel K's
+# guest only) or a bare `fs` (in every guest of the suite's _KERNELS).
+# CI's defaults give each guest one filesystem of each suite, so both
+# kernels are covered and the two guests end near the same time.
+# UBIO_GUEST_POWERCUT (default "ext4@6.12 xfs@6.1", the reduced pass CI
+# runs; "ext4 xfs btrfs f2fs" for the matrix of scripts/integrity.sh;
+# empty: none), UBIO_GUEST_POWERCUT_KERNELS (the guests of a bare entry,
+# default 6.12), UBIO_GUEST_POWERCUT_BACKENDS (default "emulated,direct"),
+# UBIO_GUEST_POWERCUT_WORKLOADS (default "cp,tree,fsync,overwrite"; runcp
+# and unsynced too in the matrix), UBIO_GUEST_POWERCUT_MIB (MiB per
+# workload, default 5). A failing point's replayed image and log excerpt
+# are kept in the failed-logs directory.
+# UBIO_GUEST_DISKFAULT (default "ext4@6.1 xfs@6.12"; empty: none; both
+# kernels pass it on both filesystems), UBIO_GUEST_DISKFAULT_KERNELS (the
+# guests of a bare entry, default 6.1), UBIO_GUEST_DISKFAULT_BACKENDS
 # (default "emulated,direct": CI's pass; scripts/integrity.sh adds buffered
 # and kernel), UBIO_GUEST_DISKFAULT_MIB (MiB per stream, at least 24,
 # default 24).
@@ -85,11 +88,11 @@ KERNELS=${UBIO_GUEST_KERNELS:-"6.12 6.1"}
 FILESYSTEMS=${UBIO_GUEST_FS:-"f2fs ext4 xfs btrfs"}
 [ "$FILESYSTEMS" = none ] && FILESYSTEMS=
 MATRIX=${UBIO_GUEST_MATRIX:-}
-POWERCUT=${UBIO_GUEST_POWERCUT-ext4}
+POWERCUT=${UBIO_GUEST_POWERCUT-"ext4@6.12 xfs@6.1"}
 POWERCUT_BACKENDS=${UBIO_GUEST_POWERCUT_BACKENDS:-emulated,direct}
 POWERCUT_WORKLOADS=${UBIO_GUEST_POWERCUT_WORKLOADS:-cp,tree,fsync,overwrite}
-POWERCUT_MIB=${UBIO_GUEST_POWERCUT_MIB:-4}
-DISKFAULT=${UBIO_GUEST_DISKFAULT-ext4 xfs}
+POWERCUT_MIB=${UBIO_GUEST_POWERCUT_MIB:-5}
+DISKFAULT=${UBIO_GUEST_DISKFAULT-"ext4@6.1 xfs@6.12"}
 DISKFAULT_BACKENDS=${UBIO_GUEST_DISKFAULT_BACKENDS:-emulated,direct}
 DISKFAULT_MIB=${UBIO_GUEST_DISKFAULT_MIB:-24}
 STREAM_MB=${UBIO_GUEST_STREAM_MB:-128}
@@ -126,9 +129,37 @@ expect_of() { # series -> "cachestat dontcache auto"
 for k in $KERNELS; do suite_of "$k" > /dev/null; done
 POWERCUT_KERNELS=${UBIO_GUEST_POWERCUT_KERNELS-6.12}
 DISKFAULT_KERNELS=${UBIO_GUEST_DISKFAULT_KERNELS-6.1}
+# The filesystems of a suite's list (UBIO_GUEST_POWERCUT, _DISKFAULT) that
+# kernel K's guest runs: an entry `fs@K` in K's guest only, a bare `fs` in
+# every guest of the suite's kernels (_POWERCUT_KERNELS, _DISKFAULT_KERNELS).
+suite_fs_of() { # "list" "kernels" series
+    local e out=
+    for e in $1; do
+        case "$e" in
+        *@*) [ "${e#*@}" = "$3" ] && out+=" ${e%@*}" ;;
+        *) [[ " $2 " == *" $3 "* ]] && out+=" $e" ;;
+        esac
+    done
+    echo $out
+}
+for e in $POWERCUT $DISKFAULT; do
+    case "$e" in *@*) suite_of "${e#*@}" > /dev/null ;; esac
+done
+pc_fs_of() { suite_fs_of "$POWERCUT" "$POWERCUT_KERNELS" "$1"; }
+df_fs_of() { suite_fs_of "$DISKFAULT" "$DISKFAULT_KERNELS" "$1"; }
 # Whether kernel K's guest runs the power-cut (or disk-fault) suite.
-runs_powercut() { [ -n "$POWERCUT" ] && [[ " $POWERCUT_KERNELS " == *" $1 "* ]]; }
-runs_diskfault() { [ -n "$DISKFAULT" ] && [[ " $DISKFAULT_KERNELS " == *" $1 "* ]]; }
+runs_powercut() { [ -n "$(pc_fs_of "$1")" ]; }
+runs_diskfault() { [ -n "$(df_fs_of "$1")" ]; }
+# A suite asked for that no booted guest runs is said, not dropped silently.
+for suite in "powercut $POWERCUT" "diskfault $DISKFAULT"; do
+    set -- $suite
+    [ $# -gt 1 ] || continue
+    n=0
+    for k in $KERNELS; do if runs_$1 "$k"; then n=$((n + 1)); fi; done
+    if [ "$n" -eq 0 ]; then
+        echo "guest: NOTE: the $1 suite (${*:2}) runs in none of the kernels booted ($KERNELS)"
+    fi
+done
 # The filesystems tested in a kernel's guest, in order.
 fs_of() { # series
     local n out=$FILESYSTEMS
@@ -508,13 +539,13 @@ for k in $KERNELS; do
         # The power-cut suite's failing images come back on a second disk.
         outbox="$work/outbox-$k.img"
         truncate -s 4G "$outbox"
-        extra+=" ubio.powercut=$(echo $POWERCUT | tr ' ' ,) ubio.pc_backends=$POWERCUT_BACKENDS"
+        extra+=" ubio.powercut=$(pc_fs_of "$k" | tr ' ' ,) ubio.pc_backends=$POWERCUT_BACKENDS"
         extra+=" ubio.pc_workloads=$POWERCUT_WORKLOADS ubio.pc_mib=$POWERCUT_MIB"
-        echo "== guest: $k: and the power-cut suite on $POWERCUT (backends $POWERCUT_BACKENDS; workloads $POWERCUT_WORKLOADS; $POWERCUT_MIB MiB each)"
+        echo "== guest: $k: and the power-cut suite on $(pc_fs_of "$k") (backends $POWERCUT_BACKENDS; workloads $POWERCUT_WORKLOADS; $POWERCUT_MIB MiB each)"
     fi
     if runs_diskfault "$k"; then
-        extra+=" ubio.diskfault=$(echo $DISKFAULT | tr ' ' ,) ubio.df_backends=$DISKFAULT_BACKENDS ubio.df_mib=$DISKFAULT_MIB"
-        echo "== guest: $k: and the disk-fault suite on $DISKFAULT (backends $DISKFAULT_BACKENDS; streams of $DISKFAULT_MIB MiB)"
+        extra+=" ubio.diskfault=$(df_fs_of "$k" | tr ' ' ,) ubio.df_backends=$DISKFAULT_BACKENDS ubio.df_mib=$DISKFAULT_MIB"
+        echo "== guest: $k: and the disk-fault suite on $(df_fs_of "$k") (backends $DISKFAULT_BACKENDS; streams of $DISKFAULT_MIB MiB)"
     fi
     qemu_start "$accel" "$k" "$work/console-$k.log" "$extra" "$outbox"
     pids+=("$qemu_pid")
@@ -642,7 +673,7 @@ for k in $KERNELS; do
             *,buffered,*) wider="no state wider than buffered's" ;;
             *) wider="states not compared: buffered not run" ;;
             esac
-            echo "GUEST-RESULT $k powercut: ok ($cells cells on $POWERCUT, $points replay points checked, none failed; $wider)"
+            echo "GUEST-RESULT $k powercut: ok ($cells cells on $(pc_fs_of "$k"), $points replay points checked, none failed; $wider)"
         fi
     fi
     if runs_diskfault "$k"; then
@@ -653,11 +684,11 @@ for k in $KERNELS; do
         done_fs=$(grep -c '^DISKFAULT-DONE ' "$log" || true)
         secs=$(sed -nE 's/^DISKFAULT-DONE .*\(([0-9]+)s\)$/\1/p' "$log" | awk '{s += $1} END {print s + 0}')
         notes=$(grep -c '^DISKFAULT-NOTE ' "$log" || true)
-        if [ "$cases" -eq 0 ] || [ "$bad" -gt 0 ] || [ "$crashed" -gt 0 ] || [ "$done_fs" -ne "$(echo $DISKFAULT | wc -w)" ]; then
-            echo "GUEST-RESULT $k diskfault: FAILED ($cases cases, $bad failed, $done_fs of $(echo $DISKFAULT | wc -w) filesystems done)"
+        if [ "$cases" -eq 0 ] || [ "$bad" -gt 0 ] || [ "$crashed" -gt 0 ] || [ "$done_fs" -ne "$(df_fs_of "$k" | wc -w)" ]; then
+            echo "GUEST-RESULT $k diskfault: FAILED ($cases cases, $bad failed, $done_fs of $(df_fs_of "$k" | wc -w) filesystems done)"
             kfail=1
         else
-            echo "GUEST-RESULT $k diskfault: ok ($cases cases on $DISKFAULT, none failed, ${secs}s; $notes backend(s) that cannot run there noted)"
+            echo "GUEST-RESULT $k diskfault: ok ($cases cases on $(df_fs_of "$k"), none failed, ${secs}s; $notes backend(s) that cannot run there noted)"
         fi
     fi
     if ! grep -q '^GUEST-DONE' "$log"; then
