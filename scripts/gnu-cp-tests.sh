@@ -50,7 +50,7 @@ EXPECTED_SKIPS=(
 # against the run; a failure not listed fails the run, and so does a listed
 # test that passes (remove it from the list: the list only shrinks).
 KNOWN_FAILURES=(
-    "tests/cp/acl.sh|metadata: --attributes-only refused; -p does not keep POSIX ACLs"
+    "tests/cp/acl.sh|metadata: --attributes-only refused"
     "tests/cp/attr-existing.sh|metadata: --attributes-only onto an existing file not done"
     "tests/cp/reflink-perm.sh|metadata: --attributes-only with --reflink (modes and times only) not done"
     "tests/cp/cp-i.sh|wording: -i/-n prompts and their answers not yet GNU's ('overwrite ...?')"
@@ -62,10 +62,6 @@ KNOWN_FAILURES=(
     "tests/cp/parent-perm.sh|metadata: -p --parents does not set existing parent directories' modes"
     "tests/cp/parent-perm-race.sh|metadata: --parents' directories' modes while they are made"
     "tests/cp/preserve-mode.sh|metadata: --no-preserve=mode / --preserve=all order (the later must win)"
-    "tests/cp/preserve-gid.sh|metadata: as non-root, the group is kept when the user is in it"
-    "tests/cp/special-bits.sh|metadata: setuid/setgid cleared or kept as GNU does"
-    "tests/cp/capability.sh|metadata: security.capability must be set after ownership"
-    "tests/misc/xattr.sh|metadata: extended attributes not kept or dropped as GNU does"
     "tests/cp/reflink-auto.sh|parsing: a repeated option (--reflink twice) is a usage error; GNU takes the last"
     "tests/cp/sparse.sh|sparse: the copies' allocated blocks are not what GNU's test expects"
 )

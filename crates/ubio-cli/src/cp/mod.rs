@@ -773,9 +773,8 @@ impl Copier {
                 .map_err(|e| err("chmod", e))?;
         }
         if self.opts.preserve.any() {
-            preserve_xattrs(&step.src, &step.dst, &self.opts.preserve).map_err(|e| msg::io(&e))?;
             let dir = std::fs::File::open(&step.dst).map_err(|e| err("open", e))?;
-            file::preserve_metadata(&dir, &step.dst, &step.meta, &self.opts.preserve)
+            file::preserve_metadata(&dir, &step.dst, &step.src, &step.meta, &self.opts.preserve)
                 .map_err(|e| msg::io(&e))?;
         }
         Ok(())
@@ -808,27 +807,57 @@ impl Copier {
 }
 
 /// --preserve=xattr (or all): copy the extended attributes of `src` (a file
-/// or directory; symlinks followed) to `dst`, but the SELinux label (GNU's
-/// `context`). Before the mode, which may forbid writing them. Where they
-/// cannot be copied that is an error only if xattr was asked for by name.
-fn preserve_xattrs(src: &Path, dst: &Path, what: &Preserve) -> io::Result<()> {
+/// or directory; symlinks followed) to `dst`, open as `file`, but the
+/// SELinux label (GNU's `context`) and the ACLs (kept with the mode, as
+/// GNU's /etc/xattr.conf says). After the ownership, which clears
+/// security.capability; before the mode. A copy its owner may not write
+/// (of a read-only source) is made writable meanwhile, as GNU's is. Where
+/// they cannot be copied that is an error only if xattr was asked for by name.
+fn preserve_xattrs(
+    src: &Path,
+    file: &std::fs::File,
+    dst: &Path,
+    what: &Preserve,
+) -> io::Result<()> {
+    use xattr::FileExt;
     if !what.xattr {
         return Ok(());
     }
-    let copy = || -> io::Result<()> {
+    const NOT_COPIED: &[&str] = &[
+        "security.selinux",
+        "system.posix_acl_access",
+        "system.posix_acl_default",
+    ];
+    // A copy its owner may not write gets u+w while they are set.
+    let mut made_writable = None;
+    let mut copy = || -> io::Result<()> {
         let names = xattr::list_deref(src)
             .map_err(|e| ubio::error::context(e, "list attributes of", Some(src)))?;
-        for name in names.filter(|n| n != "security.selinux") {
+        for name in names.filter(|n| !NOT_COPIED.iter().any(|x| n == *x)) {
             let value = xattr::get_deref(src, &name)
                 .map_err(|e| ubio::error::context(e, "read attributes of", Some(src)))?;
-            if let Some(value) = value {
-                xattr::set_deref(dst, &name, &value)
-                    .map_err(|e| ubio::error::context(e, "set attributes for", Some(dst)))?;
+            let Some(value) = value else { continue };
+            let mut set = file.set_xattr(&name, &value);
+            if matches!(&set, Err(e) if e.kind() == io::ErrorKind::PermissionDenied)
+                && made_writable.is_none()
+            {
+                let mode = file.metadata()?.mode() & 0o7777;
+                if mode & 0o200 == 0 {
+                    file.set_permissions(PermissionsExt::from_mode(mode | 0o200))?;
+                    made_writable = Some(mode);
+                    set = file.set_xattr(&name, &value);
+                }
             }
+            set.map_err(|e| ubio::error::context(e, "set attributes for", Some(dst)))?;
         }
         Ok(())
     };
-    match copy() {
+    let mut copied = copy();
+    if let Some(mode) = made_writable {
+        let restored = file.set_permissions(PermissionsExt::from_mode(mode));
+        copied = copied.and(restored.map_err(|e| ubio::error::context(e, "chmod", Some(dst))));
+    }
+    match copied {
         Err(e) if what.xattr_required => Err(e),
         _ => Ok(()),
     }
@@ -871,14 +900,16 @@ fn preserve_by_path(
     what: &Preserve,
 ) -> io::Result<()> {
     let ctx = |op| move |e| ubio::error::context(e, op, Some(path));
+    let mut owned_as_source = true;
     if what.ownership {
-        match std::os::unix::fs::lchown(path, Some(meta.uid()), Some(meta.gid())) {
-            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {}
-            r => r.map_err(ctx("preserve ownership of"))?,
-        }
+        let now = path.symlink_metadata().map_err(ctx("stat"))?;
+        let chown = |uid, gid| std::os::unix::fs::lchown(path, uid, gid);
+        owned_as_source = file::preserve_owner(chown, (now.uid(), now.gid()), meta, !is_symlink)
+            .map_err(ctx("preserve ownership of"))?;
     }
     if what.mode && !is_symlink {
-        std::fs::set_permissions(path, PermissionsExt::from_mode(meta.mode() & 0o7777))
+        let mode = file::special_bits_kept(meta.mode() & 0o7777, owned_as_source);
+        std::fs::set_permissions(path, PermissionsExt::from_mode(mode))
             .map_err(ctx("preserve mode of"))?;
     }
     if what.timestamps {
