@@ -262,12 +262,8 @@ fn preserve_mode(
     } else {
         &[ACCESS]
     };
-    let unsupported = |e: &io::Error| {
-        matches!(
-            e.raw_os_error(),
-            Some(libc::EOPNOTSUPP | libc::ENOTSUP | libc::ENODATA)
-        )
-    };
+    let unsupported =
+        |e: &io::Error| matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::ENODATA));
     let perms = ctx("preserve permissions for", path);
     for acl in acls {
         let wanted = match xattr::get_deref(src_path, acl) {

@@ -139,6 +139,10 @@ pub struct Args {
     #[arg(short = 'Z', long, hide = true, num_args = 0..=1, require_equals = true,
           default_missing_value = "")]
     context: Option<String>,
+    /// -a, -d, -p, --preserve and --no-preserve in command-line order
+    /// (attribute list, on or off): the later wins, as in GNU cp.
+    #[arg(skip)]
+    preserve_order: Vec<(String, bool)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -309,6 +313,32 @@ impl Args {
         }
     }
 
+    /// Take the order of the options that set --preserve's attributes
+    /// from clap's `matches` of this command line (which the fields lose).
+    pub fn with_preserve_order(mut self, matches: &clap::ArgMatches) -> Self {
+        let mut order: Vec<(usize, String, bool)> = Vec::new();
+        let flags = [
+            ("archive", "all"),
+            ("no_dereference_preserve_links", "links"),
+            ("preserve_default", "mode,ownership,timestamps"),
+        ];
+        for (id, list) in flags {
+            if matches.get_flag(id) {
+                for at in matches.indices_of(id).into_iter().flatten() {
+                    order.push((at, list.to_owned(), true));
+                }
+            }
+        }
+        for (id, on) in [("preserve", true), ("no_preserve", false)] {
+            let lists = matches.get_many::<String>(id).into_iter().flatten();
+            let at = matches.indices_of(id).into_iter().flatten();
+            order.extend(at.zip(lists).map(|(at, list)| (at, list.clone(), on)));
+        }
+        order.sort_by_key(|(at, _, _)| *at);
+        self.preserve_order = order.into_iter().map(|(_, l, on)| (l, on)).collect();
+        self
+    }
+
     /// The options as the copy uses them; GNU options ubio cp lacks are refused.
     pub fn options(&self) -> Result<Options> {
         let unsupported = [
@@ -325,20 +355,9 @@ impl Args {
             bail!("invalid --block 0: must be at least 1 byte");
         }
         let mut preserve = Preserve::default();
-        if self.archive {
-            preserve.set("all", true, "--preserve")?;
-        }
-        if self.no_dereference_preserve_links {
-            preserve.links = true;
-        }
-        if self.preserve_default {
-            preserve.set("mode,ownership,timestamps", true, "--preserve")?;
-        }
-        for list in &self.preserve {
-            preserve.set(list, true, "--preserve")?;
-        }
-        for list in &self.no_preserve {
-            preserve.set(list, false, "--no-preserve")?;
+        for (list, on) in &self.preserve_order {
+            let option = if *on { "--preserve" } else { "--no-preserve" };
+            preserve.set(list, *on, option)?;
         }
         let recursive = self.recursive || self.archive;
         let link = match (self.link, self.symbolic_link) {
