@@ -61,7 +61,6 @@ KNOWN_FAILURES=(
     "tests/mv/hard-2.sh|hard links: -a of hard links onto existing hard links"
     "tests/cp/parent-perm.sh|metadata: -p --parents does not set existing parent directories' modes"
     "tests/cp/parent-perm-race.sh|metadata: --parents' directories' modes while they are made"
-    "tests/cp/reflink-auto.sh|parsing: a repeated option (--reflink twice) is a usage error; GNU takes the last"
     "tests/cp/sparse.sh|sparse: the copies' allocated blocks are not what GNU's test expects"
 )
 # (--reference, GNU's own cp, is held to no such list: it must pass them.)

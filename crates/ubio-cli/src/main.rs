@@ -45,8 +45,10 @@ enum Command {
     )]
     Cat(cat::Args),
     /// Copy files and directories like GNU cp, without caching them
+    // A repeated option is no error: the last one counts, as in GNU's getopt.
     #[command(
         version = ubio_cmd::VERSION,
+        args_override_self = true,
         override_usage = "ubio cp [OPTIONS] SRC DST\n       ubio cp [OPTIONS] SRC... DIRECTORY\n       ubio cp [OPTIONS] -t DIRECTORY SRC...",
         after_help = "Examples:\n  ubio cp big.img /mnt/backup/\n  ubio cp -a photos/ /mnt/archive/photos\n  ubio cp -u --backup=numbered -t /mnt/backup *.log"
     )]

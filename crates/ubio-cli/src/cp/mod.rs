@@ -119,7 +119,10 @@ impl Targets {
 /// GNU's rules for the last operand, -t and -T, with GNU's messages.
 fn targets(args: &Args) -> Result<Targets> {
     let paths = args.paths.clone();
-    if let Some(dir) = &args.target_directory {
+    if args.target_directory.len() > 1 {
+        bail!("multiple target directories specified");
+    }
+    if let Some(dir) = args.target_directory.first() {
         if args.no_target_directory {
             bail!("cannot combine --target-directory (-t) and --no-target-directory (-T)");
         }

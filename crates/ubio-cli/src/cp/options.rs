@@ -75,8 +75,9 @@ pub struct Args {
     #[arg(short = 'S', long, value_name = "SUFFIX")]
     suffix: Option<OsString>,
     /// Copy all sources into DIRECTORY.
-    #[arg(short = 't', long, value_name = "DIRECTORY")]
-    pub target_directory: Option<PathBuf>,
+    // Collected: a second one is GNU's error, not the last one winning.
+    #[arg(short = 't', long, value_name = "DIRECTORY", action = clap::ArgAction::Append)]
+    pub target_directory: Vec<PathBuf>,
     /// Treat DST as a normal file, never as a directory to copy into.
     #[arg(short = 'T', long)]
     pub no_target_directory: bool,
