@@ -59,7 +59,6 @@ KNOWN_FAILURES=(
     "tests/cp/link-preserve.sh|hard links: --preserve=links across -H/-L and existing destinations"
     "tests/cp/preserve-link.sh|hard links: -au into an existing tree keeping the links"
     "tests/mv/hard-2.sh|hard links: -a of hard links onto existing hard links"
-    "tests/cp/parent-perm.sh|metadata: -p --parents does not set existing parent directories' modes"
     "tests/cp/parent-perm-race.sh|metadata: --parents' directories' modes while they are made"
     "tests/cp/sparse.sh|sparse: the copies' allocated blocks are not what GNU's test expects"
 )

@@ -310,6 +310,16 @@ fn links_and_attributes_as_gnu() {
             vec!["--parents", "-v", "a/b/f", "d"],
             vec![],
         ),
+        (
+            "mkdir -p a/b d/a/b; chmod 750 a; chmod 705 a/b; echo 1 > a/b/f",
+            vec!["-p", "--parents", "a/b/f", "d"],
+            vec![],
+        ),
+        (
+            "mkdir -p a/b d/a; chmod 750 a; chmod 705 a/b; echo 1 > a/b/f",
+            vec!["--preserve=timestamps", "--parents", "a/b/f", "d"],
+            vec![],
+        ),
         // --attributes-only: the destination's data stays.
         (
             "echo new > f; chmod 600 f; setfattr -n user.a -v 1 f; echo old > g",
@@ -378,11 +388,6 @@ fn links_and_attributes_as_gnu() {
             "mkdir s; echo 1 > s/f; ln s/f s/g; cp -a s t; touch -d '2 days ago' t/f t/g",
             "-au s .",
             "hard links: --preserve=links through -H/-L, -au into an existing tree",
-        ),
-        (
-            "mkdir -p a/b d/a; chmod 750 a; chmod 705 a/b; echo 1 > a/b/f",
-            "-p --parents a/b/f d",
-            "metadata: -p --parents sets existing parents' modes",
         ),
         (
             "echo new > f; chmod 600 f; setfattr -n user.a -v 1 f; echo old > g",

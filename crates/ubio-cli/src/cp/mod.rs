@@ -247,7 +247,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         errors: Vec::new(),
         failed_dirs: Vec::new(),
         dir_bits_added: HashMap::new(),
-        made_dirs: Vec::new(),
+        made_parents: Vec::new(),
         made: HashSet::new(),
         track_made: t.srcs.len() > 1,
         linked: HashMap::new(),
@@ -293,8 +293,8 @@ struct Copier {
     failed_dirs: Vec<PathBuf>,
     /// Directories made with u+rwx added so their contents could be written.
     dir_bits_added: HashMap<PathBuf, u32>,
-    /// Directories this copy made (--parents sets metadata only on those).
-    made_dirs: Vec<PathBuf>,
+    /// The directories --parents made on the way to the sources.
+    made_parents: Vec<PathBuf>,
     /// What this command made: a later source is not copied onto one of
     /// them, nor through it.
     made: HashSet<PathBuf>,
@@ -758,7 +758,9 @@ impl Copier {
         if mode & 0o700 != 0o700 {
             self.dir_bits_added.insert(step.dst.clone(), 0o700 & !mode);
         }
-        self.made_dirs.push(step.dst.clone());
+        if step.parent {
+            self.made_parents.push(step.dst.clone());
+        }
         self.say_copied(step, None);
         Ok(())
     }
@@ -766,8 +768,11 @@ impl Copier {
     fn dir_end(&mut self, step: &Step) -> Result<(), String> {
         let err = |op, e| msg::on(op, &step.dst, &e);
         let added = self.dir_bits_added.remove(&step.dst);
-        if step.parent && !self.made_dirs.contains(&step.dst) {
-            return Ok(()); // --parents leaves directories that were there alone
+        // --parents: a directory on the way that was there already gets
+        // the metadata too where one below it on the way was made (as GNU
+        // cp does), else it is left alone.
+        if step.parent && !self.made_parents.iter().any(|d| d.starts_with(&step.dst)) {
+            return Ok(());
         }
         // Take back the u+rwx added while the contents were copied in.
         if let Some(bits) = added.filter(|_| !self.opts.preserve.mode) {
