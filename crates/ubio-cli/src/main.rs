@@ -52,7 +52,7 @@ enum Command {
         override_usage = "ubio cp [OPTIONS] SRC DST\n       ubio cp [OPTIONS] SRC... DIRECTORY\n       ubio cp [OPTIONS] -t DIRECTORY SRC...",
         after_help = "Examples:\n  ubio cp big.img /mnt/backup/\n  ubio cp -a photos/ /mnt/archive/photos\n  ubio cp -u --backup=numbered -t /mnt/backup *.log"
     )]
-    Cp(cp::Args),
+    Cp(Box<cp::Args>),
     /// Show how much of each file is in the page cache (cached, dirty, writeback)
     #[command(
         after_help = "Examples:\n  ubio stat big.img\n  ubio stat -r /var/lib/postgresql --json"
