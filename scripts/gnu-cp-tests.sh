@@ -50,9 +50,6 @@ EXPECTED_SKIPS=(
 # against the run; a failure not listed fails the run, and so does a listed
 # test that passes (remove it from the list: the list only shrinks).
 KNOWN_FAILURES=(
-    "tests/cp/acl.sh|metadata: --attributes-only refused"
-    "tests/cp/attr-existing.sh|metadata: --attributes-only onto an existing file not done"
-    "tests/cp/reflink-perm.sh|metadata: --attributes-only with --reflink (modes and times only) not done"
     "tests/cp/cp-i.sh|wording: -i/-n prompts and their answers not yet GNU's ('overwrite ...?')"
     "tests/mv/i-2.sh|wording: -i prompt for an unwritable destination ('replace ..., overriding mode')"
     "tests/cp/link-heap.sh|memory: cp -al of 40,000 entries under ulimit -v (bounded memory not done)"

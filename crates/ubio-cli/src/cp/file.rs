@@ -15,7 +15,9 @@ use ubio::copy::Method;
 #[derive(Debug, serde::Serialize)]
 pub struct FileReport {
     pub bytes: u64,
-    pub method: Method,
+    /// None with --attributes-only (no data copied).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub method: Option<Method>,
     /// Bytes left as holes rather than written.
     pub hole_bytes: u64,
     pub seconds: f64,
@@ -90,7 +92,7 @@ impl Pending {
         let mut report = self.report;
         match self.dst_file.close() {
             Ok(stats) => {
-                if report.method != Method::Clone {
+                if report.method != Some(Method::Clone) {
                     report.dst_stats = Some(stats);
                 }
                 Ok(report)
@@ -140,15 +142,23 @@ pub fn copy_file_then(
             msg::reason(&e)
         ))
     })?;
-    let expected = src_meta.len();
+    let expected = if opts.attributes_only {
+        0
+    } else {
+        src_meta.len()
+    };
     let mut copied = 0u64;
-    let result = (|| -> io::Result<(Method, u64)> {
-        let done = ubio::copy::copy(&src_file, &dst_file, &opts.copy, &mut |n| progress.add(n))
-            .map_err(|e| {
+    let result = (|| -> io::Result<(Option<Method>, u64)> {
+        let done = if opts.attributes_only {
+            None
+        } else {
+            let copy = ubio::copy::copy(&src_file, &dst_file, &opts.copy, &mut |n| progress.add(n));
+            Some(copy.map_err(|e| {
                 copied = e.complete;
                 e.error
-            })?;
-        copied = done.bytes;
+            })?)
+        };
+        copied = done.map_or(0, |d| d.bytes);
         if defer && !opts.sync {
             dst_file.start_writeback();
         } else {
@@ -160,7 +170,7 @@ pub fn copy_file_then(
         if opts.sync {
             dst_file.sync_all()?;
         }
-        Ok((done.method, done.hole_bytes))
+        Ok((done.map(|d| d.method), done.map_or(0, |d| d.hole_bytes)))
     })();
     let src_stats = src_file.close();
     let total = if src_meta.is_file() { expected } else { copied };
@@ -172,7 +182,9 @@ pub fn copy_file_then(
                 method,
                 hole_bytes,
                 seconds: start.elapsed().as_secs_f64(),
-                src_stats: (method != Method::Clone).then(|| src_stats.ok()).flatten(),
+                src_stats: (method != Some(Method::Clone))
+                    .then(|| src_stats.ok())
+                    .flatten(),
                 dst_stats: None,
             }),
             counts: (copied, total),
@@ -196,7 +208,7 @@ fn open_destination(dst: &Path, src_mode: u32, opts: &Options) -> io::Result<ubi
         ubio::OpenOptions::new()
             .write(true)
             .create(true)
-            .truncate(true)
+            .truncate(!opts.attributes_only)
             .mode(opts.preserve.new_file_mode(src_mode))
             .backend(opts.backend)
             .window(opts.window)

@@ -5,7 +5,7 @@
 //! The options are GNU cp's daily ones with GNU's meaning (-a, -r, -d, -P,
 //! -L, -H, -p, --preserve, --no-preserve, -n, -f, -i, -u, -b, --backup, -S,
 //! --remove-destination, -t, -T, --parents, -x, -l, -s, -v, --sparse,
-//! --reflink), GNU's messages and exit status (1 for any failure, also a bad
+//! --reflink, --attributes-only), GNU's messages and exit status (1 for any failure, also a bad
 //! command line); GNU options it does not have are refused by name.
 //!
 //! With -r, symlinks are copied as symlinks and fifos are recreated; sockets
@@ -227,7 +227,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
     steps.extend(parent_ends.into_iter().rev());
     let total: u64 = steps
         .iter()
-        .filter(|s| matches!(s.kind, Kind::File) && opts.link == LinkMode::Copy)
+        .filter(|s| {
+            matches!(s.kind, Kind::File) && opts.link == LinkMode::Copy && !opts.attributes_only
+        })
         .map(|s| s.meta.len())
         .sum();
     // Files in parallel where the order of what is printed cannot show it:
@@ -599,7 +601,8 @@ impl Copier {
             })?;
             return Ok((Go::Ahead, Some(name)));
         }
-        let replaced = !writes_data || self.opts.remove_destination;
+        // --attributes-only replaces nothing unless told to.
+        let replaced = (!writes_data && !self.opts.attributes_only) || self.opts.remove_destination;
         // GNU cp -l and -s replace a file only when told to (-f); -dl
         // replaces a symlink with a link to a symlink.
         let allowed = self.opts.remove_destination

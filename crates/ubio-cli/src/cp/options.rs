@@ -124,9 +124,11 @@ pub struct Args {
     /// Request size, e.g. 1M.
     #[arg(long, value_parser = size::parse, default_value = "1M")]
     block: u64,
-    // GNU cp options ubio cp does not have: refused by name.
-    #[arg(long, hide = true)]
+    /// Copy no data, only the attributes asked for (the destination is
+    /// made empty if missing, its data kept if there).
+    #[arg(long)]
     attributes_only: bool,
+    // GNU cp options ubio cp does not have: refused by name.
     /// With -r, copy the data read from fifos and devices into files
     /// (instead of recreating fifos and skipping devices).
     #[arg(long)]
@@ -289,6 +291,8 @@ pub struct Options {
     pub update: bool,
     pub force: bool,
     pub remove_destination: bool,
+    /// --attributes-only: files get their metadata, not the source's data.
+    pub attributes_only: bool,
     pub backup: Backup,
     pub link: LinkMode,
     pub walk: Walk,
@@ -343,7 +347,6 @@ impl Args {
     /// The options as the copy uses them; GNU options ubio cp lacks are refused.
     pub fn options(&self) -> Result<Options> {
         let unsupported = [
-            (self.attributes_only, "--attributes-only"),
             (self.strip_trailing_slashes, "--strip-trailing-slashes"),
             (self.keep_directory_symlink, "--keep-directory-symlink"),
             (self.debug, "--debug"),
@@ -394,6 +397,7 @@ impl Args {
             update: update == Some("older"),
             force: self.force,
             remove_destination: self.remove_destination,
+            attributes_only: self.attributes_only,
             backup,
             link,
             walk: Walk {
