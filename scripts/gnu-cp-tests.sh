@@ -50,23 +50,13 @@ EXPECTED_SKIPS=(
 # against the run; a failure not listed fails the run, and so does a listed
 # test that passes (remove it from the list: the list only shrinks).
 KNOWN_FAILURES=(
-    "tests/cp/acl.sh|metadata: --attributes-only refused; -p does not keep POSIX ACLs"
-    "tests/cp/attr-existing.sh|metadata: --attributes-only onto an existing file not done"
-    "tests/cp/reflink-perm.sh|metadata: --attributes-only with --reflink (modes and times only) not done"
     "tests/cp/cp-i.sh|wording: -i/-n prompts and their answers not yet GNU's ('overwrite ...?')"
     "tests/mv/i-2.sh|wording: -i prompt for an unwritable destination ('replace ..., overriding mode')"
     "tests/cp/link-heap.sh|memory: cp -al of 40,000 entries under ulimit -v (bounded memory not done)"
     "tests/cp/link-preserve.sh|hard links: --preserve=links across -H/-L and existing destinations"
     "tests/cp/preserve-link.sh|hard links: -au into an existing tree keeping the links"
     "tests/mv/hard-2.sh|hard links: -a of hard links onto existing hard links"
-    "tests/cp/parent-perm.sh|metadata: -p --parents does not set existing parent directories' modes"
     "tests/cp/parent-perm-race.sh|metadata: --parents' directories' modes while they are made"
-    "tests/cp/preserve-mode.sh|metadata: --no-preserve=mode / --preserve=all order (the later must win)"
-    "tests/cp/preserve-gid.sh|metadata: as non-root, the group is kept when the user is in it"
-    "tests/cp/special-bits.sh|metadata: setuid/setgid cleared or kept as GNU does"
-    "tests/cp/capability.sh|metadata: security.capability must be set after ownership"
-    "tests/misc/xattr.sh|metadata: extended attributes not kept or dropped as GNU does"
-    "tests/cp/reflink-auto.sh|parsing: a repeated option (--reflink twice) is a usage error; GNU takes the last"
     "tests/cp/sparse.sh|sparse: the copies' allocated blocks are not what GNU's test expects"
 )
 # (--reference, GNU's own cp, is held to no such list: it must pass them.)

@@ -15,7 +15,7 @@ mod stat;
 /// Size arguments, shared with ubio-bench.
 use ubio_cmd::size;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::ffi::OsString;
 use std::path::Path;
 use std::process::ExitCode;
@@ -45,12 +45,14 @@ enum Command {
     )]
     Cat(cat::Args),
     /// Copy files and directories like GNU cp, without caching them
+    // A repeated option is no error: the last one counts, as in GNU's getopt.
     #[command(
         version = ubio_cmd::VERSION,
+        args_override_self = true,
         override_usage = "ubio cp [OPTIONS] SRC DST\n       ubio cp [OPTIONS] SRC... DIRECTORY\n       ubio cp [OPTIONS] -t DIRECTORY SRC...",
         after_help = "Examples:\n  ubio cp big.img /mnt/backup/\n  ubio cp -a photos/ /mnt/archive/photos\n  ubio cp -u --backup=numbered -t /mnt/backup *.log"
     )]
-    Cp(cp::Args),
+    Cp(Box<cp::Args>),
     /// Show how much of each file is in the page cache (cached, dirty, writeback)
     #[command(
         after_help = "Examples:\n  ubio stat big.img\n  ubio stat -r /var/lib/postgresql --json"
@@ -136,8 +138,12 @@ fn program_name(argv: &[OsString]) -> String {
 fn main() -> ExitCode {
     ubio_cmd::init_log();
     let argv = command_line();
-    let cli = match Cli::try_parse_from(&argv) {
-        Ok(cli) => cli,
+    let parsed = Cli::command().try_get_matches_from(&argv).and_then(|m| {
+        let cli = Cli::from_arg_matches(&m).map_err(|e| e.format(&mut Cli::command()))?;
+        Ok((cli, m))
+    });
+    let (cli, matches) = match parsed {
+        Ok(parsed) => parsed,
         // cp ends a usage error with GNU's line, naming itself as invoked.
         Err(e) if e.use_stderr() && argv.get(1).is_some_and(|c| c == "cp") => {
             let text = e.render().to_string();
@@ -165,7 +171,10 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Probe(a) => probe::run(a),
         Command::Cat(a) => cat::run(a),
-        Command::Cp(a) => cp::run(a),
+        Command::Cp(a) => {
+            let cp = matches.subcommand_matches("cp").expect("cp's matches");
+            cp::run(a.with_preserve_order(cp))
+        }
         Command::Stat(a) => stat::run(a),
         Command::Evict(a) => evict::run(a),
         Command::Demo(a) => external::exec_bench("demo", Some("demo"), a),

@@ -1025,18 +1025,9 @@ fn a_directory_opens_up_only_once_its_files_are_in() {
     );
 }
 
-/// Known gap of issue 24 (see known_gap): --attributes-only is refused.
+/// --attributes-only -p: the destination's data is kept, the source not read.
 #[test]
 fn attributes_only_copies_no_data_and_reads_nothing() {
-    known_gap(
-        "--attributes-only is refused",
-        "option --attributes-only is not supported",
-        attributes_only_copies_no_data_and_reads_nothing_as_gnu,
-    );
-}
-
-/// --attributes-only -p: the destination's data is kept, the source not read.
-fn attributes_only_copies_no_data_and_reads_nothing_as_gnu() {
     let dir = workdir();
     let (src, dst) = (dir.path().join("src"), dir.path().join("attrs"));
     write_cold(&src, &data(6 * MIB + 11, 4));

@@ -7,7 +7,7 @@
 //! tree, --parents with -p, --attributes-only, ACLs.
 
 mod common;
-use common::gnu::{assert_as_gnu_but, Case, Known};
+use common::gnu::{assert_all_as_gnu_as_user, assert_as_gnu_but, Case, Known};
 
 #[test]
 fn command_line_as_gnu_reads_it() {
@@ -116,6 +116,28 @@ fn command_line_as_gnu_reads_it() {
             vec!["-a", "--no-preserve=mode", "f", "g"],
             vec![],
         ),
+        (
+            "echo 1 > f; chmod 640 f",
+            vec!["--no-preserve=mode", "-p", "f", "g"],
+            vec![],
+        ),
+        // A repeated option: the last counts (but -t, GNU's error).
+        (
+            "echo 1 > f",
+            vec!["--reflink=auto", "--reflink=never", "f", "g"],
+            vec![],
+        ),
+        ("echo 1 > f", vec!["-v", "-v", "f", "g"], vec![]),
+        (
+            "echo 1 > f; echo 2 > g",
+            vec!["-S", ".x", "-S", ".y", "-b", "f", "g"],
+            vec![],
+        ),
+        (
+            "mkdir d; echo 1 > f",
+            vec!["-t", "d", "-t", "d", "f"],
+            vec![],
+        ),
         // Options after operands, unless POSIXLY_CORRECT; `--` ends options.
         ("echo old > g; echo data > f", vec!["f", "g", "-b"], vec![]),
         (
@@ -204,11 +226,6 @@ fn command_line_as_gnu_reads_it() {
             "wording: usage errors in GNU's getopt/argmatch words (clap's today)",
         ),
         (
-            "mkdir d e; echo 1 > f",
-            "-t d -t e f",
-            "parsing: repeated and conflicting options, the later wins as in GNU",
-        ),
-        (
             "echo data > f",
             "--sparse=sometimes f g",
             "wording: usage errors in GNU's getopt/argmatch words (clap's today)",
@@ -222,16 +239,6 @@ fn command_line_as_gnu_reads_it() {
             "echo data > f",
             "-Z f g",
             "wording: SELinux options' messages on a kernel without SELinux",
-        ),
-        (
-            "echo 1 > f; echo 2 > g",
-            "--backup=numbered --backup=simple f g",
-            "parsing: repeated and conflicting options, the later wins as in GNU",
-        ),
-        (
-            "echo 1 > f; chmod 640 f",
-            "--no-preserve=mode --preserve=all f g",
-            "parsing: repeated and conflicting options, the later wins as in GNU",
         ),
         (
             "echo old > g; echo data > f; mkdir -- -b",
@@ -303,6 +310,16 @@ fn links_and_attributes_as_gnu() {
             vec!["--parents", "-v", "a/b/f", "d"],
             vec![],
         ),
+        (
+            "mkdir -p a/b d/a/b; chmod 750 a; chmod 705 a/b; echo 1 > a/b/f",
+            vec!["-p", "--parents", "a/b/f", "d"],
+            vec![],
+        ),
+        (
+            "mkdir -p a/b d/a; chmod 750 a; chmod 705 a/b; echo 1 > a/b/f",
+            vec!["--preserve=timestamps", "--parents", "a/b/f", "d"],
+            vec![],
+        ),
         // --attributes-only: the destination's data stays.
         (
             "echo new > f; chmod 600 f; setfattr -n user.a -v 1 f; echo old > g",
@@ -310,6 +327,26 @@ fn links_and_attributes_as_gnu() {
             vec![],
         ),
         ("echo new > f", vec!["--attributes-only", "f", "g"], vec![]),
+        (
+            "echo new > f; echo old > g; ln g h",
+            vec!["-a", "--attributes-only", "f", "g"],
+            vec![],
+        ),
+        (
+            "echo new > f; ln -s f s; echo old > g",
+            vec!["-a", "--attributes-only", "s", "g"],
+            vec![],
+        ),
+        (
+            "echo new > f; ln -s f s; echo old > g",
+            vec!["-a", "--attributes-only", "--remove-destination", "s", "g"],
+            vec![],
+        ),
+        (
+            "echo new > f; chmod 751 f; echo old > g",
+            vec!["--reflink=always", "-p", "--attributes-only", "f", "g"],
+            vec![],
+        ),
         // Extended attributes and POSIX ACLs: -p, -a, --preserve=xattr.
         (
             "echo 1 > f; setfacl -m u:nobody:rw f; setfattr -n user.c -v blue f",
@@ -372,36 +409,77 @@ fn links_and_attributes_as_gnu() {
             "-au s .",
             "hard links: --preserve=links through -H/-L, -au into an existing tree",
         ),
-        (
-            "mkdir -p a/b d/a; chmod 750 a; chmod 705 a/b; echo 1 > a/b/f",
-            "-p --parents a/b/f d",
-            "metadata: -p --parents sets existing parents' modes",
-        ),
-        (
-            "echo new > f; chmod 600 f; setfattr -n user.a -v 1 f; echo old > g",
-            "--attributes-only --preserve=all f g",
-            "metadata: --attributes-only not done",
-        ),
-        (
-            "echo new > f",
-            "--attributes-only f g",
-            "metadata: --attributes-only not done",
-        ),
-        (
-            "echo 1 > f; setfacl -m u:nobody:rw f; setfattr -n user.c -v blue f",
-            "-p f g",
-            "metadata: POSIX ACLs kept with -p / --preserve=xattr",
-        ),
-        (
-            "echo 1 > f; setfacl -m u:nobody:rw f; setfattr -n user.c -v blue f",
-            "--preserve=xattr f g",
-            "metadata: POSIX ACLs kept with -p / --preserve=xattr",
-        ),
-        (
-            "echo 1 > f; setfacl -m u:nobody:r f; echo 2 > g; setfacl -m u:daemon:w g",
-            "-p f g",
-            "metadata: POSIX ACLs kept with -p / --preserve=xattr",
-        ),
     ];
     assert_as_gnu_but(&cases, known);
+}
+
+/// Ownership as GNU cp keeps it, run as a user who may not give files away
+/// (nobody, also in group 100): the source's group where the user is in
+/// it; setuid, setgid and sticky only on a copy with the source's owner
+/// and group; extended attributes of a read-only source (tests/cp/
+/// special-bits.sh, preserve-gid.sh, tests/misc/xattr.sh).
+#[test]
+fn ownership_and_special_bits_as_gnu_as_a_user() {
+    if !common::root_or_skip("ownership_and_special_bits_as_gnu_as_a_user") {
+        return;
+    }
+    let cases: Vec<Case> = vec![
+        (
+            "chown 65534 .; echo 1 > c; chmod a=r,ug+sx c",
+            vec!["-p", "c", "c2"],
+            vec![],
+        ),
+        ("chown 65534 .; echo 1 > f; chown 0:100 f; chmod 6755 f", vec!["-p", "f", "g"], vec![]),
+        ("chown 65534 .; echo 1 > f; chown 0:0 f; chmod 1755 f", vec!["-p", "f", "g"], vec![]),
+        (
+            "chown 65534 .; echo 1 > f; chown 65534:100 f; chmod 6755 f",
+            vec!["-p", "f", "g"],
+            vec![],
+        ),
+        (
+            "chown 65534 .; echo 1 > f; chown 65534:0 f; chmod 6755 f",
+            vec!["-p", "f", "g"],
+            vec![],
+        ),
+        ("chown 65534 .; echo 1 > f; chown 0:100 f", vec!["f", "g"], vec![]),
+        (
+            "chown 65534 .; echo 1 > f; chown 0:100 f; chmod 6755 f",
+            vec!["--preserve=mode", "f", "g"],
+            vec![],
+        ),
+        (
+            "chown 65534 .; mkdir d; chown 0:100 d; chmod 2755 d; echo 1 > d/f; ln -s f d/l; chown -h 0:100 d/l",
+            vec!["-a", "d", "e"],
+            vec![],
+        ),
+        (
+            "chown 65534 .; echo 1 > a; setfattr -n user.foo -v bar a; chmod a-w a; chown 65534 a",
+            vec!["--preserve=xattr", "a", "e"],
+            vec![],
+        ),
+        (
+            "chown 65534 .; echo 1 > a; setfattr -n user.foo -v bar a; chmod a-w a; chown 65534 a",
+            vec!["-a", "a", "e"],
+            vec![],
+        ),
+    ];
+    assert_all_as_gnu_as_user(
+        &["--reuid=65534", "--regid=65534", "--groups=65534,100"],
+        &cases,
+    );
+}
+
+/// As root: the owner is set before the extended attributes, since a
+/// chown clears security.capability (tests/cp/capability.sh).
+#[test]
+fn capabilities_kept_after_ownership_as_gnu() {
+    if !common::root_or_skip("capabilities_kept_after_ownership_as_gnu") {
+        return;
+    }
+    let setup = "echo 1 > f; chown 65534 f; setcap cap_net_bind_service=ep f";
+    let cases: Vec<Case> = ["--preserve=xattr", "--preserve=all", "-a"]
+        .into_iter()
+        .map(|option| (setup, vec![option, "f", "g"], vec![]))
+        .collect();
+    assert_all_as_gnu_as_user(&["--reuid=0", "--regid=0", "--clear-groups"], &cases);
 }

@@ -15,7 +15,9 @@ use ubio::copy::Method;
 #[derive(Debug, serde::Serialize)]
 pub struct FileReport {
     pub bytes: u64,
-    pub method: Method,
+    /// None with --attributes-only (no data copied).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub method: Option<Method>,
     /// Bytes left as holes rather than written.
     pub hole_bytes: u64,
     pub seconds: f64,
@@ -90,7 +92,7 @@ impl Pending {
         let mut report = self.report;
         match self.dst_file.close() {
             Ok(stats) => {
-                if report.method != Method::Clone {
+                if report.method != Some(Method::Clone) {
                     report.dst_stats = Some(stats);
                 }
                 Ok(report)
@@ -140,28 +142,35 @@ pub fn copy_file_then(
             msg::reason(&e)
         ))
     })?;
-    let expected = src_meta.len();
+    let expected = if opts.attributes_only {
+        0
+    } else {
+        src_meta.len()
+    };
     let mut copied = 0u64;
-    let result = (|| -> io::Result<(Method, u64)> {
-        let done = ubio::copy::copy(&src_file, &dst_file, &opts.copy, &mut |n| progress.add(n))
-            .map_err(|e| {
+    let result = (|| -> io::Result<(Option<Method>, u64)> {
+        let done = if opts.attributes_only {
+            None
+        } else {
+            let copy = ubio::copy::copy(&src_file, &dst_file, &opts.copy, &mut |n| progress.add(n));
+            Some(copy.map_err(|e| {
                 copied = e.complete;
                 e.error
-            })?;
-        copied = done.bytes;
+            })?)
+        };
+        copied = done.map_or(0, |d| d.bytes);
         if defer && !opts.sync {
             dst_file.start_writeback();
         } else {
             dst_file.flush_writeback()?;
         }
         if opts.preserve.any() {
-            super::preserve_xattrs(src, dst, &opts.preserve)?;
-            preserve_metadata(dst_file.get_ref(), dst, &src_meta, &opts.preserve)?;
+            preserve_metadata(dst_file.get_ref(), dst, src, &src_meta, &opts.preserve)?;
         }
         if opts.sync {
             dst_file.sync_all()?;
         }
-        Ok((done.method, done.hole_bytes))
+        Ok((done.map(|d| d.method), done.map_or(0, |d| d.hole_bytes)))
     })();
     let src_stats = src_file.close();
     let total = if src_meta.is_file() { expected } else { copied };
@@ -173,7 +182,9 @@ pub fn copy_file_then(
                 method,
                 hole_bytes,
                 seconds: start.elapsed().as_secs_f64(),
-                src_stats: (method != Method::Clone).then(|| src_stats.ok()).flatten(),
+                src_stats: (method != Some(Method::Clone))
+                    .then(|| src_stats.ok())
+                    .flatten(),
                 dst_stats: None,
             }),
             counts: (copied, total),
@@ -197,7 +208,7 @@ fn open_destination(dst: &Path, src_mode: u32, opts: &Options) -> io::Result<ubi
         ubio::OpenOptions::new()
             .write(true)
             .create(true)
-            .truncate(true)
+            .truncate(!opts.attributes_only)
             .mode(opts.preserve.new_file_mode(src_mode))
             .backend(opts.backend)
             .window(opts.window)
@@ -212,24 +223,27 @@ fn open_destination(dst: &Path, src_mode: u32, opts: &Options) -> io::Result<ubi
     }
 }
 
-/// --preserve on an open file: owner and group, then the mode (chown clears
-/// setuid bits), then access and modification times, then extended attributes.
+/// --preserve on an open file, in GNU cp's order: owner and group first
+/// (chown clears file capabilities and setuid bits), then extended
+/// attributes, then the mode, then access and modification times.
 pub fn preserve_metadata(
     file: &std::fs::File,
     path: &Path,
+    src_path: &Path,
     src: &std::fs::Metadata,
     what: &Preserve,
 ) -> io::Result<()> {
+    let mut owned_as_source = true;
     if what.ownership {
-        match std::os::unix::fs::fchown(file, Some(src.uid()), Some(src.gid())) {
-            // Like GNU cp -p: an unprivileged user cannot give files away; not an error.
-            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {}
-            r => r.map_err(ctx("preserve ownership of", path))?,
-        }
+        let now = file.metadata().map_err(ctx("stat", path))?;
+        let chown = |uid, gid| std::os::unix::fs::fchown(file, uid, gid);
+        owned_as_source = preserve_owner(chown, (now.uid(), now.gid()), src, true)
+            .map_err(ctx("preserve ownership of", path))?;
     }
+    super::preserve_xattrs(src_path, file, path, what)?;
     if what.mode {
-        file.set_permissions(std::fs::Permissions::from_mode(src.mode() & 0o7777))
-            .map_err(ctx("preserve mode of", path))?;
+        let mode = special_bits_kept(src.mode() & 0o7777, owned_as_source);
+        preserve_mode(file, path, src_path, mode, src.is_dir())?;
     }
     if what.timestamps {
         let times = std::fs::FileTimes::new()
@@ -239,4 +253,93 @@ pub fn preserve_metadata(
             .map_err(ctx("preserve timestamps of", path))?;
     }
     Ok(())
+}
+
+/// The POSIX ACLs (a directory's default one too) are part of the mode
+/// (GNU cp -p keeps them; --preserve=xattr alone does not): the copy gets
+/// `mode` and then exactly the source's ACLs, through the system.posix_acl_*
+/// attributes that hold them. A source without one makes the copy's go.
+fn preserve_mode(
+    file: &std::fs::File,
+    path: &Path,
+    src_path: &Path,
+    mode: u32,
+    is_dir: bool,
+) -> io::Result<()> {
+    use xattr::FileExt;
+    const ACCESS: &str = "system.posix_acl_access";
+    const DEFAULT: &str = "system.posix_acl_default";
+    let acls: &[&str] = if is_dir {
+        &[ACCESS, DEFAULT]
+    } else {
+        &[ACCESS]
+    };
+    let unsupported =
+        |e: &io::Error| matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::ENODATA));
+    let perms = ctx("preserve permissions for", path);
+    for acl in acls {
+        let wanted = match xattr::get_deref(src_path, acl) {
+            Ok(v) => v,
+            Err(e) if unsupported(&e) => None,
+            Err(e) => return Err(ctx("read the ACL of", src_path)(e)),
+        };
+        match wanted {
+            Some(value) if *acl == ACCESS => {
+                // The mode first: an ACL holds no setuid, setgid or sticky bit.
+                file.set_permissions(std::fs::Permissions::from_mode(mode))
+                    .map_err(&perms)?;
+                file.set_xattr(acl, &value).map_err(&perms)?;
+            }
+            Some(value) => file.set_xattr(acl, &value).map_err(&perms)?,
+            None => match file.remove_xattr(acl) {
+                Err(e) if !unsupported(&e) => return Err(perms(e)),
+                _ => {
+                    if *acl == ACCESS {
+                        file.set_permissions(std::fs::Permissions::from_mode(mode))
+                            .map_err(&perms)?;
+                    }
+                }
+            },
+        }
+    }
+    Ok(())
+}
+
+/// Give a copy the source's owner and group with `chown` (fchown or
+/// lchown), its owner and group being `now`. As GNU cp: one who may not
+/// give it away (not root) still gives it the source's group if they are
+/// in it (`group_alone`: GNU does not try that for symlinks); what cannot
+/// be kept is not an error. Whether both were kept.
+pub fn preserve_owner(
+    chown: impl Fn(Option<u32>, Option<u32>) -> io::Result<()>,
+    now: (u32, u32),
+    src: &std::fs::Metadata,
+    group_alone: bool,
+) -> io::Result<bool> {
+    let want = (src.uid(), src.gid());
+    if now == want {
+        return Ok(true);
+    }
+    let not_allowed = |e: &io::Error| matches!(e.raw_os_error(), Some(libc::EPERM | libc::EINVAL));
+    match chown(Some(want.0), Some(want.1)) {
+        Ok(()) => Ok(true),
+        Err(e) if not_allowed(&e) && !group_alone => Ok(false),
+        Err(e) if not_allowed(&e) => match chown(None, Some(want.1)) {
+            Ok(()) => Ok(false),
+            Err(e) if not_allowed(&e) => Ok(false),
+            Err(e) => Err(e),
+        },
+        Err(e) => Err(e),
+    }
+}
+
+/// The mode to give a copy: setuid, setgid and sticky only where the copy
+/// has the source's owner and group (GNU cp; a user's copy of a setuid
+/// root program is not setuid).
+pub fn special_bits_kept(mode: u32, owned_as_source: bool) -> u32 {
+    if owned_as_source {
+        mode
+    } else {
+        mode & 0o777
+    }
 }

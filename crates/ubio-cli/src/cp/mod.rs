@@ -5,7 +5,7 @@
 //! The options are GNU cp's daily ones with GNU's meaning (-a, -r, -d, -P,
 //! -L, -H, -p, --preserve, --no-preserve, -n, -f, -i, -u, -b, --backup, -S,
 //! --remove-destination, -t, -T, --parents, -x, -l, -s, -v, --sparse,
-//! --reflink), GNU's messages and exit status (1 for any failure, also a bad
+//! --reflink, --attributes-only), GNU's messages and exit status (1 for any failure, also a bad
 //! command line); GNU options it does not have are refused by name.
 //!
 //! With -r, symlinks are copied as symlinks and fifos are recreated; sockets
@@ -119,7 +119,10 @@ impl Targets {
 /// GNU's rules for the last operand, -t and -T, with GNU's messages.
 fn targets(args: &Args) -> Result<Targets> {
     let paths = args.paths.clone();
-    if let Some(dir) = &args.target_directory {
+    if args.target_directory.len() > 1 {
+        bail!("multiple target directories specified");
+    }
+    if let Some(dir) = args.target_directory.first() {
         if args.no_target_directory {
             bail!("cannot combine --target-directory (-t) and --no-target-directory (-T)");
         }
@@ -224,7 +227,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
     steps.extend(parent_ends.into_iter().rev());
     let total: u64 = steps
         .iter()
-        .filter(|s| matches!(s.kind, Kind::File) && opts.link == LinkMode::Copy)
+        .filter(|s| {
+            matches!(s.kind, Kind::File) && opts.link == LinkMode::Copy && !opts.attributes_only
+        })
         .map(|s| s.meta.len())
         .sum();
     // Files in parallel where the order of what is printed cannot show it:
@@ -244,7 +249,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         errors: Vec::new(),
         failed_dirs: Vec::new(),
         dir_bits_added: HashMap::new(),
-        made_dirs: Vec::new(),
+        made_parents: Vec::new(),
         made: HashSet::new(),
         track_made: t.srcs.len() > 1,
         linked: HashMap::new(),
@@ -290,8 +295,8 @@ struct Copier {
     failed_dirs: Vec<PathBuf>,
     /// Directories made with u+rwx added so their contents could be written.
     dir_bits_added: HashMap<PathBuf, u32>,
-    /// Directories this copy made (--parents sets metadata only on those).
-    made_dirs: Vec<PathBuf>,
+    /// The directories --parents made on the way to the sources.
+    made_parents: Vec<PathBuf>,
     /// What this command made: a later source is not copied onto one of
     /// them, nor through it.
     made: HashSet<PathBuf>,
@@ -596,7 +601,8 @@ impl Copier {
             })?;
             return Ok((Go::Ahead, Some(name)));
         }
-        let replaced = !writes_data || self.opts.remove_destination;
+        // --attributes-only replaces nothing unless told to.
+        let replaced = (!writes_data && !self.opts.attributes_only) || self.opts.remove_destination;
         // GNU cp -l and -s replace a file only when told to (-f); -dl
         // replaces a symlink with a link to a symlink.
         let allowed = self.opts.remove_destination
@@ -755,7 +761,9 @@ impl Copier {
         if mode & 0o700 != 0o700 {
             self.dir_bits_added.insert(step.dst.clone(), 0o700 & !mode);
         }
-        self.made_dirs.push(step.dst.clone());
+        if step.parent {
+            self.made_parents.push(step.dst.clone());
+        }
         self.say_copied(step, None);
         Ok(())
     }
@@ -763,8 +771,11 @@ impl Copier {
     fn dir_end(&mut self, step: &Step) -> Result<(), String> {
         let err = |op, e| msg::on(op, &step.dst, &e);
         let added = self.dir_bits_added.remove(&step.dst);
-        if step.parent && !self.made_dirs.contains(&step.dst) {
-            return Ok(()); // --parents leaves directories that were there alone
+        // --parents: a directory on the way that was there already gets
+        // the metadata too where one below it on the way was made (as GNU
+        // cp does), else it is left alone.
+        if step.parent && !self.made_parents.iter().any(|d| d.starts_with(&step.dst)) {
+            return Ok(());
         }
         // Take back the u+rwx added while the contents were copied in.
         if let Some(bits) = added.filter(|_| !self.opts.preserve.mode) {
@@ -773,9 +784,8 @@ impl Copier {
                 .map_err(|e| err("chmod", e))?;
         }
         if self.opts.preserve.any() {
-            preserve_xattrs(&step.src, &step.dst, &self.opts.preserve).map_err(|e| msg::io(&e))?;
             let dir = std::fs::File::open(&step.dst).map_err(|e| err("open", e))?;
-            file::preserve_metadata(&dir, &step.dst, &step.meta, &self.opts.preserve)
+            file::preserve_metadata(&dir, &step.dst, &step.src, &step.meta, &self.opts.preserve)
                 .map_err(|e| msg::io(&e))?;
         }
         Ok(())
@@ -808,27 +818,57 @@ impl Copier {
 }
 
 /// --preserve=xattr (or all): copy the extended attributes of `src` (a file
-/// or directory; symlinks followed) to `dst`, but the SELinux label (GNU's
-/// `context`). Before the mode, which may forbid writing them. Where they
-/// cannot be copied that is an error only if xattr was asked for by name.
-fn preserve_xattrs(src: &Path, dst: &Path, what: &Preserve) -> io::Result<()> {
+/// or directory; symlinks followed) to `dst`, open as `file`, but the
+/// SELinux label (GNU's `context`) and the ACLs (kept with the mode, as
+/// GNU's /etc/xattr.conf says). After the ownership, which clears
+/// security.capability; before the mode. A copy its owner may not write
+/// (of a read-only source) is made writable meanwhile, as GNU's is. Where
+/// they cannot be copied that is an error only if xattr was asked for by name.
+fn preserve_xattrs(
+    src: &Path,
+    file: &std::fs::File,
+    dst: &Path,
+    what: &Preserve,
+) -> io::Result<()> {
+    use xattr::FileExt;
     if !what.xattr {
         return Ok(());
     }
-    let copy = || -> io::Result<()> {
+    const NOT_COPIED: &[&str] = &[
+        "security.selinux",
+        "system.posix_acl_access",
+        "system.posix_acl_default",
+    ];
+    // A copy its owner may not write gets u+w while they are set.
+    let mut made_writable = None;
+    let mut copy = || -> io::Result<()> {
         let names = xattr::list_deref(src)
             .map_err(|e| ubio::error::context(e, "list attributes of", Some(src)))?;
-        for name in names.filter(|n| n != "security.selinux") {
+        for name in names.filter(|n| !NOT_COPIED.iter().any(|x| n == *x)) {
             let value = xattr::get_deref(src, &name)
                 .map_err(|e| ubio::error::context(e, "read attributes of", Some(src)))?;
-            if let Some(value) = value {
-                xattr::set_deref(dst, &name, &value)
-                    .map_err(|e| ubio::error::context(e, "set attributes for", Some(dst)))?;
+            let Some(value) = value else { continue };
+            let mut set = file.set_xattr(&name, &value);
+            if matches!(&set, Err(e) if e.kind() == io::ErrorKind::PermissionDenied)
+                && made_writable.is_none()
+            {
+                let mode = file.metadata()?.mode() & 0o7777;
+                if mode & 0o200 == 0 {
+                    file.set_permissions(PermissionsExt::from_mode(mode | 0o200))?;
+                    made_writable = Some(mode);
+                    set = file.set_xattr(&name, &value);
+                }
             }
+            set.map_err(|e| ubio::error::context(e, "set attributes for", Some(dst)))?;
         }
         Ok(())
     };
-    match copy() {
+    let mut copied = copy();
+    if let Some(mode) = made_writable {
+        let restored = file.set_permissions(PermissionsExt::from_mode(mode));
+        copied = copied.and(restored.map_err(|e| ubio::error::context(e, "chmod", Some(dst))));
+    }
+    match copied {
         Err(e) if what.xattr_required => Err(e),
         _ => Ok(()),
     }
@@ -871,14 +911,16 @@ fn preserve_by_path(
     what: &Preserve,
 ) -> io::Result<()> {
     let ctx = |op| move |e| ubio::error::context(e, op, Some(path));
+    let mut owned_as_source = true;
     if what.ownership {
-        match std::os::unix::fs::lchown(path, Some(meta.uid()), Some(meta.gid())) {
-            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {}
-            r => r.map_err(ctx("preserve ownership of"))?,
-        }
+        let now = path.symlink_metadata().map_err(ctx("stat"))?;
+        let chown = |uid, gid| std::os::unix::fs::lchown(path, uid, gid);
+        owned_as_source = file::preserve_owner(chown, (now.uid(), now.gid()), meta, !is_symlink)
+            .map_err(ctx("preserve ownership of"))?;
     }
     if what.mode && !is_symlink {
-        std::fs::set_permissions(path, PermissionsExt::from_mode(meta.mode() & 0o7777))
+        let mode = file::special_bits_kept(meta.mode() & 0o7777, owned_as_source);
+        std::fs::set_permissions(path, PermissionsExt::from_mode(mode))
             .map_err(ctx("preserve mode of"))?;
     }
     if what.timestamps {

@@ -75,8 +75,9 @@ pub struct Args {
     #[arg(short = 'S', long, value_name = "SUFFIX")]
     suffix: Option<OsString>,
     /// Copy all sources into DIRECTORY.
-    #[arg(short = 't', long, value_name = "DIRECTORY")]
-    pub target_directory: Option<PathBuf>,
+    // Collected: a second one is GNU's error, not the last one winning.
+    #[arg(short = 't', long, value_name = "DIRECTORY", action = clap::ArgAction::Append)]
+    pub target_directory: Vec<PathBuf>,
     /// Treat DST as a normal file, never as a directory to copy into.
     #[arg(short = 'T', long)]
     pub no_target_directory: bool,
@@ -123,9 +124,11 @@ pub struct Args {
     /// Request size, e.g. 1M.
     #[arg(long, value_parser = size::parse, default_value = "1M")]
     block: u64,
-    // GNU cp options ubio cp does not have: refused by name.
-    #[arg(long, hide = true)]
+    /// Copy no data, only the attributes asked for (the destination is
+    /// made empty if missing, its data kept if there).
+    #[arg(long)]
     attributes_only: bool,
+    // GNU cp options ubio cp does not have: refused by name.
     /// With -r, copy the data read from fifos and devices into files
     /// (instead of recreating fifos and skipping devices).
     #[arg(long)]
@@ -139,6 +142,10 @@ pub struct Args {
     #[arg(short = 'Z', long, hide = true, num_args = 0..=1, require_equals = true,
           default_missing_value = "")]
     context: Option<String>,
+    /// -a, -d, -p, --preserve and --no-preserve in command-line order
+    /// (attribute list, on or off): the later wins, as in GNU cp.
+    #[arg(skip)]
+    preserve_order: Vec<(String, bool)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -284,6 +291,8 @@ pub struct Options {
     pub update: bool,
     pub force: bool,
     pub remove_destination: bool,
+    /// --attributes-only: files get their metadata, not the source's data.
+    pub attributes_only: bool,
     pub backup: Backup,
     pub link: LinkMode,
     pub walk: Walk,
@@ -309,10 +318,35 @@ impl Args {
         }
     }
 
+    /// Take the order of the options that set --preserve's attributes
+    /// from clap's `matches` of this command line (which the fields lose).
+    pub fn with_preserve_order(mut self, matches: &clap::ArgMatches) -> Self {
+        let mut order: Vec<(usize, String, bool)> = Vec::new();
+        let flags = [
+            ("archive", "all"),
+            ("no_dereference_preserve_links", "links"),
+            ("preserve_default", "mode,ownership,timestamps"),
+        ];
+        for (id, list) in flags {
+            if matches.get_flag(id) {
+                for at in matches.indices_of(id).into_iter().flatten() {
+                    order.push((at, list.to_owned(), true));
+                }
+            }
+        }
+        for (id, on) in [("preserve", true), ("no_preserve", false)] {
+            let lists = matches.get_many::<String>(id).into_iter().flatten();
+            let at = matches.indices_of(id).into_iter().flatten();
+            order.extend(at.zip(lists).map(|(at, list)| (at, list.clone(), on)));
+        }
+        order.sort_by_key(|(at, _, _)| *at);
+        self.preserve_order = order.into_iter().map(|(_, l, on)| (l, on)).collect();
+        self
+    }
+
     /// The options as the copy uses them; GNU options ubio cp lacks are refused.
     pub fn options(&self) -> Result<Options> {
         let unsupported = [
-            (self.attributes_only, "--attributes-only"),
             (self.strip_trailing_slashes, "--strip-trailing-slashes"),
             (self.keep_directory_symlink, "--keep-directory-symlink"),
             (self.debug, "--debug"),
@@ -325,20 +359,9 @@ impl Args {
             bail!("invalid --block 0: must be at least 1 byte");
         }
         let mut preserve = Preserve::default();
-        if self.archive {
-            preserve.set("all", true, "--preserve")?;
-        }
-        if self.no_dereference_preserve_links {
-            preserve.links = true;
-        }
-        if self.preserve_default {
-            preserve.set("mode,ownership,timestamps", true, "--preserve")?;
-        }
-        for list in &self.preserve {
-            preserve.set(list, true, "--preserve")?;
-        }
-        for list in &self.no_preserve {
-            preserve.set(list, false, "--no-preserve")?;
+        for (list, on) in &self.preserve_order {
+            let option = if *on { "--preserve" } else { "--no-preserve" };
+            preserve.set(list, *on, option)?;
         }
         let recursive = self.recursive || self.archive;
         let link = match (self.link, self.symbolic_link) {
@@ -374,6 +397,7 @@ impl Args {
             update: update == Some("older"),
             force: self.force,
             remove_destination: self.remove_destination,
+            attributes_only: self.attributes_only,
             backup,
             link,
             walk: Walk {

@@ -5,7 +5,7 @@
 
 use super::{workdir, UBIO};
 use std::collections::BTreeMap;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -17,11 +17,13 @@ struct Outcome {
     stdout: String,
     stderr: String,
     tree: BTreeMap<String, String>,
+    /// Each name's "MODE UID:GID", when the command ran as another user.
+    owners: BTreeMap<String, String>,
 }
 
 /// Every name below `dir` but `.stdin`: "file MODE 'CONTENT'", "symlink ->
-/// TARGET", "dir MODE", each with its extended attributes (user.* and the
-/// ACLs), and for a name that shares its inode with an earlier one,
+/// TARGET", "dir MODE", each with its extended attributes (user.*, the
+/// ACLs and file capabilities), and for a name that shares its inode with an earlier one,
 /// "= EARLIER".
 fn snapshot(dir: &Path) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
@@ -56,7 +58,9 @@ fn snapshot(dir: &Path) -> BTreeMap<String, String> {
                     .into_iter()
                     .filter(|n| {
                         let n = n.to_string_lossy();
-                        n.starts_with("user.") || n.starts_with("system.posix_acl")
+                        n.starts_with("user.")
+                            || n.starts_with("system.posix_acl")
+                            || n == "security.capability"
                     })
                     .map(|n| {
                         let v = xattr::get(&p, &n).ok().flatten().unwrap_or_default();
@@ -79,9 +83,38 @@ fn snapshot(dir: &Path) -> BTreeMap<String, String> {
     out
 }
 
+/// Every name below `dir` (symlinks not followed): "MODE UID:GID".
+fn owners(dir: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            if m.is_dir() {
+                stack.push(p.clone());
+            }
+            let rel = p.strip_prefix(dir).unwrap().display().to_string();
+            out.insert(
+                rel,
+                format!("{:04o} {}:{}", m.mode() & 0o7777, m.uid(), m.gid()),
+            );
+        }
+    }
+    out
+}
+
 /// Run `cp ARGS` (GNU's, or ubio's under the name cp) in a fresh directory
-/// made by the shell script `setup`, with `env`.
-fn run(cp: &Path, root: &Path, setup: &str, args: &[&str], env: &[(&str, &str)]) -> Outcome {
+/// made by the shell script `setup`, with `env`; with `user` (setpriv's
+/// options: --reuid, --regid, --groups), cp runs as that user.
+fn run(
+    cp: &Path,
+    root: &Path,
+    setup: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+    user: Option<&[&str]>,
+) -> Outcome {
     std::fs::create_dir_all(root).unwrap();
     let made = Command::new("sh")
         .arg("-ec")
@@ -95,7 +128,15 @@ fn run(cp: &Path, root: &Path, setup: &str, args: &[&str], env: &[(&str, &str)])
         Ok(f) => Stdio::from(f),
         Err(_) => Stdio::null(),
     };
-    let out = Command::new(cp)
+    let mut command = match user {
+        Some(ids) => {
+            let mut c = Command::new("setpriv");
+            c.args(ids).arg("--").arg(cp);
+            c
+        }
+        None => Command::new(cp),
+    };
+    let out = command
         .arg0("cp")
         .args(args)
         .envs(env.iter().copied())
@@ -109,6 +150,11 @@ fn run(cp: &Path, root: &Path, setup: &str, args: &[&str], env: &[(&str, &str)])
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         tree: snapshot(root),
+        owners: if user.is_some() {
+            owners(root)
+        } else {
+            BTreeMap::new()
+        },
     }
 }
 
@@ -127,6 +173,7 @@ fn differs(
     setup: &str,
     args: &[&str],
     env: &[(&str, &str)],
+    user: Option<&[&str]>,
 ) -> Option<String> {
     let ubio = ubio_as_cp(&dir.join(format!("u{n}")));
     let gnu = run(
@@ -135,8 +182,9 @@ fn differs(
         setup,
         args,
         env,
+        user,
     );
-    let ours = run(&ubio, &dir.join(format!("u{n}/t")), setup, args, env);
+    let ours = run(&ubio, &dir.join(format!("u{n}/t")), setup, args, env, user);
     (gnu != ours).then(|| {
         format!(
             "cp {}  (after: {setup})\n  GNU:  {gnu:?}\n  ubio: {ours:?}",
@@ -179,7 +227,7 @@ pub fn assert_as_gnu_but(cases: &[Case], known: &[Known]) {
     let mut gone = Vec::new();
     let mut still = 0;
     for (n, (setup, args, env)) in cases.iter().enumerate() {
-        let d = differs(dir.path(), n, setup, args, env);
+        let d = differs(dir.path(), n, setup, args, env, None);
         match (d, is_known(setup, args)) {
             (Some(d), false) => failures.push(d),
             (Some(_), true) => still += 1,
@@ -203,4 +251,31 @@ pub fn assert_as_gnu_but(cases: &[Case], known: &[Known]) {
         "{} cases as GNU cp, {still} known differences (issue 24)",
         cases.len() - still
     );
+}
+
+/// Every case as GNU's cp, each cp run as the user `ids` (setpriv's
+/// options) in a directory that user may enter, after the setup (as the
+/// caller, root) made it: the modes, owners and groups of what they made
+/// are compared too. The setup gives the user what it must write.
+pub fn assert_all_as_gnu_as_user(ids: &[&str], cases: &[Case]) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut failures = Vec::new();
+    for (n, (setup, args, env)) in cases.iter().enumerate() {
+        for side in ["g", "u"] {
+            let d = dir.path().join(format!("{side}{n}"));
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        failures.extend(differs(dir.path(), n, setup, args, env, Some(ids)));
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases differ from GNU cp run as {}:\n{}",
+        failures.len(),
+        cases.len(),
+        ids.join(" "),
+        failures.join("\n")
+    );
+    eprintln!("{} cases as GNU cp, run as {}", cases.len(), ids.join(" "));
 }
