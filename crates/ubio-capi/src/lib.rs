@@ -211,11 +211,12 @@ impl From<&FileCount> for ubio_cachestat {
     }
 }
 
-/// An open ubio handle (opaque). I/O shares the lock (the stream keeps
-/// each read or write at the position one step for the other threads, as
-/// the kernel does); ubio_seek takes it alone, so that it waits for a read
-/// or write at the position in progress, as lseek(2) does.
+/// An open ubio handle (opaque).
 pub struct ubio_file {
+    // I/O shares the lock (the stream keeps each read or write at the
+    // position one step for the other threads, as the kernel does);
+    // ubio_seek takes it alone, so that it waits for a read or write at the
+    // position in progress, as lseek(2) does.
     file: RwLock<ubio::File>,
 }
 
