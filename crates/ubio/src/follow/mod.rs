@@ -254,10 +254,8 @@ impl Readahead {
 /// to the device's (the advice is per description, not per inode). Never
 /// on a descriptor that changed file since the look.
 fn advise_normal(s: &Seen) -> io::Result<()> {
-    let pidfd = sys::pidfd_open(s.pid)?;
-    let dup = sys::pidfd_getfd(pidfd.as_fd(), s.fd)?;
-    let st = sys::fstat(dup.as_fd())?;
-    if (st.st_dev, st.st_ino) != (s.dev, s.ino) {
+    let dup = s.duplicate()?;
+    if !s.is(&sys::fstat(dup.as_fd())?) {
         return Err(io::Error::other("the descriptor names another file now"));
     }
     sys::fadvise(dup.as_fd(), 0, 0, sys::Advice::Normal)
@@ -594,12 +592,10 @@ impl Follower {
             Ok(f) => f,
             // A file this user may not read (write-only to us): a duplicate
             // of the program's descriptor instead.
-            Err(_) => sys::pidfd_open(s.pid)
-                .and_then(|p| sys::pidfd_getfd(p.as_fd(), s.fd))
-                .ok()?,
+            Err(_) => s.duplicate().ok()?,
         };
         let st = sys::fstat(file.as_fd()).ok()?;
-        if (st.st_dev, st.st_ino) != (s.dev, s.ino) {
+        if !s.is(&st) {
             return None; // the descriptor changed under us; next look
         }
         let (mut tag, mut window) = (0, self.opts.window);

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::io;
+use std::os::fd::AsFd;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 
@@ -81,6 +82,20 @@ pub struct Seen {
     pub dev: u64,
     pub ino: u64,
     pub info: FdInfo,
+}
+
+impl Seen {
+    /// A duplicate of the program's descriptor (pidfd_getfd): the same
+    /// open file description, its offset and advice included.
+    pub fn duplicate(&self) -> io::Result<File> {
+        crate::sys::pidfd_getfd(crate::sys::pidfd_open(self.pid)?.as_fd(), self.fd)
+    }
+
+    /// `st` (an fstat of a descriptor opened for this one) is still the
+    /// file seen: the program may have closed and reused the descriptor.
+    pub fn is(&self, st: &libc::stat) -> bool {
+        (st.st_dev, st.st_ino) == (self.dev, self.ino)
+    }
 }
 
 /// The process tree below some roots and its open regular files; or
