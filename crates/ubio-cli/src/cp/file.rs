@@ -277,6 +277,10 @@ fn preserve_mode(
     let unsupported =
         |e: &io::Error| matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::ENODATA));
     let perms = ctx("preserve permissions for", path);
+    // The mode first: an ACL holds no setuid, setgid or sticky bit, and
+    // removing an ACL leaves the mode as it is.
+    file.set_permissions(std::fs::Permissions::from_mode(mode))
+        .map_err(&perms)?;
     for acl in acls {
         let wanted = match xattr::get_deref(src_path, acl) {
             Ok(v) => v,
@@ -284,21 +288,10 @@ fn preserve_mode(
             Err(e) => return Err(ctx("read the ACL of", src_path)(e)),
         };
         match wanted {
-            Some(value) if *acl == ACCESS => {
-                // The mode first: an ACL holds no setuid, setgid or sticky bit.
-                file.set_permissions(std::fs::Permissions::from_mode(mode))
-                    .map_err(&perms)?;
-                file.set_xattr(acl, &value).map_err(&perms)?;
-            }
             Some(value) => file.set_xattr(acl, &value).map_err(&perms)?,
             None => match file.remove_xattr(acl) {
                 Err(e) if !unsupported(&e) => return Err(perms(e)),
-                _ => {
-                    if *acl == ACCESS {
-                        file.set_permissions(std::fs::Permissions::from_mode(mode))
-                            .map_err(&perms)?;
-                    }
-                }
+                _ => {}
             },
         }
     }
