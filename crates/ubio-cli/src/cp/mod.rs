@@ -180,72 +180,31 @@ fn targets(args: &Args) -> Result<Targets> {
 pub fn run(args: Args) -> Result<ExitCode> {
     let opts = args.options()?;
     let t = targets(&args)?;
-    let mut steps = Vec::new();
-    let mut problems = Vec::new();
     let mut errors: Vec<String> = Vec::new();
-    // A source named twice (however it is spelled) onto the same name is
-    // copied once, with GNU's warning; with backups each is a new version.
-    let mut seen = HashSet::new();
-    let backups = opts.backup.is_on();
-    for src in &t.srcs {
-        if let Some(target) = t.of(src, args.parents, &mut steps, &mut problems) {
-            let id = src
-                .symlink_metadata()
-                .map(|m| (m.dev(), m.ino(), m.is_dir()));
-            match id {
-                Ok((dev, ino, dir)) if !backups && !seen.insert((dev, ino, target.clone())) => {
-                    let what = if dir { "directory" } else { "file" };
-                    eprintln!(
-                        "{}: warning: source {what} {} specified more than once",
-                        name(),
-                        msg::quote(src)
-                    );
-                }
-                _ => tree::plan(src, &target, &opts.walk, &mut steps, &mut problems),
-            }
-        }
-        // In the order of the sources, as GNU reports them (those that go
-        // nowhere too).
-        for p in problems.drain(..) {
-            eprintln!("{}: {}", name(), p.0);
-            errors.push(p.0);
-        }
-    }
-    // --parents: each directory made on the way gets its metadata at the
-    // end, after what was copied into it.
-    let parent_ends: Vec<Step> = steps
-        .iter()
-        .filter(|s| s.parent)
-        .map(|s| Step {
-            kind: Kind::DirEnd,
-            src: s.src.clone(),
-            dst: s.dst.clone(),
-            meta: s.meta.clone(),
-            parent: true,
-        })
-        .collect();
-    steps.extend(parent_ends.into_iter().rev());
-    let total: u64 = steps
-        .iter()
-        .filter(|s| {
-            matches!(s.kind, Kind::File) && opts.link == LinkMode::Copy && !opts.attributes_only
-        })
-        .map(|s| s.meta.len())
-        .sum();
+    // The bar's total: a walk of its own (the copy's walk goes as it
+    // copies), made only for a bar that is drawn.
+    let total = if Progress::drawn() && opts.link == LinkMode::Copy && !opts.attributes_only {
+        bytes_to_copy(&t, &args, &opts)
+    } else {
+        0
+    };
+    let progress = Progress::new(total);
     // Files in parallel where the order of what is printed cannot show it:
     // -v prints each copy in GNU's order, so it copies one file at a time.
-    let progress = Progress::new(total);
+    let mut opts = opts;
+    let jobs = pool::fit(if args.verbose { 1 } else { args.jobs() }, &mut opts.copy);
     let opts = Arc::new(opts);
-    let jobs = args.jobs();
-    let pool = (jobs > 1 && !args.verbose).then(|| pool::Pool::new(jobs, opts.clone(), &progress));
     let mut copier = Copier {
+        jobs,
+        pool: None,
         opts,
-        pool,
         seq: 0,
         dir_ends: Vec::new(),
         verbose: args.verbose,
         progress,
         copied: Vec::new(),
+        summarize: args.json,
+        files: 0,
         errors: Vec::new(),
         failed_dirs: Vec::new(),
         dir_bits_added: HashMap::new(),
@@ -255,7 +214,54 @@ pub fn run(args: Args) -> Result<ExitCode> {
         linked: HashMap::new(),
     };
     let start = Instant::now();
-    for step in &steps {
+    // A source named twice (however it is spelled) onto the same name is
+    // copied once, with GNU's warning; with backups each is a new version.
+    let mut seen = HashSet::new();
+    let opts = copier.opts.clone();
+    let backups = opts.backup.is_on();
+    // --parents: each directory made on the way gets its metadata at the
+    // end, after what was copied into it.
+    let mut parent_ends: Vec<Step> = Vec::new();
+    for src in &t.srcs {
+        let mut steps = Vec::new();
+        let mut problems = Vec::new();
+        let target = t.of(src, args.parents, &mut steps, &mut problems);
+        // In the order of the sources, as GNU reports them (those that go
+        // nowhere too).
+        for p in problems {
+            copier.fail(p.0);
+        }
+        parent_ends.extend(steps.iter().map(|s| Step {
+            kind: Kind::DirEnd,
+            ..s.clone()
+        }));
+        for step in &steps {
+            copier.step(step);
+        }
+        let Some(target) = target else { continue };
+        let id = src
+            .symlink_metadata()
+            .map(|m| (m.dev(), m.ino(), m.is_dir()));
+        match id {
+            Ok((dev, ino, dir)) if !backups && !seen.insert((dev, ino, target.clone())) => {
+                let what = if dir { "directory" } else { "file" };
+                eprintln!(
+                    "{}: warning: source {what} {} specified more than once",
+                    name(),
+                    msg::quote(src)
+                );
+            }
+            _ => {
+                for item in tree::walk(src, &target, &opts.walk) {
+                    match item {
+                        tree::Item::Step(step) => copier.step(&step),
+                        tree::Item::Problem(p) => copier.fail(p.0),
+                    }
+                }
+            }
+        }
+    }
+    for step in parent_ends.iter().rev() {
         copier.step(step);
     }
     copier.finish();
@@ -266,7 +272,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if args.json {
         let bytes = copier.copied.iter().map(|c| c.report.bytes).sum();
         let summary = Summary {
-            files: copier.copied.len() as u64,
+            files: copier.files,
             bytes,
             seconds,
             mb_per_s: bytes as f64 / 1e6 / seconds.max(1e-9),
@@ -279,9 +285,30 @@ pub fn run(args: Args) -> Result<ExitCode> {
     Ok(out::status(&errors))
 }
 
+/// The bytes of the files the sources hold (what the progress bar counts).
+fn bytes_to_copy(t: &Targets, args: &Args, opts: &Options) -> u64 {
+    let mut total = 0;
+    for src in &t.srcs {
+        let target = t.of(src, args.parents, &mut Vec::new(), &mut Vec::new());
+        for item in target
+            .iter()
+            .flat_map(|dst| tree::walk(src, dst, &opts.walk))
+        {
+            match item {
+                tree::Item::Step(s) if matches!(s.kind, Kind::File) => total += s.meta.len(),
+                _ => {}
+            }
+        }
+    }
+    total
+}
+
 struct Copier {
     opts: Arc<Options>,
-    /// The copies of files in flight (None: one at a time).
+    /// Files copied at once; 1: in the main thread, one at a time.
+    jobs: usize,
+    /// The copies of files in flight, started with the first file to copy
+    /// (links, -l and -s, start no worker).
     pool: Option<pool::Pool>,
     /// The place in the plan of the step being taken.
     seq: usize,
@@ -289,7 +316,12 @@ struct Copier {
     dir_ends: Vec<Step>,
     verbose: bool,
     progress: Progress,
+    /// Each file's copy, for --json (`summarize`) only: a summary of a tree
+    /// lists every file, but without it nothing grows with the tree.
     copied: Vec<Copied>,
+    summarize: bool,
+    /// Files copied.
+    files: u64,
     errors: Vec<String>,
     /// Destinations of directories that could not be made: their contents are skipped.
     failed_dirs: Vec<PathBuf>,
@@ -432,9 +464,17 @@ impl Copier {
         let linked_later = self.opts.preserve.links && step.meta.nlink() > 1;
         let data = matches!(step.kind, Kind::File) && self.opts.link == LinkMode::Copy;
         // A file other names will be hard-linked to is copied before going on.
-        if let Some(pool) = self.pool.as_mut().filter(|_| data && !linked_later) {
-            pool.submit(self.seq, step.clone());
-            return Ok(());
+        if data && !linked_later && self.jobs > 1 {
+            if self.pool.is_none() {
+                self.pool = pool::Pool::start(self.jobs, self.opts.clone(), &self.progress);
+                if self.pool.is_none() {
+                    self.jobs = 1; // not even one worker: this thread copies
+                }
+            }
+            if let Some(pool) = self.pool.as_mut() {
+                pool.submit(self.seq, step.clone());
+                return Ok(());
+            }
         }
         if linked_later {
             if let Some(first) = self.linked.get(&id) {
@@ -455,7 +495,8 @@ impl Copier {
                 self.special(step, |_, d| ubio::sys::mkfifo(d, step.meta.mode() & 0o777))?
             }
         }
-        if self.opts.preserve.links && step.meta.nlink() > 1 {
+        // -l: every name links to the source inode already; nothing to keep.
+        if linked_later && self.opts.link != LinkMode::Hard {
             self.linked.insert(id, step.dst.clone());
         }
         self.say_copied(step, backup.as_deref());
@@ -666,12 +707,15 @@ impl Copier {
     ) -> Result<(), String> {
         match result {
             Ok(report) => {
-                self.copied.push(Copied {
-                    seq,
-                    src: step.src.clone(),
-                    dst: step.dst.clone(),
-                    report,
-                });
+                self.files += 1;
+                if self.summarize {
+                    self.copied.push(Copied {
+                        seq,
+                        src: step.src.clone(),
+                        dst: step.dst.clone(),
+                        report,
+                    });
+                }
                 Ok(())
             }
             Err(CopyError {
