@@ -50,8 +50,6 @@ EXPECTED_SKIPS=(
 # against the run; a failure not listed fails the run, and so does a listed
 # test that passes (remove it from the list: the list only shrinks).
 KNOWN_FAILURES=(
-    "tests/cp/cp-i.sh|wording: -i/-n prompts and their answers not yet GNU's ('overwrite ...?')"
-    "tests/mv/i-2.sh|wording: -i prompt for an unwritable destination ('replace ..., overriding mode')"
     "tests/cp/link-preserve.sh|hard links: --preserve=links across -H/-L and existing destinations"
     "tests/cp/preserve-link.sh|hard links: -au into an existing tree keeping the links"
     "tests/mv/hard-2.sh|hard links: -a of hard links onto existing hard links"

@@ -605,20 +605,22 @@ impl Copier {
             same::Same::FromBackup => return self.from_backup(step),
         }
         let target = target.unwrap_or_else(|| here.clone());
-        if target.is_dir() && writes_data || here.is_dir() {
-            return Err(format!(
-                "cannot overwrite directory {} with non-directory",
-                msg::quote(&step.dst)
-            ));
-        }
+        // GNU's order: -n, -u and -i may keep a directory in the way before
+        // it is an error (`echo n | cp -i f dir_named_f` exits 0).
         if self.opts.no_clobber {
             return Ok((Go::Skip, None));
         }
         if self.opts.update && !newer(&step.meta, &target) {
             return Ok((Go::Skip, None));
         }
-        if self.opts.interactive && !self.ask(&format!("overwrite {}? ", msg::quote(&step.dst))) {
+        if self.opts.interactive && !self.ask(&self.question(&step.dst, &target)) {
             return Ok((Go::Skip, None));
+        }
+        if target.is_dir() && writes_data || here.is_dir() {
+            return Err(format!(
+                "cannot overwrite directory {} with non-directory",
+                msg::quote(&step.dst)
+            ));
         }
         if let Some(name) = self.opts.backup.name(&step.dst) {
             // `cp --backup=simple a~ a`: the backup would replace the source.
@@ -680,6 +682,24 @@ impl Copier {
         }
         std::fs::rename(&step.dst, &name).map_err(cannot)?;
         Ok((Go::From(name.clone()), Some(name)))
+    }
+
+    /// -i's question about `dst` (which is `target`, symlinks followed), in
+    /// GNU's words: a destination its user may not write (access(2), by the
+    /// effective ids) is named with its mode, as one to be replaced where -f
+    /// or --remove-destination would remove it, else as one to try anyway.
+    fn question(&self, dst: &Path, target: &std::fs::Metadata) -> String {
+        let name = msg::quote(dst);
+        if target.is_symlink() || ubio::sys::access(dst, libc::W_OK).is_ok() {
+            return format!("overwrite {name}? ");
+        }
+        let mode = target.mode() & 0o7777;
+        let (mode, letters) = (format!("{mode:04o}"), mode_letters(mode));
+        if self.opts.force || self.opts.remove_destination {
+            format!("replace {name}, overriding mode {mode} ({letters})? ")
+        } else {
+            format!("unwritable {name} (mode {mode}, {letters}); try anyway? ")
+        }
     }
 
     /// -i: ask on stderr, read the answer from stdin; yes if it starts with y.
@@ -940,6 +960,23 @@ fn link_failed(what: &str, dst: &Path, src: &Path, e: &io::Error) -> String {
         msg::quote(src),
         msg::reason(e)
     )
+}
+
+/// The permission bits as ls shows them (`rwxr-S--T`).
+fn mode_letters(mode: u32) -> String {
+    let mut out = String::with_capacity(9);
+    for (shift, special, letter) in [(6, 0o4000, 's'), (3, 0o2000, 's'), (0, 0o1000, 't')] {
+        let bits = mode >> shift;
+        out.push(if bits & 4 != 0 { 'r' } else { '-' });
+        out.push(if bits & 2 != 0 { 'w' } else { '-' });
+        out.push(match (mode & special != 0, bits & 1 != 0) {
+            (true, true) => letter,
+            (true, false) => letter.to_ascii_uppercase(),
+            (false, true) => 'x',
+            (false, false) => '-',
+        });
+    }
+    out
 }
 
 /// -u: the source's modification time is later than the destination's.

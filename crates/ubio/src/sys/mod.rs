@@ -26,8 +26,8 @@ pub use fanotify::{
     InitFlags as FanInit, MarkFlags,
 };
 pub use fs::{
-    access_fd, close, fallocate, fs_magic, fstat, ftruncate, geteuid, getfl, kernel_release, lseek,
-    lseek_cur, lseek_set, reopen, statx_dio_align, DioAlign, FsMagic,
+    access, access_fd, close, fallocate, fs_magic, fstat, ftruncate, geteuid, getfl,
+    kernel_release, lseek, lseek_cur, lseek_set, reopen, statx_dio_align, DioAlign, FsMagic,
 };
 pub use ids::{group_id, peer_cred, user_id, PeerCred};
 pub use proc::{
