@@ -54,7 +54,6 @@ KNOWN_FAILURES=(
     "tests/cp/preserve-link.sh|hard links: -au into an existing tree keeping the links"
     "tests/mv/hard-2.sh|hard links: -a of hard links onto existing hard links"
     "tests/cp/parent-perm-race.sh|metadata: --parents' directories' modes while they are made"
-    "tests/cp/sparse.sh|sparse: the copies' allocated blocks are not what GNU's test expects"
 )
 # (--reference, GNU's own cp, is held to no such list: it must pass them.)
 # A test is stopped after $UBIO_GNU_TEST_TIMEOUT seconds (default 300; the

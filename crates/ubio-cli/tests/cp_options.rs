@@ -41,6 +41,22 @@ fn command_line_as_gnu_reads_it() {
         // Conflicts and usage errors.
         (file, vec!["-bn", "f", "g"], vec![]),
         (file, vec!["--sparse=never", "--reflink", "f", "g"], vec![]),
+        (file, vec!["--sparse=always", "--reflink", "f", "g"], vec![]),
+        (
+            file,
+            vec!["--reflink=always", "--sparse=never", "f", "g"],
+            vec![],
+        ),
+        (
+            file,
+            vec!["--sparse=always", "--reflink=never", "f", "g"],
+            vec![],
+        ),
+        (
+            file,
+            vec!["--sparse=never", "--reflink=auto", "f", "g"],
+            vec![],
+        ),
         (file, vec!["-ls", "f", "g"], vec![]),
         (file, vec!["--bogus", "f", "g"], vec![]),
         (file, vec!["-/", "f", "g"], vec![]),
@@ -178,11 +194,6 @@ fn command_line_as_gnu_reads_it() {
         (
             "echo data > f",
             "--re f g",
-            "wording: usage errors in GNU's getopt/argmatch words (clap's today)",
-        ),
-        (
-            "echo data > f",
-            "--sparse=never --reflink f g",
             "wording: usage errors in GNU's getopt/argmatch words (clap's today)",
         ),
         (

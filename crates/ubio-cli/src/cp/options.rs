@@ -383,6 +383,14 @@ impl Args {
         } else {
             Deref::Always
         };
+        // GNU: a clone keeps the source's extents as they are, which
+        // --sparse=always or never would change.
+        if self.reflink == Reflink::Always && self.sparse != Sparse::Auto {
+            bail!(
+                "--reflink can be used only with --sparse=auto\n{}",
+                super::try_help()
+            );
+        }
         let backups = self.backup.is_some() || self.backup_default || self.suffix.is_some();
         // GNU: a backup of what -n keeps makes no sense (whatever the
         // control, none too); a later -i overrides -n, and then it is fine.
