@@ -53,7 +53,6 @@ KNOWN_FAILURES=(
     "tests/cp/link-preserve.sh|hard links: --preserve=links across -H/-L and existing destinations"
     "tests/cp/preserve-link.sh|hard links: -au into an existing tree keeping the links"
     "tests/mv/hard-2.sh|hard links: -a of hard links onto existing hard links"
-    "tests/cp/parent-perm-race.sh|metadata: --parents' directories' modes while they are made"
 )
 # (--reference, GNU's own cp, is held to no such list: it must pass them.)
 # A test is stopped after $UBIO_GNU_TEST_TIMEOUT seconds (default 300; the

@@ -1103,11 +1103,31 @@ fn a_tree_copies_in_an_address_space_too_small_for_the_usual_buffers() {
 }
 
 /// As in GNU's sequential copy (its parent-perm-race test), a directory is
-/// made without group and other write permission, and gets them only once
-/// every file below it is in, even while a worker still copies one: here
-/// the copy of a fifo's contents waits for a writer.
+/// made without group and other write permission (with --preserve=ownership
+/// without any group or other access), with or without --parents, and gets
+/// them only once every file below it is in, even while a worker still
+/// copies one: here the copy of a fifo's contents waits for a writer.
 #[test]
 fn a_directory_opens_up_only_once_its_files_are_in() {
+    // Under umask 002, so that the umask alone would let the group write.
+    for (attr, closed, after) in [("mode", 0o022, 0o777), ("ownership", 0o077, 0o775)] {
+        for parents in [false, true] {
+            let (during, now) = dir_modes_while_filled(attr, parents);
+            assert_eq!(
+                during & closed,
+                0,
+                "--preserve={attr} (--parents {parents}): group or other had {closed:o} \
+                 while a copy went on: {during:o}"
+            );
+            assert_eq!(now, after, "--preserve={attr} (--parents {parents}): after");
+        }
+    }
+}
+
+/// The modes the copy of a directory (mode 777) holding a fifo had while
+/// the fifo's contents were copied (--copy-contents, -R,
+/// --preserve=`attr`, under umask 002), or'ed, and after the copy.
+fn dir_modes_while_filled(attr: &str, parents: bool) -> (u32, u32) {
     let dir = workdir();
     let src = dir.path().join("d");
     std::fs::create_dir(&src).unwrap();
@@ -1115,17 +1135,23 @@ fn a_directory_opens_up_only_once_its_files_are_in() {
     let fifo = src.join("fifo");
     ubio::sys::mkfifo(&fifo, 0o644).unwrap();
     std::fs::write(src.join("a"), b"a").unwrap();
-    let dst = dir.path().join("copy");
-    let mut child = ubio()
-        .args([
-            "cp",
-            "-R",
-            "--copy-contents",
-            "--preserve=mode",
-            "--jobs",
-            "4",
-        ])
-        .args([&src, &dst])
+    let into = dir.path().join("into");
+    std::fs::create_dir(&into).unwrap();
+    let (copy_of, dst) = if parents {
+        ("d", into.join("d"))
+    } else {
+        (src.to_str().unwrap(), dir.path().join("copy"))
+    };
+    let target = if parents { &into } else { &dst };
+    let mut child = std::process::Command::new("sh")
+        .current_dir(dir.path())
+        .arg("-c")
+        .arg("umask 002 && exec \"$@\"")
+        .args(["sh", UBIO, "cp", "-R", "--copy-contents", "--jobs", "4"])
+        .arg(format!("--preserve={attr}"))
+        .args(parents.then_some("--parents"))
+        .arg(copy_of)
+        .arg(target)
         .spawn()
         .unwrap();
     // Opening the fifo for writing waits for cp to open it for reading;
@@ -1142,15 +1168,10 @@ fn a_directory_opens_up_only_once_its_files_are_in() {
     drop(writer);
     assert!(child.wait().unwrap().success());
     assert_eq!(
-        during & 0o022,
-        0,
-        "group or other could write the directory while a copy went on: {during:o}"
-    );
-    assert_eq!(dst.metadata().unwrap().mode() & 0o777, 0o777);
-    assert_eq!(
         std::fs::read(dst.join("fifo")).unwrap(),
         b"through the fifo"
     );
+    (during, dst.metadata().unwrap().mode() & 0o777)
 }
 
 /// --attributes-only -p: the destination's data is kept, the source not read.

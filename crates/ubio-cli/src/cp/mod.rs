@@ -325,8 +325,9 @@ struct Copier {
     errors: Vec<String>,
     /// Destinations of directories that could not be made: their contents are skipped.
     failed_dirs: Vec<PathBuf>,
-    /// Directories made with u+rwx added so their contents could be written.
-    dir_bits_added: HashMap<PathBuf, u32>,
+    /// Directories made with u+rwx added so their contents could be
+    /// written, and group and other bits withheld meanwhile: (added, withheld).
+    dir_bits_added: HashMap<PathBuf, (u32, u32)>,
     /// The directories --parents made on the way to the sources.
     made_parents: Vec<PathBuf>,
     /// What this command made: a later source is not copied onto one of
@@ -817,13 +818,23 @@ impl Copier {
             Err(_) => {}
         }
         let mode = self.opts.preserve.new_dir_mode(mode);
-        // u+rwx while the contents are copied in, even from a read-only source.
+        // While the contents are copied in: u+rwx, even from a read-only
+        // source; and as GNU cp (tests/cp/parent-perm-race.sh), no write
+        // for group and others, and no access at all for them while the
+        // owner is not yet the source's. Given at its end (needs the umask).
+        let withheld = match umask() {
+            None => 0,
+            Some(_) if self.opts.preserve.ownership => mode & 0o077,
+            Some(_) => mode & 0o022,
+        };
+        let held = (mode & !withheld) | 0o700;
         std::fs::DirBuilder::new()
-            .mode(mode | 0o700)
+            .mode(held)
             .create(&step.dst)
             .map_err(|e| msg::on("create directory", &step.dst, &e))?;
-        if mode & 0o700 != 0o700 {
-            self.dir_bits_added.insert(step.dst.clone(), 0o700 & !mode);
+        if held != mode {
+            self.dir_bits_added
+                .insert(step.dst.clone(), (0o700 & !mode, withheld));
         }
         if step.parent {
             self.made_parents.push(step.dst.clone());
@@ -841,10 +852,13 @@ impl Copier {
         if step.parent && !self.made_parents.iter().any(|d| d.starts_with(&step.dst)) {
             return Ok(());
         }
-        // Take back the u+rwx added while the contents were copied in.
-        if let Some(bits) = added.filter(|_| !self.opts.preserve.mode) {
+        // Take back the u+rwx added while the contents were copied in, and
+        // give what was withheld as mkdir would have (the umask applies).
+        if let Some((added, withheld)) = added.filter(|_| !self.opts.preserve.mode) {
             let now = step.dst.metadata().map_err(|e| err("stat", e))?.mode();
-            std::fs::set_permissions(&step.dst, PermissionsExt::from_mode(now & 0o7777 & !bits))
+            let given = withheld & !umask().unwrap_or(0o777);
+            let mode = (now & 0o7777 & !added) | given;
+            std::fs::set_permissions(&step.dst, PermissionsExt::from_mode(mode))
                 .map_err(|e| err("chmod", e))?;
         }
         if self.opts.preserve.any() {
@@ -977,6 +991,17 @@ fn mode_letters(mode: u32) -> String {
         });
     }
     out
+}
+
+/// The process's umask, from /proc/self/status (Linux 4.7+; umask(2) could
+/// only read it by changing it); None where it cannot be read.
+fn umask() -> Option<u32> {
+    static UMASK: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    *UMASK.get_or_init(|| {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let line = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
+        u32::from_str_radix(line.trim(), 8).ok()
+    })
 }
 
 /// -u: the source's modification time is later than the destination's.
