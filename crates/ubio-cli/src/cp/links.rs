@@ -18,6 +18,10 @@
 //!   before each link): a name replaced meanwhile (a backup made by a
 //!   later source) is not linked to.
 //! - -l links every name to its source already; nothing to remember.
+//!
+//! And one rule of the copy itself (`Copier::existing`): with
+//! --preserve=links, a destination whose file has other names is replaced,
+//! not written into, so that their data stays theirs (as GNU cp does).
 
 use super::tree::{Kind, Step};
 use super::{LinkMode, Options};
@@ -38,8 +42,9 @@ pub struct Links {
     /// The copy (or kept destination) of each remembered source file, and
     /// its own identity.
     first: HashMap<Id, (PathBuf, Id)>,
-    /// Remembered files whose copy is in the pool, not landed yet.
-    in_flight: HashSet<Id>,
+    /// Remembered files whose copy is in the pool, not landed yet: the
+    /// copy's place in the plan.
+    in_flight: HashMap<Id, usize>,
     /// With -u: every source file of the command, so that a kept
     /// destination that is one of them is not linked to.
     sources: HashSet<Id>,
@@ -60,7 +65,7 @@ impl Links {
         Links {
             on,
             first: HashMap::new(),
-            in_flight: HashSet::new(),
+            in_flight: HashMap::new(),
             sources,
         }
     }
@@ -89,18 +94,22 @@ impl Links {
     /// Whether the copy of an earlier name is still in flight: wait for it
     /// before deciding what this name becomes.
     pub fn waits(&self, step: &Step) -> bool {
-        self.in_flight.contains(&id(&step.meta))
+        self.in_flight.contains_key(&id(&step.meta))
     }
 
-    /// `step`'s copy went to the pool.
-    pub fn copying(&mut self, step: &Step) {
-        self.in_flight.insert(id(&step.meta));
+    /// `step`'s copy went to the pool, at `seq` in the plan.
+    pub fn copying(&mut self, seq: usize, step: &Step) {
+        self.in_flight.insert(id(&step.meta), seq);
     }
 
-    /// A copy from the pool landed (`ok`: it is complete).
-    pub fn landed(&mut self, step: &Step, ok: bool) {
-        if self.in_flight.remove(&id(&step.meta)) && ok {
-            self.made(step);
+    /// The copy at `seq` landed (`ok`: it is complete).
+    pub fn landed(&mut self, seq: usize, step: &Step, ok: bool) {
+        let key = id(&step.meta);
+        if self.in_flight.get(&key) == Some(&seq) {
+            self.in_flight.remove(&key);
+            if ok {
+                self.made(step);
+            }
         }
     }
 

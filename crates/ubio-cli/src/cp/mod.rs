@@ -354,7 +354,7 @@ impl Copier {
             return;
         }
         for d in done {
-            self.links.landed(&d.step, d.result.is_ok());
+            self.links.landed(d.seq, &d.step, d.result.is_ok());
             if let Err(message) = self.file_copied(d.seq, &d.step, d.result) {
                 self.fail(message);
             }
@@ -449,7 +449,7 @@ impl Copier {
         if let Some(pool) = self.pool.as_mut().filter(|_| data) {
             pool.submit(self.seq, step.clone());
             if tracked {
-                self.links.copying(step);
+                self.links.copying(self.seq, step);
             }
             return Ok(());
         }
