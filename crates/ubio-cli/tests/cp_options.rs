@@ -358,6 +358,17 @@ fn links_and_attributes_as_gnu() {
             vec!["--preserve=xattr", "f", "g"],
             vec![],
         ),
+        // Attributes /etc/xattr.conf says to skip stay behind (user.Beagle.*).
+        (
+            "echo 1 > f; setfattr -n user.Beagle.idx -v 1 f; setfattr -n user.c -v blue f",
+            vec!["--preserve=xattr", "f", "g"],
+            vec![],
+        ),
+        (
+            "mkdir d; setfattr -n user.Beagle.x -v 2 d; echo 1 > d/f; setfattr -n user.Beagle.y -v 3 d/f",
+            vec!["-a", "d", "e"],
+            vec![],
+        ),
         (
             "mkdir d; setfacl -d -m u:nobody:rx d; setfacl -m u:nobody:rwx d; echo 1 > d/f",
             vec!["-a", "d", "e"],

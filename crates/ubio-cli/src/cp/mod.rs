@@ -21,6 +21,7 @@ mod pool;
 mod progress;
 mod same;
 mod tree;
+mod xattrconf;
 
 use crate::{msg, out};
 use anyhow::{bail, Result};
@@ -847,8 +848,8 @@ impl Copier {
 
 /// --preserve=xattr (or all): copy the extended attributes of `src` (a file
 /// or directory; symlinks followed) to `dst`, open as `file`, but the
-/// SELinux label (GNU's `context`) and the ACLs (kept with the mode, as
-/// GNU's /etc/xattr.conf says). After the ownership, which clears
+/// SELinux label (GNU's `context`) and those /etc/xattr.conf names (the
+/// ACLs, kept with the mode; others never copied). After the ownership, which clears
 /// security.capability; before the mode. A copy its owner may not write
 /// (of a read-only source) is made writable meanwhile, as GNU's is. Where
 /// they cannot be copied that is an error only if xattr was asked for by name.
@@ -862,17 +863,16 @@ fn preserve_xattrs(
     if !what.xattr {
         return Ok(());
     }
-    const NOT_COPIED: &[&str] = &[
-        "security.selinux",
-        "system.posix_acl_access",
-        "system.posix_acl_default",
-    ];
     // A copy its owner may not write gets u+w while they are set.
     let mut made_writable = None;
     let mut copy = || -> io::Result<()> {
         let names = xattr::list_deref(src)
             .map_err(|e| ubio::error::context(e, "list attributes of", Some(src)))?;
-        for name in names.filter(|n| !NOT_COPIED.iter().any(|x| n == *x)) {
+        let conf = xattrconf::XattrConf::system();
+        let wanted = |n: &std::ffi::OsString| {
+            n.to_str().is_none_or(|n| n != "security.selinux" && conf.copied_as_xattr(n))
+        };
+        for name in names.filter(wanted) {
             let value = xattr::get_deref(src, &name)
                 .map_err(|e| ubio::error::context(e, "read attributes of", Some(src)))?;
             let Some(value) = value else { continue };
