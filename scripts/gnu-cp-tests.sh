@@ -53,9 +53,6 @@ KNOWN_FAILURES=(
     "tests/cp/cp-i.sh|wording: -i/-n prompts and their answers not yet GNU's ('overwrite ...?')"
     "tests/mv/i-2.sh|wording: -i prompt for an unwritable destination ('replace ..., overriding mode')"
     "tests/cp/link-heap.sh|memory: cp -al of 40,000 entries under ulimit -v (bounded memory not done)"
-    "tests/cp/link-preserve.sh|hard links: --preserve=links across -H/-L and existing destinations"
-    "tests/cp/preserve-link.sh|hard links: -au into an existing tree keeping the links"
-    "tests/mv/hard-2.sh|hard links: -a of hard links onto existing hard links"
     "tests/cp/parent-perm-race.sh|metadata: --parents' directories' modes while they are made"
     "tests/cp/sparse.sh|sparse: the copies' allocated blocks are not what GNU's test expects"
 )

@@ -15,6 +15,7 @@
 
 mod backup;
 mod file;
+mod links;
 mod options;
 mod pool;
 mod progress;
@@ -223,6 +224,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             dst: s.dst.clone(),
             meta: s.meta.clone(),
             parent: true,
+            via_symlinks: false,
         })
         .collect();
     steps.extend(parent_ends.into_iter().rev());
@@ -236,6 +238,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     // Files in parallel where the order of what is printed cannot show it:
     // -v prints each copy in GNU's order, so it copies one file at a time.
     let progress = Progress::new(total);
+    let links = links::Links::new(&opts, &steps);
     let opts = Arc::new(opts);
     let jobs = args.jobs();
     let pool = (jobs > 1 && !args.verbose).then(|| pool::Pool::new(jobs, opts.clone(), &progress));
@@ -253,7 +256,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         made_parents: Vec::new(),
         made: HashSet::new(),
         track_made: t.srcs.len() > 1,
-        linked: HashMap::new(),
+        links,
     };
     let start = Instant::now();
     for step in &steps {
@@ -304,9 +307,8 @@ struct Copier {
     /// Only several sources can meet at one destination: one source's
     /// tree, however large, keeps no such list.
     track_made: bool,
-    /// --preserve=links: the destination of each source inode with more
-    /// than one link, so the next name of it becomes a link too.
-    linked: HashMap<(u64, u64), PathBuf>,
+    /// --preserve=links: the copies later names of a file link to.
+    links: links::Links,
 }
 
 /// What to do about an existing destination.
@@ -353,6 +355,7 @@ impl Copier {
             return;
         }
         for d in done {
+            self.links.landed(d.seq, &d.step, d.result.is_ok());
             if let Err(message) = self.file_copied(d.seq, &d.step, d.result) {
                 self.fail(message);
             }
@@ -408,7 +411,15 @@ impl Copier {
     /// A file, symlink or fifo: decide about an existing destination, then
     /// link it (--preserve=links, -l, -s), copy it or recreate it.
     fn non_dir(&mut self, step: &Step) -> Result<(), String> {
-        let (go, backup) = self.existing(step)?;
+        let tracked = self.links.tracks(step);
+        // An earlier name's copy still in flight: it lands (or fails) first.
+        if tracked && self.links.waits(step) {
+            let done = self.pool.as_mut().map(|p| p.wait());
+            self.landed(done.unwrap_or_default());
+        }
+        let first = self.links.first(step).filter(|_| tracked);
+        let first = first.map(|(path, m)| (path.to_path_buf(), links::id(&m)));
+        let (go, backup) = self.existing(step, first.as_ref())?;
         let moved;
         let step = match go {
             Go::Skip => {
@@ -429,21 +440,19 @@ impl Copier {
         if self.track_made {
             self.made.insert(step.dst.clone());
         }
-        let id = (step.meta.dev(), step.meta.ino());
-        let linked_later = self.opts.preserve.links && step.meta.nlink() > 1;
-        let data = matches!(step.kind, Kind::File) && self.opts.link == LinkMode::Copy;
-        // A file other names will be hard-linked to is copied before going on.
-        if let Some(pool) = self.pool.as_mut().filter(|_| data && !linked_later) {
-            pool.submit(self.seq, step.clone());
+        if let Some((first, _)) = &first {
+            std::fs::hard_link(first, &step.dst)
+                .map_err(|e| link_failed("hard link", &step.dst, first, &e))?;
+            self.say_copied(step, backup.as_deref());
             return Ok(());
         }
-        if linked_later {
-            if let Some(first) = self.linked.get(&id) {
-                std::fs::hard_link(first, &step.dst)
-                    .map_err(|e| link_failed("hard link", &step.dst, first, &e))?;
-                self.say_copied(step, backup.as_deref());
-                return Ok(());
+        let data = matches!(step.kind, Kind::File) && self.opts.link == LinkMode::Copy;
+        if let Some(pool) = self.pool.as_mut().filter(|_| data) {
+            pool.submit(self.seq, step.clone());
+            if tracked {
+                self.links.copying(self.seq, step);
             }
+            return Ok(());
         }
         match (self.opts.link, &step.kind) {
             (LinkMode::Hard, _) => self.hard_link(step)?,
@@ -456,8 +465,8 @@ impl Copier {
                 self.special(step, |_, d| ubio::sys::mkfifo(d, step.meta.mode() & 0o777))?
             }
         }
-        if self.opts.preserve.links && step.meta.nlink() > 1 {
-            self.linked.insert(id, step.dst.clone());
+        if tracked {
+            self.links.made(step);
         }
         self.say_copied(step, backup.as_deref());
         Ok(())
@@ -467,7 +476,13 @@ impl Copier {
     /// directory are errors; then -n, -u and -i may keep it; then it is
     /// backed up (-b) or removed (--remove-destination, or when what
     /// replaces it cannot be written through it: a link, a symlink, a fifo).
-    fn existing(&mut self, step: &Step) -> Result<(Go, Option<PathBuf>), String> {
+    /// `first`: the copy of an earlier name of the source (and its
+    /// identity), which this one becomes a hard link to (--preserve=links).
+    fn existing(
+        &mut self,
+        step: &Step,
+        first: Option<&(PathBuf, links::Id)>,
+    ) -> Result<(Go, Option<PathBuf>), String> {
         let just_made = self.made.contains(&step.dst);
         // A destination made by an earlier source: its copy must be in first.
         if just_made {
@@ -520,6 +535,7 @@ impl Copier {
         };
         if writes_data
             && dangling
+            && first.is_none()
             && !backup
             && !self.opts.remove_destination
             && std::env::var_os("POSIXLY_CORRECT").is_none()
@@ -574,7 +590,11 @@ impl Copier {
         if self.opts.no_clobber {
             return Ok((Go::Skip, None));
         }
-        if self.opts.update && !newer(&step.meta, &target) {
+        // -u: a later name of a file becomes the link whatever its age.
+        if self.opts.update && first.is_none() && !newer(&step.meta, &target) {
+            if self.links.tracks(step) {
+                self.links.kept(step, &here, &target);
+            }
             return Ok((Go::Skip, None));
         }
         if self.opts.interactive && !self.ask(&format!("overwrite {}? ", msg::quote(&step.dst))) {
@@ -602,8 +622,16 @@ impl Copier {
             })?;
             return Ok((Go::Ahead, Some(name)));
         }
+        if first.is_some_and(|(_, id)| *id == links::id(&here)) {
+            return Ok((Go::Skip, None)); // already that link
+        }
+        // --preserve=links: a destination with other names is replaced, not
+        // written into (as GNU cp: their data stays theirs).
+        let shared = self.links.on() && writes_data && target.nlink() > 1;
         // --attributes-only replaces nothing unless told to.
-        let replaced = (!writes_data && !self.opts.attributes_only) || self.opts.remove_destination;
+        let replaced = ((!writes_data || shared) && !self.opts.attributes_only)
+            || first.is_some()
+            || self.opts.remove_destination;
         // GNU cp -l and -s replace a file only when told to (-f); -dl
         // replaces a symlink with a link to a symlink.
         let allowed = self.opts.remove_destination

@@ -28,6 +28,10 @@ pub struct Step {
     /// A directory --parents made on the way to a source: -v prints it
     /// without quotes, as GNU does.
     pub parent: bool,
+    /// Found where symlinks are followed (-L anywhere; -H, or a copy
+    /// without -r, on the command line): another source may reach this
+    /// file through a symlink, whatever its link count.
+    pub via_symlinks: bool,
 }
 
 /// Which symlinks are followed (GNU's -P, -H, -L).
@@ -89,6 +93,7 @@ pub fn plan(src: &Path, dst: &Path, w: &Walk, steps: &mut Vec<Step>, problems: &
         meta,
         w,
         root_dev,
+        w.deref != Deref::Never,
         &mut Vec::new(),
         steps,
         problems,
@@ -119,6 +124,7 @@ pub fn parents(src: &Path, dir: &Path, steps: &mut Vec<Step>, problems: &mut Vec
                 dst: below(dir, &sofar),
                 meta: m,
                 parent: true,
+                via_symlinks: false,
             }),
             Ok(_) => {
                 problems.push(Problem(format!(
@@ -148,6 +154,7 @@ fn walk(
     meta: Metadata,
     w: &Walk,
     root_dev: u64,
+    via_symlinks: bool,
     ancestors: &mut Vec<(u64, u64)>,
     steps: &mut Vec<Step>,
     problems: &mut Vec<Problem>,
@@ -159,6 +166,7 @@ fn walk(
         dst: dst.to_path_buf(),
         meta,
         parent: false,
+        via_symlinks,
     };
     if ft.is_dir() {
         let id = (meta.dev(), meta.ino());
@@ -185,8 +193,9 @@ fn walk(
                     } else {
                         s.symlink_metadata()
                     };
+                    let via = w.deref == Deref::Always;
                     match m {
-                        Ok(m) => walk(&s, &d, m, w, root_dev, ancestors, steps, problems),
+                        Ok(m) => walk(&s, &d, m, w, root_dev, via, ancestors, steps, problems),
                         Err(e) => problems.push(Problem(msg::on("stat", &s, &e))),
                     }
                 }
