@@ -50,9 +50,6 @@ EXPECTED_SKIPS=(
 # against the run; a failure not listed fails the run, and so does a listed
 # test that passes (remove it from the list: the list only shrinks).
 KNOWN_FAILURES=(
-    "tests/cp/link-preserve.sh|hard links: --preserve=links across -H/-L and existing destinations"
-    "tests/cp/preserve-link.sh|hard links: -au into an existing tree keeping the links"
-    "tests/mv/hard-2.sh|hard links: -a of hard links onto existing hard links"
 )
 # (--reference, GNU's own cp, is held to no such list: it must pass them.)
 # A test is stopped after $UBIO_GNU_TEST_TIMEOUT seconds (default 300; the

@@ -15,6 +15,10 @@ the return of `sync -f` on the copy's filesystem (durability); its CPU is
 that of the command and of sync (their rusage).
 
     tree.py UBIO DIR OUT [--rounds N] [--seed S] [--small N] [--large N] [--large-size MiB]
+            [--modes M,...]
+
+A mode is cp, rsync, xcp, ubio-cp (UBIO), or ubio-cp@PATH (the ubio binary
+at PATH: a before/after comparison), each optionally +backed.
 """
 import argparse
 import json
@@ -90,6 +94,9 @@ def back_pages(nbytes):
 
 
 def argv(tool, ubio, src, dst):
+    # ubio-cp@PATH: another build of ubio (a before/after comparison).
+    if tool.startswith("ubio-cp@"):
+        return [tool.removeprefix("ubio-cp@"), "cp", "-r", src, dst]
     return {
         "cp": ["cp", "-r", src, dst],
         "rsync": ["rsync", "-a", "--whole-file", src + "/", dst],
@@ -151,7 +158,7 @@ def main():
     modes = a.modes.split(",")
     for m in modes:
         tool = m.removesuffix("+backed")
-        prog = a.ubio if tool == "ubio-cp" else tool
+        prog = a.ubio if tool == "ubio-cp" else tool.removeprefix("ubio-cp@")
         if shutil.which(prog) is None:
             raise SystemExit(f"tree.py: {m}: `{prog}` is not installed (scripts/install-deps.sh)")
     work = os.path.join(a.dir, f"ubio-tree-{os.getpid()}")

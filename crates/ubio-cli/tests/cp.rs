@@ -809,7 +809,10 @@ fn walk(root: &Path) -> Vec<PathBuf> {
 
 /// The GNU options keep the uncached contract: -a, -u and a backup copy
 /// data through the streams (neither file left cached), -l and -s copy no
-/// data (nothing read: the cold source stays uncached).
+/// data (nothing read: the cold source stays uncached). With
+/// --preserve=links the tree's other names of big (a hard link, a symlink
+/// followed by -L) are links to its one copy, into a new tree and into the
+/// one -a made.
 #[test]
 fn gnu_options_copy_uncached_and_links_read_nothing() {
     let dir = workdir();
@@ -824,6 +827,8 @@ fn gnu_options_copy_uncached_and_links_read_nothing() {
         b
     };
     write_cold(&big, &bytes());
+    std::fs::hard_link(&big, src.join("big-hard")).unwrap();
+    std::os::unix::fs::symlink("big", src.join("big-sym")).unwrap();
     std::fs::write(p("outside"), b"old").unwrap();
     let fifo = p("fifo");
     ubio::sys::mkfifo(&fifo, 0o600).unwrap();
@@ -853,6 +858,10 @@ fn gnu_options_copy_uncached_and_links_read_nothing() {
         (
             "-H --preserve=links",
             args(&[&"-H", &"--preserve=links", &big, &p("linked")]),
+        ),
+        (
+            "-RL --preserve=links",
+            args(&[&"-RL", &"--preserve=links", &src, &p("followed")]),
         ),
         ("a pipe", args(&[&big, &fifo])),
     ];
@@ -885,6 +894,7 @@ fn gnu_options_copy_uncached_and_links_read_nothing() {
         p("sparse"),
         parents.clone(),
         p("linked"),
+        p("followed/big"),
     ];
     // Cache checks before anything reads the copies.
     for copy in &copies {
@@ -904,6 +914,20 @@ fn gnu_options_copy_uncached_and_links_read_nothing() {
     assert_eq!(backup, b"old");
     let ino = |p: &Path| p.metadata().unwrap().ino();
     assert_eq!(ino(&p("hard")), ino(&big));
+    for (tree, names) in [
+        ("archive", &["big-hard"][..]),
+        ("followed", &["big-hard", "big-sym"]),
+    ] {
+        let copy = ino(&p(tree).join("big"));
+        assert_ne!(copy, ino(&big), "{tree}/big is the source");
+        for name in names {
+            assert_eq!(
+                ino(&p(tree).join(name)),
+                copy,
+                "{tree}/{name}: not a link to {tree}/big"
+            );
+        }
+    }
     let target = std::fs::read_link(p("soft")).unwrap();
     assert_eq!(target, big);
 }

@@ -3,11 +3,11 @@
 //! the resulting tree with modes, extended attributes and ACLs; see
 //! common/gnu.rs): getopt_long's parsing (abbreviations, repetition, options
 //! after operands), GNU's usage errors and their wording, the later of two
-//! options winning, hard links kept through -H and -L, -au into an existing
-//! tree, --parents with -p, --attributes-only, ACLs.
+//! options winning, hard links kept through -H and -L and into existing
+//! trees, --parents with -p, --attributes-only, ACLs.
 
 mod common;
-use common::gnu::{assert_all_as_gnu_as_user, assert_as_gnu_but, Case, Known};
+use common::gnu::{assert_all_as_gnu, assert_all_as_gnu_as_user, assert_as_gnu_but, Case, Known};
 
 #[test]
 fn command_line_as_gnu_reads_it() {
@@ -364,6 +364,17 @@ fn links_and_attributes_as_gnu() {
             vec!["--preserve=xattr", "f", "g"],
             vec![],
         ),
+        // Attributes /etc/xattr.conf says to skip stay behind (user.Beagle.*).
+        (
+            "echo 1 > f; setfattr -n user.Beagle.idx -v 1 f; setfattr -n user.c -v blue f",
+            vec!["--preserve=xattr", "f", "g"],
+            vec![],
+        ),
+        (
+            "mkdir d; setfattr -n user.Beagle.x -v 2 d; echo 1 > d/f; setfattr -n user.Beagle.y -v 3 d/f",
+            vec!["-a", "d", "e"],
+            vec![],
+        ),
         (
             "mkdir d; setfacl -d -m u:nobody:rx d; setfacl -m u:nobody:rwx d; echo 1 > d/f",
             vec!["-a", "d", "e"],
@@ -399,24 +410,183 @@ fn links_and_attributes_as_gnu() {
         ),
     ];
     // Where ubio differs from GNU today (issue 24), and why.
-    let known: &[Known] = &[
+    let known: &[Known] = &[(
+        "mkdir s; echo 1 > s/f; ln s/f s/g; cp -a s t; touch -d '2 days ago' t/f t/g",
+        "-au s .",
+        "wording: a directory onto itself (`cp -r s .`) is GNU's 'are the same file', ubio's 'into itself'",
+    )];
+    assert_as_gnu_but(&cases, known);
+}
+
+/// --preserve=links as GNU keeps them (tests/cp/link-preserve.sh,
+/// preserve-link.sh, tests/mv/hard-2.sh, and what they leave out): which
+/// names -H and -L make one file, hard-linked symlinks, a file named
+/// twice, and destinations that exist already: some of the links there,
+/// -n, -u, -i and backups, symlinks and dangling symlinks in the way.
+#[test]
+fn hard_links_kept_as_gnu() {
+    let links = "mkdir -p a d; echo 1 > a/f; ln a/f a/g; ln -s f a/s";
+    let cases: Vec<Case> = vec![
+        // -H: the names on the command line, symlinks or not, in any order;
+        // not what is below them.
+        (links, vec!["-R", "-H", "--preserve=links", "a/s", "a/f", "d"], vec![]),
+        (links, vec!["-R", "-H", "--preserve=links", "a", "d"], vec![]),
+        (links, vec!["-R", "-H", "--preserve=links", "a", "a/s", "d"], vec![]),
+        (links, vec!["-R", "-H", "--preserve=links", "a/s", "a", "d"], vec![]),
         (
             "mkdir -p a d; echo 1 > a/f; ln -s f a/s",
-            "-R -H --preserve=links a/f a/s d",
-            "hard links: --preserve=links through -H/-L, -au into an existing tree",
+            vec!["-R", "-H", "--preserve=links", "a", "a/f", "d"],
+            vec![],
+        ),
+        // -L: everything met, hard links and symlinks together.
+        (links, vec!["-R", "-L", "--preserve=links", "a", "d"], vec![]),
+        (links, vec!["-R", "-L", "--preserve=links", "a", "a/s", "d"], vec![]),
+        (links, vec!["-aL", "a", "d"], vec![]),
+        (links, vec!["-R", "-L", "--no-preserve=links", "a", "d"], vec![]),
+        // Without -r, the command line is followed.
+        (links, vec!["--preserve=links", "a/f", "a/s", "d"], vec![]),
+        (links, vec!["-l", "-L", "--preserve=links", "a/f", "a/s", "d"], vec![]),
+        // Hard-linked symlinks: links of the symlink with -P, of its target
+        // where followed.
+        (
+            "mkdir -p a d; echo 1 > a/f; ln -s f a/s; ln a/s a/s2",
+            vec!["-a", "a", "d"],
+            vec![],
         ),
         (
-            "mkdir -p a d; echo 1 > a/f; ln -s f a/s",
-            "-R -L --preserve=links a d",
-            "hard links: --preserve=links through -H/-L, -au into an existing tree",
+            "mkdir -p a d; echo 1 > a/f; ln -s f a/s; ln a/s a/s2",
+            vec!["-R", "-H", "--preserve=links", "a/s", "a/s2", "a", "d"],
+            vec![],
+        ),
+        (
+            "mkdir -p a d; echo 1 > a/f; ln -s f a/s; ln a/s a/s2; ln -s a/s top",
+            vec!["-R", "-H", "--preserve=links", "top", "a", "d"],
+            vec![],
+        ),
+        (
+            "mkdir -p a d; echo 1 > a/f; ln -s f a/s; ln a/s a/s2",
+            vec!["-R", "-L", "--preserve=links", "a", "d"],
+            vec![],
+        ),
+        // The same file twice.
+        (links, vec!["-H", "--preserve=links", "a/f", "a/s", "a/f", "d"], vec![]),
+        (links, vec!["--preserve=links", "a/f", "a/f", "d"], vec![]),
+        (links, vec!["-b", "--preserve=links", "a/f", "a/f", "d"], vec![]),
+        // Onto existing files (tests/mv/hard-2.sh): they become the links.
+        (
+            "mkdir dst; (cd dst && echo 1 > a && echo 2 > b && echo 3 > c); echo x > a; ln a b; ln a c",
+            vec!["--preserve=link", "a", "b", "c", "dst"],
+            vec![],
+        ),
+        // tests/cp/preserve-link.sh: -u keeps a destination as new as the
+        // source, and later names link to it; older and newer ones both
+        // become links.
+        (
+            "mkdir s; touch s/f; for n in linkm linke fileo fileu; do ln s/f s/$n; done; \
+             mkdir -p t/s; touch t/s/f; ln t/s/f t/s/linke; \
+             touch -d '-1 hour' t/s/fileo; touch -d '+1 hour' t/s/fileu",
+            vec!["-au", "s", "t"],
+            vec![],
+        ),
+        (
+            "mkdir s; touch s/f; for n in linkm linke fileo fileu; do ln s/f s/$n; done; \
+             mkdir -p t/s; touch t/s/linkm; ln t/s/linkm t/s/linke; \
+             touch -d '-1 hour' t/s/fileo; touch -d '+1 hour' t/s/fileu",
+            vec!["-au", "s", "t"],
+            vec![],
         ),
         (
             "mkdir s; echo 1 > s/f; ln s/f s/g; cp -a s t; touch -d '2 days ago' t/f t/g",
-            "-au s .",
-            "hard links: --preserve=links through -H/-L, -au into an existing tree",
+            vec!["-au", "s/.", "t"],
+            vec![],
+        ),
+        (
+            "mkdir s t; echo data > s/f; ln s/f s/g; mkdir t/s; echo xx > t/s/f; echo yy > t/s/g; \
+             touch -d '+1 hour' t/s/f t/s/g",
+            vec!["-au", "s", "t"],
+            vec![],
+        ),
+        // The tree there already, links and all; some of them; a name
+        // linked elsewhere.
+        ("mkdir s t; echo data > s/f; ln s/f s/g; cp -a s t", vec!["-a", "s", "t"], vec![]),
+        ("mkdir s t; echo data > s/f; ln s/f s/g; cp -a s t", vec!["-a", "-b", "s", "t"], vec![]),
+        (
+            "mkdir s t; echo data > s/f; ln s/f s/g; ln s/f s/h; cp -a s t; rm t/s/g; echo x > t/s/h",
+            vec!["-a", "s", "t"],
+            vec![],
+        ),
+        (
+            "mkdir s t; echo data > s/f; ln s/f s/g; cp -a s t; rm t/s/f",
+            vec!["-a", "s", "t"],
+            vec![],
+        ),
+        // -n keeps what is there and links nothing to it; -i as answered.
+        ("mkdir s t; echo data > s/f; ln s/f s/g; mkdir t/s; echo x > t/s/f", vec!["-an", "s", "t"], vec![]),
+        ("mkdir s t; echo data > s/f; ln s/f s/g; mkdir t/s; echo x > t/s/g", vec!["-an", "s", "t"], vec![]),
+        (
+            "mkdir s t; echo data > s/f; ln s/f s/g; mkdir t/s; echo x > t/s/f; echo y > t/s/g; printf 'n\\ny\\n' > .stdin",
+            vec!["-ai", "s", "t"],
+            vec![],
+        ),
+        (
+            "mkdir s t; echo data > s/f; ln s/f s/g; mkdir t/s; echo x > t/s/f; echo y > t/s/g; printf 'y\\nn\\n' > .stdin",
+            vec!["-ai", "s", "t"],
+            vec![],
+        ),
+        (
+            "mkdir s t; echo data > s/f; ln s/f s/g; mkdir t/s; echo x > t/s/f; echo y > t/s/g; printf 'y\\ny\\n' > .stdin",
+            vec!["-ai", "s", "t"],
+            vec![],
+        ),
+        (
+            "mkdir s t; echo data > s/f; ln s/f s/g; mkdir t/s; echo x > t/s/f; echo y > t/s/g",
+            vec!["-a", "--backup=numbered", "s", "t"],
+            vec![],
+        ),
+        // Symlinks in the way: the first name's copy is written through
+        // one (and the next is a link to that symlink); a later name
+        // replaces one, dangling or not, instead of writing through it.
+        (
+            "mkdir s t; echo data > s/f; ln s/f s/g; mkdir t/s; echo outside > X; ln -s ../../X t/s/f",
+            vec!["-a", "s", "t"],
+            vec![],
+        ),
+        (
+            "mkdir s t; echo data > s/f; ln s/f s/g; mkdir t/s; echo outside > X; ln -s ../../X t/s/g",
+            vec!["--preserve=links", "-R", "s", "t"],
+            vec![],
+        ),
+        (
+            "mkdir s t; echo data > s/f; ln s/f s/g; mkdir t/s; ln -s nowhere t/s/g",
+            vec!["--preserve=links", "-R", "s", "t"],
+            vec![],
+        ),
+        (
+            "mkdir s t; echo data > s/f; ln s/f s/g; mkdir t/s; echo x > X; touch -d '+1 hour' X; ln -s ../../X t/s/f",
+            vec!["-au", "s", "t"],
+            vec![],
         ),
     ];
-    assert_as_gnu_but(&cases, known);
+    assert_all_as_gnu(&cases);
+}
+
+/// A first name whose copy fails (its destination cannot be written) is
+/// not linked to: the next name is copied on its own, as GNU's is.
+#[test]
+fn hard_links_after_a_failed_copy_as_gnu_as_a_user() {
+    if !common::root_or_skip("hard_links_after_a_failed_copy_as_gnu_as_a_user") {
+        return;
+    }
+    let cases: Vec<Case> = vec![(
+        "mkdir s t; echo data > s/f; ln s/f s/g; mkdir t/s; echo other > t/s/f; \
+         chown -R 65534 .; chmod 444 t/s/f",
+        vec!["--preserve=links", "-R", "s", "t"],
+        vec![],
+    )];
+    assert_all_as_gnu_as_user(
+        &["--reuid=65534", "--regid=65534", "--clear-groups"],
+        &cases,
+    );
 }
 
 /// Ownership as GNU cp keeps it, run as a user who may not give files away

@@ -175,6 +175,64 @@ fn refusals_that_protect_data() {
             vec!["-L", "--preserve=links", "f", "s", "d"],
             vec![],
         ),
+        // --preserve=links never makes a copy a name of a source's data,
+        // nor writes into a destination that has other names (X, Y: their
+        // data stays theirs, as GNU's).
+        (
+            "mkdir s t; echo data > s/f; ln s/f s/g; mkdir t/s; ln s/f t/s/g",
+            vec!["-a", "s", "t"],
+            vec![],
+        ),
+        (
+            "mkdir s t; echo data > s/f; ln s/f s/g; mkdir t/s; ln -s ../../s/f t/s/g",
+            vec!["--preserve=links", "-R", "s", "t"],
+            vec![],
+        ),
+        (
+            "mkdir s t; echo data > s/f; ln s/f s/g; mkdir t/s; echo old > X; ln X t/s/f",
+            vec!["-a", "s", "t"],
+            vec![],
+        ),
+        (
+            "mkdir s t; echo data > s/f; mkdir t/s; echo old > X; ln X t/s/f",
+            vec!["-a", "s", "t"],
+            vec![],
+        ),
+        (
+            "mkdir s t; echo data > s/f; mkdir t/s; echo old > X; ln X t/s/f",
+            vec!["-a", "-b", "s", "t"],
+            vec![],
+        ),
+        (
+            "mkdir s t; echo data > s/f; mkdir t/s; echo old > X; ln X t/s/f",
+            vec!["-R", "s", "t"],
+            vec![],
+        ),
+        (
+            "mkdir s t; echo data > s/f; mkdir t/s; echo old > Y; ln Y Y2; ln -s ../../Y t/s/f",
+            vec!["-a", "s", "t"],
+            vec![],
+        ),
+        (
+            "mkdir s t; echo data > s/f; mkdir t/s; echo old > Y; ln -s ../../Y t/s/f",
+            vec!["--preserve=links", "-R", "s", "t"],
+            vec![],
+        ),
+        (
+            "mkdir s t; echo 1 > s/f; ln s/f s/g; echo 2 > s/o; mkdir t/s; ln s/o t/s/f",
+            vec!["-a", "s", "t"],
+            vec![],
+        ),
+        (
+            "mkdir s t; echo 1 > s/f; ln s/f s/g; echo 2 > s/o; mkdir t/s; ln s/o t/s/f; touch -d '+1 hour' s/o",
+            vec!["-au", "s", "t"],
+            vec![],
+        ),
+        (
+            "mkdir d; echo 1 > a",
+            vec!["--backup=numbered", "--preserve=links", "a", "a", "d"],
+            vec![],
+        ),
     ];
     // Where ubio differs from GNU today (issue 24), and why.
     let known: &[Known] = &[
@@ -182,8 +240,11 @@ fn refusals_that_protect_data() {
         ("echo 1 > c; ln -s c b; ln -s b a", "-b a b", "backups: the backup made before a failed copy is not put back (left as NAME~; nothing is lost)"),
         ("mkdir a", "-r a a/b", "a directory into itself: refused as GNU, but GNU first makes the first level (ubio copies nothing)"),
         ("mkdir -p a; echo 1 > a/f", "-r a a", "a directory into itself: refused as GNU, but GNU first makes the first level (ubio copies nothing)"),
-        ("mkdir d; echo 1 > f; ln -s f s", "-H --preserve=links f s d", "hard links: --preserve=links through -H/-L, -au into an existing tree"),
-        ("mkdir d; echo 1 > f; ln -s f s", "-L --preserve=links f s d", "hard links: --preserve=links through -H/-L, -au into an existing tree"),
+        ("mkdir d; echo 1 > a", "--backup=numbered --preserve=links a a d", "backups: the backup made before a failed copy is not put back (left as NAME~; nothing is lost)"),
+        // ubio's choice, not a gap: -u kept t/s/f, a name of the source s/o;
+        // GNU links t/s/g (a copy of s/f) to it, so the copy holds s/o's
+        // data and is one more name of it. ubio copies s/g on its own.
+        ("mkdir s t; echo 1 > s/f; ln s/f s/g; echo 2 > s/o; mkdir t/s; ln s/o t/s/f; touch -d '+1 hour' s/o", "-au s t", "safety: no link to a destination -u kept that is a name of a source (GNU links the copy to it: it then holds that source's data)"),
     ];
     assert_as_gnu_but(&cases, known);
 }

@@ -15,11 +15,13 @@
 
 mod backup;
 mod file;
+mod links;
 mod options;
 mod pool;
 mod progress;
 mod same;
 mod tree;
+mod xattrconf;
 
 use crate::{msg, out};
 use anyhow::{bail, Result};
@@ -193,6 +195,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
     // -v prints each copy in GNU's order, so it copies one file at a time.
     let mut opts = opts;
     let jobs = pool::fit(if args.verbose { 1 } else { args.jobs() }, &mut opts.copy);
+    // --preserve=links with -u: every source file, known before the copy.
+    let links = links::Links::new(&opts, || source_files(&t, &args, &opts));
     let opts = Arc::new(opts);
     let mut copier = Copier {
         jobs,
@@ -211,7 +215,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         made_parents: Vec::new(),
         made: HashSet::new(),
         track_made: t.srcs.len() > 1,
-        linked: HashMap::new(),
+        links,
     };
     let start = Instant::now();
     // A source named twice (however it is spelled) onto the same name is
@@ -285,22 +289,42 @@ pub fn run(args: Args) -> Result<ExitCode> {
     Ok(out::status(&errors))
 }
 
-/// The bytes of the files the sources hold (what the progress bar counts).
-fn bytes_to_copy(t: &Targets, args: &Args, opts: &Options) -> u64 {
-    let mut total = 0;
+/// Every step of the copy, walked before it (the copy walks as it goes),
+/// for what must be known of the whole first.
+fn prewalk(t: &Targets, args: &Args, opts: &Options, mut each: impl FnMut(&Step)) {
     for src in &t.srcs {
         let target = t.of(src, args.parents, &mut Vec::new(), &mut Vec::new());
         for item in target
             .iter()
             .flat_map(|dst| tree::walk(src, dst, &opts.walk))
         {
-            match item {
-                tree::Item::Step(s) if matches!(s.kind, Kind::File) => total += s.meta.len(),
-                _ => {}
+            if let tree::Item::Step(step) = item {
+                each(&step);
             }
         }
     }
+}
+
+/// The bytes of the files the sources hold (what the progress bar counts).
+fn bytes_to_copy(t: &Targets, args: &Args, opts: &Options) -> u64 {
+    let mut total = 0;
+    prewalk(t, args, opts, |s| {
+        if matches!(s.kind, Kind::File) {
+            total += s.meta.len()
+        }
+    });
     total
+}
+
+/// The identities of the source files (not directories).
+fn source_files(t: &Targets, args: &Args, opts: &Options) -> HashSet<links::Id> {
+    let mut ids = HashSet::new();
+    prewalk(t, args, opts, |s| {
+        if !s.meta.is_dir() {
+            ids.insert(links::id(&s.meta));
+        }
+    });
+    ids
 }
 
 struct Copier {
@@ -336,9 +360,8 @@ struct Copier {
     /// Only several sources can meet at one destination: one source's
     /// tree, however large, keeps no such list.
     track_made: bool,
-    /// --preserve=links: the destination of each source inode with more
-    /// than one link, so the next name of it becomes a link too.
-    linked: HashMap<(u64, u64), PathBuf>,
+    /// --preserve=links: the copies later names of a file link to.
+    links: links::Links,
 }
 
 /// What to do about an existing destination.
@@ -385,6 +408,7 @@ impl Copier {
             return;
         }
         for d in done {
+            self.links.landed(d.seq, &d.step, d.result.is_ok());
             if let Err(message) = self.file_copied(d.seq, &d.step, d.result) {
                 self.fail(message);
             }
@@ -440,7 +464,15 @@ impl Copier {
     /// A file, symlink or fifo: decide about an existing destination, then
     /// link it (--preserve=links, -l, -s), copy it or recreate it.
     fn non_dir(&mut self, step: &Step) -> Result<(), String> {
-        let (go, backup) = self.existing(step)?;
+        let tracked = self.links.tracks(step);
+        // An earlier name's copy still in flight: it lands (or fails) first.
+        if tracked && self.links.waits(step) {
+            let done = self.pool.as_mut().map(|p| p.wait());
+            self.landed(done.unwrap_or_default());
+        }
+        let first = self.links.first(step).filter(|_| tracked);
+        let first = first.map(|(path, m)| (path.to_path_buf(), links::id(&m)));
+        let (go, backup) = self.existing(step, first.as_ref())?;
         let moved;
         let step = match go {
             Go::Skip => {
@@ -461,29 +493,26 @@ impl Copier {
         if self.track_made {
             self.made.insert(step.dst.clone());
         }
-        let id = (step.meta.dev(), step.meta.ino());
-        let linked_later = self.opts.preserve.links && step.meta.nlink() > 1;
+        if let Some((first, _)) = &first {
+            std::fs::hard_link(first, &step.dst)
+                .map_err(|e| link_failed("hard link", &step.dst, first, &e))?;
+            self.say_copied(step, backup.as_deref());
+            return Ok(());
+        }
         let data = matches!(step.kind, Kind::File) && self.opts.link == LinkMode::Copy;
-        // A file other names will be hard-linked to is copied before going on.
-        if data && !linked_later && self.jobs > 1 {
+        // The workers start with the first file to copy (links start none).
+        if data && self.jobs > 1 && self.pool.is_none() {
+            self.pool = pool::Pool::start(self.jobs, self.opts.clone(), &self.progress);
             if self.pool.is_none() {
-                self.pool = pool::Pool::start(self.jobs, self.opts.clone(), &self.progress);
-                if self.pool.is_none() {
-                    self.jobs = 1; // not even one worker: this thread copies
-                }
-            }
-            if let Some(pool) = self.pool.as_mut() {
-                pool.submit(self.seq, step.clone());
-                return Ok(());
+                self.jobs = 1; // not even one worker: this thread copies
             }
         }
-        if linked_later {
-            if let Some(first) = self.linked.get(&id) {
-                std::fs::hard_link(first, &step.dst)
-                    .map_err(|e| link_failed("hard link", &step.dst, first, &e))?;
-                self.say_copied(step, backup.as_deref());
-                return Ok(());
+        if let Some(pool) = self.pool.as_mut().filter(|_| data) {
+            pool.submit(self.seq, step.clone());
+            if tracked {
+                self.links.copying(self.seq, step);
             }
+            return Ok(());
         }
         match (self.opts.link, &step.kind) {
             (LinkMode::Hard, _) => self.hard_link(step)?,
@@ -496,9 +525,8 @@ impl Copier {
                 self.special(step, |_, d| ubio::sys::mkfifo(d, step.meta.mode() & 0o777))?
             }
         }
-        // -l: every name links to the source inode already; nothing to keep.
-        if linked_later && self.opts.link != LinkMode::Hard {
-            self.linked.insert(id, step.dst.clone());
+        if tracked {
+            self.links.made(step);
         }
         self.say_copied(step, backup.as_deref());
         Ok(())
@@ -508,7 +536,13 @@ impl Copier {
     /// directory are errors; then -n, -u and -i may keep it; then it is
     /// backed up (-b) or removed (--remove-destination, or when what
     /// replaces it cannot be written through it: a link, a symlink, a fifo).
-    fn existing(&mut self, step: &Step) -> Result<(Go, Option<PathBuf>), String> {
+    /// `first`: the copy of an earlier name of the source (and its
+    /// identity), which this one becomes a hard link to (--preserve=links).
+    fn existing(
+        &mut self,
+        step: &Step,
+        first: Option<&(PathBuf, links::Id)>,
+    ) -> Result<(Go, Option<PathBuf>), String> {
         let just_made = self.made.contains(&step.dst);
         // A destination made by an earlier source: its copy must be in first.
         if just_made {
@@ -561,6 +595,7 @@ impl Copier {
         };
         if writes_data
             && dangling
+            && first.is_none()
             && !backup
             && !self.opts.remove_destination
             && std::env::var_os("POSIXLY_CORRECT").is_none()
@@ -611,7 +646,11 @@ impl Copier {
         if self.opts.no_clobber {
             return Ok((Go::Skip, None));
         }
-        if self.opts.update && !newer(&step.meta, &target) {
+        // -u: a later name of a file becomes the link whatever its age.
+        if self.opts.update && first.is_none() && !newer(&step.meta, &target) {
+            if self.links.tracks(step) {
+                self.links.kept(step, &here, &target);
+            }
             return Ok((Go::Skip, None));
         }
         if self.opts.interactive && !self.ask(&self.question(&step.dst, &target)) {
@@ -645,8 +684,16 @@ impl Copier {
             })?;
             return Ok((Go::Ahead, Some(name)));
         }
+        if first.is_some_and(|(_, id)| *id == links::id(&here)) {
+            return Ok((Go::Skip, None)); // already that link
+        }
+        // --preserve=links: a destination with other names is replaced, not
+        // written into (as GNU cp: their data stays theirs).
+        let shared = self.links.on() && writes_data && target.nlink() > 1;
         // --attributes-only replaces nothing unless told to.
-        let replaced = (!writes_data && !self.opts.attributes_only) || self.opts.remove_destination;
+        let replaced = ((!writes_data || shared) && !self.opts.attributes_only)
+            || first.is_some()
+            || self.opts.remove_destination;
         // GNU cp -l and -s replace a file only when told to (-f); -dl
         // replaces a symlink with a link to a symlink.
         let allowed = self.opts.remove_destination
@@ -897,8 +944,8 @@ impl Copier {
 
 /// --preserve=xattr (or all): copy the extended attributes of `src` (a file
 /// or directory; symlinks followed) to `dst`, open as `file`, but the
-/// SELinux label (GNU's `context`) and the ACLs (kept with the mode, as
-/// GNU's /etc/xattr.conf says). After the ownership, which clears
+/// SELinux label (GNU's `context`) and those /etc/xattr.conf names (the
+/// ACLs, kept with the mode; others never copied). After the ownership, which clears
 /// security.capability; before the mode. A copy its owner may not write
 /// (of a read-only source) is made writable meanwhile, as GNU's is. Where
 /// they cannot be copied that is an error only if xattr was asked for by name.
@@ -912,17 +959,17 @@ fn preserve_xattrs(
     if !what.xattr {
         return Ok(());
     }
-    const NOT_COPIED: &[&str] = &[
-        "security.selinux",
-        "system.posix_acl_access",
-        "system.posix_acl_default",
-    ];
     // A copy its owner may not write gets u+w while they are set.
     let mut made_writable = None;
     let mut copy = || -> io::Result<()> {
         let names = xattr::list_deref(src)
             .map_err(|e| ubio::error::context(e, "list attributes of", Some(src)))?;
-        for name in names.filter(|n| !NOT_COPIED.iter().any(|x| n == *x)) {
+        let conf = xattrconf::XattrConf::system();
+        let wanted = |n: &std::ffi::OsString| {
+            n.to_str()
+                .is_none_or(|n| n != "security.selinux" && conf.copied_as_xattr(n))
+        };
+        for name in names.filter(wanted) {
             let value = xattr::get_deref(src, &name)
                 .map_err(|e| ubio::error::context(e, "read attributes of", Some(src)))?;
             let Some(value) = value else { continue };

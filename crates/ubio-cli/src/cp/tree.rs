@@ -29,6 +29,10 @@ pub struct Step {
     /// A directory --parents made on the way to a source: -v prints it
     /// without quotes, as GNU does.
     pub parent: bool,
+    /// Found where symlinks are followed (-L anywhere; -H, or a copy
+    /// without -r, on the command line): another source may reach this
+    /// file through a symlink, whatever its link count.
+    pub via_symlinks: bool,
 }
 
 /// Which symlinks are followed (GNU's -P, -H, -L).
@@ -93,7 +97,12 @@ pub fn walk<'w>(src: &Path, dst: &Path, w: &'w Walk) -> Walker<'w> {
         }
     }
     walker.root_dev = meta.dev();
-    walker.visit(src.to_path_buf(), dst.to_path_buf(), meta);
+    walker.visit(
+        src.to_path_buf(),
+        dst.to_path_buf(),
+        meta,
+        w.deref != Deref::Never,
+    );
     walker
 }
 
@@ -155,8 +164,9 @@ impl Iterator for Walker<'_> {
             } else {
                 s.symlink_metadata()
             };
+            let via = self.w.deref == Deref::Always;
             match m {
-                Ok(m) => self.visit(s, d, m),
+                Ok(m) => self.visit(s, d, m, via),
                 Err(e) => self.problem(msg::on("stat", &s, &e)),
             }
         }
@@ -168,18 +178,19 @@ impl Walker<'_> {
         self.ready.push_back(Item::Problem(Problem(message)));
     }
 
-    fn push(&mut self, kind: Kind, src: &Path, dst: &Path, meta: Metadata) {
+    fn push(&mut self, kind: Kind, src: &Path, dst: &Path, meta: Metadata, via_symlinks: bool) {
         self.ready.push_back(Item::Step(Step {
             kind,
             src: src.to_path_buf(),
             dst: dst.to_path_buf(),
             meta,
             parent: false,
+            via_symlinks,
         }));
     }
 
     /// What `src` (seen as `meta`) makes: its steps, or a directory entered.
-    fn visit(&mut self, src: PathBuf, dst: PathBuf, meta: Metadata) {
+    fn visit(&mut self, src: PathBuf, dst: PathBuf, meta: Metadata, via: bool) {
         let (w, ft) = (self.w, meta.file_type());
         if ft.is_dir() {
             let id = (meta.dev(), meta.ino());
@@ -191,10 +202,10 @@ impl Walker<'_> {
                 ));
                 return;
             }
-            self.push(Kind::DirStart, &src, &dst, meta.clone());
+            self.push(Kind::DirStart, &src, &dst, meta.clone(), via);
             if w.one_file_system && meta.dev() != self.root_dev {
                 // GNU cp -x makes the mount point but copies nothing below it.
-                self.push(Kind::DirEnd, &src, &dst, meta);
+                self.push(Kind::DirEnd, &src, &dst, meta, via);
                 return;
             }
             self.stack.push(Dir {
@@ -204,14 +215,15 @@ impl Walker<'_> {
                     dst,
                     meta,
                     parent: false,
+                    via_symlinks: via,
                 },
                 names: None,
                 next: 0,
             });
         } else if ft.is_symlink() {
-            self.push(Kind::Symlink, &src, &dst, meta);
+            self.push(Kind::Symlink, &src, &dst, meta, via);
         } else if ft.is_fifo() && w.recursive && !w.copy_contents {
-            self.push(Kind::Fifo, &src, &dst, meta);
+            self.push(Kind::Fifo, &src, &dst, meta, via);
         } else if w.recursive
             && (ft.is_socket()
                 || (!w.copy_contents && (ft.is_block_device() || ft.is_char_device())))
@@ -222,7 +234,7 @@ impl Walker<'_> {
                 msg::quote(&src)
             ));
         } else {
-            self.push(Kind::File, &src, &dst, meta);
+            self.push(Kind::File, &src, &dst, meta, via);
         }
     }
 }
@@ -286,6 +298,7 @@ pub fn parents(src: &Path, dir: &Path, steps: &mut Vec<Step>, problems: &mut Vec
                 dst: below(dir, &sofar),
                 meta: m,
                 parent: true,
+                via_symlinks: false,
             }),
             Ok(_) => {
                 problems.push(Problem(format!(

@@ -129,9 +129,17 @@ fn run(
         Err(_) => Stdio::null(),
     };
     let mut command = match user {
+        // setpriv runs `cp` found on the PATH: both are then named cp in
+        // their messages.
         Some(ids) => {
             let mut c = Command::new("setpriv");
-            c.args(ids).arg("--").arg(cp);
+            let path = std::env::var_os("PATH").unwrap_or_default();
+            let dirs = std::iter::once(cp.parent().unwrap().to_path_buf())
+                .chain(std::env::split_paths(&path));
+            c.args(ids)
+                .arg("--")
+                .arg("cp")
+                .env("PATH", std::env::join_paths(dirs).unwrap());
             c
         }
         None => Command::new(cp),

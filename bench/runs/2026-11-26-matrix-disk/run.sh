@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The matrix committed here (issue 27): ext4 over a loop device (direct I/O)
+# on this machine's disk (/dev/vda), the companion of
+# bench/runs/2026-11-26-matrix-shm (the same axes over /dev/shm): seq-write
+# and seq-read, 1 MiB requests, 1, 2 and 4 threads, datasets of 0.5, 1 and 2
+# times the 512 MiB the run may use, buffered, dontcache, odirect and ubio,
+# plus seed 003's own job (2 MiB, one job per CPU, ten files per job, fio's
+# cross-check) at each dataset; 3 rounds per point, each in a new random
+# order; the points in a random order (seed 2612). --pressure auto: on this
+# VM (free page reporting) global pressure, a balloon leaving 512 MiB to the
+# whole machine and a filler holding free memory small before every run.
+#
+#   bench/runs/2026-11-26-matrix-disk/run.sh [MAX-MINUTES]
+#
+# Each call is one session of at most MAX-MINUTES (default 8); run it again
+# to go on with the points not done. UBIO_BIN_DIR: where ubio and
+# ubio-bench are (default target/release). Needs root.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$here/../../.."
+bin=${UBIO_BIN_DIR:-$PWD/target/release}
+UBIO_EXE=$bin/ubio "$bin/ubio-bench" matrix \
+    --targets ext4/disk --workloads seq-write,seq-read --blocks 1M --threads 1,2,4 \
+    --datasets 0.5,1,2 --modes buffered,dontcache,odirect,ubio --memory 512M \
+    --pressure auto --seed-point --rounds 3 --seed 2612 --out "$here" \
+    --max-minutes "${1:-8}"
