@@ -89,7 +89,7 @@ pub fn address_space_limit() -> io::Result<Option<u64>> {
     };
     // SAFETY: `r` is a valid out-pointer for struct rlimit.
     cvt(unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut r) } as libc::c_long)?;
-    Ok((r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur as u64))
+    Ok((r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur))
 }
 
 /// Whose CPU time [`cpu_time`] reports.
