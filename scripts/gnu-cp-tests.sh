@@ -50,11 +50,6 @@ EXPECTED_SKIPS=(
 # against the run; a failure not listed fails the run, and so does a listed
 # test that passes (remove it from the list: the list only shrinks).
 KNOWN_FAILURES=(
-    "tests/cp/cp-i.sh|wording: -i/-n prompts and their answers not yet GNU's ('overwrite ...?')"
-    "tests/mv/i-2.sh|wording: -i prompt for an unwritable destination ('replace ..., overriding mode')"
-    "tests/cp/link-heap.sh|memory: cp -al of 40,000 entries under ulimit -v (bounded memory not done)"
-    "tests/cp/parent-perm-race.sh|metadata: --parents' directories' modes while they are made"
-    "tests/cp/sparse.sh|sparse: the copies' allocated blocks are not what GNU's test expects"
 )
 # (--reference, GNU's own cp, is held to no such list: it must pass them.)
 # A test is stopped after $UBIO_GNU_TEST_TIMEOUT seconds (default 300; the

@@ -41,6 +41,22 @@ fn command_line_as_gnu_reads_it() {
         // Conflicts and usage errors.
         (file, vec!["-bn", "f", "g"], vec![]),
         (file, vec!["--sparse=never", "--reflink", "f", "g"], vec![]),
+        (file, vec!["--sparse=always", "--reflink", "f", "g"], vec![]),
+        (
+            file,
+            vec!["--reflink=always", "--sparse=never", "f", "g"],
+            vec![],
+        ),
+        (
+            file,
+            vec!["--sparse=always", "--reflink=never", "f", "g"],
+            vec![],
+        ),
+        (
+            file,
+            vec!["--sparse=never", "--reflink=auto", "f", "g"],
+            vec![],
+        ),
         (file, vec!["-ls", "f", "g"], vec![]),
         (file, vec!["--bogus", "f", "g"], vec![]),
         (file, vec!["-/", "f", "g"], vec![]),
@@ -178,16 +194,6 @@ fn command_line_as_gnu_reads_it() {
         (
             "echo data > f",
             "--re f g",
-            "wording: usage errors in GNU's getopt/argmatch words (clap's today)",
-        ),
-        (
-            "echo data > f",
-            "-bn f g",
-            "wording: usage errors in GNU's getopt/argmatch words (clap's today)",
-        ),
-        (
-            "echo data > f",
-            "--sparse=never --reflink f g",
             "wording: usage errors in GNU's getopt/argmatch words (clap's today)",
         ),
         (
@@ -652,4 +658,109 @@ fn capabilities_kept_after_ownership_as_gnu() {
         .map(|option| (setup, vec![option, "f", "g"], vec![]))
         .collect();
     assert_all_as_gnu_as_user(&["--reuid=0", "--regid=0", "--clear-groups"], &cases);
+}
+
+/// -i's questions in GNU's words, and -i, -n and -f as GNU combines them
+/// (tests/cp/cp-i.sh, tests/mv/i-2.sh): a destination its user may not
+/// write is named with its mode, as one to be replaced (-f,
+/// --remove-destination) or to try anyway; -n and -i, the last wins; -n
+/// with a backup is a usage error; a directory in the way is asked about
+/// before it is an error. Run as a user, so that modes matter.
+#[test]
+fn prompts_as_gnu_words_them() {
+    if !common::root_or_skip("prompts_as_gnu_words_them") {
+        return;
+    }
+    // e, g: the user's and writable; f, h: the user's, mode 0; lnk -> h.
+    let files = "chmod 777 .; echo e > e; echo f > f; echo g > g; echo h > h; chmod 0 f h; \
+                 ln -s h lnk; chown -h 65534 e f g h lnk";
+    let yes = format!("{files}; echo y > .stdin");
+    let no = format!("{files}; echo n > .stdin");
+    let modes =
+        |mode: &str, answer: &str| format!("{files}; chmod {mode} h; echo {answer} > .stdin");
+    let (m4000, m1444, m2070) = (modes("4000", "n"), modes("1444", "n"), modes("2070", "n"));
+    let mut cases: Vec<Case> = vec![
+        (&yes, vec!["-if", "e", "f"], vec![]),
+        (&no, vec!["-if", "e", "f"], vec![]),
+        (&yes, vec!["-fi", "e", "f"], vec![]),
+        (&no, vec!["-i", "e", "f"], vec![]),
+        (&yes, vec!["-i", "e", "f"], vec![]),
+        (&no, vec!["-i", "--remove-destination", "e", "f"], vec![]),
+        (&no, vec!["-ib", "e", "f"], vec![]),
+        (&no, vec!["-ibf", "e", "f"], vec![]),
+        (&no, vec!["-i", "e", "g"], vec![]),
+        (&no, vec!["-i", "e", "lnk"], vec![]),
+        (&no, vec!["-if", "e", "lnk"], vec![]),
+        (&no, vec!["-il", "e", "f"], vec![]),
+        (&no, vec!["-is", "e", "f"], vec![]),
+        (&m4000, vec!["-i", "e", "h"], vec![]),
+        (&m1444, vec!["-if", "e", "h"], vec![]),
+        (&m2070, vec!["-if", "e", "h"], vec![]),
+    ];
+    // tests/cp/cp-i.sh: of -i and -n the last wins, -f changes neither.
+    for (answer, args) in [
+        (&yes, "-vni"),
+        (&yes, "-vin"),
+        (&yes, "-vfi"),
+        (&no, "-vfn"),
+        (&no, "-vnf"),
+        (&no, "-vi"),
+        (&yes, "-vi"),
+    ] {
+        cases.push((answer, vec![args, "e", "g"], vec![]));
+    }
+    // -n with a backup: a usage error, whatever the control; not after -i.
+    for args in [
+        vec!["-bn", "e", "g"],
+        vec!["-nb", "e", "g"],
+        vec!["-bin", "e", "g"],
+        vec!["-bni", "e", "g"],
+        vec!["-n", "--backup=none", "e", "g"],
+        vec!["-n", "-S", ".old", "e", "g"],
+    ] {
+        cases.push((&no, args, vec![]));
+    }
+    // A directory where a file goes: asked about first (tests/cp/cp-i.sh).
+    let dir_in_the_way = |answer: &str| {
+        format!(
+            "chmod 777 .; mkdir -p a b/a/c; touch a/c; chown -R 65534 a b; echo {answer} > .stdin"
+        )
+    };
+    let (dir_no, dir_yes) = (dir_in_the_way("n"), dir_in_the_way("y"));
+    cases.push((&dir_no, vec!["-iR", "a", "b"], vec![]));
+    cases.push((&dir_yes, vec!["-iR", "a", "b"], vec![]));
+    cases.push((&dir_no, vec!["-iT", "a/c", "b/a"], vec![]));
+    cases.push((&dir_no, vec!["-nR", "a", "b"], vec![]));
+    assert_all_as_gnu_as_user(
+        &["--reuid=65534", "--regid=65534", "--clear-groups"],
+        &cases,
+    );
+}
+
+/// The modes of directories a copy makes, as GNU gives them once their
+/// contents are in (they are made closed meanwhile: tests/cp/parent-perm-race.sh),
+/// with and without --parents, the mode or the ownership kept or not.
+#[test]
+fn directory_modes_as_gnu() {
+    let tree = "mkdir -p s/a/b s/c d; touch s/a/b/f; chmod 775 s; chmod 2750 s/a; \
+                chmod 1777 s/a/b; chmod 500 s/c";
+    let cases: Vec<Case> = [
+        vec!["-R", "s", "t"],
+        vec!["-R", "--preserve=ownership", "s", "t"],
+        vec!["-R", "--preserve=mode", "s", "t"],
+        vec!["-R", "--no-preserve=mode", "s", "t"],
+        vec!["-a", "s", "t"],
+        vec!["-R", "--parents", "s/a/b", "d"],
+        vec!["-R", "--parents", "--preserve=ownership", "s/a/b", "d"],
+        vec!["--parents", "-p", "s/a/b/f", "d"],
+    ]
+    .into_iter()
+    .map(|args| (tree, args, vec![]))
+    .collect();
+    let known: &[Known] = &[(
+        tree,
+        "-R --no-preserve=mode s t",
+        "metadata: GNU keeps a directory's sticky bit with --no-preserve=mode (1777 -> 1755); ubio gives 0755 (before the closed directories too)",
+    )];
+    assert_as_gnu_but(&cases, known);
 }

@@ -450,7 +450,7 @@ fn with_tail(segments: &[(u64, u64)], size: u64) -> impl Iterator<Item = (u64, u
 }
 
 /// The reader thread's stack: it reads into heap buffers; its frames are small.
-const READER_STACK: usize = 128 << 10;
+pub const READER_STACK: usize = 128 << 10;
 
 /// A filled buffer on its way to the writer.
 struct Chunk {

@@ -51,22 +51,18 @@ pub struct Links {
 }
 
 impl Links {
-    pub fn new(opts: &Options, steps: &[Step]) -> Links {
+    /// `sources`: every source file, asked for only with -u (see `kept`).
+    pub fn new(opts: &Options, sources: impl FnOnce() -> HashSet<Id>) -> Links {
         let on = opts.preserve.links && opts.link != LinkMode::Hard;
-        let sources = if on && opts.update {
-            steps
-                .iter()
-                .filter(|s| !s.meta.is_dir())
-                .map(|s| id(&s.meta))
-                .collect()
-        } else {
-            HashSet::new()
-        };
         Links {
             on,
             first: HashMap::new(),
             in_flight: HashMap::new(),
-            sources,
+            sources: if on && opts.update {
+                sources()
+            } else {
+                HashSet::new()
+            },
         }
     }
 

@@ -182,74 +182,33 @@ fn targets(args: &Args) -> Result<Targets> {
 pub fn run(args: Args) -> Result<ExitCode> {
     let opts = args.options()?;
     let t = targets(&args)?;
-    let mut steps = Vec::new();
-    let mut problems = Vec::new();
     let mut errors: Vec<String> = Vec::new();
-    // A source named twice (however it is spelled) onto the same name is
-    // copied once, with GNU's warning; with backups each is a new version.
-    let mut seen = HashSet::new();
-    let backups = opts.backup.is_on();
-    for src in &t.srcs {
-        if let Some(target) = t.of(src, args.parents, &mut steps, &mut problems) {
-            let id = src
-                .symlink_metadata()
-                .map(|m| (m.dev(), m.ino(), m.is_dir()));
-            match id {
-                Ok((dev, ino, dir)) if !backups && !seen.insert((dev, ino, target.clone())) => {
-                    let what = if dir { "directory" } else { "file" };
-                    eprintln!(
-                        "{}: warning: source {what} {} specified more than once",
-                        name(),
-                        msg::quote(src)
-                    );
-                }
-                _ => tree::plan(src, &target, &opts.walk, &mut steps, &mut problems),
-            }
-        }
-        // In the order of the sources, as GNU reports them (those that go
-        // nowhere too).
-        for p in problems.drain(..) {
-            eprintln!("{}: {}", name(), p.0);
-            errors.push(p.0);
-        }
-    }
-    // --parents: each directory made on the way gets its metadata at the
-    // end, after what was copied into it.
-    let parent_ends: Vec<Step> = steps
-        .iter()
-        .filter(|s| s.parent)
-        .map(|s| Step {
-            kind: Kind::DirEnd,
-            src: s.src.clone(),
-            dst: s.dst.clone(),
-            meta: s.meta.clone(),
-            parent: true,
-            via_symlinks: false,
-        })
-        .collect();
-    steps.extend(parent_ends.into_iter().rev());
-    let total: u64 = steps
-        .iter()
-        .filter(|s| {
-            matches!(s.kind, Kind::File) && opts.link == LinkMode::Copy && !opts.attributes_only
-        })
-        .map(|s| s.meta.len())
-        .sum();
+    // The bar's total: a walk of its own (the copy's walk goes as it
+    // copies), made only for a bar that is drawn.
+    let total = if Progress::drawn() && opts.link == LinkMode::Copy && !opts.attributes_only {
+        bytes_to_copy(&t, &args, &opts)
+    } else {
+        0
+    };
+    let progress = Progress::new(total);
     // Files in parallel where the order of what is printed cannot show it:
     // -v prints each copy in GNU's order, so it copies one file at a time.
-    let progress = Progress::new(total);
-    let links = links::Links::new(&opts, &steps);
+    let mut opts = opts;
+    let jobs = pool::fit(if args.verbose { 1 } else { args.jobs() }, &mut opts.copy);
+    // --preserve=links with -u: every source file, known before the copy.
+    let links = links::Links::new(&opts, || source_files(&t, &args, &opts));
     let opts = Arc::new(opts);
-    let jobs = args.jobs();
-    let pool = (jobs > 1 && !args.verbose).then(|| pool::Pool::new(jobs, opts.clone(), &progress));
     let mut copier = Copier {
+        jobs,
+        pool: None,
         opts,
-        pool,
         seq: 0,
         dir_ends: Vec::new(),
         verbose: args.verbose,
         progress,
         copied: Vec::new(),
+        summarize: args.json,
+        files: 0,
         errors: Vec::new(),
         failed_dirs: Vec::new(),
         dir_bits_added: HashMap::new(),
@@ -259,7 +218,54 @@ pub fn run(args: Args) -> Result<ExitCode> {
         links,
     };
     let start = Instant::now();
-    for step in &steps {
+    // A source named twice (however it is spelled) onto the same name is
+    // copied once, with GNU's warning; with backups each is a new version.
+    let mut seen = HashSet::new();
+    let opts = copier.opts.clone();
+    let backups = opts.backup.is_on();
+    // --parents: each directory made on the way gets its metadata at the
+    // end, after what was copied into it.
+    let mut parent_ends: Vec<Step> = Vec::new();
+    for src in &t.srcs {
+        let mut steps = Vec::new();
+        let mut problems = Vec::new();
+        let target = t.of(src, args.parents, &mut steps, &mut problems);
+        // In the order of the sources, as GNU reports them (those that go
+        // nowhere too).
+        for p in problems {
+            copier.fail(p.0);
+        }
+        parent_ends.extend(steps.iter().map(|s| Step {
+            kind: Kind::DirEnd,
+            ..s.clone()
+        }));
+        for step in &steps {
+            copier.step(step);
+        }
+        let Some(target) = target else { continue };
+        let id = src
+            .symlink_metadata()
+            .map(|m| (m.dev(), m.ino(), m.is_dir()));
+        match id {
+            Ok((dev, ino, dir)) if !backups && !seen.insert((dev, ino, target.clone())) => {
+                let what = if dir { "directory" } else { "file" };
+                eprintln!(
+                    "{}: warning: source {what} {} specified more than once",
+                    name(),
+                    msg::quote(src)
+                );
+            }
+            _ => {
+                for item in tree::walk(src, &target, &opts.walk) {
+                    match item {
+                        tree::Item::Step(step) => copier.step(&step),
+                        tree::Item::Problem(p) => copier.fail(p.0),
+                    }
+                }
+            }
+        }
+    }
+    for step in parent_ends.iter().rev() {
         copier.step(step);
     }
     copier.finish();
@@ -270,7 +276,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if args.json {
         let bytes = copier.copied.iter().map(|c| c.report.bytes).sum();
         let summary = Summary {
-            files: copier.copied.len() as u64,
+            files: copier.files,
             bytes,
             seconds,
             mb_per_s: bytes as f64 / 1e6 / seconds.max(1e-9),
@@ -283,9 +289,50 @@ pub fn run(args: Args) -> Result<ExitCode> {
     Ok(out::status(&errors))
 }
 
+/// Every step of the copy, walked before it (the copy walks as it goes),
+/// for what must be known of the whole first.
+fn prewalk(t: &Targets, args: &Args, opts: &Options, mut each: impl FnMut(&Step)) {
+    for src in &t.srcs {
+        let target = t.of(src, args.parents, &mut Vec::new(), &mut Vec::new());
+        for item in target
+            .iter()
+            .flat_map(|dst| tree::walk(src, dst, &opts.walk))
+        {
+            if let tree::Item::Step(step) = item {
+                each(&step);
+            }
+        }
+    }
+}
+
+/// The bytes of the files the sources hold (what the progress bar counts).
+fn bytes_to_copy(t: &Targets, args: &Args, opts: &Options) -> u64 {
+    let mut total = 0;
+    prewalk(t, args, opts, |s| {
+        if matches!(s.kind, Kind::File) {
+            total += s.meta.len()
+        }
+    });
+    total
+}
+
+/// The identities of the source files (not directories).
+fn source_files(t: &Targets, args: &Args, opts: &Options) -> HashSet<links::Id> {
+    let mut ids = HashSet::new();
+    prewalk(t, args, opts, |s| {
+        if !s.meta.is_dir() {
+            ids.insert(links::id(&s.meta));
+        }
+    });
+    ids
+}
+
 struct Copier {
     opts: Arc<Options>,
-    /// The copies of files in flight (None: one at a time).
+    /// Files copied at once; 1: in the main thread, one at a time.
+    jobs: usize,
+    /// The copies of files in flight, started with the first file to copy
+    /// (links, -l and -s, start no worker).
     pool: Option<pool::Pool>,
     /// The place in the plan of the step being taken.
     seq: usize,
@@ -293,12 +340,18 @@ struct Copier {
     dir_ends: Vec<Step>,
     verbose: bool,
     progress: Progress,
+    /// Each file's copy, for --json (`summarize`) only: a summary of a tree
+    /// lists every file, but without it nothing grows with the tree.
     copied: Vec<Copied>,
+    summarize: bool,
+    /// Files copied.
+    files: u64,
     errors: Vec<String>,
     /// Destinations of directories that could not be made: their contents are skipped.
     failed_dirs: Vec<PathBuf>,
-    /// Directories made with u+rwx added so their contents could be written.
-    dir_bits_added: HashMap<PathBuf, u32>,
+    /// Directories made with u+rwx added so their contents could be
+    /// written, and group and other bits withheld meanwhile: (added, withheld).
+    dir_bits_added: HashMap<PathBuf, (u32, u32)>,
     /// The directories --parents made on the way to the sources.
     made_parents: Vec<PathBuf>,
     /// What this command made: a later source is not copied onto one of
@@ -447,6 +500,13 @@ impl Copier {
             return Ok(());
         }
         let data = matches!(step.kind, Kind::File) && self.opts.link == LinkMode::Copy;
+        // The workers start with the first file to copy (links start none).
+        if data && self.jobs > 1 && self.pool.is_none() {
+            self.pool = pool::Pool::start(self.jobs, self.opts.clone(), &self.progress);
+            if self.pool.is_none() {
+                self.jobs = 1; // not even one worker: this thread copies
+            }
+        }
         if let Some(pool) = self.pool.as_mut().filter(|_| data) {
             pool.submit(self.seq, step.clone());
             if tracked {
@@ -581,12 +641,8 @@ impl Copier {
             same::Same::FromBackup => return self.from_backup(step),
         }
         let target = target.unwrap_or_else(|| here.clone());
-        if target.is_dir() && writes_data || here.is_dir() {
-            return Err(format!(
-                "cannot overwrite directory {} with non-directory",
-                msg::quote(&step.dst)
-            ));
-        }
+        // GNU's order: -n, -u and -i may keep a directory in the way before
+        // it is an error (`echo n | cp -i f dir_named_f` exits 0).
         if self.opts.no_clobber {
             return Ok((Go::Skip, None));
         }
@@ -597,8 +653,14 @@ impl Copier {
             }
             return Ok((Go::Skip, None));
         }
-        if self.opts.interactive && !self.ask(&format!("overwrite {}? ", msg::quote(&step.dst))) {
+        if self.opts.interactive && !self.ask(&self.question(&step.dst, &target)) {
             return Ok((Go::Skip, None));
+        }
+        if target.is_dir() && writes_data || here.is_dir() {
+            return Err(format!(
+                "cannot overwrite directory {} with non-directory",
+                msg::quote(&step.dst)
+            ));
         }
         if let Some(name) = self.opts.backup.name(&step.dst) {
             // `cp --backup=simple a~ a`: the backup would replace the source.
@@ -670,6 +732,24 @@ impl Copier {
         Ok((Go::From(name.clone()), Some(name)))
     }
 
+    /// -i's question about `dst` (which is `target`, symlinks followed), in
+    /// GNU's words: a destination its user may not write (access(2), by the
+    /// effective ids) is named with its mode, as one to be replaced where -f
+    /// or --remove-destination would remove it, else as one to try anyway.
+    fn question(&self, dst: &Path, target: &std::fs::Metadata) -> String {
+        let name = msg::quote(dst);
+        if target.is_symlink() || ubio::sys::access(dst, libc::W_OK).is_ok() {
+            return format!("overwrite {name}? ");
+        }
+        let mode = target.mode() & 0o7777;
+        let (mode, letters) = (format!("{mode:04o}"), mode_letters(mode));
+        if self.opts.force || self.opts.remove_destination {
+            format!("replace {name}, overriding mode {mode} ({letters})? ")
+        } else {
+            format!("unwritable {name} (mode {mode}, {letters}); try anyway? ")
+        }
+    }
+
     /// -i: ask on stderr, read the answer from stdin; yes if it starts with y.
     fn ask(&mut self, question: &str) -> bool {
         let mut answer = String::new();
@@ -695,12 +775,15 @@ impl Copier {
     ) -> Result<(), String> {
         match result {
             Ok(report) => {
-                self.copied.push(Copied {
-                    seq,
-                    src: step.src.clone(),
-                    dst: step.dst.clone(),
-                    report,
-                });
+                self.files += 1;
+                if self.summarize {
+                    self.copied.push(Copied {
+                        seq,
+                        src: step.src.clone(),
+                        dst: step.dst.clone(),
+                        report,
+                    });
+                }
                 Ok(())
             }
             Err(CopyError {
@@ -782,13 +865,23 @@ impl Copier {
             Err(_) => {}
         }
         let mode = self.opts.preserve.new_dir_mode(mode);
-        // u+rwx while the contents are copied in, even from a read-only source.
+        // While the contents are copied in: u+rwx, even from a read-only
+        // source; and as GNU cp (tests/cp/parent-perm-race.sh), no write
+        // for group and others, and no access at all for them while the
+        // owner is not yet the source's. Given at its end (needs the umask).
+        let withheld = match umask() {
+            None => 0,
+            Some(_) if self.opts.preserve.ownership => mode & 0o077,
+            Some(_) => mode & 0o022,
+        };
+        let held = (mode & !withheld) | 0o700;
         std::fs::DirBuilder::new()
-            .mode(mode | 0o700)
+            .mode(held)
             .create(&step.dst)
             .map_err(|e| msg::on("create directory", &step.dst, &e))?;
-        if mode & 0o700 != 0o700 {
-            self.dir_bits_added.insert(step.dst.clone(), 0o700 & !mode);
+        if held != mode {
+            self.dir_bits_added
+                .insert(step.dst.clone(), (0o700 & !mode, withheld));
         }
         if step.parent {
             self.made_parents.push(step.dst.clone());
@@ -806,10 +899,13 @@ impl Copier {
         if step.parent && !self.made_parents.iter().any(|d| d.starts_with(&step.dst)) {
             return Ok(());
         }
-        // Take back the u+rwx added while the contents were copied in.
-        if let Some(bits) = added.filter(|_| !self.opts.preserve.mode) {
+        // Take back the u+rwx added while the contents were copied in, and
+        // give what was withheld as mkdir would have (the umask applies).
+        if let Some((added, withheld)) = added.filter(|_| !self.opts.preserve.mode) {
             let now = step.dst.metadata().map_err(|e| err("stat", e))?.mode();
-            std::fs::set_permissions(&step.dst, PermissionsExt::from_mode(now & 0o7777 & !bits))
+            let given = withheld & !umask().unwrap_or(0o777);
+            let mode = (now & 0o7777 & !added) | given;
+            std::fs::set_permissions(&step.dst, PermissionsExt::from_mode(mode))
                 .map_err(|e| err("chmod", e))?;
         }
         if self.opts.preserve.any() {
@@ -870,7 +966,8 @@ fn preserve_xattrs(
             .map_err(|e| ubio::error::context(e, "list attributes of", Some(src)))?;
         let conf = xattrconf::XattrConf::system();
         let wanted = |n: &std::ffi::OsString| {
-            n.to_str().is_none_or(|n| n != "security.selinux" && conf.copied_as_xattr(n))
+            n.to_str()
+                .is_none_or(|n| n != "security.selinux" && conf.copied_as_xattr(n))
         };
         for name in names.filter(wanted) {
             let value = xattr::get_deref(src, &name)
@@ -924,6 +1021,34 @@ fn link_failed(what: &str, dst: &Path, src: &Path, e: &io::Error) -> String {
         msg::quote(src),
         msg::reason(e)
     )
+}
+
+/// The permission bits as ls shows them (`rwxr-S--T`).
+fn mode_letters(mode: u32) -> String {
+    let mut out = String::with_capacity(9);
+    for (shift, special, letter) in [(6, 0o4000, 's'), (3, 0o2000, 's'), (0, 0o1000, 't')] {
+        let bits = mode >> shift;
+        out.push(if bits & 4 != 0 { 'r' } else { '-' });
+        out.push(if bits & 2 != 0 { 'w' } else { '-' });
+        out.push(match (mode & special != 0, bits & 1 != 0) {
+            (true, true) => letter,
+            (true, false) => letter.to_ascii_uppercase(),
+            (false, true) => 'x',
+            (false, false) => '-',
+        });
+    }
+    out
+}
+
+/// The process's umask, from /proc/self/status (Linux 4.7+; umask(2) could
+/// only read it by changing it); None where it cannot be read.
+fn umask() -> Option<u32> {
+    static UMASK: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    *UMASK.get_or_init(|| {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let line = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
+        u32::from_str_radix(line.trim(), 8).ok()
+    })
 }
 
 /// -u: the source's modification time is later than the destination's.

@@ -383,7 +383,24 @@ impl Args {
         } else {
             Deref::Always
         };
-        let backup = if self.backup.is_some() || self.backup_default || self.suffix.is_some() {
+        // GNU: a clone keeps the source's extents as they are, which
+        // --sparse=always or never would change.
+        if self.reflink == Reflink::Always && self.sparse != Sparse::Auto {
+            bail!(
+                "--reflink can be used only with --sparse=auto\n{}",
+                super::try_help()
+            );
+        }
+        let backups = self.backup.is_some() || self.backup_default || self.suffix.is_some();
+        // GNU: a backup of what -n keeps makes no sense (whatever the
+        // control, none too); a later -i overrides -n, and then it is fine.
+        if backups && self.no_clobber {
+            bail!(
+                "options --backup and --no-clobber are mutually exclusive\n{}",
+                super::try_help()
+            );
+        }
+        let backup = if backups {
             let control = self.backup.as_deref().filter(|c| !c.is_empty());
             Backup::new(control, self.suffix.clone())?
         } else {

@@ -11,6 +11,14 @@
 //! and half a window of bytes per worker), when the wait is usually over.
 //! The dirty + writeback bytes of a tree copy are therefore bounded by
 //! jobs x 1.5 windows (a file being copied, plus the pending ones).
+//!
+//! Memory is bounded too, whatever the size of the tree: the main thread
+//! hands out at most `IN_FLIGHT_PER_WORKER` copies per worker before it
+//! waits for one; each worker's stack is sized for what it does; and under
+//! a low RLIMIT_AS (`ulimit -v`) fewer workers start, with smaller buffers
+//! (see [`fit`]). A worker that cannot be started (the address space or
+//! RLIMIT_NPROC) means fewer workers; none at all, the copies in the main
+//! thread.
 
 use super::file::{self, CopyError, FileReport};
 use super::progress::Progress;
@@ -24,6 +32,66 @@ use std::thread::JoinHandle;
 /// Small files a worker keeps open, their writeback started.
 const MAX_PENDING: usize = 32;
 
+/// Copies handed out per worker before the main thread waits for one: a
+/// worker's pending files, the one it copies, and one waiting.
+const IN_FLIGHT_PER_WORKER: usize = MAX_PENDING + 2;
+
+/// A worker's stack. It calls the copy engine and the metadata calls,
+/// neither recursive nor with large frames (its buffers are on the heap);
+/// Rust's default of 2 MiB per thread is address space a `ulimit -v`
+/// counts.
+const WORKER_STACK: usize = 256 << 10;
+
+/// The address space one worker may take: its stack, the copy engine's
+/// buffers and its reader thread (see ubio::copy), and 1 MiB for the rest
+/// (open files, messages, allocator slack).
+fn worker_bytes(copy: &ubio::copy::CopyOptions) -> u64 {
+    let buffers = (copy.buffers.max(1) * copy.block.max(1)) as u64;
+    (WORKER_STACK + ubio::copy::READER_STACK) as u64 + buffers + (1 << 20)
+}
+
+/// Fit `jobs` workers and `copy`'s buffers into what RLIMIT_AS leaves of the
+/// address space (nothing to fit where there is no limit): half of what is
+/// left goes to the copies, the rest stays for the walk and the main
+/// thread. Buffers shrink first to two (the least that overlaps reading and
+/// writing), then in size down to 64 KiB, before the workers are fewer.
+/// The number of workers to start (1: the main thread copies).
+pub fn fit(jobs: usize, copy: &mut ubio::copy::CopyOptions) -> usize {
+    let Some(left) = address_space_left() else {
+        return jobs;
+    };
+    let budget = left / 2;
+    let fits = |copy: &ubio::copy::CopyOptions| budget / worker_bytes(copy);
+    if fits(copy) < jobs as u64 {
+        copy.buffers = copy.buffers.min(2);
+        while fits(copy) < 1 && copy.block > MIN_BLOCK {
+            copy.block = (copy.block / 2).max(MIN_BLOCK);
+        }
+    }
+    let fit = (fits(copy) as usize).clamp(1, jobs.max(1));
+    if fit < jobs {
+        log::debug!(
+            "cp: {fit} of {jobs} workers, {} buffers of {} bytes: {left} bytes of address space left (RLIMIT_AS)",
+            copy.buffers,
+            copy.block
+        );
+    }
+    fit
+}
+
+/// The smallest request size [`fit`] shrinks to.
+const MIN_BLOCK: usize = 64 << 10;
+
+/// Bytes of address space the process may still map under its RLIMIT_AS, or
+/// None without a limit (or if it cannot be known).
+fn address_space_left() -> Option<u64> {
+    let limit = ubio::sys::address_space_limit().ok()??;
+    // statm: the first field is the size of the address space in pages.
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().next()?.parse().ok()?;
+    Some(limit.saturating_sub(pages * ubio::sys::page_size() as u64))
+}
+
 /// A finished copy.
 pub struct Done {
     /// The step's place in the plan.
@@ -36,6 +104,8 @@ pub struct Pool {
     jobs: Option<crossbeam_channel::Sender<(usize, Step)>>,
     done: mpsc::Receiver<Done>,
     workers: Vec<JoinHandle<()>>,
+    /// Copies that came back while `submit` waited for room.
+    arrived: Vec<Done>,
     /// How many copies in flight are below each directory (every ancestor
     /// of their destination).
     below: HashMap<PathBuf, usize>,
@@ -43,51 +113,48 @@ pub struct Pool {
 }
 
 impl Pool {
-    pub fn new(jobs: usize, opts: Arc<Options>, progress: &Progress) -> Pool {
+    /// Up to `jobs` workers; None if not even one could start (the reason
+    /// logged).
+    pub fn start(jobs: usize, opts: Arc<Options>, progress: &Progress) -> Option<Pool> {
         let (job_tx, job_rx) = crossbeam_channel::unbounded::<(usize, Step)>();
         let (done_tx, done_rx) = mpsc::channel();
-        let workers = (0..jobs.max(1))
-            .map(|_| {
-                let (jobs, done, opts) = (job_rx.clone(), done_tx.clone(), opts.clone());
-                let mut progress = progress.clone();
-                std::thread::spawn(move || {
-                    let mut worker = Worker {
-                        opts: &opts,
-                        done: &done,
-                        pending: VecDeque::new(),
-                        pending_bytes: 0,
-                    };
-                    loop {
-                        // Files pending: take a step only if one is waiting;
-                        // when none is, close them all (the main thread may
-                        // be waiting for them) before waiting for the next.
-                        let next = match jobs.try_recv() {
-                            Ok(job) => Ok(job),
-                            Err(_) => {
-                                while worker.close_oldest() {}
-                                jobs.recv()
-                            }
-                        };
-                        match next {
-                            Ok((seq, step)) => worker.copy(seq, step, &mut progress),
-                            Err(_) => return, // no more steps
-                        }
-                    }
-                })
-            })
-            .collect();
-        Pool {
+        let mut workers = Vec::with_capacity(jobs);
+        for _ in 0..jobs.max(1) {
+            let (steps, done, opts) = (job_rx.clone(), done_tx.clone(), opts.clone());
+            let progress = progress.clone();
+            let spawned = std::thread::Builder::new()
+                .name("ubio-cp-worker".into())
+                .stack_size(WORKER_STACK)
+                .spawn(move || work(&steps, &done, &opts, progress));
+            match spawned {
+                Ok(worker) => workers.push(worker),
+                Err(e) => {
+                    log::debug!("cp: {} of {jobs} workers started ({e})", workers.len());
+                    break;
+                }
+            }
+        }
+        if workers.is_empty() {
+            return None;
+        }
+        Some(Pool {
             jobs: Some(job_tx),
             done: done_rx,
             workers,
+            arrived: Vec::new(),
             below: HashMap::new(),
             in_flight: 0,
-        }
+        })
     }
 
     /// Copy `step`'s file; its result comes back from [`Pool::ready`] or
     /// [`Pool::finish`].
     pub fn submit(&mut self, seq: usize, step: Step) {
+        // Room first: the steps waiting are bounded, however large the tree.
+        while self.in_flight - self.arrived.len() >= self.workers.len() * IN_FLIGHT_PER_WORKER {
+            let done = self.done.recv().expect("a worker holds a sender");
+            self.arrived.push(done);
+        }
         self.in_flight += 1;
         for dir in step.dst.ancestors().skip(1) {
             *self.below.entry(dir.to_path_buf()).or_default() += 1;
@@ -101,7 +168,10 @@ impl Pool {
 
     /// The copies finished so far, without waiting.
     pub fn ready(&mut self) -> Vec<Done> {
-        let mut out = Vec::new();
+        let mut out = std::mem::take(&mut self.arrived);
+        for done in &out {
+            self.landed(done);
+        }
         while let Ok(done) = self.done.try_recv() {
             self.landed(&done);
             out.push(done);
@@ -144,6 +214,37 @@ impl Pool {
                     self.below.remove(dir);
                 }
             }
+        }
+    }
+}
+
+/// A worker: copy the steps sent until the channel closes.
+fn work(
+    jobs: &crossbeam_channel::Receiver<(usize, Step)>,
+    done: &mpsc::Sender<Done>,
+    opts: &Options,
+    mut progress: Progress,
+) {
+    let mut worker = Worker {
+        opts,
+        done,
+        pending: VecDeque::new(),
+        pending_bytes: 0,
+    };
+    loop {
+        // Files pending: take a step only if one is waiting; when none is,
+        // close them all (the main thread may be waiting for them) before
+        // waiting for the next.
+        let next = match jobs.try_recv() {
+            Ok(job) => Ok(job),
+            Err(_) => {
+                while worker.close_oldest() {}
+                jobs.recv()
+            }
+        };
+        match next {
+            Ok((seq, step)) => worker.copy(seq, step, &mut progress),
+            Err(_) => return, // no more steps
         }
     }
 }

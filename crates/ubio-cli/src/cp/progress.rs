@@ -23,8 +23,17 @@ impl Progress {
             .expect("a valid template")
             .progress_chars("#>."),
         );
-        bar.enable_steady_tick(Duration::from_millis(500));
+        // The tick is a thread: only for a bar that is drawn.
+        if Self::drawn() {
+            bar.enable_steady_tick(Duration::from_millis(500));
+        }
         Progress { bar }
+    }
+
+    /// Whether a bar is drawn: stderr is a terminal.
+    pub fn drawn() -> bool {
+        use std::io::IsTerminal;
+        std::io::stderr().is_terminal()
     }
 
     /// `n` more bytes are done (or skipped as holes).

@@ -1,7 +1,8 @@
 //! What to copy: the sources named on the command line, and with -r the trees
-//! below them, as a flat list of steps in copy order (a directory before its
-//! contents, its metadata after them).
+//! below them, as steps in copy order (a directory before its contents, its
+//! metadata after them), made as the copy goes.
 
+use std::collections::VecDeque;
 use std::fs::Metadata;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -56,9 +57,18 @@ pub struct Walk {
 /// rest goes on.
 pub struct Problem(pub String);
 
-/// Plan the copy of `src` to `dst`. Directories need -r; with -r, fifos are
+/// The copy of `src` to `dst`, step by step as it is taken: only the
+/// directories on the way down are held (each one's names), never the
+/// whole tree, so a tree of any size copies in memory bounded by its depth
+/// and its largest directory. Directories need -r; with -r, fifos are
 /// recreated and sockets and devices are skipped (both reported).
-pub fn plan(src: &Path, dst: &Path, w: &Walk, steps: &mut Vec<Step>, problems: &mut Vec<Problem>) {
+pub fn walk<'w>(src: &Path, dst: &Path, w: &'w Walk) -> Walker<'w> {
+    let mut walker = Walker {
+        w,
+        root_dev: 0,
+        stack: Vec::new(),
+        ready: VecDeque::new(),
+    };
     let meta = if w.deref == Deref::Never {
         src.symlink_metadata()
     } else {
@@ -67,37 +77,204 @@ pub fn plan(src: &Path, dst: &Path, w: &Walk, steps: &mut Vec<Step>, problems: &
     let meta = match meta {
         Ok(m) => m,
         Err(e) => {
-            problems.push(Problem(msg::on("stat", src, &e)));
-            return;
+            walker.problem(msg::on("stat", src, &e));
+            return walker;
         }
     };
     if meta.is_dir() {
         if !w.recursive {
-            problems.push(Problem(format!(
+            walker.problem(format!(
                 "-r not specified; omitting directory {}",
                 msg::quote(src)
-            )));
-            return;
+            ));
+            return walker;
         }
         // GNU's order: overwriting a file with a directory is the error first.
         let onto_file = dst.metadata().is_ok_and(|m| !m.is_dir());
         if let Some(inside) = inside_itself(src, dst).filter(|_| !onto_file) {
-            problems.push(Problem(inside));
-            return;
+            walker.problem(inside);
+            return walker;
         }
     }
-    let root_dev = meta.dev();
-    walk(
-        src,
-        dst,
+    walker.root_dev = meta.dev();
+    walker.visit(
+        src.to_path_buf(),
+        dst.to_path_buf(),
         meta,
-        w,
-        root_dev,
         w.deref != Deref::Never,
-        &mut Vec::new(),
-        steps,
-        problems,
     );
+    walker
+}
+
+/// What the walk gives: the next step, or a problem found on the way
+/// (reported, counted as a failure, and the rest goes on).
+// One item is handed on at a time (at most two wait in a walker): a Box
+// would cost an allocation per step for nothing.
+#[allow(clippy::large_enum_variant)]
+pub enum Item {
+    Step(Step),
+    Problem(Problem),
+}
+
+/// The steps of one source's copy (see [`walk`]).
+pub struct Walker<'w> {
+    w: &'w Walk,
+    root_dev: u64,
+    /// The directories entered, outermost first.
+    stack: Vec<Dir>,
+    /// What the last visit found, to give before going on.
+    ready: VecDeque<Item>,
+}
+
+/// A directory being walked: its contents come next, then its end.
+struct Dir {
+    /// Its DirEnd step, given once the names are done.
+    end: Step,
+    /// Read when its first entry is wanted: after its copy was made, as
+    /// GNU cp reads a directory once it made the copy.
+    names: Option<Names>,
+    next: usize,
+}
+
+impl Iterator for Walker<'_> {
+    type Item = Item;
+
+    fn next(&mut self) -> Option<Item> {
+        loop {
+            if let Some(item) = self.ready.pop_front() {
+                return Some(item);
+            }
+            let dir = self.stack.last_mut()?;
+            let names = match &dir.names {
+                Some(names) => names,
+                None => match Names::read(&dir.end.src) {
+                    Ok(names) => dir.names.insert(names),
+                    Err(e) => {
+                        let problem = msg::on("read directory", &dir.end.src, &e);
+                        dir.names = Some(Names::default());
+                        return Some(Item::Problem(Problem(problem)));
+                    }
+                },
+            };
+            let Some(name) = names.get(dir.next) else {
+                let dir = self.stack.pop().expect("a directory is open");
+                return Some(Item::Step(dir.end));
+            };
+            dir.next += 1;
+            let (s, d) = (dir.end.src.join(name), dir.end.dst.join(name));
+            let m = if self.w.deref == Deref::Always {
+                s.metadata()
+            } else {
+                s.symlink_metadata()
+            };
+            let via = self.w.deref == Deref::Always;
+            match m {
+                Ok(m) => self.visit(s, d, m, via),
+                Err(e) => self.problem(msg::on("stat", &s, &e)),
+            }
+        }
+    }
+}
+
+impl Walker<'_> {
+    fn problem(&mut self, message: String) {
+        self.ready.push_back(Item::Problem(Problem(message)));
+    }
+
+    fn push(&mut self, kind: Kind, src: &Path, dst: &Path, meta: Metadata, via_symlinks: bool) {
+        self.ready.push_back(Item::Step(Step {
+            kind,
+            src: src.to_path_buf(),
+            dst: dst.to_path_buf(),
+            meta,
+            parent: false,
+            via_symlinks,
+        }));
+    }
+
+    /// What `src` (seen as `meta`) makes: its steps, or a directory entered.
+    fn visit(&mut self, src: PathBuf, dst: PathBuf, meta: Metadata, via: bool) {
+        let (w, ft) = (self.w, meta.file_type());
+        if ft.is_dir() {
+            let id = (meta.dev(), meta.ino());
+            let ancestor = |d: &Dir| (d.end.meta.dev(), d.end.meta.ino()) == id;
+            if self.stack.iter().any(ancestor) {
+                self.problem(format!(
+                    "cannot copy cyclic symbolic link {}",
+                    msg::quote(&src)
+                ));
+                return;
+            }
+            self.push(Kind::DirStart, &src, &dst, meta.clone(), via);
+            if w.one_file_system && meta.dev() != self.root_dev {
+                // GNU cp -x makes the mount point but copies nothing below it.
+                self.push(Kind::DirEnd, &src, &dst, meta, via);
+                return;
+            }
+            self.stack.push(Dir {
+                end: Step {
+                    kind: Kind::DirEnd,
+                    src,
+                    dst,
+                    meta,
+                    parent: false,
+                    via_symlinks: via,
+                },
+                names: None,
+                next: 0,
+            });
+        } else if ft.is_symlink() {
+            self.push(Kind::Symlink, &src, &dst, meta, via);
+        } else if ft.is_fifo() && w.recursive && !w.copy_contents {
+            self.push(Kind::Fifo, &src, &dst, meta, via);
+        } else if w.recursive
+            && (ft.is_socket()
+                || (!w.copy_contents && (ft.is_block_device() || ft.is_char_device())))
+        {
+            let what = if ft.is_socket() { "socket" } else { "device" };
+            self.problem(format!(
+                "skipping {what} {} (cp -r recreates fifos; sockets and devices are not copied)",
+                msg::quote(&src)
+            ));
+        } else {
+            self.push(Kind::File, &src, &dst, meta, via);
+        }
+    }
+}
+
+/// A directory's entry names, sorted, in one buffer: about 40 bytes a
+/// name of 30 bytes, where a Vec of OsStrings takes about 80.
+#[derive(Default)]
+struct Names {
+    bytes: Vec<u8>,
+    /// Where each name is in `bytes`, in sorted order.
+    spans: Vec<(usize, usize)>,
+}
+
+impl Names {
+    fn read(dir: &Path) -> std::io::Result<Names> {
+        use std::os::unix::ffi::OsStrExt;
+        let mut names = Names::default();
+        for entry in std::fs::read_dir(dir)? {
+            let name = entry?.file_name();
+            let start = names.bytes.len();
+            names.bytes.extend_from_slice(name.as_bytes());
+            names.spans.push((start, names.bytes.len()));
+        }
+        let bytes = &names.bytes;
+        names
+            .spans
+            .sort_unstable_by(|a, b| bytes[a.0..a.1].cmp(&bytes[b.0..b.1]));
+        names.bytes.shrink_to_fit();
+        names.spans.shrink_to_fit();
+        Ok(names)
+    }
+
+    fn get(&self, i: usize) -> Option<&std::ffi::OsStr> {
+        use std::os::unix::ffi::OsStrExt;
+        let &(start, end) = self.spans.get(i)?;
+        Some(std::ffi::OsStr::from_bytes(&self.bytes[start..end]))
+    }
 }
 
 /// The directories `src` names on the way (a/b for a/b/f), for --parents:
@@ -145,88 +322,6 @@ pub fn parents(src: &Path, dir: &Path, steps: &mut Vec<Step>, problems: &mut Vec
 /// `path` (relative or absolute) re-rooted below `dir`, for --parents.
 pub fn below(dir: &Path, path: &Path) -> PathBuf {
     dir.join(path.strip_prefix("/").unwrap_or(path))
-}
-
-#[allow(clippy::too_many_arguments)]
-fn walk(
-    src: &Path,
-    dst: &Path,
-    meta: Metadata,
-    w: &Walk,
-    root_dev: u64,
-    via_symlinks: bool,
-    ancestors: &mut Vec<(u64, u64)>,
-    steps: &mut Vec<Step>,
-    problems: &mut Vec<Problem>,
-) {
-    let ft = meta.file_type();
-    let step = |kind, meta| Step {
-        kind,
-        src: src.to_path_buf(),
-        dst: dst.to_path_buf(),
-        meta,
-        parent: false,
-        via_symlinks,
-    };
-    if ft.is_dir() {
-        let id = (meta.dev(), meta.ino());
-        if ancestors.contains(&id) {
-            problems.push(Problem(format!(
-                "cannot copy cyclic symbolic link {}",
-                msg::quote(src)
-            )));
-            return;
-        }
-        steps.push(step(Kind::DirStart, meta.clone()));
-        if w.one_file_system && meta.dev() != root_dev {
-            // GNU cp -x makes the mount point but copies nothing below it.
-            steps.push(step(Kind::DirEnd, meta));
-            return;
-        }
-        ancestors.push(id);
-        match read_dir_sorted(src) {
-            Ok(entries) => {
-                for name in entries {
-                    let (s, d) = (src.join(&name), dst.join(&name));
-                    let m = if w.deref == Deref::Always {
-                        s.metadata()
-                    } else {
-                        s.symlink_metadata()
-                    };
-                    let via = w.deref == Deref::Always;
-                    match m {
-                        Ok(m) => walk(&s, &d, m, w, root_dev, via, ancestors, steps, problems),
-                        Err(e) => problems.push(Problem(msg::on("stat", &s, &e))),
-                    }
-                }
-            }
-            Err(e) => problems.push(Problem(msg::on("read directory", src, &e))),
-        }
-        ancestors.pop();
-        steps.push(step(Kind::DirEnd, meta));
-    } else if ft.is_symlink() {
-        steps.push(step(Kind::Symlink, meta));
-    } else if ft.is_fifo() && w.recursive && !w.copy_contents {
-        steps.push(step(Kind::Fifo, meta));
-    } else if w.recursive
-        && (ft.is_socket() || (!w.copy_contents && (ft.is_block_device() || ft.is_char_device())))
-    {
-        let what = if ft.is_socket() { "socket" } else { "device" };
-        problems.push(Problem(format!(
-            "skipping {what} {} (cp -r recreates fifos; sockets and devices are not copied)",
-            msg::quote(src)
-        )));
-    } else {
-        steps.push(step(Kind::File, meta));
-    }
-}
-
-fn read_dir_sorted(dir: &Path) -> std::io::Result<Vec<std::ffi::OsString>> {
-    let mut names = std::fs::read_dir(dir)?
-        .map(|e| e.map(|e| e.file_name()))
-        .collect::<std::io::Result<Vec<_>>>()?;
-    names.sort();
-    Ok(names)
 }
 
 /// Copying a directory into itself (or below itself) would never end.

@@ -156,7 +156,8 @@ fn run(
     Outcome {
         code: out.status.code(),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        // setpriv runs cp by its path, which GNU's messages then name.
+        stderr: String::from_utf8_lossy(&out.stderr).replace(&*cp.to_string_lossy(), "cp"),
         tree: snapshot(root),
         owners: if user.is_some() {
             owners(root)

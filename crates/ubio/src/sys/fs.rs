@@ -289,6 +289,18 @@ pub fn geteuid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+/// `faccessat(AT_FDCWD, path, mode, AT_EACCESS)`: whether the caller, by
+/// its effective ids, may access `path` (symlinks followed) as `mode`
+/// (`libc::W_OK` and so on) says.
+///
+/// See access(2).
+pub fn access(path: &std::path::Path, mode: libc::c_int) -> io::Result<()> {
+    let path = super::c_path(path)?;
+    // SAFETY: `path` is a valid NUL-terminated string.
+    let r = unsafe { libc::faccessat(libc::AT_FDCWD, path.as_ptr(), mode, libc::AT_EACCESS) };
+    cvt(r as libc::c_long).map(drop)
+}
+
 /// `faccessat(AT_FDCWD, "/proc/self/fd/N", mode, AT_EACCESS)`: whether the
 /// caller, by its effective ids, may access the file behind `fd` as `mode`
 /// (`libc::W_OK` and so on) says.

@@ -26,13 +26,13 @@ pub use fanotify::{
     InitFlags as FanInit, MarkFlags,
 };
 pub use fs::{
-    access_fd, close, fallocate, fs_magic, fstat, ftruncate, geteuid, getfl, kernel_release, lseek,
-    lseek_cur, lseek_set, reopen, statx_dio_align, DioAlign, FsMagic,
+    access, access_fd, close, fallocate, fs_magic, fstat, ftruncate, geteuid, getfl,
+    kernel_release, lseek, lseek_cur, lseek_set, reopen, statx_dio_align, DioAlign, FsMagic,
 };
 pub use ids::{group_id, peer_cred, user_id, PeerCred};
 pub use proc::{
-    clock_monotonic, clock_ticks, cpu_time, kill, pidfd_getfd, pidfd_open, poll_readable,
-    poll_readable_any, raise_default, raise_open_files_limit, set_nice, Usage,
+    address_space_limit, clock_monotonic, clock_ticks, cpu_time, kill, pidfd_getfd, pidfd_open,
+    poll_readable, poll_readable_any, raise_default, raise_open_files_limit, set_nice, Usage,
 };
 pub use rw::{max_rw_count, preadv2, pwritev2, RwFlags};
 

@@ -78,6 +78,20 @@ pub fn raise_open_files_limit() -> io::Result<u64> {
     Ok(r.rlim_cur as u64)
 }
 
+/// `getrlimit(RLIMIT_AS)`: the soft limit of the process's address space
+/// in bytes (`ulimit -v`), or None where there is none (RLIM_INFINITY).
+///
+/// See getrlimit(2).
+pub fn address_space_limit() -> io::Result<Option<u64>> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `r` is a valid out-pointer for struct rlimit.
+    cvt(unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut r) } as libc::c_long)?;
+    Ok((r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur))
+}
+
 /// Whose CPU time [`cpu_time`] reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Usage {
