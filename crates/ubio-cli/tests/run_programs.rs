@@ -1046,7 +1046,9 @@ fn long_kernel_copies_on_ext4_and_xfs() {
                 eprintln!("KNOWN DEFECT (issue 28): {fs_name}: {name}: {what}");
             }
             if left.iter().any(|&b| b > 0) {
-                fail(format!("left cached after exit (input, outputs): {left:?} bytes"));
+                fail(format!(
+                    "left cached after exit (input, outputs): {left:?} bytes"
+                ));
             }
         }
     }

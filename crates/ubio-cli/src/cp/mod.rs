@@ -182,7 +182,6 @@ fn targets(args: &Args) -> Result<Targets> {
 pub fn run(args: Args) -> Result<ExitCode> {
     let opts = args.options()?;
     let t = targets(&args)?;
-    let mut errors: Vec<String> = Vec::new();
     // The bar's total: a walk of its own (the copy's walk goes as it
     // copies), made only for a bar that is drawn.
     let total = if Progress::drawn() && opts.link == LinkMode::Copy && !opts.attributes_only {
@@ -271,7 +270,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     copier.finish();
     copier.progress.finish();
     let seconds = start.elapsed().as_secs_f64();
-    errors.append(&mut copier.errors);
+    let errors = std::mem::take(&mut copier.errors);
     copier.copied.sort_by_key(|c| c.seq);
     if args.json {
         let bytes = copier.copied.iter().map(|c| c.report.bytes).sum();

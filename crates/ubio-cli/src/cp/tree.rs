@@ -162,12 +162,12 @@ impl Iterator for Walker<'_> {
             };
             dir.next += 1;
             let (s, d) = (dir.end.src.join(name), dir.end.dst.join(name));
-            let m = if self.w.deref == Deref::Always {
+            let via = self.w.deref == Deref::Always;
+            let m = if via {
                 s.metadata()
             } else {
                 s.symlink_metadata()
             };
-            let via = self.w.deref == Deref::Always;
             match m {
                 Ok(m) => self.visit(s, d, m, via),
                 Err(e) => self.problem(msg::on("stat", &s, &e)),

@@ -307,11 +307,10 @@ pub fn access(path: &std::path::Path, mode: libc::c_int) -> io::Result<()> {
 ///
 /// See access(2), proc(5).
 pub fn access_fd(fd: BorrowedFd<'_>, mode: libc::c_int) -> io::Result<()> {
-    let path = format!("/proc/self/fd/{}\0", fd.as_raw_fd());
-    // SAFETY: `path` is NUL-terminated; no other pointers.
-    let r =
-        unsafe { libc::faccessat(libc::AT_FDCWD, path.as_ptr().cast(), mode, libc::AT_EACCESS) };
-    cvt(r as libc::c_long).map(drop)
+    access(
+        std::path::Path::new(&format!("/proc/self/fd/{}", fd.as_raw_fd())),
+        mode,
+    )
 }
 
 /// `close(fd)`: close the descriptor and report close(2)'s error, which
