@@ -827,6 +827,46 @@ mod tests {
 
     const MIB: u64 = 1 << 20;
 
+    /// A tracker that defers its writeback starts makes none itself: the
+    /// written pages stay dirty, not under writeback, until the caller
+    /// makes the starts it took (the engine's writeback thread).
+    #[test]
+    fn deferred_starts_are_made_by_the_caller() {
+        let (_dir, f) = residency::cold_file();
+        let cfg = TrackerConfig {
+            window: 4 * MIB,
+            read_lag: 0,
+            lookahead: CHUNK,
+            preserve_cached: true,
+        };
+        let t = Tracker::new(Caps::default(), cfg, residency::blindness(f.as_fd()));
+        t.defer_starts();
+        t.snapshot_range(f.as_fd(), 0..8 * MIB);
+        f.write_all_at(&vec![3u8; 4 * MIB as usize], 0).unwrap();
+        t.after_write_nowait(f.as_fd(), 0, 4 * MIB);
+        let stat = || sys::cachestat(f.as_fd(), 0..4 * MIB).unwrap();
+        let starts = t.take_starts();
+        assert!(
+            !starts.is_empty(),
+            "half a window written and no start queued"
+        );
+        let c = stat();
+        assert!(
+            c.nr_dirty > 0 && c.nr_writeback == 0,
+            "writeback started by the tracker itself: {c:?}"
+        );
+        for r in &starts {
+            t.start_now(f.as_fd(), r);
+        }
+        assert!(t.take_starts().is_empty(), "starts queued twice");
+        let c = stat();
+        assert!(
+            c.nr_dirty < MIB / sys::page_size(),
+            "the starts were not made: {c:?}"
+        );
+        t.flush(f.as_fd()).unwrap();
+    }
+
     /// An observer that snapshots while a writer is at work (the engine of
     /// `ubio run` seeing a file for the first time) takes the writer's
     /// fresh, dirty pages as its own, and keeps the clean pages others had
