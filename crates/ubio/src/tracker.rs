@@ -910,19 +910,25 @@ mod tests {
 
     const MIB: u64 = 1 << 20;
 
+    /// A tracker of `f` with a window of `window`, no read lag, keeping
+    /// pages cached before.
+    fn tracker_on(f: &File, window: u64) -> Tracker {
+        let cfg = TrackerConfig {
+            window,
+            read_lag: 0,
+            lookahead: CHUNK,
+            preserve_cached: true,
+        };
+        Tracker::new(Caps::default(), cfg, residency::blindness(f.as_fd()))
+    }
+
     /// A tracker that defers its writeback starts makes none itself: the
     /// written pages stay dirty, not under writeback, until the caller
     /// makes the starts it took (the engine's writeback thread).
     #[test]
     fn deferred_starts_are_made_by_the_caller() {
         let (_dir, f) = residency::cold_file();
-        let cfg = TrackerConfig {
-            window: 4 * MIB,
-            read_lag: 0,
-            lookahead: CHUNK,
-            preserve_cached: true,
-        };
-        let t = Tracker::new(Caps::default(), cfg, residency::blindness(f.as_fd()));
+        let t = tracker_on(&f, 4 * MIB);
         t.defer_starts();
         t.snapshot_range(f.as_fd(), 0..8 * MIB);
         f.write_all_at(&vec![3u8; 4 * MIB as usize], 0).unwrap();
@@ -962,13 +968,7 @@ mod tests {
         let mut buf = vec![0u8; MIB as usize];
         f.read_exact_at(&mut buf, 0).unwrap();
         f.write_all_at(&vec![2u8; MIB as usize], 2 * CHUNK).unwrap();
-        let cfg = TrackerConfig {
-            window: 16 * MIB,
-            read_lag: 0,
-            lookahead: CHUNK,
-            preserve_cached: true,
-        };
-        let t = Tracker::new(Caps::default(), cfg, residency::blindness(f.as_fd()));
+        let t = tracker_on(&f, 16 * MIB);
         t.snapshot(f.as_fd(), 0, 8 * MIB);
         t.claim_dirty(f.as_fd(), 0..8 * MIB);
         t.drop_all(f.as_fd());
@@ -995,13 +995,7 @@ mod tests {
         let page = sys::page_size();
         for release in [false, true] {
             let (_dir, f) = residency::cold_file();
-            let cfg = TrackerConfig {
-                window: 16 * MIB,
-                read_lag: 0,
-                lookahead: CHUNK,
-                preserve_cached: true,
-            };
-            let t = Tracker::new(Caps::default(), cfg, residency::blindness(f.as_fd()));
+            let t = tracker_on(&f, 16 * MIB);
             t.snapshot(f.as_fd(), 0, MIB);
             f.write_all_at(&vec![7u8; MIB as usize], 0).unwrap();
             f.sync_data().unwrap();
