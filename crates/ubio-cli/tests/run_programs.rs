@@ -1022,7 +1022,9 @@ fn long_kernel_copies_on_ext4_and_xfs() {
         // throttling on, this loop device's reads, late whenever its worker
         // waits for the CPU, held the writeback back for 0.1-2.9 s (the
         // engine's starts waited in wbt_wait) while the copy wrote on at
-        // 850 MB/s: dirty + writeback up to 210 MiB, under any engine.
+        // 850 MB/s: dirty + writeback up to 176 MiB with the engine that
+        // started writeback in its looks, up to 210 MiB with the one that
+        // starts it on its own thread.
         fs.no_writeback_throttling().unwrap();
         let input = fs.mount_point().join("in");
         let out = fs.mount_point().join("out");
