@@ -205,6 +205,8 @@ impl ScratchOpts {
 struct Resources {
     /// blkio v1 throttle files with a rule for our device, and "MAJ:MIN".
     throttles: Vec<(PathBuf, String)>,
+    /// Our loop device's queue settings changed, and their old values.
+    queue_settings: Vec<(PathBuf, String)>,
     mounted_at: Option<PathBuf>,
     loop_dev: Option<PathBuf>,
     /// The backing file as the loop device reports it, to wait for detach.
@@ -420,6 +422,33 @@ impl ScratchFs {
             res.throttles.push((path, majmin));
         } else if bytes_per_sec == 0 {
             res.throttles.retain(|(p, _)| *p != path);
+        }
+        Ok(())
+    }
+
+    /// Turns off the block layer's writeback throttling (blk-wbt) on this
+    /// filesystem's loop device (`queue/wbt_lat_usec` 0; put back on drop:
+    /// the loop device outlives the filesystem). wbt holds buffered writes
+    /// back while the device's reads complete later than its target (2 ms
+    /// here); a loop device's reads do whenever its worker waits for the
+    /// CPU, and a copy that reads and writes the device then has its
+    /// writeback held for up to seconds: the device no longer keeps up with
+    /// the writer, whoever starts the writeback.
+    pub fn no_writeback_throttling(&self) -> io::Result<()> {
+        let Some(dev) = self.loop_dev.as_deref().and_then(Path::file_name) else {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("{}: no loop device", self.mount_point.display()),
+            ));
+        };
+        let path = Path::new("/sys/block").join(dev).join("queue/wbt_lat_usec");
+        let old = fs::read_to_string(&path)
+            .map_err(|e| context(e, format_args!("read {}", path.display())))?;
+        fs::write(&path, "0")
+            .map_err(|e| context(e, format_args!("write 0 to {}", path.display())))?;
+        let mut res = lock(&self.res);
+        if !res.queue_settings.iter().any(|(p, _)| *p == path) {
+            res.queue_settings.push((path, old.trim().to_string()));
         }
         Ok(())
     }
@@ -697,6 +726,14 @@ fn teardown(res: &mut Resources) {
         if let Err(e) = fs::write(&file, format!("{majmin} 0")) {
             eprintln!(
                 "ubio-bench: cannot reset throttle {majmin} in {}: {e}",
+                file.display()
+            );
+        }
+    }
+    for (file, old) in res.queue_settings.drain(..) {
+        if let Err(e) = fs::write(&file, &old) {
+            eprintln!(
+                "ubio-bench: cannot put {old} back in {}: {e}",
                 file.display()
             );
         }

@@ -140,6 +140,10 @@ pub struct Tracker {
     /// Data was written without the backend's flags (copy_file_range):
     /// the kernel did not start its writeback.
     external_writes: AtomicBool,
+    /// Writeback starts are queued in `starts` for the caller to make
+    /// elsewhere ([`Tracker::defer_starts`]).
+    defer_starts: AtomicBool,
+    starts: Mutex<Vec<Range<u64>>>,
     /// The file's filesystem holds clean pages for a moment after their
     /// writeback (looked up at the first end of stream).
     holds_pages: std::sync::OnceLock<bool>,
@@ -172,6 +176,8 @@ impl Tracker {
             needs_commit: AtomicBool::new(false),
             commit_useless: AtomicBool::new(false),
             external_writes: AtomicBool::new(false),
+            defer_starts: AtomicBool::new(false),
+            starts: Mutex::new(Vec::new()),
             holds_pages: std::sync::OnceLock::new(),
             #[cfg(test)]
             on_wait: std::sync::OnceLock::new(),
@@ -534,10 +540,7 @@ impl Tracker {
                 Ok(c) if c.dirty_writeback == 0 || c.through_overlay => done.push(r),
                 Ok(c) => {
                     if c.writeback == 0 {
-                        self.counts.writeback_starts.fetch_add(1, Ordering::Relaxed);
-                        if let Err(e) = self.start_writeback(real_fd, &r) {
-                            self.record_error(e);
-                        }
+                        self.start_or_defer(real_fd, &r);
                     }
                     left.push(r);
                 }
@@ -569,10 +572,7 @@ impl Tracker {
         let fd = real.as_deref().map_or(fd, AsFd::as_fd);
         if !kernel_started {
             for r in &plan.start {
-                self.counts.writeback_starts.fetch_add(1, Ordering::Relaxed);
-                if let Err(e) = self.start_writeback(fd, r) {
-                    self.record_error(e);
-                }
+                self.start_or_defer(fd, r);
             }
         }
         for r in &plan.also_wait {
@@ -600,6 +600,45 @@ impl Tracker {
         }
         self.drop_exact(fd, plan.drop, false, false);
         self.drop_exact(fd, plan.drop_closing, true, true);
+    }
+
+    /// Queue the writeback starts instead of making them: the caller takes
+    /// them ([`take_starts`](Self::take_starts)) and makes them elsewhere
+    /// ([`start_now`](Self::start_now)). For an observer that must not
+    /// block (the engine of `ubio run`): sync_file_range(WRITE) waits in
+    /// the block layer when the device's queue is throttled (blk-wbt) and,
+    /// on ext4, for a journal commit; 60-1040 ms were seen on a loop
+    /// device, while the engine, blocked, looked at nothing else.
+    pub fn defer_starts(&self) {
+        self.defer_starts.store(true, Ordering::Relaxed);
+    }
+
+    /// The writeback starts queued since the last call ([`defer_starts`](Self::defer_starts)).
+    pub fn take_starts(&self) -> Vec<Range<u64>> {
+        std::mem::take(&mut *self.starts.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Start the writeback of `r` now (a start [`take_starts`](Self::take_starts)
+    /// gave), keeping an error for the next call.
+    pub fn start_now(&self, fd: BorrowedFd<'_>, r: &Range<u64>) {
+        let real = self.real_file();
+        let fd = real.as_deref().map_or(fd, AsFd::as_fd);
+        if let Err(e) = self.start_writeback(fd, r) {
+            self.record_error(e);
+        }
+    }
+
+    /// Count a writeback start of `r` and make it, or queue it ([`defer_starts`](Self::defer_starts)).
+    fn start_or_defer(&self, fd: BorrowedFd<'_>, r: &Range<u64>) {
+        self.counts.writeback_starts.fetch_add(1, Ordering::Relaxed);
+        if self.defer_starts.load(Ordering::Relaxed) {
+            self.starts
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(r.clone());
+        } else {
+            self.start_now(fd, r);
+        }
     }
 
     /// Start the writeback of `r`: sync_file_range(WRITE), or through an
@@ -871,6 +910,52 @@ mod tests {
 
     const MIB: u64 = 1 << 20;
 
+    /// A tracker of `f` with a window of `window`, no read lag, keeping
+    /// pages cached before.
+    fn tracker_on(f: &File, window: u64) -> Tracker {
+        let cfg = TrackerConfig {
+            window,
+            read_lag: 0,
+            lookahead: CHUNK,
+            preserve_cached: true,
+        };
+        Tracker::new(Caps::default(), cfg, residency::blindness(f.as_fd()))
+    }
+
+    /// A tracker that defers its writeback starts makes none itself: the
+    /// written pages stay dirty, not under writeback, until the caller
+    /// makes the starts it took (the engine's writeback thread).
+    #[test]
+    fn deferred_starts_are_made_by_the_caller() {
+        let (_dir, f) = residency::cold_file();
+        let t = tracker_on(&f, 4 * MIB);
+        t.defer_starts();
+        t.snapshot_range(f.as_fd(), 0..8 * MIB);
+        f.write_all_at(&vec![3u8; 4 * MIB as usize], 0).unwrap();
+        t.after_write_nowait(f.as_fd(), 0, 4 * MIB);
+        let stat = || sys::cachestat(f.as_fd(), 0..4 * MIB).unwrap();
+        let starts = t.take_starts();
+        assert!(
+            !starts.is_empty(),
+            "half a window written and no start queued"
+        );
+        let c = stat();
+        assert!(
+            c.nr_dirty > 0 && c.nr_writeback == 0,
+            "writeback started by the tracker itself: {c:?}"
+        );
+        for r in &starts {
+            t.start_now(f.as_fd(), r);
+        }
+        assert!(t.take_starts().is_empty(), "starts queued twice");
+        let c = stat();
+        assert!(
+            c.nr_dirty < MIB / sys::page_size(),
+            "the starts were not made: {c:?}"
+        );
+        t.flush(f.as_fd()).unwrap();
+    }
+
     /// An observer that snapshots while a writer is at work (the engine of
     /// `ubio run` seeing a file for the first time) takes the writer's
     /// fresh, dirty pages as its own, and keeps the clean pages others had
@@ -883,13 +968,7 @@ mod tests {
         let mut buf = vec![0u8; MIB as usize];
         f.read_exact_at(&mut buf, 0).unwrap();
         f.write_all_at(&vec![2u8; MIB as usize], 2 * CHUNK).unwrap();
-        let cfg = TrackerConfig {
-            window: 16 * MIB,
-            read_lag: 0,
-            lookahead: CHUNK,
-            preserve_cached: true,
-        };
-        let t = Tracker::new(Caps::default(), cfg, residency::blindness(f.as_fd()));
+        let t = tracker_on(&f, 16 * MIB);
         t.snapshot(f.as_fd(), 0, 8 * MIB);
         t.claim_dirty(f.as_fd(), 0..8 * MIB);
         t.drop_all(f.as_fd());
@@ -916,13 +995,7 @@ mod tests {
         let page = sys::page_size();
         for release in [false, true] {
             let (_dir, f) = residency::cold_file();
-            let cfg = TrackerConfig {
-                window: 16 * MIB,
-                read_lag: 0,
-                lookahead: CHUNK,
-                preserve_cached: true,
-            };
-            let t = Tracker::new(Caps::default(), cfg, residency::blindness(f.as_fd()));
+            let t = tracker_on(&f, 16 * MIB);
             t.snapshot(f.as_fd(), 0, MIB);
             f.write_all_at(&vec![7u8; MIB as usize], 0).unwrap();
             f.sync_data().unwrap();

@@ -32,6 +32,10 @@
 //! written back, so dirty + writeback stays near the window plus what the
 //! writer writes in one look, as long as the device keeps up; a writer
 //! faster than its device is held back only by the kernel's dirty limits.
+//! Writeback is started on a thread of its own ([`submit`]): a start that
+//! the block layer holds back (writeback throttling) does not stop the
+//! looks, so what was read is still dropped and what was written back
+//! still freed meanwhile.
 //! Readers through mmap, and pread readers that do not go sequentially
 //! from their position, are not seen until the file is closed.
 //!
@@ -43,6 +47,7 @@ pub mod policy;
 pub mod procfs;
 pub mod scope;
 mod silent;
+mod submit;
 
 use crate::backend::Caps;
 use crate::probe;
@@ -58,7 +63,9 @@ use std::fs::File;
 use std::io;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+use submit::Submitter;
 
 /// How the engine manages files and how often it looks.
 #[derive(Debug, Clone, Copy)]
@@ -134,9 +141,10 @@ pub enum Admit {
 /// One file (inode) the engine follows.
 struct Followed {
     path: PathBuf,
-    file: File,
+    /// Shared with the writeback thread ([`submit`]).
+    file: Arc<File>,
     /// None when the file is not managed (tmpfs, O_DIRECT...): `why` says.
-    tracker: Option<Tracker>,
+    tracker: Option<Arc<Tracker>>,
     why: String,
     /// Positions of the open file descriptions seen at the last look.
     cursors: Vec<u64>,
@@ -323,6 +331,8 @@ pub struct Follower {
     skipped: HashMap<Key, Option<u64>>,
     /// Members that had a followed file open at the last look.
     with_files: HashSet<u32>,
+    /// Makes the trackers' writeback starts, which may wait, off the looks.
+    submitter: Submitter,
 }
 
 impl Follower {
@@ -353,6 +363,7 @@ impl Follower {
             },
             skipped: HashMap::new(),
             with_files: HashSet::new(),
+            submitter: Submitter::default(),
         }
     }
 
@@ -502,6 +513,7 @@ impl Follower {
                 }
             }
         }
+        self.submit_starts();
         // A file nobody has open and whose writeback is done: drop the rest.
         let done: Vec<Key> = self
             .files
@@ -518,6 +530,15 @@ impl Follower {
         }
         self.settle();
         self.next_interval(moved_max, elapsed)
+    }
+
+    /// Hand the writeback starts the trackers queued to the writeback thread.
+    fn submit_starts(&mut self) {
+        for f in self.files.values() {
+            if let Some(t) = &f.tracker {
+                self.submitter.take_from(&f.file, t);
+            }
+        }
     }
 
     /// Faster streams, shorter intervals: the fastest file should move about
@@ -588,12 +609,12 @@ impl Follower {
     ) -> Option<Followed> {
         let link = format!("/proc/{}/fd/{}", s.pid, s.fd);
         let path = std::fs::read_link(&link).unwrap_or_else(|_| PathBuf::from(&link));
-        let file = match File::open(&link) {
+        let file = Arc::new(match File::open(&link) {
             Ok(f) => f,
             // A file this user may not read (write-only to us): a duplicate
             // of the program's descriptor instead.
             Err(_) => s.duplicate().ok()?,
-        };
+        });
         let st = sys::fstat(file.as_fd()).ok()?;
         if !s.is(&st) {
             return None; // the descriptor changed under us; next look
@@ -647,9 +668,10 @@ impl Follower {
                 preserve_cached: true,
             };
             let t = Tracker::new(Caps::default(), cfg, blind);
+            t.defer_starts();
             let passed = s.info.pos + progress + lookahead;
             snapshot_first_sight(&t, &file, s, st.st_size as u64, passed);
-            t
+            Arc::new(t)
         });
         log::debug!(
             "{}: seen in pid {} fd {} at {} (size {}): {}",
@@ -752,6 +774,7 @@ impl Follower {
                     busy |= t.drain(f.file.as_fd());
                 }
             }
+            self.submit_starts();
             if !busy || Instant::now() >= until {
                 break;
             }
