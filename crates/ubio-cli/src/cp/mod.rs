@@ -19,6 +19,7 @@ mod links;
 mod options;
 mod pool;
 mod progress;
+mod replace;
 mod same;
 mod tree;
 mod xattrconf;
@@ -367,6 +368,9 @@ struct Copier {
 enum Go {
     /// Make it (nothing is there, or it was moved away or removed).
     Ahead,
+    /// Replace it by what is made (a link, a symlink or a fifo), made beside
+    /// it and renamed over it: a failure leaves it as it was.
+    Over,
     /// Make it from this name (`cp -bf f f`: the source moved to its backup).
     From(PathBuf),
     /// Leave it (-n, -u, or -i answered no; or it already is the link asked for).
@@ -472,6 +476,7 @@ impl Copier {
         let first = self.links.first(step).filter(|_| tracked);
         let first = first.map(|(path, m)| (path.to_path_buf(), links::id(&m)));
         let (go, backup) = self.existing(step, first.as_ref())?;
+        let over = matches!(go, Go::Over);
         let moved;
         let step = match go {
             Go::Skip => {
@@ -487,13 +492,20 @@ impl Copier {
                 };
                 &moved
             }
-            Go::Ahead => step,
+            Go::Ahead | Go::Over => step,
         };
         if self.track_made {
             self.made.insert(step.dst.clone());
         }
         if let Some((first, _)) = &first {
-            std::fs::hard_link(first, &step.dst)
+            // As GNU cp: where the source was followed, so is the copy it
+            // links to (`cp -s --preserve=links a b dir`: dir/b becomes a
+            // link to what the symlink dir/a names).
+            let link = |to: &Path, at: &Path| match step.via_symlinks {
+                true => ubio::sys::link_following(to, at),
+                false => std::fs::hard_link(to, at),
+            };
+            replace::make_over(&step.dst, over, |at| link(first, at))
                 .map_err(|e| link_failed("hard link", &step.dst, first, &e))?;
             self.say_copied(step, backup.as_deref());
             return Ok(());
@@ -514,15 +526,17 @@ impl Copier {
             return Ok(());
         }
         match (self.opts.link, &step.kind) {
-            (LinkMode::Hard, _) => self.hard_link(step)?,
-            (LinkMode::Symbolic, _) => self.symlink(step)?,
+            (LinkMode::Hard, _) => self.hard_link(step, over)?,
+            (LinkMode::Symbolic, _) => self.symlink(step, over)?,
             (LinkMode::Copy, Kind::File) => self.file(step)?,
-            (LinkMode::Copy, Kind::Symlink) => self.special(step, |s, d| {
-                std::os::unix::fs::symlink(std::fs::read_link(s)?, d)
-            })?,
-            (LinkMode::Copy, _) => {
-                self.special(step, |_, d| ubio::sys::mkfifo(d, step.meta.mode() & 0o777))?
+            (LinkMode::Copy, Kind::Symlink) => {
+                let target = std::fs::read_link(&step.src)
+                    .map_err(|e| msg::on("read symbolic link", &step.src, &e))?;
+                self.special(step, over, |d| std::os::unix::fs::symlink(&target, d))?
             }
+            (LinkMode::Copy, _) => self.special(step, over, |d| {
+                ubio::sys::mkfifo(d, step.meta.mode() & 0o777)
+            })?,
         }
         if tracked {
             self.links.made(step);
@@ -699,6 +713,12 @@ impl Copier {
             || self.opts.force
             || matches!(self.opts.link, LinkMode::Copy)
             || (self.opts.link == LinkMode::Hard && step.meta.is_symlink() && here.is_symlink());
+        // Data is written into a file made anew, which needs the name
+        // free; anything else replaces the destination in one rename.
+        let made_in_place = writes_data && first.is_none();
+        if replaced && allowed && !made_in_place && !self.opts.remove_destination {
+            return Ok((Go::Over, None));
+        }
         if replaced && allowed {
             std::fs::remove_file(&step.dst).map_err(|e| {
                 format!(
@@ -815,8 +835,9 @@ impl Copier {
         }
     }
 
-    /// -l: a hard link to the source (to what a followed symlink names).
-    fn hard_link(&mut self, step: &Step) -> Result<(), String> {
+    /// -l: a hard link to the source (to what a followed symlink names);
+    /// `over`: in place of the destination (see `Go::Over`).
+    fn hard_link(&mut self, step: &Step, over: bool) -> Result<(), String> {
         let followed = !matches!(step.kind, Kind::Symlink)
             && step.src.symlink_metadata().is_ok_and(|m| m.is_symlink());
         let src = if followed {
@@ -824,13 +845,13 @@ impl Copier {
         } else {
             step.src.clone()
         };
-        std::fs::hard_link(&src, &step.dst)
+        replace::make_over(&step.dst, over, |at| std::fs::hard_link(&src, at))
             .map_err(|e| link_failed("hard link", &step.dst, &step.src, &e))
     }
 
     /// -s: a symlink to the source. As GNU cp, a relative source works only
     /// for a link made in the current directory (where it still points at it).
-    fn symlink(&mut self, step: &Step) -> Result<(), String> {
+    fn symlink(&mut self, step: &Step, over: bool) -> Result<(), String> {
         if step.src.is_relative() {
             let parent = step.dst.parent().filter(|p| !p.as_os_str().is_empty());
             let here = |p: &Path| {
@@ -844,8 +865,10 @@ impl Copier {
                 ));
             }
         }
-        std::os::unix::fs::symlink(&step.src, &step.dst)
-            .map_err(|e| link_failed("symbolic link", &step.dst, &step.src, &e))
+        replace::make_over(&step.dst, over, |at| {
+            std::os::unix::fs::symlink(&step.src, at)
+        })
+        .map_err(|e| link_failed("symbolic link", &step.dst, &step.src, &e))
     }
 
     fn dir_start(&mut self, step: &Step) -> Result<(), String> {
@@ -915,19 +938,20 @@ impl Copier {
         Ok(())
     }
 
-    /// A symlink or fifo: `make` creates it (an existing destination was
-    /// dealt with before).
+    /// A symlink or fifo: `make` creates it at the name it is given (an
+    /// existing destination was dealt with before; `over`: it is replaced).
     fn special(
         &mut self,
         step: &Step,
-        make: impl Fn(&Path, &Path) -> io::Result<()>,
+        over: bool,
+        make: impl Fn(&Path) -> io::Result<()>,
     ) -> Result<(), String> {
         let what = if matches!(step.kind, Kind::Symlink) {
             "create symbolic link"
         } else {
             "create fifo"
         };
-        make(&step.src, &step.dst).map_err(|e| msg::on(what, &step.dst, &e))?;
+        replace::make_over(&step.dst, over, make).map_err(|e| msg::on(what, &step.dst, &e))?;
         if self.opts.preserve.any() {
             preserve_by_path(
                 &step.dst,
