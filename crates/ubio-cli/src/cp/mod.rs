@@ -42,7 +42,7 @@ use tree::{Kind, Problem, Step};
 /// invoked by (see main's `command_line`).
 static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
-/// ubio was invoked as `name` (a symlink named cp): it is cp by that name.
+/// ubio was invoked as `name` (`cp` or `ubio-cp`): it is cp by that name.
 pub fn invoked_as(name: String) {
     let _ = NAME.set(name);
 }
