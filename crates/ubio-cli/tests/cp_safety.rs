@@ -150,6 +150,34 @@ fn refusals_that_protect_data() {
             vec!["-rL", "a", "c"],
             vec![],
         ),
+        // A symlink to a directory where a directory would be made: not
+        // copied into (it leads out of the destination); the destination
+        // named as a directory and --parents' way are followed.
+        (
+            "mkdir -p s/y/z t/q out; echo 1 > s/y/z/f; ln -s ../../out t/q/y",
+            vec!["-r", "s/y", "t/q"],
+            vec![],
+        ),
+        (
+            "mkdir -p s/y/z t/q/y out; echo 1 > s/y/z/f; ln -s ../../../out t/q/y/z",
+            vec!["-a", "s/y", "t/q"],
+            vec![],
+        ),
+        (
+            "mkdir -p s/y t out; echo 1 > s/y/f; ln -s ../out t/y",
+            vec!["-rT", "s/y", "t/y"],
+            vec![],
+        ),
+        (
+            "mkdir -p s/y t out; echo 1 > s/y/f; ln -s ../out t/y",
+            vec!["-r", "s/y/.", "t/y"],
+            vec![],
+        ),
+        (
+            "mkdir -p s/y t out; echo 1 > s/y/f; ln -s ../out t/s",
+            vec!["-r", "--parents", "s/y", "t"],
+            vec![],
+        ),
         // A file onto a directory and back.
         ("mkdir d; echo 1 > f; mkdir -p e/f", vec!["f", "e"], vec![]),
         ("mkdir -p d/x; echo 1 > x", vec!["-r", "d/x", "."], vec![]),

@@ -875,8 +875,10 @@ impl Copier {
         let mode = step.meta.mode() & 0o7777;
         match step.dst.symlink_metadata() {
             Ok(m) if m.is_dir() => return Ok(()),
-            // A symlink to a directory is followed, as GNU cp does.
-            Ok(_) if step.dst.is_dir() => return Ok(()),
+            // A symlink to a directory is followed only on the way --parents
+            // makes, as GNU cp does; anywhere else it is not copied into
+            // (it may lead out of the destination).
+            Ok(_) if step.parent && step.dst.is_dir() => return Ok(()),
             Ok(_) => {
                 return Err(format!(
                     "cannot overwrite non-directory {} with directory {}",
