@@ -214,7 +214,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         dir_bits_added: HashMap::new(),
         made_parents: Vec::new(),
         made: HashSet::new(),
-        track_made: t.srcs.len() > 1,
+        track_made: false,
         links,
     };
     let start = Instant::now();
@@ -226,7 +226,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
     // --parents: each directory made on the way gets its metadata at the
     // end, after what was copied into it.
     let mut parent_ends: Vec<Step> = Vec::new();
-    for src in &t.srcs {
+    let targets: Vec<_> = (t.srcs.iter())
+        .map(|s| t.of(s, args.parents, &mut Vec::new(), &mut Vec::new()))
+        .collect();
+    for (src, meets) in t.srcs.iter().zip(meeting(&targets)) {
+        copier.track_made = meets;
         let mut steps = Vec::new();
         let mut problems = Vec::new();
         let target = t.of(src, args.parents, &mut steps, &mut problems);
@@ -287,6 +291,34 @@ pub fn run(args: Args) -> Result<ExitCode> {
         out::print_json(&summary)?;
     }
     Ok(out::status(&errors))
+}
+
+/// For each source's target (None: it goes nowhere), whether another's is
+/// the same, above or below it: only then may one source's copy meet what
+/// another's made. Sorted component by component, every path comes right
+/// before those below it, so one pass with the chain of paths the current
+/// one may be below finds them all.
+fn meeting(targets: &[Option<PathBuf>]) -> Vec<bool> {
+    let mut order: Vec<(&Path, usize)> = (targets.iter().enumerate())
+        .filter_map(|(i, t)| Some((t.as_deref()?, i)))
+        .collect();
+    order.sort();
+    let mut meets = vec![false; targets.len()];
+    let mut chain: Vec<(&Path, usize)> = Vec::new();
+    for (path, i) in order {
+        while chain
+            .last()
+            .is_some_and(|(above, _)| !path.starts_with(above))
+        {
+            chain.pop();
+        }
+        if let Some(&(_, above)) = chain.last() {
+            meets[above] = true;
+            meets[i] = true;
+        }
+        chain.push((path, i));
+    }
+    meets
 }
 
 /// Every step of the copy, walked before it (the copy walks as it goes),
@@ -357,8 +389,8 @@ struct Copier {
     /// What this command made: a later source is not copied onto one of
     /// them, nor through it.
     made: HashSet<PathBuf>,
-    /// Only several sources can meet at one destination: one source's
-    /// tree, however large, keeps no such list.
+    /// Whether the source being copied may meet another's copy (see
+    /// `meeting`): the sources that cannot, however large, keep no list.
     track_made: bool,
     /// --preserve=links: the copies later names of a file link to.
     links: links::Links,
@@ -1110,4 +1142,32 @@ fn preserve_by_path(
         .map_err(ctx("preserve timestamps of"))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_meet_where_one_target_is_at_or_below_another() {
+        let t = |p: &str| Some(PathBuf::from(p));
+        let targets = [
+            t("d/x"),
+            t("d/y"),
+            None,
+            t("d/p"),
+            t("d/x"),
+            t("d/p/q/r"),
+            t("d/pq"),
+            t("d/p/s"),
+            t("d/z/"),
+            t("d/./z"),
+        ];
+        let meets = meeting(&targets);
+        assert_eq!(
+            meets,
+            [true, false, false, true, true, true, false, true, true, true]
+        );
+        assert_eq!(meeting(&[t("d/a")]), [false]);
+    }
 }
