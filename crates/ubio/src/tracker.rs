@@ -140,8 +140,14 @@ pub struct Tracker {
     /// Data was written without the backend's flags (copy_file_range):
     /// the kernel did not start its writeback.
     external_writes: AtomicBool,
+    /// The file's filesystem holds clean pages for a moment after their
+    /// writeback (looked up at the first end of stream).
+    holds_pages: std::sync::OnceLock<bool>,
     #[cfg(test)]
     pub(crate) on_wait: std::sync::OnceLock<WaitHook>,
+    /// Called before each retry of [`Tracker::drop_held_pages`].
+    #[cfg(test)]
+    pub(crate) on_held_retry: std::sync::OnceLock<WaitHook>,
 }
 
 impl Tracker {
@@ -166,8 +172,11 @@ impl Tracker {
             needs_commit: AtomicBool::new(false),
             commit_useless: AtomicBool::new(false),
             external_writes: AtomicBool::new(false),
+            holds_pages: std::sync::OnceLock::new(),
             #[cfg(test)]
             on_wait: std::sync::OnceLock::new(),
+            #[cfg(test)]
+            on_held_retry: std::sync::OnceLock::new(),
         }
     }
 
@@ -410,16 +419,64 @@ impl Tracker {
     /// callers that flushed with [`flush_nowait`](Self::flush_nowait) and
     /// [`drain`](Self::drain).
     pub fn drop_all(&self, fd: BorrowedFd<'_>) {
-        let plan = {
+        let (plan, closing) = {
             let mut st = self.state();
             let consumed = st.read_behind.take_all();
-            Plan {
+            let closing = st.residency.all_droppable();
+            let plan = Plan {
                 drop: droppable(&st.residency, consumed),
-                drop_closing: st.residency.all_droppable(),
+                drop_closing: closing.clone(),
                 ..Plan::default()
-            }
+            };
+            (plan, closing)
         };
         self.run(fd, plan);
+        self.drop_held_pages(fd, closing);
+    }
+
+    /// At the end of the stream, on a filesystem that holds clean pages
+    /// for a moment after their writeback
+    /// ([`holds_pages_after_writeback`](sys::FsMagic::holds_pages_after_writeback)):
+    /// drop again, a little later each time (about 60 ms in all at most),
+    /// what the last drop left of `ranges`, since nothing would drop it
+    /// later. Elsewhere a page left is someone's (mapped, or locked by
+    /// another user) and waiting would not help.
+    fn drop_held_pages(&self, fd: BorrowedFd<'_>, ranges: Vec<Range<u64>>) {
+        let real = self.real_file();
+        let fd = real.as_deref().map_or(fd, AsFd::as_fd);
+        let holds = *self
+            .holds_pages
+            .get_or_init(|| sys::fs_magic(fd).is_ok_and(|m| m.holds_pages_after_writeback()));
+        if ranges.is_empty() || !holds {
+            return;
+        }
+        let mut left = still_cached(fd, ranges);
+        let mut pause = Duration::from_millis(1);
+        while !left.is_empty() && pause <= HELD_PAGES_LAST_PAUSE {
+            std::thread::sleep(pause);
+            pause *= 2;
+            #[cfg(test)]
+            if let Some(hook) = self.on_held_retry.get() {
+                (hook.0)(self);
+            }
+            for (r, _) in &left {
+                self.counts.drop_calls.fetch_add(1, Ordering::Relaxed);
+                let _ = sys::fadvise(fd, r.start, r.end - r.start, Advice::DontNeed);
+            }
+            let before: u64 = left.iter().map(|(_, n)| n).sum();
+            left = still_cached(fd, left.into_iter().map(|(r, _)| r).collect());
+            let after: u64 = left.iter().map(|(_, n)| n).sum();
+            self.counts
+                .pages_dropped
+                .fetch_add(before.saturating_sub(after), Ordering::Relaxed);
+        }
+        for (r, n) in left {
+            log::debug!(
+                "{n} pages of {}..{} still cached after retried drops at close",
+                r.start,
+                r.end
+            );
+        }
     }
 
     /// After `n` bytes were written at `off` by someone who cannot be made
@@ -761,6 +818,30 @@ impl Tracker {
     }
 }
 
+/// The longest pause of [`Tracker::drop_held_pages`] (after 1, 2, 4, 8
+/// and 16 ms): btrfs completes an ordered extent in a few milliseconds.
+const HELD_PAGES_LAST_PAUSE: Duration = Duration::from_millis(32);
+
+/// The ranges of `ranges` that still have pages cached, with how many;
+/// none where that cannot be told truly (mincore() of a file the caller
+/// can neither write nor own shows every page).
+fn still_cached(fd: BorrowedFd<'_>, ranges: Vec<Range<u64>>) -> Vec<(Range<u64>, u64)> {
+    ranges
+        .into_iter()
+        .filter_map(|r| {
+            let c = residency::count(fd, r.clone()).ok()?;
+            let truthful = !matches!(
+                c.source,
+                residency::Source::Mincore {
+                    truthful: false,
+                    ..
+                }
+            );
+            (truthful && c.cached > 0).then_some((r, c.cached))
+        })
+        .collect()
+}
+
 /// A range's pages as [`Tracker::cached`] sees them.
 #[derive(Debug, Clone, Copy)]
 struct Cached {
@@ -784,6 +865,8 @@ fn droppable(residency: &Residency, ranges: Vec<Range<u64>>) -> Vec<Range<u64>> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
     use std::os::unix::fs::FileExt;
 
     const MIB: u64 = 1 << 20;
@@ -820,5 +903,66 @@ mod tests {
             count(0..MIB) >= MIB / sys::page_size(),
             "others' pages were dropped"
         );
+    }
+
+    /// At the end of a stream on a filesystem that holds clean pages for a
+    /// moment after their writeback (btrfs), a page the first drop could
+    /// not take is dropped once released. Here a pipe holds it (a page
+    /// spliced into a pipe is referenced by it, and fadvise(DONTNEED)
+    /// leaves referenced pages); the control shows the hold is real.
+    #[test]
+    #[allow(unsafe_code)]
+    fn end_of_stream_drops_a_page_held_for_a_moment() {
+        let page = sys::page_size();
+        for release in [false, true] {
+            let (_dir, f) = residency::cold_file();
+            let cfg = TrackerConfig {
+                window: 16 * MIB,
+                read_lag: 0,
+                lookahead: CHUNK,
+                preserve_cached: true,
+            };
+            let t = Tracker::new(Caps::default(), cfg, residency::blindness(f.as_fd()));
+            t.snapshot(f.as_fd(), 0, MIB);
+            f.write_all_at(&vec![7u8; MIB as usize], 0).unwrap();
+            f.sync_data().unwrap();
+            let (reader, writer) = std::io::pipe().unwrap();
+            let mut at: libc::loff_t = 0;
+            // SAFETY: two descriptors open for the call, a valid offset
+            // pointer, no output offset (a pipe).
+            let spliced = unsafe {
+                libc::splice(
+                    f.as_raw_fd(),
+                    &mut at,
+                    writer.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    page as usize,
+                    0,
+                )
+            };
+            assert_eq!(spliced, page as isize, "splice into the pipe");
+            t.holds_pages.set(true).unwrap();
+            // Reading the pipe releases the page.
+            let reader = Arc::new(Mutex::new(reader));
+            let drain = move |reader: &Mutex<std::io::PipeReader>| {
+                let mut buf = vec![0u8; page as usize];
+                reader.lock().unwrap().read_exact(&mut buf).unwrap();
+            };
+            if release {
+                let reader = reader.clone();
+                t.on_held_retry
+                    .set(WaitHook(Box::new(move |_| drain(&reader))))
+                    .unwrap();
+            }
+            t.drop_all(f.as_fd());
+            let left = sys::cachestat(f.as_fd(), 0..MIB).unwrap().nr_cache;
+            if release {
+                assert_eq!(left, 0, "the page released during the retries stayed");
+            } else {
+                // The page's folio (one page, or a large folio) stays.
+                assert!(left > 0, "control: the held page was dropped");
+                drain(&reader);
+            }
+        }
     }
 }

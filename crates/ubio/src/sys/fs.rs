@@ -100,6 +100,18 @@ impl FsMagic {
     pub fn direct_io_drops_file_cache(self) -> bool {
         [Self::NFS].contains(&self)
     }
+
+    /// Filesystems that refuse, for a moment after its writeback ended, to
+    /// release a clean page, so that a fadvise(DONTNEED) right after
+    /// sync_file_range(WAIT) can leave pages that nothing would drop later.
+    /// btrfs: in an fsx soak of 300 runs on 6.18, 144 closes left 1-255
+    /// pages and drops 1-13 ms later took them all (the likely
+    /// reason: a worker completes the ordered extent after the writeback
+    /// bit is cleared, with the range's extent state locked, and
+    /// btrfs_release_folio() refuses a page of a locked range).
+    pub fn holds_pages_after_writeback(self) -> bool {
+        [Self::BTRFS].contains(&self)
+    }
 }
 
 /// `fstatfs(fd, &buf)`: the filesystem type of an open file.
