@@ -1026,6 +1026,20 @@ fn least_ulimit_v(dir: &Path) -> u64 {
     })
 }
 
+/// `src/a` and `src/b`: 10,000 empty files in a, names of `len` digits,
+/// each with a second name in b.
+fn two_names_each(src: &Path, len: usize) -> (PathBuf, PathBuf) {
+    let (a, b) = (src.join("a"), src.join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    for i in 0..10_000 {
+        let name = format!("{i:0len$}");
+        std::fs::write(a.join(&name), b"").unwrap();
+        std::fs::hard_link(a.join(&name), b.join(&name)).unwrap();
+    }
+    (a, b)
+}
+
 /// The least `ulimit -v` (KiB, to 256) under which `runs` (of `what`) succeeds.
 fn least_kib(what: &str, mut runs: impl FnMut(u64) -> bool) -> u64 {
     let (mut lo, mut hi) = (1000, 1 << 20);
@@ -1054,13 +1068,8 @@ fn a_large_tree_copies_in_bounded_address_space() {
     let dir = workdir();
     let base = least_ulimit_v(dir.path());
     let src = dir.path().join("src");
-    let (a, b) = (src.join("a"), src.join("b"));
-    std::fs::create_dir_all(&a).unwrap();
-    std::fs::create_dir_all(&b).unwrap();
+    let (a, b) = two_names_each(&src, 31);
     for i in 0..10_000 {
-        let name = format!("{i:031}");
-        std::fs::write(a.join(&name), b"").unwrap();
-        std::fs::hard_link(a.join(&name), b.join(&name)).unwrap();
         std::fs::create_dir(a.join(format!("d{i:030}"))).unwrap();
     }
     let dst = dir.path().join("links");
@@ -1220,14 +1229,8 @@ fn attributes_only_copies_no_data_and_reads_nothing() {
 fn sources_side_by_side_copy_in_the_address_space_of_one() {
     let dir = workdir();
     let src = dir.path().join("src");
-    let (a, b) = (src.join("a"), src.join("b"));
-    std::fs::create_dir_all(&a).unwrap();
-    std::fs::create_dir_all(&b).unwrap();
-    for i in 0..10_000 {
-        let name = format!("{i:0200}");
-        std::fs::write(a.join(&name), b"").unwrap();
-        std::fs::hard_link(a.join(&name), b.join(&name)).unwrap();
-    }
+    let (a, b) = two_names_each(&src, 200);
+
     let one = dir.path().join("one");
     let kib = least_kib("ubio cp -al src one", |kib| {
         let _ = std::fs::remove_dir_all(&one);

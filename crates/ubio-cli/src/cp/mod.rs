@@ -533,9 +533,12 @@ impl Copier {
             // As GNU cp: where the source was followed, so is the copy it
             // links to (`cp -s --preserve=links a b dir`: dir/b becomes a
             // link to what the symlink dir/a names).
-            let link = |to: &Path, at: &Path| match step.via_symlinks {
-                true => ubio::sys::link_following(to, at),
-                false => std::fs::hard_link(to, at),
+            let link = |to: &Path, at: &Path| {
+                if step.via_symlinks {
+                    ubio::sys::link_following(to, at)
+                } else {
+                    std::fs::hard_link(to, at)
+                }
             };
             replace::make_over(&step.dst, over, |at| link(first, at))
                 .map_err(|e| link_failed("hard link", &step.dst, first, &e))?;
