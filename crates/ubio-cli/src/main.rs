@@ -93,21 +93,25 @@ fn usage_exit_code(argv: &[OsString]) -> u8 {
     }
 }
 
-/// The command line as `ubio COMMAND ...`. Invoked by another name (a
-/// symlink named `cp`, or `ubio-cp`), ubio is cp: it stands in for GNU's
-/// cp on a PATH and names itself as invoked in its messages (`cp: ...`).
+/// The names under which ubio is cp (a symlink or copy of it by one of
+/// them on a PATH). Any other name is ubio: a renamed binary (`ubio.old`)
+/// must not quietly become cp and copy a file named like a command.
+const CP_NAMES: [&str; 2] = ["cp", "ubio-cp"];
+
+/// The command line as `ubio COMMAND ...`. Invoked as `cp` or `ubio-cp`,
+/// ubio is cp: it stands in for GNU's cp on a PATH and names itself as
+/// invoked in its messages (`cp: ...`).
 fn command_line() -> Vec<OsString> {
     let mut argv: Vec<OsString> = std::env::args_os().collect();
     let invoked = argv
         .first()
         .and_then(|a| Path::new(a).file_name())
-        .map(|n| n.to_string_lossy().into_owned());
-    match invoked {
-        Some(name) if name != "ubio" => {
-            cp::invoked_as(name);
-            argv.splice(0..1, ["ubio".into(), "cp".into()]);
-        }
-        _ => {}
+        .and_then(|n| n.to_str())
+        .filter(|n| CP_NAMES.contains(n))
+        .map(str::to_owned);
+    if let Some(name) = invoked {
+        cp::invoked_as(name);
+        argv.splice(0..1, ["ubio".into(), "cp".into()]);
     }
     if argv.get(1).is_some_and(|c| c == "cp") {
         let cp = Cli::command();

@@ -226,3 +226,65 @@ fn cat_messages_and_status_as_gnu_cat() {
     let out = ubio().args(["cat", "--bogus", "f"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "a bad option: GNU cat's status");
 }
+
+/// ubio is cp only under the names `cp` and `ubio-cp` (a symlink or a copy
+/// by that name on a PATH); renamed any other way it is ubio, so that
+/// `ubio-after evict f` evicts f instead of copying a file named `evict`.
+#[test]
+fn only_the_names_cp_and_ubio_cp_are_cp() {
+    let dir = workdir();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let f = dir.path().join("f");
+    std::fs::write(&f, b"data\n").unwrap();
+    let run = |name: &str, args: &[&str]| {
+        let exe = bin.join(name);
+        if !exe.exists() {
+            // A copy (a hard link where it can be), as a rename leaves it.
+            if std::fs::hard_link(UBIO, &exe).is_err() {
+                std::fs::copy(UBIO, &exe).unwrap();
+            }
+        }
+        std::process::Command::new(&exe)
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    for name in ["cp", "ubio-cp"] {
+        let out = run(name, &["f", name]);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr(&out));
+        assert_eq!(std::fs::read(dir.path().join(name)).unwrap(), b"data\n");
+    }
+    for name in [
+        "ubio",
+        "ubio-after",
+        "ubio.old",
+        "cp.old",
+        "ubio-cp2",
+        "xcp",
+    ] {
+        let out = run(name, &["evict", "f"]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{name} evict f: {}",
+            stderr(&out)
+        );
+        assert!(!dir.path().join("evict").exists(), "{name} evict f copied");
+        let out = run(name, &["f", "g"]);
+        assert_eq!(out.status.code(), Some(2), "{name} f g");
+        assert!(
+            stderr(&out).contains("unrecognized subcommand 'f'"),
+            "{name}: {}",
+            stderr(&out)
+        );
+        assert!(!dir.path().join("g").exists(), "{name} f g copied");
+        let version = String::from_utf8_lossy(&run(name, &["--version"]).stdout).into_owned();
+        assert!(
+            version.starts_with("ubio 0."),
+            "{name} --version: {version}"
+        );
+    }
+    assert_eq!(std::fs::read(&f).unwrap(), b"data\n");
+}

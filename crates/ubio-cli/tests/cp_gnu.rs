@@ -12,7 +12,7 @@ use common::*;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 /// The source tree, in `root/src`, and `root/dst` (an empty directory), and
@@ -168,31 +168,6 @@ fn fnv(bytes: &[u8]) -> (usize, u64) {
     (bytes.len(), hash)
 }
 
-/// A tmpfs mounted inside a tree for -x; unmounted when dropped, also when
-/// the test fails.
-struct Mount(PathBuf);
-
-impl Mount {
-    fn tmpfs(at: &Path) -> Mount {
-        std::fs::create_dir(at).unwrap();
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=1m", "ubio-cli-test"])
-            .arg(at)
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "mount tmpfs at {}", at.display());
-        std::fs::write(at.join("on-tmpfs"), b"other fs\n").unwrap();
-        Mount(at.to_path_buf())
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-    }
-}
-
 /// What a run of one command left: exit status, stdout, stderr, tree.
 #[derive(Debug, PartialEq)]
 struct Result {
@@ -206,16 +181,16 @@ struct Result {
 /// command runs there), what to prepare, stdin, which mtimes must match.
 struct Case<'a> {
     args: &'a [&'a str],
-    setup: fn(&Path) -> Option<Mount>,
+    setup: fn(&Path) -> Option<Tmpfs>,
     stdin: &'a str,
     mtimes_below: Option<&'a str>,
 }
 
-fn plain(_: &Path) -> Option<Mount> {
+fn plain(_: &Path) -> Option<Tmpfs> {
     None
 }
 
-fn with_existing(root: &Path) -> Option<Mount> {
+fn with_existing(root: &Path) -> Option<Tmpfs> {
     existing_dst(root);
     None
 }
@@ -452,7 +427,7 @@ fn backups() {
 fn remove_destination_and_force() {
     // dst/a is a hard link of dst/keep: overwriting writes through it,
     // removing it first leaves dst/keep alone.
-    fn linked(root: &Path) -> Option<Mount> {
+    fn linked(root: &Path) -> Option<Tmpfs> {
         std::fs::write(root.join("dst/keep"), b"keep me\n").unwrap();
         std::fs::hard_link(root.join("dst/keep"), root.join("dst/a")).unwrap();
         std::fs::set_permissions(
@@ -497,8 +472,11 @@ fn one_file_system() {
     if !root_or_skip("one_file_system") {
         return;
     }
-    fn mounted(root: &Path) -> Option<Mount> {
-        Some(Mount::tmpfs(&root.join("src/sub/mnt")))
+    fn mounted(root: &Path) -> Option<Tmpfs> {
+        let at = root.join("src/sub/mnt");
+        let mount = Tmpfs::at(&at);
+        std::fs::write(at.join("on-tmpfs"), b"other fs\n").unwrap();
+        Some(mount)
     }
     same_as_gnu(Case {
         setup: mounted,

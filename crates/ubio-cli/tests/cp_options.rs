@@ -468,6 +468,29 @@ fn hard_links_kept_as_gnu() {
             vec!["-R", "-L", "--preserve=links", "a", "d"],
             vec![],
         ),
+        // -s: a later name links to the symlink made for the first, or,
+        // where the source was followed, to what that symlink names (the
+        // source file itself).
+        ("mkdir a; echo 1 > a/f; ln a/f a/g", vec!["-s", "--preserve=links", "a/f", "a/g", "."], vec![]),
+        ("mkdir a; echo 1 > a/f; ln a/f a/g", vec!["-sL", "--preserve=links", "a/f", "a/g", "."], vec![]),
+        ("mkdir a; echo 1 > a/f; ln a/f a/g", vec!["-sP", "--preserve=links", "a/f", "a/g", "."], vec![]),
+        ("mkdir a; echo 1 > a/f; ln a/f a/g", vec!["-sd", "a/f", "a/g", "."], vec![]),
+        // The same for a symlink -u kept as the first name's copy.
+        (
+            "mkdir s t; echo 1 > s/f; ln s/f s/g; touch -d '-1 hour' s/f; echo X > X; ln -s ../X t/f",
+            vec!["-u", "--preserve=links", "s/f", "s/g", "t"],
+            vec![],
+        ),
+        (
+            "mkdir s t; echo 1 > s/f; ln s/f s/g; touch -d '-1 hour' s/f; echo X > X; ln -s ../X t/f",
+            vec!["-uL", "--preserve=links", "s/f", "s/g", "t"],
+            vec![],
+        ),
+        (
+            "mkdir s t; echo 1 > s/f; ln s/f s/g; touch -d '-1 hour' s/f; echo X > X; ln -s ../X t/f",
+            vec!["-uP", "--preserve=links", "s/f", "s/g", "t"],
+            vec![],
+        ),
         // The same file twice.
         (links, vec!["-H", "--preserve=links", "a/f", "a/s", "a/f", "d"], vec![]),
         (links, vec!["--preserve=links", "a/f", "a/f", "d"], vec![]),
@@ -739,16 +762,20 @@ fn prompts_as_gnu_words_them() {
 
 /// The modes of directories a copy makes, as GNU gives them once their
 /// contents are in (they are made closed meanwhile: tests/cp/parent-perm-race.sh),
-/// with and without --parents, the mode or the ownership kept or not.
+/// with and without --parents, the mode or the ownership kept or not; and
+/// their setuid, setgid and sticky bits: --no-preserve=mode keeps the
+/// sticky bit, a setgid parent gives its bit, and a source with none of
+/// the three leaves those the destination has (a file's too).
 #[test]
 fn directory_modes_as_gnu() {
     let tree = "mkdir -p s/a/b s/c d; touch s/a/b/f; chmod 775 s; chmod 2750 s/a; \
                 chmod 1777 s/a/b; chmod 500 s/c";
-    let cases: Vec<Case> = [
+    let mut cases: Vec<Case> = [
         vec!["-R", "s", "t"],
         vec!["-R", "--preserve=ownership", "s", "t"],
         vec!["-R", "--preserve=mode", "s", "t"],
         vec!["-R", "--no-preserve=mode", "s", "t"],
+        vec!["-a", "--no-preserve=mode", "s", "t"],
         vec!["-a", "s", "t"],
         vec!["-R", "--parents", "s/a/b", "d"],
         vec!["-R", "--parents", "--preserve=ownership", "s/a/b", "d"],
@@ -757,10 +784,19 @@ fn directory_modes_as_gnu() {
     .into_iter()
     .map(|args| (tree, args, vec![]))
     .collect();
-    let known: &[Known] = &[(
-        tree,
-        "-R --no-preserve=mode s t",
-        "metadata: GNU keeps a directory's sticky bit with --no-preserve=mode (1777 -> 1755); ubio gives 0755 (before the closed directories too)",
-    )];
-    assert_as_gnu_but(&cases, known);
+    // Into a setgid directory: sources with and without the three bits.
+    let setgid_parent = "mkdir -p s/plain s/sticky s/setuid s/closed d; chmod 2755 d; \
+                         chmod 1755 s/sticky; chmod 4755 s/setuid; chmod 700 s/closed; \
+                         chmod 777 s/plain";
+    // Onto directories and files that have such bits.
+    let existing = "mkdir -p s/a s/b t/s/a t/s/b; echo 1 > s/f; echo 2 > t/s/f; \
+                    chmod 750 s/a; chmod 1755 s/b; chmod 3700 t/s/a t/s/b; chmod 2700 t/s/f";
+    for opts in [&["-R"][..], &["-Rp"], &["-R", "--no-preserve=mode"]] {
+        for (tree, to) in [(setgid_parent, "d"), (existing, "t")] {
+            let mut args = opts.to_vec();
+            args.extend(["s", to]);
+            cases.push((tree, args, vec![]));
+        }
+    }
+    assert_all_as_gnu(&cases);
 }

@@ -10,10 +10,16 @@
 //! others are GNU's refusals: writing through a symlink this very command
 //! made or a dangling one, a backup that would destroy the source, a
 //! destination made by this command overwritten by a later source, a
-//! source named twice, a directory copied into itself.
+//! source named twice, a directory copied into itself. And a destination
+//! that a link would replace stays when the link cannot be made.
 
 mod common;
 use common::gnu::{assert_all_as_gnu, assert_as_gnu_but, Case, Known};
+use common::{root_or_skip, workdir, Tmpfs, UBIO};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::Command;
+use ubio_testenv::scratchfs::{FsKind, ScratchFs};
 
 /// GNU's same-file.sh matrix: each pair of names with each option set,
 /// backups numbered (VERSION_CONTROL=numbered, as the script sets it).
@@ -144,6 +150,34 @@ fn refusals_that_protect_data() {
             vec!["-rL", "a", "c"],
             vec![],
         ),
+        // A symlink to a directory where a directory would be made: not
+        // copied into (it leads out of the destination); the destination
+        // named as a directory and --parents' way are followed.
+        (
+            "mkdir -p s/y/z t/q out; echo 1 > s/y/z/f; ln -s ../../out t/q/y",
+            vec!["-r", "s/y", "t/q"],
+            vec![],
+        ),
+        (
+            "mkdir -p s/y/z t/q/y out; echo 1 > s/y/z/f; ln -s ../../../out t/q/y/z",
+            vec!["-a", "s/y", "t/q"],
+            vec![],
+        ),
+        (
+            "mkdir -p s/y t out; echo 1 > s/y/f; ln -s ../out t/y",
+            vec!["-rT", "s/y", "t/y"],
+            vec![],
+        ),
+        (
+            "mkdir -p s/y t out; echo 1 > s/y/f; ln -s ../out t/y",
+            vec!["-r", "s/y/.", "t/y"],
+            vec![],
+        ),
+        (
+            "mkdir -p s/y t out; echo 1 > s/y/f; ln -s ../out t/s",
+            vec!["-r", "--parents", "s/y", "t"],
+            vec![],
+        ),
         // A file onto a directory and back.
         ("mkdir d; echo 1 > f; mkdir -p e/f", vec!["f", "e"], vec![]),
         ("mkdir -p d/x; echo 1 > x", vec!["-r", "d/x", "."], vec![]),
@@ -247,4 +281,169 @@ fn refusals_that_protect_data() {
         ("mkdir s t; echo 1 > s/f; ln s/f s/g; echo 2 > s/o; mkdir t/s; ln s/o t/s/f; touch -d '+1 hour' s/o", "-au s t", "safety: no link to a destination -u kept that is a name of a source (GNU links the copy to it: it then holds that source's data)"),
     ];
     assert_as_gnu_but(&cases, known);
+}
+
+/// What `cp ARGS` did in `dir` (GNU's cp, or ubio as cp): exit status,
+/// stderr, and what each of `names` holds then ("gone" where nothing).
+fn run_in(
+    cp: &str,
+    dir: &Path,
+    args: &[&str],
+    names: &[&str],
+) -> (Option<i32>, String, Vec<String>) {
+    let out = Command::new(cp)
+        .arg0("cp")
+        .args(args)
+        .env("LC_ALL", "C")
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let holds = |n: &&str| {
+        let p = dir.join(n);
+        match p.symlink_metadata() {
+            Err(_) => "gone".to_owned(),
+            Ok(m) if m.is_symlink() => {
+                format!("symlink {}", std::fs::read_link(&p).unwrap().display())
+            }
+            Ok(m) if m.is_file() => format!("file {:?}", std::fs::read_to_string(&p).unwrap()),
+            Ok(m) => format!("{:?}", m.file_type()),
+        }
+    };
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).replace("/bin/cp", "cp"),
+        names.iter().map(holds).collect(),
+    )
+}
+
+/// Only these names in `dir` (no temporary name left behind).
+fn assert_names(dir: &Path, names: &[&str]) {
+    let mut here: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    here.sort();
+    assert_eq!(here, names, "in {}", dir.display());
+}
+
+/// A destination that a hard link would replace (-l -f, --preserve=links)
+/// stays as it was when the link cannot be made (here: the link would
+/// cross to another filesystem), with GNU's message: the link is made at a
+/// temporary name and renamed over the destination, as GNU does, never
+/// after removing it.
+#[test]
+fn a_hard_link_that_cannot_be_made_leaves_the_destination_as_gnu() {
+    if !root_or_skip("a_hard_link_that_cannot_be_made_leaves_the_destination_as_gnu") {
+        return;
+    }
+    let cases: [&[&str]; 3] = [
+        &["-l", "-f", "s/x/a", "t/y/b"],
+        &["-R", "--preserve=links", "s/x", "s/y", "t"],
+        &["-a", "s/x", "s/y", "t"],
+    ];
+    let dir = workdir();
+    for (n, args) in cases.iter().enumerate() {
+        let mut seen = Vec::new();
+        for cp in ["/bin/cp", UBIO] {
+            let root = dir.path().join(format!("{n}{}", seen.len()));
+            for d in ["s/x", "s/y", "t"] {
+                std::fs::create_dir_all(root.join(d)).unwrap();
+            }
+            std::fs::write(root.join("s/x/a"), b"new\n").unwrap();
+            std::fs::hard_link(root.join("s/x/a"), root.join("s/y/b")).unwrap();
+            let _other_fs = Tmpfs::at(&root.join("t/y"));
+            std::fs::write(root.join("t/y/b"), b"old\n").unwrap();
+            let (code, err, holds) = run_in(cp, &root, args, &["t/y/b"]);
+            assert_eq!(
+                (code, &holds[..]),
+                (Some(1), &["file \"old\\n\"".to_owned()][..]),
+                "{cp} {args:?}: {err}"
+            );
+            assert!(
+                err.contains("cannot create hard link 't/y/b'")
+                    && err.contains("Invalid cross-device link"),
+                "{cp} {args:?}: {err}"
+            );
+            assert_names(&root.join("t/y"), &["b"]);
+            seen.push(err);
+        }
+        assert_eq!(seen[0], seen[1], "cp {args:?}: GNU's stderr, then ubio's");
+    }
+}
+
+/// The same for a symlink (-s -f; -d of a symlink; -r of a fifo) that
+/// cannot be made (no inode left, and the old destination has another
+/// name, so removing it frees none): the destination stays. GNU's -s -f
+/// does the same; GNU's -d and -r remove the destination first and lose it,
+/// where ubio keeps it (its choice: nothing lost), with GNU's message.
+#[test]
+fn a_symlink_that_cannot_be_made_leaves_the_destination() {
+    if !root_or_skip("a_symlink_that_cannot_be_made_leaves_the_destination") {
+        return;
+    }
+    let fs = ScratchFs::create(
+        FsKind::Ext4,
+        FsKind::Ext4.min_size_bytes(),
+        &Default::default(),
+    )
+    .unwrap();
+    let src = workdir();
+    std::fs::write(src.path().join("a"), b"new\n").unwrap();
+    std::os::unix::fs::symlink("a", src.path().join("sym")).unwrap();
+    ubio::sys::mkfifo(&src.path().join("fifo"), 0o644).unwrap();
+    let a = src.path().join("a");
+    let (sym, fifo) = (src.path().join("sym"), src.path().join("fifo"));
+    let a = a.to_str().unwrap();
+    let cases: [(&[&str], bool); 3] = [
+        (&["-s", "-f", a, "b"], true),
+        (&["-d", sym.to_str().unwrap(), "b"], false),
+        (&["-r", fifo.to_str().unwrap(), "b"], false),
+    ];
+    // One directory per run, all made before the inodes run out.
+    let dirs: Vec<_> = (0..cases.len() * 2)
+        .map(|i| {
+            let d = fs.mount_point().join(i.to_string());
+            std::fs::create_dir(&d).unwrap();
+            std::fs::write(d.join("b"), b"old\n").unwrap();
+            std::fs::hard_link(d.join("b"), d.join("b2")).unwrap();
+            d
+        })
+        .collect();
+    let fill = fs.mount_point().join("fill");
+    std::fs::create_dir(&fill).unwrap();
+    for i in 0.. {
+        match std::fs::File::create(fill.join(i.to_string())) {
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
+            Err(e) => panic!("filling the inodes: {e}"),
+        }
+    }
+    for (n, (args, gnu_keeps)) in cases.iter().enumerate() {
+        let gnu = run_in("/bin/cp", &dirs[2 * n], args, &["b"]);
+        let ours = run_in(UBIO, &dirs[2 * n + 1], args, &["b"]);
+        let old = vec!["file \"old\\n\"".to_owned()];
+        assert_eq!(
+            (ours.0, &ours.2),
+            (Some(1), &old),
+            "cp {args:?}: {}",
+            ours.1
+        );
+        assert!(
+            ours.1.contains("No space left on device"),
+            "cp {args:?}: {}",
+            ours.1
+        );
+        assert_eq!(
+            (gnu.0, &gnu.1),
+            (ours.0, &ours.1),
+            "cp {args:?}: GNU's, then ubio's"
+        );
+        assert_eq!(
+            gnu.2 == old,
+            *gnu_keeps,
+            "cp {args:?}: GNU left {:?}",
+            gnu.2
+        );
+        assert_names(&dirs[2 * n + 1], &["b", "b2"]);
+    }
 }

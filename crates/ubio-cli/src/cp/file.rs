@@ -242,7 +242,13 @@ pub fn preserve_metadata(
     }
     super::preserve_xattrs(src_path, file, path, what)?;
     if what.mode {
-        let mode = special_bits_kept(src.mode() & 0o7777, owned_as_source);
+        let mut mode = special_bits_kept(src.mode() & 0o7777, owned_as_source);
+        // As GNU cp: a source without setuid, setgid and sticky gives its
+        // permissions only, and the copy keeps such bits as it has (a new
+        // directory's setgid from its parent, an existing destination's own).
+        if src.mode() & 0o7000 == 0 {
+            mode |= file.metadata().map_err(ctx("stat", path))?.mode() & 0o7000;
+        }
         preserve_mode(file, path, src_path, mode, src.is_dir())?;
     }
     if what.timestamps {

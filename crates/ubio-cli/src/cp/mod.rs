@@ -19,6 +19,7 @@ mod links;
 mod options;
 mod pool;
 mod progress;
+mod replace;
 mod same;
 mod tree;
 mod xattrconf;
@@ -41,7 +42,7 @@ use tree::{Kind, Problem, Step};
 /// invoked by (see main's `command_line`).
 static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
-/// ubio was invoked as `name` (a symlink named cp): it is cp by that name.
+/// ubio was invoked as `name` (`cp` or `ubio-cp`): it is cp by that name.
 pub fn invoked_as(name: String) {
     let _ = NAME.set(name);
 }
@@ -213,7 +214,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         dir_bits_added: HashMap::new(),
         made_parents: Vec::new(),
         made: HashSet::new(),
-        track_made: t.srcs.len() > 1,
+        track_made: false,
         links,
     };
     let start = Instant::now();
@@ -225,7 +226,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
     // --parents: each directory made on the way gets its metadata at the
     // end, after what was copied into it.
     let mut parent_ends: Vec<Step> = Vec::new();
-    for src in &t.srcs {
+    let targets: Vec<_> = (t.srcs.iter())
+        .map(|s| t.of(s, args.parents, &mut Vec::new(), &mut Vec::new()))
+        .collect();
+    for (src, meets) in t.srcs.iter().zip(meeting(&targets)) {
+        copier.track_made = meets;
         let mut steps = Vec::new();
         let mut problems = Vec::new();
         let target = t.of(src, args.parents, &mut steps, &mut problems);
@@ -286,6 +291,34 @@ pub fn run(args: Args) -> Result<ExitCode> {
         out::print_json(&summary)?;
     }
     Ok(out::status(&errors))
+}
+
+/// For each source's target (None: it goes nowhere), whether another's is
+/// the same, above or below it: only then may one source's copy meet what
+/// another's made. Sorted component by component, every path comes right
+/// before those below it, so one pass with the chain of paths the current
+/// one may be below finds them all.
+fn meeting(targets: &[Option<PathBuf>]) -> Vec<bool> {
+    let mut order: Vec<(&Path, usize)> = (targets.iter().enumerate())
+        .filter_map(|(i, t)| Some((t.as_deref()?, i)))
+        .collect();
+    order.sort();
+    let mut meets = vec![false; targets.len()];
+    let mut chain: Vec<(&Path, usize)> = Vec::new();
+    for (path, i) in order {
+        while chain
+            .last()
+            .is_some_and(|(above, _)| !path.starts_with(above))
+        {
+            chain.pop();
+        }
+        if let Some(&(_, above)) = chain.last() {
+            meets[above] = true;
+            meets[i] = true;
+        }
+        chain.push((path, i));
+    }
+    meets
 }
 
 /// Every step of the copy, walked before it (the copy walks as it goes),
@@ -356,8 +389,8 @@ struct Copier {
     /// What this command made: a later source is not copied onto one of
     /// them, nor through it.
     made: HashSet<PathBuf>,
-    /// Only several sources can meet at one destination: one source's
-    /// tree, however large, keeps no such list.
+    /// Whether the source being copied may meet another's copy (see
+    /// `meeting`): the sources that cannot, however large, keep no list.
     track_made: bool,
     /// --preserve=links: the copies later names of a file link to.
     links: links::Links,
@@ -367,6 +400,9 @@ struct Copier {
 enum Go {
     /// Make it (nothing is there, or it was moved away or removed).
     Ahead,
+    /// Replace it by what is made (a link, a symlink or a fifo), made beside
+    /// it and renamed over it: a failure leaves it as it was.
+    Over,
     /// Make it from this name (`cp -bf f f`: the source moved to its backup).
     From(PathBuf),
     /// Leave it (-n, -u, or -i answered no; or it already is the link asked for).
@@ -472,6 +508,7 @@ impl Copier {
         let first = self.links.first(step).filter(|_| tracked);
         let first = first.map(|(path, m)| (path.to_path_buf(), links::id(&m)));
         let (go, backup) = self.existing(step, first.as_ref())?;
+        let over = matches!(go, Go::Over);
         let moved;
         let step = match go {
             Go::Skip => {
@@ -487,13 +524,23 @@ impl Copier {
                 };
                 &moved
             }
-            Go::Ahead => step,
+            Go::Ahead | Go::Over => step,
         };
         if self.track_made {
             self.made.insert(step.dst.clone());
         }
         if let Some((first, _)) = &first {
-            std::fs::hard_link(first, &step.dst)
+            // As GNU cp: where the source was followed, so is the copy it
+            // links to (`cp -s --preserve=links a b dir`: dir/b becomes a
+            // link to what the symlink dir/a names).
+            let link = |to: &Path, at: &Path| {
+                if step.via_symlinks {
+                    ubio::sys::link_following(to, at)
+                } else {
+                    std::fs::hard_link(to, at)
+                }
+            };
+            replace::make_over(&step.dst, over, |at| link(first, at))
                 .map_err(|e| link_failed("hard link", &step.dst, first, &e))?;
             self.say_copied(step, backup.as_deref());
             return Ok(());
@@ -514,15 +561,17 @@ impl Copier {
             return Ok(());
         }
         match (self.opts.link, &step.kind) {
-            (LinkMode::Hard, _) => self.hard_link(step)?,
-            (LinkMode::Symbolic, _) => self.symlink(step)?,
+            (LinkMode::Hard, _) => self.hard_link(step, over)?,
+            (LinkMode::Symbolic, _) => self.symlink(step, over)?,
             (LinkMode::Copy, Kind::File) => self.file(step)?,
-            (LinkMode::Copy, Kind::Symlink) => self.special(step, |s, d| {
-                std::os::unix::fs::symlink(std::fs::read_link(s)?, d)
-            })?,
-            (LinkMode::Copy, _) => {
-                self.special(step, |_, d| ubio::sys::mkfifo(d, step.meta.mode() & 0o777))?
+            (LinkMode::Copy, Kind::Symlink) => {
+                let target = std::fs::read_link(&step.src)
+                    .map_err(|e| msg::on("read symbolic link", &step.src, &e))?;
+                self.special(step, over, |d| std::os::unix::fs::symlink(&target, d))?
             }
+            (LinkMode::Copy, _) => self.special(step, over, |d| {
+                ubio::sys::mkfifo(d, step.meta.mode() & 0o777)
+            })?,
         }
         if tracked {
             self.links.made(step);
@@ -699,6 +748,12 @@ impl Copier {
             || self.opts.force
             || matches!(self.opts.link, LinkMode::Copy)
             || (self.opts.link == LinkMode::Hard && step.meta.is_symlink() && here.is_symlink());
+        // Data is written into a file made anew, which needs the name
+        // free; anything else replaces the destination in one rename.
+        let made_in_place = writes_data && first.is_none();
+        if replaced && allowed && !made_in_place && !self.opts.remove_destination {
+            return Ok((Go::Over, None));
+        }
         if replaced && allowed {
             std::fs::remove_file(&step.dst).map_err(|e| {
                 format!(
@@ -815,8 +870,9 @@ impl Copier {
         }
     }
 
-    /// -l: a hard link to the source (to what a followed symlink names).
-    fn hard_link(&mut self, step: &Step) -> Result<(), String> {
+    /// -l: a hard link to the source (to what a followed symlink names);
+    /// `over`: in place of the destination (see `Go::Over`).
+    fn hard_link(&mut self, step: &Step, over: bool) -> Result<(), String> {
         let followed = !matches!(step.kind, Kind::Symlink)
             && step.src.symlink_metadata().is_ok_and(|m| m.is_symlink());
         let src = if followed {
@@ -824,13 +880,13 @@ impl Copier {
         } else {
             step.src.clone()
         };
-        std::fs::hard_link(&src, &step.dst)
+        replace::make_over(&step.dst, over, |at| std::fs::hard_link(&src, at))
             .map_err(|e| link_failed("hard link", &step.dst, &step.src, &e))
     }
 
     /// -s: a symlink to the source. As GNU cp, a relative source works only
     /// for a link made in the current directory (where it still points at it).
-    fn symlink(&mut self, step: &Step) -> Result<(), String> {
+    fn symlink(&mut self, step: &Step, over: bool) -> Result<(), String> {
         if step.src.is_relative() {
             let parent = step.dst.parent().filter(|p| !p.as_os_str().is_empty());
             let here = |p: &Path| {
@@ -844,16 +900,20 @@ impl Copier {
                 ));
             }
         }
-        std::os::unix::fs::symlink(&step.src, &step.dst)
-            .map_err(|e| link_failed("symbolic link", &step.dst, &step.src, &e))
+        replace::make_over(&step.dst, over, |at| {
+            std::os::unix::fs::symlink(&step.src, at)
+        })
+        .map_err(|e| link_failed("symbolic link", &step.dst, &step.src, &e))
     }
 
     fn dir_start(&mut self, step: &Step) -> Result<(), String> {
         let mode = step.meta.mode() & 0o7777;
         match step.dst.symlink_metadata() {
             Ok(m) if m.is_dir() => return Ok(()),
-            // A symlink to a directory is followed, as GNU cp does.
-            Ok(_) if step.dst.is_dir() => return Ok(()),
+            // A symlink to a directory is followed only on the way --parents
+            // makes, as GNU cp does; anywhere else it is not copied into
+            // (it may lead out of the destination).
+            Ok(_) if step.parent && step.dst.is_dir() => return Ok(()),
             Ok(_) => {
                 return Err(format!(
                     "cannot overwrite non-directory {} with directory {}",
@@ -915,19 +975,20 @@ impl Copier {
         Ok(())
     }
 
-    /// A symlink or fifo: `make` creates it (an existing destination was
-    /// dealt with before).
+    /// A symlink or fifo: `make` creates it at the name it is given (an
+    /// existing destination was dealt with before; `over`: it is replaced).
     fn special(
         &mut self,
         step: &Step,
-        make: impl Fn(&Path, &Path) -> io::Result<()>,
+        over: bool,
+        make: impl Fn(&Path) -> io::Result<()>,
     ) -> Result<(), String> {
         let what = if matches!(step.kind, Kind::Symlink) {
             "create symbolic link"
         } else {
             "create fifo"
         };
-        make(&step.src, &step.dst).map_err(|e| msg::on(what, &step.dst, &e))?;
+        replace::make_over(&step.dst, over, make).map_err(|e| msg::on(what, &step.dst, &e))?;
         if self.opts.preserve.any() {
             preserve_by_path(
                 &step.dst,
@@ -1084,4 +1145,32 @@ fn preserve_by_path(
         .map_err(ctx("preserve timestamps of"))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_meet_where_one_target_is_at_or_below_another() {
+        let t = |p: &str| Some(PathBuf::from(p));
+        let targets = [
+            t("d/x"),
+            t("d/y"),
+            None,
+            t("d/p"),
+            t("d/x"),
+            t("d/p/q/r"),
+            t("d/pq"),
+            t("d/p/s"),
+            t("d/z/"),
+            t("d/./z"),
+        ];
+        let meets = meeting(&targets);
+        assert_eq!(
+            meets,
+            [true, false, false, true, true, true, false, true, true, true]
+        );
+        assert_eq!(meeting(&[t("d/a")]), [false]);
+    }
 }

@@ -208,9 +208,13 @@ impl Preserve {
         }
     }
 
+    /// The mode a new directory is made with (the umask applies; mkdir(2)
+    /// keeps the sticky bit, drops setuid and setgid, and gives setgid where
+    /// the parent has it). --no-preserve=mode keeps the source's sticky bit,
+    /// as GNU cp does (`cp -R --no-preserve=mode` of a 1777 directory: 1755).
     pub fn new_dir_mode(&self, src_mode: u32) -> u32 {
         if self.default_mode {
-            0o777
+            0o777 | src_mode & 0o1000
         } else {
             src_mode
         }

@@ -81,6 +81,31 @@ pub fn data(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
+/// A tmpfs mounted at a directory it makes (root only), so that a tree can
+/// hold another filesystem where a test needs one; unmounted when dropped,
+/// also when the test fails.
+pub struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    pub fn at(at: &Path) -> Tmpfs {
+        std::fs::create_dir(at).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=1m", "ubio-cli-test"])
+            .arg(at)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "mount tmpfs at {}", at.display());
+        Tmpfs(at.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
 /// The file's page-cache counts (cachestat, or mincore where it is missing).
 pub fn count(path: &Path) -> ubio::residency::Count {
     ubio::residency::count_path(path, ubio::sys::FileRange::WHOLE).unwrap()

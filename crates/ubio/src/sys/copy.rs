@@ -176,6 +176,26 @@ pub fn mkfifo(path: &Path, mode: u32) -> io::Result<()> {
     cvt(ret as libc::c_long).map(drop)
 }
 
+/// `linkat(AT_FDCWD, old, AT_FDCWD, new, AT_SYMLINK_FOLLOW)`: make `new` a
+/// hard link to the file `old` names, following `old` if it is a symlink
+/// (std's `hard_link` links to the symlink itself).
+///
+/// See linkat(2); since Linux 2.6.18.
+pub fn link_following(old: &Path, new: &Path) -> io::Result<()> {
+    let (old, new) = (c_path(old)?, c_path(new)?);
+    // SAFETY: both paths are NUL-terminated strings that outlive the call.
+    let ret = unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            old.as_ptr(),
+            libc::AT_FDCWD,
+            new.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    };
+    cvt(ret as libc::c_long).map(drop)
+}
+
 /// `utimensat(AT_FDCWD, path, [atime, mtime], AT_SYMLINK_NOFOLLOW)`: set the
 /// access and modification times of `path` itself, not of what a symlink
 /// points to. Times are (seconds, nanoseconds) since the epoch.

@@ -18,8 +18,9 @@ pub use cache::{
     CacheStat, FileRange, SyncFlags,
 };
 pub use copy::{
-    copy_file_range, ficlone, fiemap, mkfifo, seek_data, seek_hole, set_times_nofollow, Extent,
-    FIEMAP_EXTENT_DELALLOC, FIEMAP_EXTENT_LAST, FIEMAP_EXTENT_UNWRITTEN,
+    copy_file_range, ficlone, fiemap, link_following, mkfifo, seek_data, seek_hole,
+    set_times_nofollow, Extent, FIEMAP_EXTENT_DELALLOC, FIEMAP_EXTENT_LAST,
+    FIEMAP_EXTENT_UNWRITTEN,
 };
 pub use fanotify::{
     fanotify_init, fanotify_mark, fanotify_mark_fd, fanotify_read, Event as FanEvent, EventMask,
