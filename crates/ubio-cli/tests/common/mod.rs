@@ -101,8 +101,19 @@ impl Tmpfs {
 }
 
 impl Drop for Tmpfs {
+    /// Unmounted also when busy (lazily then, and said): a mount left
+    /// behind outlives the test's directory.
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
+        let umount = |lazy: bool| {
+            Command::new("umount")
+                .args(lazy.then_some("--lazy"))
+                .arg(&self.0)
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if !umount(false) && !umount(true) {
+            eprintln!("cannot unmount the test tmpfs at {}", self.0.display());
+        }
     }
 }
 
