@@ -75,6 +75,25 @@ pub fn io(e: &io::Error) -> String {
     }
 }
 
+/// A copy's error in GNU's words; a clone that --reflink=always asked for
+/// and the filesystem refused names both files: "failed to clone 'dst'
+/// from 'src': reason".
+pub fn copy(e: &io::Error, src: &Path, dst: &Path) -> String {
+    let op = e
+        .get_ref()
+        .and_then(|i| i.downcast_ref::<ubio::error::Error>())
+        .map(|c| c.op);
+    match op {
+        Some("clone to") => format!(
+            "failed to clone {} from {}: {}",
+            quote(dst),
+            quote(src),
+            reason(e)
+        ),
+        _ => io(e),
+    }
+}
+
 /// `e` with its file: "cannot `op` 'path': reason", whatever context `e` has.
 pub fn on(op: &str, path: &Path, e: &io::Error) -> String {
     format!("{} {}: {}", action(op), quote(path), reason(e))

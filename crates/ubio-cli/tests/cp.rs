@@ -96,33 +96,33 @@ fn recursive_copy_into_an_existing_directory_uses_the_source_name() {
     assert_eq!(std::fs::read(into.join("tree/f")).unwrap(), b"f");
 }
 
-/// As GNU cp -r: fifos and sockets are made anew (mknod), not read.
-/// Known gap of issue 24 (see known_gap): sockets are skipped with a warning, not made anew with mknod as GNU's cp -r does.
+/// As GNU cp -r: fifos, sockets and (as root) devices are made anew
+/// (mknod) with their type, permissions and device number, not read.
 #[test]
-fn sockets_and_fifos_are_made_anew() {
-    known_gap(
-        "sockets are skipped with a warning, not made anew with mknod as GNU's cp -r does",
-        "skipping socket",
-        sockets_and_fifos_are_made_anew_as_gnu,
-    );
-}
-
-fn sockets_and_fifos_are_made_anew_as_gnu() {
+fn sockets_fifos_and_devices_are_made_anew() {
     let dir = workdir();
     let src = dir.path().join("tree");
     std::fs::create_dir(&src).unwrap();
     write_cold(&src.join("f"), b"f");
     let _listener = std::os::unix::net::UnixListener::bind(src.join("sock")).unwrap();
+    ubio::sys::mkfifo(&src.join("fifo"), 0o640).unwrap();
+    let root = ubio::sys::geteuid() == 0;
+    let null = std::fs::metadata("/dev/null").unwrap().rdev();
+    if root {
+        ubio::sys::mknod(&src.join("null"), libc::S_IFCHR | 0o620, null).unwrap();
+    }
     let dst = dir.path().join("copy");
     assert_ok(&cp(&[&"-r", &src, &dst]));
     assert_eq!(std::fs::read(dst.join("f")).unwrap(), b"f");
-    use std::os::unix::fs::FileTypeExt;
-    assert!(dst
-        .join("sock")
-        .symlink_metadata()
-        .unwrap()
-        .file_type()
-        .is_socket());
+    let meta = |n: &str| dst.join(n).symlink_metadata().unwrap();
+    assert!(meta("sock").file_type().is_socket());
+    assert!(meta("fifo").file_type().is_fifo());
+    if root {
+        let m = meta("null");
+        assert!(m.file_type().is_char_device());
+        let src_mode = std::fs::symlink_metadata(src.join("null")).unwrap().mode();
+        assert_eq!((m.rdev(), m.mode() & 0o777), (null, src_mode & 0o777));
+    }
 }
 
 #[test]
@@ -474,20 +474,8 @@ fn a_full_destination_is_reported_incomplete_with_counts() {
 
 /// Where the filesystem shares extents the copy is a clone: no data moves,
 /// neither file is cached; on ext4 the data is streamed.
-/// Known gap of issue 24 (see known_gap): --reflink=always where cloning fails: ubio says 'cannot clone to', GNU 'failed to clone ... from ...'.
 #[test]
 fn clones_on_btrfs_and_xfs() {
-    if !root_or_skip("clones_on_btrfs_and_xfs") {
-        return;
-    }
-    known_gap(
-        "--reflink=always where cloning fails: ubio says 'cannot clone to', GNU 'failed to clone ... from ...'",
-        "cannot clone to",
-        clones_on_btrfs_and_xfs_as_gnu,
-    );
-}
-
-fn clones_on_btrfs_and_xfs_as_gnu() {
     if !root_or_skip("clones_on_btrfs_and_xfs") {
         return;
     }
@@ -516,7 +504,11 @@ fn clones_on_btrfs_and_xfs_as_gnu() {
     let out = cp(&[&"--reflink=always", &src, &dir.path().join("dst2")]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stderr(&out).contains("failed to clone") && stderr(&out).contains("not supported"),
+        stderr(&out).contains(&format!(
+            "failed to clone '{}' from '{}': Operation not supported",
+            dir.path().join("dst2").display(),
+            src.display()
+        )),
         "{}",
         stderr(&out)
     );

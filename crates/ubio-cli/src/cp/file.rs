@@ -194,7 +194,7 @@ pub fn copy_file_then(
             let _ = dst_file.close();
             Err(CopyError {
                 source_changed: ubio::copy::SourceChanged::of(&error).is_some(),
-                message: msg::io(&error),
+                message: msg::copy(&error, src, dst),
                 incomplete: Some((copied, total)),
             })
         }

@@ -31,7 +31,7 @@ pub use options::{spell_out_long_options, Args, LinkMode, Options, Preserve};
 use progress::Progress;
 use std::collections::{HashMap, HashSet};
 use std::io::{self, BufRead, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -570,7 +570,8 @@ impl Copier {
                 self.special(step, over, |d| std::os::unix::fs::symlink(&target, d))?
             }
             (LinkMode::Copy, _) => self.special(step, over, |d| {
-                ubio::sys::mkfifo(d, step.meta.mode() & 0o777)
+                let m = &step.meta;
+                ubio::sys::mknod(d, m.mode() & (libc::S_IFMT | 0o777), m.rdev())
             })?,
         }
         if tracked {
@@ -983,10 +984,10 @@ impl Copier {
         over: bool,
         make: impl Fn(&Path) -> io::Result<()>,
     ) -> Result<(), String> {
-        let what = if matches!(step.kind, Kind::Symlink) {
-            "create symbolic link"
-        } else {
-            "create fifo"
+        let what = match step.kind {
+            Kind::Symlink => "create symbolic link",
+            _ if step.meta.file_type().is_fifo() => "create fifo",
+            _ => "create special file",
         };
         replace::make_over(&step.dst, over, make).map_err(|e| msg::on(what, &step.dst, &e))?;
         if self.opts.preserve.any() {

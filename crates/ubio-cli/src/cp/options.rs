@@ -130,7 +130,7 @@ pub struct Args {
     attributes_only: bool,
     // GNU cp options ubio cp does not have: refused by name.
     /// With -r, copy the data read from fifos and devices into files
-    /// (instead of recreating fifos and skipping devices).
+    /// (instead of making them anew).
     #[arg(long)]
     copy_contents: bool,
     #[arg(long, hide = true)]

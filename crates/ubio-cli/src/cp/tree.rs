@@ -17,7 +17,8 @@ pub enum Kind {
     /// Its contents are done: set its mode and times.
     DirEnd,
     Symlink,
-    Fifo,
+    /// A fifo, socket or device, made anew (mknod) as GNU's cp -r does.
+    Special,
 }
 
 #[derive(Clone)]
@@ -60,8 +61,8 @@ pub struct Problem(pub String);
 /// The copy of `src` to `dst`, step by step as it is taken: only the
 /// directories on the way down are held (each one's names), never the
 /// whole tree, so a tree of any size copies in memory bounded by its depth
-/// and its largest directory. Directories need -r; with -r, fifos are
-/// recreated and sockets and devices are skipped (both reported).
+/// and its largest directory. Directories need -r; with -r, fifos,
+/// sockets and devices are made anew (mknod), as GNU's cp does.
 pub fn walk<'w>(src: &Path, dst: &Path, w: &'w Walk) -> Walker<'w> {
     let mut walker = Walker {
         w,
@@ -225,17 +226,14 @@ impl Walker<'_> {
             });
         } else if ft.is_symlink() {
             self.push(Kind::Symlink, &src, &dst, meta, via);
-        } else if ft.is_fifo() && w.recursive && !w.copy_contents {
-            self.push(Kind::Fifo, &src, &dst, meta, via);
         } else if w.recursive
             && (ft.is_socket()
-                || (!w.copy_contents && (ft.is_block_device() || ft.is_char_device())))
+                || (!w.copy_contents
+                    && (ft.is_fifo() || ft.is_block_device() || ft.is_char_device())))
         {
-            let what = if ft.is_socket() { "socket" } else { "device" };
-            self.problem(format!(
-                "skipping {what} {} (cp -r recreates fifos; sockets and devices are not copied)",
-                msg::quote(&src)
-            ));
+            // --copy-contents reads fifos and devices like files; a socket
+            // cannot be read, and is made anew in any case, as GNU's.
+            self.push(Kind::Special, &src, &dst, meta, via);
         } else {
             self.push(Kind::File, &src, &dst, meta, via);
         }

@@ -176,6 +176,18 @@ pub fn mkfifo(path: &Path, mode: u32) -> io::Result<()> {
     cvt(ret as libc::c_long).map(drop)
 }
 
+/// `mknod(path, mode, dev)`: create a special file (a fifo, a socket, a
+/// block or character device: `mode`'s file type; its permissions before
+/// the umask; `dev` for a device). Devices need CAP_MKNOD.
+///
+/// See mknod(2).
+pub fn mknod(path: &Path, mode: u32, dev: u64) -> io::Result<()> {
+    let path = c_path(path)?;
+    // SAFETY: `path` is a NUL-terminated string that outlives the call.
+    let ret = unsafe { libc::mknod(path.as_ptr(), mode as libc::mode_t, dev as libc::dev_t) };
+    cvt(ret as libc::c_long).map(drop)
+}
+
 /// `linkat(AT_FDCWD, old, AT_FDCWD, new, AT_SYMLINK_FOLLOW)`: make `new` a
 /// hard link to the file `old` names, following `old` if it is a symlink
 /// (std's `hard_link` links to the symlink itself).

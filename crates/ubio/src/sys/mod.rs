@@ -18,7 +18,7 @@ pub use cache::{
     CacheStat, FileRange, SyncFlags,
 };
 pub use copy::{
-    copy_file_range, ficlone, fiemap, link_following, mkfifo, seek_data, seek_hole,
+    copy_file_range, ficlone, fiemap, link_following, mkfifo, mknod, seek_data, seek_hole,
     set_times_nofollow, Extent, FIEMAP_EXTENT_DELALLOC, FIEMAP_EXTENT_LAST,
     FIEMAP_EXTENT_UNWRITTEN,
 };
