@@ -457,9 +457,13 @@ impl Tracker {
         }
         let real = self.real_file();
         let fd = real.as_deref().map_or(fd, AsFd::as_fd);
-        let fs_holds = *self
-            .holds_pages
-            .get_or_init(|| sys::fs_magic(fd).is_ok_and(|m| m.holds_pages_after_writeback()));
+        // Looked up only where a retry took nothing (most ends of stream
+        // leave nothing to retry).
+        let fs_holds = || {
+            *self
+                .holds_pages
+                .get_or_init(|| sys::fs_magic(fd).is_ok_and(|m| m.holds_pages_after_writeback()))
+        };
         let mut left = still_cached(fd, ranges);
         let mut pause = Duration::from_millis(1);
         while !left.is_empty() && pause <= HELD_PAGES_LAST_PAUSE {
@@ -479,7 +483,7 @@ impl Tracker {
             self.counts
                 .pages_dropped
                 .fetch_add(before.saturating_sub(after), Ordering::Relaxed);
-            if after == before && !fs_holds {
+            if after == before && !fs_holds() {
                 break;
             }
         }

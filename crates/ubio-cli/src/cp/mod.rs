@@ -400,7 +400,7 @@ struct Copier {
 enum Go {
     /// Make it (nothing is there, or it was moved away or removed).
     Ahead,
-    /// Replace it by what is made (a link, a symlink or a fifo), made beside
+    /// Replace it by what is made (a link, a symlink or a special file), made beside
     /// it and renamed over it: a failure leaves it as it was.
     Over,
     /// Make it from this name (`cp -bf f f`: the source moved to its backup).
@@ -976,8 +976,9 @@ impl Copier {
         Ok(())
     }
 
-    /// A symlink or fifo: `make` creates it at the name it is given (an
-    /// existing destination was dealt with before; `over`: it is replaced).
+    /// A symlink or a special file (fifo, socket, device): `make` creates
+    /// it at the name it is given (an existing destination was dealt with
+    /// before; `over`: it is replaced).
     fn special(
         &mut self,
         step: &Step,

@@ -1,4 +1,4 @@
-//! A destination replaced by a link, a symlink or a fifo, in one step: the
+//! A destination replaced by a link, a symlink or a special file, in one step: the
 //! new one is made at a fresh name beside it and renamed over it, so that
 //! the name holds the old file until the new one is in place. A link that
 //! cannot be made (another filesystem, a full link count, no inode left)
@@ -12,7 +12,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// Make `dst` with `make`, which fails with EEXIST where its name is taken
-/// (link, symlink, mkfifo). `replace`: an existing `dst` may be replaced,
+/// (link, symlink, mknod). `replace`: an existing `dst` may be replaced,
 /// which happens by a rename of what `make` made beside it. An error is
 /// `make`'s (or the rename's): `dst` is then as it was.
 pub fn make_over(
