@@ -44,14 +44,14 @@ __all__ = [
 ]
 
 #: Buffer size of ubio.open() for the files ubio manages (the builtin open()
-#: uses st_blksize, 4 KiB on ext4). A buffered file reads a request of at
-#: least this size straight into the caller's object and gathers smaller
-#: ones in reads of this size: 64 KiB makes the common large requests (64
-#: KiB, 1 MiB) one copy, as with the builtin, while small reads make 16 times
-#: fewer calls than the builtin's (each costs ubio about 0.6 us more: the
-#: lseek and the tracker). 1 MiB copied every read below 1 MiB twice: 0.88x
-#: the builtin for 64 KiB reads of a cold file, where 64 KiB makes 1.01x;
-#: st_blksize made 0.77x for readline (bench/runs/2026-11-26-python-fileio-5).
+#: uses st_blksize, 4 KiB on ext4). CPython's buffered reader reads whole
+#: multiples of its buffer size (readinto: a request larger than it) straight
+#: into the caller's object and the rest through its buffer, a second copy.
+#: 64 KiB keeps the common requests (64 KiB, 1 MiB) at one copy, as with the
+#: builtin, and gathers small reads in 16 times fewer calls than 4 KiB would
+#: (a raw call costs ubio about 0.6 us more than the builtin's: the Python
+#: method, the lseek, the tracker). Cold 100 MB: 1 MiB made 64 KiB reads 0.88x the builtin, 64
+#: KiB 1.01x; 4 KiB made readline 0.77x (bench/runs/2026-11-26-python-fileio-5).
 DEFAULT_BUFFER_SIZE = 64 << 10
 
 #: The backends ``backend=`` accepts.
@@ -232,10 +232,6 @@ class FileIO(io.RawIOBase):
         if not self._writable:
             raise io.UnsupportedOperation("File not open for writing")
 
-    def _check_readable_open(self) -> None:
-        self._check_closed()
-        self._check_readable()
-
     def _live(self) -> _ubio.Stream:
         self._check_closed()
         assert self._stream is not None
@@ -249,7 +245,8 @@ class FileIO(io.RawIOBase):
         # and in write): a buffered file calls these once per block, and
         # the calls to the checks cost 0.1 us of a 1.2 us small read.
         if self._fd < 0 or not self._readable:
-            self._check_readable_open()
+            self._check_closed()
+            self._check_readable()
         if size is None or size < 0:
             return self.readall()
         try:
@@ -267,7 +264,8 @@ class FileIO(io.RawIOBase):
     def readinto(self, buffer: Any) -> Optional[int]:
         """Read into a writable bytes-like object; 0 at end of file."""
         if self._fd < 0 or not self._readable:
-            self._check_readable_open()
+            self._check_closed()
+            self._check_readable()
         try:
             return self._stream.readinto(buffer)  # type: ignore[union-attr]
         except BlockingIOError:
