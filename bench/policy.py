@@ -605,6 +605,24 @@ def summary(a):
                   f"| {med([M(r['tree_left_bytes']) for r in rs])} ({med([M(r['tree_small_left_bytes']) for r in rs])}) "
                   f"/ {med([M(r['archive_left_bytes']) for r in rs])} "
                   f"| {med([r.get('hot_cached_start_pct') for r in rs])} / {med([r.get('hot_cached_end_pct') for r in rs])} |")
+    probed = [r for r in runs if r["exp"] == "operator" and r.get("probe")]
+    if probed:
+        print("\n## operator, probed runs (--probe): the kernel's reclaim in each run\n")
+        print("| run | policy | hot cached at end % | reader median % | kswapd wakes by order "
+              "| kswapd reclaimed pages (deepest priority) | active pages deactivated "
+              "| hot file pages removed, by | Normal zone: least free MiB, median free blocks of order >= 9 |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        for r in probed:
+            p = r["probe"]
+            wakes = ", ".join(f"{o}: {n}" for o, n in sorted(p["kswapd_wake"].items(), key=lambda x: int(x[0]))) or "none"
+            ks = {k: v for k, v in p["inactive_by_priority"].items() if k.startswith("kswapd")}
+            deepest = min((int(k.split("=")[1]) for k in ks), default=None)
+            removed = ", ".join(f"{c}: {n}" for c, n in sorted(p["hot_removed"].items(), key=lambda x: -x[1])) or "none"
+            z = p["zones"].get("Normal", {})
+            print(f"| {r['probe_files']} | {r['mode']} | {r['hot_cached_end_pct']:.0f} | {r['victim_median_pct']:.0f} "
+                  f"| {wakes} | {sum(ks.values())} ({deepest if deepest is not None else '-'}) "
+                  f"| {sum(p['deactivated_by_priority'].values())} | {removed} "
+                  f"| {z.get('free_min', 0) * PAGE / MiB:.0f}, {z.get('order9_free_median', '-')} |")
     print("\n## dd: seed 004's demo, dd if=/dev/zero bs=1M of 3.2 GiB in scope, then sync\n")
     print("| policy | runs | Dirty peak MiB | Dirty at dd's end MiB | dd s | sync s | dd + sync s |")
     print("| --- | --- | --- | --- | --- | --- | --- |")

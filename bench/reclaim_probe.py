@@ -12,13 +12,13 @@ that left the page cache, with the kernel stack that removed it.
 stop() writes the time series and the trace to files and returns a summary.
 """
 
+import json
 import os
 import re
 import threading
 import time
 
-from run_programs import Cachestat, Range, libc
-import ctypes
+from run_programs import cachestat
 
 TRACEFS = "/sys/kernel/tracing"
 EVERY = 0.25
@@ -38,24 +38,13 @@ STACKS = 400
 DELETE = "filemap/mm_filemap_delete_from_page_cache"
 
 
-def cachestat(path):
-    """(cached, evicted, recently evicted) pages of `path`."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        cs, rng = Cachestat(), Range(0, 0)
-        if libc.syscall(451, fd, ctypes.byref(rng), ctypes.byref(cs), 0) != 0:
-            raise OSError(ctypes.get_errno(), "cachestat " + path)
-        return cs.cache, cs.evicted, cs.recently_evicted
-    finally:
-        os.close(fd)
-
-
 def meminfo_all():
+    """The MEMINFO fields, in 4 KiB pages."""
     out = {}
     for line in open("/proc/meminfo"):
         k, v = line.split(":")
         if k in MEMINFO:
-            out[k] = int(v.split()[0]) // 4  # pages
+            out[k] = int(v.split()[0]) // 4
     return out
 
 
@@ -64,7 +53,8 @@ def vmstat_sel():
 
 
 def zones():
-    """zone -> {free, min, low, high, boost, inactive_file, active_file}."""
+    """DMA32 and Normal -> their free pages, watermarks (min, low, high),
+    boost and file LRU sizes (pages)."""
     out, z = {}, None
     for line in open("/proc/zoneinfo"):
         f = line.split()
@@ -95,6 +85,10 @@ def rss_pages(pid):
 
 
 class Probe:
+    """Samples and traces from its start to stop(); `watched` is the file
+    whose residency and removals are followed, `daemon_pid` (set after)
+    the process whose RSS is sampled."""
+
     def __init__(self, name, watched):
         self.watched = watched
         self.inst = os.path.join(TRACEFS, "instances", f"{name}-{os.getpid()}")
@@ -149,10 +143,10 @@ class Probe:
         while not self._stop.is_set():
             s = {"t": round(time.monotonic() - self.t0, 3), "mem": meminfo_all(), "vm": vmstat_sel(),
                  "zones": zones(), "buddy": buddy()}
-            try:
-                s["hot"] = cachestat(self.watched)
-            except OSError:
-                pass
+            cs = cachestat(self.watched)
+            if cs:
+                # (cached, evicted, recently evicted) pages
+                s["hot"] = (cs.cache, cs.evicted, cs.recently_evicted)
             if self.daemon_pid:
                 s["daemon_rss"] = rss_pages(self.daemon_pid)
             self.series.append(s)
@@ -160,7 +154,6 @@ class Probe:
 
     def stop(self, out_prefix):
         """Write OUT.series.jsonl and OUT.trace; the summary."""
-        import json
         for e in EVENTS + (DELETE,):
             self._w(f"events/{e}/enable", "0")
         time.sleep(0.1)
@@ -209,7 +202,8 @@ def summarize(series, raw, t0):
     the stacks). Times are seconds from the start of the run."""
     out = {"kswapd_wake": {}, "wakeup_kswapd": {}, "direct": {}, "inactive": {}, "active": {},
            "reclaim_pages": {}, "extfrag": {}, "kcompactd_wake": {}, "compaction_begin": {},
-           "hot_removed": {}, "hot_stacks": {}, "first": {}}
+           "hot_removed": {}, "hot_stacks": {}, "first": {},
+           "inactive_by_priority": {}, "deactivated_by_priority": {}}
     hot_times = []
     lines = raw.splitlines()
     k = 0
@@ -234,11 +228,13 @@ def summarize(series, raw, t0):
             for n in ("nr_scanned", "nr_reclaimed", "nr_dirty", "nr_writeback", "nr_activate_file", "nr_ref_keep"):
                 add(d, n, int(f[n]))
             add(d, "calls")
+            add(out["inactive_by_priority"], f"{key.split()[0]} prio={f['priority']}", int(f["nr_reclaimed"]))
         elif ev == "mm_vmscan_lru_shrink_active":
             key = f"{'kswapd' if comm.startswith('kswapd') else 'direct:' + comm} {f['flags']}"
             d = out["active"].setdefault(key, {})
             for n in ("nr_taken", "nr_active", "nr_deactivated", "nr_referenced"):
                 add(d, n, int(f[n]))
+            add(out["deactivated_by_priority"], f"{key.split()[0]} prio={f['priority']}", int(f["nr_deactivated"]))
         elif ev == "mm_vmscan_reclaim_pages":
             d = out["reclaim_pages"].setdefault(comm, {})
             for n in ("nr_scanned", "nr_reclaimed"):
@@ -271,6 +267,12 @@ def summarize(series, raw, t0):
                                     "min": v.get("min"), "low": v.get("low"), "high": v.get("high")})
             d["free_min"] = min(d["free_min"], v["free"])
             d["boost_max"] = max(d["boost_max"], v.get("boost", 0))
+    # Free blocks of order 9 and up (what a 2 MiB folio needs) per zone:
+    # the lowest and the median over the run.
+    for z in zmin:
+        big = sorted(sum(s["buddy"][z][9:]) for s in series if z in s.get("buddy", {}))
+        if big:
+            zmin[z]["order9_free_min"], zmin[z]["order9_free_median"] = big[0], big[len(big) // 2]
     out["zones"] = zmin
     hot = [s["hot"] for s in series if "hot" in s]
     out["hot_evicted_pages"] = hot[-1][1] - hot[0][1] if hot else None
