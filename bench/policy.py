@@ -48,6 +48,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from run_programs import cached_pages, proc_cpu, machine_busy_s  # noqa: E402
+import reclaim_probe  # noqa: E402
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -412,10 +413,19 @@ def operator_round(a, modes):
             try:
                 dm = (Daemon(a, cg.pattern(), OPERATOR_EXTRA.get(mode))
                       if mode != "off" else None)
+                probe = None
+                if a.probe:
+                    probe = reclaim_probe.Probe("ubio-policy-probe", hot)
+                    probe.daemon_pid = dm.p.pid if dm else None
                 vm0, k0, busy0 = vmstat(), kswapd_cpu(), machine_busy_s()
                 t_start = time.monotonic()
-                t_tar, cpu = run(["sh", "-c", "tar cf backup.tar tree && sync backup.tar"], d, cg)
-                t_end = time.monotonic()
+                try:
+                    t_tar, cpu = run(["sh", "-c", "tar cf backup.tar tree && sync backup.tar"], d, cg)
+                finally:
+                    t_end = time.monotonic()
+                    if probe:
+                        stamp = time.strftime("%H%M%S", time.gmtime())
+                        found = probe.stop(os.path.join(a.probe, f"{stamp}-{mode}"))
                 vm1, k1 = vmstat(), kswapd_cpu()
                 rates = victim.per_second(t_start, t_end)
                 hot_end = cached_pages(hot) * PAGE / os.path.getsize(hot)
@@ -438,6 +448,9 @@ def operator_round(a, modes):
                      "pgscan_direct_per_s": (vm1.get("pgscan_direct", 0) - vm0.get("pgscan_direct", 0)) / t_tar,
                      "machine_cpu_s": machine_busy_s() - busy0,
                      "balloon_bytes": took, "dataset_bytes": size, **left}
+                if probe:
+                    r["probe"] = found
+                    r["probe_files"] = f"{stamp}-{mode}"
                 if dm:
                     r["daemon_cpu_s"], st = dm.stop()
                     r["managed_bytes"] = managed_bytes(st)
@@ -519,7 +532,7 @@ def cost(a, mode, op):
 def round_(a):
     runs = []
     if a.exp == "operator":
-        modes = list(MODES["operator"]) + a.operator_modes
+        modes = (list(MODES["operator"]) + a.operator_modes) * a.repeat
         random.shuffle(modes)
         runs = operator_round(a, modes)
     else:
@@ -592,6 +605,24 @@ def summary(a):
                   f"| {med([M(r['tree_left_bytes']) for r in rs])} ({med([M(r['tree_small_left_bytes']) for r in rs])}) "
                   f"/ {med([M(r['archive_left_bytes']) for r in rs])} "
                   f"| {med([r.get('hot_cached_start_pct') for r in rs])} / {med([r.get('hot_cached_end_pct') for r in rs])} |")
+    probed = [r for r in runs if r["exp"] == "operator" and r.get("probe")]
+    if probed:
+        print("\n## operator, probed runs (--probe): the kernel's reclaim in each run\n")
+        print("| run | policy | hot cached at end % | reader median % | kswapd wakes by order "
+              "| kswapd reclaimed pages (deepest priority) | active pages deactivated "
+              "| hot file pages removed, by | Normal zone: least free MiB, median free blocks of order >= 9 |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        for r in probed:
+            p = r["probe"]
+            wakes = ", ".join(f"{o}: {n}" for o, n in sorted(p["kswapd_wake"].items(), key=lambda x: int(x[0]))) or "none"
+            ks = {k: v for k, v in p["inactive_by_priority"].items() if k.startswith("kswapd")}
+            deepest = min((int(k.split("=")[1]) for k in ks), default=None)
+            removed = ", ".join(f"{c}: {n}" for c, n in sorted(p["hot_removed"].items(), key=lambda x: -x[1])) or "none"
+            z = p["zones"].get("Normal", {})
+            print(f"| {r['probe_files']} | {r['mode']} | {r['hot_cached_end_pct']:.0f} | {r['victim_median_pct']:.0f} "
+                  f"| {wakes} | {sum(ks.values())} ({deepest if deepest is not None else '-'}) "
+                  f"| {sum(p['deactivated_by_priority'].values())} | {removed} "
+                  f"| {z.get('free_min', 0) * PAGE / MiB:.0f}, {z.get('order9_free_median', '-')} |")
     print("\n## dd: seed 004's demo, dd if=/dev/zero bs=1M of 3.2 GiB in scope, then sync\n")
     print("| policy | runs | Dirty peak MiB | Dirty at dd's end MiB | dd s | sync s | dd + sync s |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
@@ -635,6 +666,11 @@ def main():
     ap.add_argument("--exp", choices=EXPS)
     ap.add_argument("--operator-modes", default="", type=lambda s: [m for m in s.split(",") if m],
                     help="modes added to the operator's off and on: " + ", ".join(OPERATOR_EXTRA))
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="operator: run each mode this many times under the round's one balloon")
+    ap.add_argument("--probe", metavar="DIR",
+                    help="operator: trace and sample the kernel's reclaim during each run "
+                    "(bench/reclaim_probe.py); its files go to DIR, its sums into the record")
     ap.add_argument("--scale", type=float, default=1.0,
                     help="multiply the data sizes (a smoke run: 0.05)")
     a = ap.parse_args()
@@ -643,6 +679,8 @@ def main():
         a.bench = os.path.abspath(a.bench or os.path.join(os.path.dirname(a.ubio), "ubio-bench"))
     if a.dir:
         a.dir = os.path.abspath(a.dir)
+    if a.probe:
+        os.makedirs(a.probe, exist_ok=True)
     {"prepare": prepare, "round": round_, "summary": summary}[a.step](a)
 
 

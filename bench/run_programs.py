@@ -94,19 +94,25 @@ libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 
 
-def cached_pages(path):
-    """Pages of `path` in the page cache (cachestat, syscall 451), 0 if gone."""
+def cachestat(path):
+    """cachestat() (syscall 451) of the whole of `path`; None if it is gone."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
-        return 0
+        return None
     try:
         cs, rng = Cachestat(), Range(0, 0)
         if libc.syscall(451, fd, ctypes.byref(rng), ctypes.byref(cs), 0) != 0:
             raise OSError(ctypes.get_errno(), "cachestat " + path)
-        return cs.cache
+        return cs
     finally:
         os.close(fd)
+
+
+def cached_pages(path):
+    """Pages of `path` in the page cache, 0 if gone."""
+    cs = cachestat(path)
+    return cs.cache if cs else 0
 
 
 def prepare(a):
