@@ -34,6 +34,8 @@ const EVENT: &str = "events/vmscan/mm_vmscan_memcg_reclaim_end";
 /// a second of ~100 bytes each, read every 20 ms.
 const BUFFER_KB: &str = "1024";
 const POLL: Duration = Duration::from_millis(20);
+/// Our instances are named PREFIX<pid>-<n>.
+const INSTANCE_PREFIX: &str = "ubio-bench-";
 
 /// Counts pages reclaimed by memory cgroup limits, machine-wide, from its
 /// start.
@@ -57,8 +59,9 @@ impl MemcgReclaimTrace {
         let mount = tempfile::Builder::new().prefix("ubio-tracefs-").tempdir()?;
         mount_tracefs(mount.path())?;
         let root = mount.path().to_path_buf();
+        remove_orphans(&root.join("instances"));
         let instance = root.join(format!(
-            "instances/ubio-bench-{}-{}",
+            "instances/{INSTANCE_PREFIX}{}-{}",
             std::process::id(),
             unique()
         ));
@@ -218,6 +221,34 @@ fn unmount(dir: &Path) {
         // SAFETY: a valid NUL-terminated path.
         if unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) } != 0 {
             log::warn!("umount {}: {}", dir.display(), io::Error::last_os_error());
+        }
+    }
+}
+
+/// Removes the instances left by benchmarks that were killed (SIGKILL runs
+/// no cleanup): each keeps its per-CPU buffers, 1 MiB a CPU, until removed.
+/// Only ours whose process is gone; an instance of a live process, or of a
+/// pid that was reused, stays.
+fn remove_orphans(instances: &Path) {
+    let Ok(entries) = fs::read_dir(instances) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(INSTANCE_PREFIX))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid.to_string()).exists() {
+            log::info!(
+                "removing trace instance {} of a process gone",
+                entry.path().display()
+            );
+            remove_instance(&entry.path());
         }
     }
 }
