@@ -215,6 +215,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         made_parents: Vec::new(),
         made: HashSet::new(),
         track_made: false,
+        new_dirs: Vec::new(),
         links,
     };
     let start = Instant::now();
@@ -392,6 +393,10 @@ struct Copier {
     /// Whether the source being copied may meet another's copy (see
     /// `meeting`): the sources that cannot, however large, keep no list.
     track_made: bool,
+    /// The directories the walk is in that this copy made (mkdir), outer
+    /// first: their files are new destinations (`Step::new_dst`). As deep
+    /// as the walk, never longer.
+    new_dirs: Vec<PathBuf>,
     /// --preserve=links: the copies later names of a file link to.
     links: links::Links,
 }
@@ -416,6 +421,9 @@ impl Copier {
             return;
         }
 
+        if matches!(step.kind, Kind::DirEnd) && self.new_dirs.last() == Some(&step.dst) {
+            self.new_dirs.pop();
+        }
         let result = match step.kind {
             Kind::DirStart => self.dir_start(step),
             // Its metadata last: after every file copied into it.
@@ -507,7 +515,14 @@ impl Copier {
         }
         let first = self.links.first(step).filter(|_| tracked);
         let first = first.map(|(path, m)| (path.to_path_buf(), links::id(&m)));
-        let (go, backup) = self.existing(step, first.as_ref())?;
+        // In a directory just made, nothing is there to decide about.
+        let new_dst = self.new_dirs.last().map(PathBuf::as_path) == step.dst.parent()
+            && !self.made.contains(&step.dst);
+        let (go, backup) = if new_dst {
+            (Go::Ahead, None)
+        } else {
+            self.existing(step, first.as_ref())?
+        };
         let over = matches!(go, Go::Over);
         let moved;
         let step = match go {
@@ -554,16 +569,20 @@ impl Copier {
             }
         }
         if let Some(pool) = self.pool.as_mut().filter(|_| data) {
-            pool.submit(self.seq, step.clone());
             if tracked {
                 self.links.copying(self.seq, step);
             }
+            let job = Step {
+                new_dst,
+                ..step.clone()
+            };
+            pool.submit(self.seq, job);
             return Ok(());
         }
         match (self.opts.link, &step.kind) {
             (LinkMode::Hard, _) => self.hard_link(step, over)?,
             (LinkMode::Symbolic, _) => self.symlink(step, over)?,
-            (LinkMode::Copy, Kind::File) => self.file(step)?,
+            (LinkMode::Copy, Kind::File) => self.file(step, new_dst)?,
             (LinkMode::Copy, Kind::Symlink) => {
                 let target = std::fs::read_link(&step.src)
                     .map_err(|e| msg::on("read symbolic link", &step.src, &e))?;
@@ -816,8 +835,14 @@ impl Copier {
         answer.trim_start().starts_with(['y', 'Y'])
     }
 
-    fn file(&mut self, step: &Step) -> Result<(), String> {
-        let result = file::copy_file(&step.src, &step.dst, &self.opts, &mut self.progress);
+    fn file(&mut self, step: &Step, new_dst: bool) -> Result<(), String> {
+        let result = file::copy_file(
+            &step.src,
+            &step.dst,
+            new_dst,
+            &self.opts,
+            &mut self.progress,
+        );
         self.file_copied(self.seq, step, result)
     }
 
@@ -945,6 +970,8 @@ impl Copier {
         }
         if step.parent {
             self.made_parents.push(step.dst.clone());
+        } else {
+            self.new_dirs.push(step.dst.clone());
         }
         self.say_copied(step, None);
         Ok(())

@@ -265,7 +265,14 @@ impl Worker<'_> {
     }
 
     fn copy(&mut self, seq: usize, step: Step, progress: &mut Progress) {
-        match file::copy_file_then(&step.src, &step.dst, self.opts, progress, true) {
+        match file::copy_file_then(
+            &step.src,
+            &step.dst,
+            step.new_dst,
+            self.opts,
+            progress,
+            true,
+        ) {
             Ok(p) if p.bytes() < self.deferred_bytes() => {
                 self.pending_bytes += p.bytes();
                 self.pending.push_back((seq, step, p));
