@@ -179,6 +179,11 @@ impl Pool {
         out
     }
 
+    /// Whether any copy is in flight.
+    pub fn in_flight(&self) -> bool {
+        self.in_flight > 0
+    }
+
     /// Whether copies below `dir` are in flight.
     pub fn busy_below(&self, dir: &Path) -> bool {
         self.below.contains_key(dir)
