@@ -363,11 +363,15 @@ fn bytes_to_copy(t: &Targets, args: &Args, opts: &Options) -> u64 {
     total
 }
 
-/// The identities of the source files (not directories).
+/// The identities of the source files (not directories) that a destination
+/// file can be: a destination that is a source file is another name of it,
+/// so only files with other names, or reached through a symlink (which may
+/// lead into the destination), are kept: a tree of files with one name each
+/// keeps none.
 fn source_files(t: &Targets, args: &Args, opts: &Options) -> HashSet<links::Id> {
     let mut ids = HashSet::new();
     prewalk(t, args, opts, |s| {
-        if !s.meta.is_dir() {
+        if !s.meta.is_dir() && (s.meta.nlink() > 1 || s.via_symlinks) {
             ids.insert(links::id(&s.meta));
         }
     });
