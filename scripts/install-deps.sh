@@ -30,7 +30,8 @@ export DEBIAN_FRONTEND=noninteractive
 
 PACKAGES=(xfsprogs btrfs-progs e2fsprogs util-linux fio rsync gcc libc6-dev nocache valgrind man-db
     make pkg-config python3 python3-venv bindfs zstd xz-utils musl-tools
-    acl attr libacl1-dev libattr1-dev libcap-dev perl dpkg-dev debhelper lintian mmdebstrap)
+    acl attr libacl1-dev libattr1-dev libcap-dev perl dpkg-dev debhelper lintian mmdebstrap
+    strace)
 command -v go >/dev/null 2>&1 || PACKAGES+=(golang-go)
 command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)
 if [ "$#" -gt 0 ]; then

@@ -15,7 +15,12 @@ the return of `sync -f` on the copy's filesystem (durability); its CPU is
 that of the command and of sync (their rusage).
 
     tree.py UBIO DIR OUT [--rounds N] [--seed S] [--small N] [--large N] [--large-size MiB]
-            [--modes M,...]
+            [--modes M,...] [--fresh]
+
+--fresh: each run copies into a destination of its own and none is removed
+until all are done, so no run creates files right after 20,000 were deleted
+(ext4 skips inodes deleted in the last 30 s when it allocates one); without
+it, the previous copy is removed just before each run (a backup rotation).
 
 A mode is cp, rsync, xcp, ubio-cp (UBIO), or ubio-cp@PATH (the ubio binary
 at PATH: a before/after comparison), each optionally +backed.
@@ -153,6 +158,7 @@ def main():
     ap.add_argument("--large", type=int, default=4)
     ap.add_argument("--large-size", type=int, default=512, help="MiB")
     ap.add_argument("--modes", default="cp,cp+backed,rsync,rsync+backed,xcp,xcp+backed,ubio-cp")
+    ap.add_argument("--fresh", action="store_true", help="a new destination per run, none removed until the end")
     a = ap.parse_args()
     seed = a.seed if a.seed is not None else int(time.time())
     modes = a.modes.split(",")
@@ -175,7 +181,8 @@ def main():
             rng.shuffle(order)
             orders.append(order)
             for m in order:
-                r = run_one(m, a.ubio, src, dst, data)
+                to = f"{dst}-{len(runs)}" if a.fresh else dst
+                r = run_one(m, a.ubio, src, to, data)
                 r["round"] = rnd
                 if "error" not in r and (r["files"], r["bytes"]) != want:
                     r["error"] = f"copied {r['files']} files, {r['bytes']} bytes; the source has {want}"
@@ -207,6 +214,7 @@ def main():
         "orders": orders,
         "tree": {"files": want[0], "bytes": data, "small": a.small, "large": a.large,
                  "large_mib": a.large_size},
+        "fresh": a.fresh,
         "runs": runs,
         "modes": table,
     }

@@ -164,7 +164,16 @@ fn main() -> ExitCode {
         // --help, --version: a write that fails (a full disk) fails, as in GNU.
         Err(e) => {
             use std::io::Write;
-            if let Err(w) = e.print().and_then(|()| std::io::stdout().flush()) {
+            // cp's version in GNU's form, saying whose cp it is.
+            let printed = if e.kind() == clap::error::ErrorKind::DisplayVersion
+                && argv.get(1).is_some_and(|c| c == "cp")
+            {
+                let mut out = std::io::stdout();
+                writeln!(out, "cp (ubio) {}", ubio_cmd::VERSION)
+            } else {
+                e.print()
+            };
+            if let Err(w) = printed.and_then(|()| std::io::stdout().flush()) {
                 eprintln!("{}: write error: {}", program_name(&argv), msg::reason(&w));
                 return ExitCode::FAILURE;
             }

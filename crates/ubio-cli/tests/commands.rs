@@ -255,7 +255,18 @@ fn only_the_names_cp_and_ubio_cp_are_cp() {
         let out = run(name, &["f", name]);
         assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr(&out));
         assert_eq!(std::fs::read(dir.path().join(name)).unwrap(), b"data\n");
+        // GNU's form ("cp (GNU coreutils) 9.1"), saying whose cp it is.
+        let version = String::from_utf8_lossy(&run(name, &["--version"]).stdout).into_owned();
+        assert!(
+            version.starts_with("cp (ubio) 0."),
+            "{name} --version: {version}"
+        );
     }
+    let version = String::from_utf8_lossy(&run("ubio", &["cp", "--version"]).stdout).into_owned();
+    assert!(
+        version.starts_with("cp (ubio) 0."),
+        "ubio cp --version: {version}"
+    );
     for name in [
         "ubio",
         "ubio-after",

@@ -8,7 +8,7 @@ use ubio_testenv::kept_pages::with_damon_retries;
 use std::os::fd::AsFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Command, Output};
 use ubio_testenv::scratchfs::{FsKind, ScratchFs};
 
 const MIB: usize = 1 << 20;
@@ -383,6 +383,7 @@ fn json_summary_shape() {
     std::fs::create_dir(&src).unwrap();
     write_cold(&src.join("a"), &data(2 * MIB, 6));
     write_cold(&src.join("b"), b"bb");
+    // The summary alone: nothing in it grows with the tree.
     let out = cp(&[&"-r", &"--json", &src, &dir.path().join("copy")]);
     assert_ok(&out);
     let v = json(&out);
@@ -391,6 +392,17 @@ fn json_summary_shape() {
     assert_eq!(v["failed"], 0);
     assert!(v["seconds"].as_f64().unwrap() > 0.0);
     assert!(v["mb_per_s"].as_f64().is_some());
+    assert_eq!(
+        v["methods"],
+        serde_json::json!([{"method": "copy_file_range", "files": 2, "bytes": 2 * MIB as u64 + 2}])
+    );
+    assert!(v.get("copied").is_none(), "{v}");
+    // --json=files: every file's copy too.
+    let out = cp(&[&"-r", &"--json=files", &src, &dir.path().join("copy2")]);
+    assert_ok(&out);
+    let v = json(&out);
+    assert_eq!(v["files"], 2);
+    assert_eq!(v["copied"].as_array().unwrap().len(), 2);
     let first = &v["copied"][0];
     for key in ["src", "dst", "bytes", "method", "hole_bytes", "seconds"] {
         assert!(first.get(key).is_some(), "no {key} in {first}");
@@ -485,7 +497,7 @@ fn clones_on_btrfs_and_xfs() {
         let bytes = data(32 * MIB, 9);
         write_cold(&src, &bytes);
         let dst = fs.mount_point().join("dst");
-        let out = cp(&[&"--json", &src, &dst]);
+        let out = cp(&[&"--json=files", &src, &dst]);
         assert_ok(&out);
         let v = json(&out);
         assert_eq!(v["copied"][0]["method"], "clone", "{kind}: {v}");
@@ -499,7 +511,7 @@ fn clones_on_btrfs_and_xfs() {
     let dir = workdir();
     let (src, dst) = (dir.path().join("src"), dir.path().join("dst"));
     write_cold(&src, b"ext4");
-    let v = json(&cp(&[&"--json", &src, &dst]));
+    let v = json(&cp(&[&"--json=files", &src, &dst]));
     assert_eq!(v["copied"][0]["method"], "copy_file_range");
     let out = cp(&[&"--reflink=always", &src, &dir.path().join("dst2")]);
     assert_eq!(out.status.code(), Some(1));
@@ -1234,4 +1246,79 @@ fn sources_side_by_side_copy_in_the_address_space_of_one() {
     std::fs::create_dir(&two).unwrap();
     runs_under_ulimit_v(kib + 1024, &[&UBIO, &"cp", &"-al", &a, &b, &two]);
     assert_eq!(std::fs::read_dir(two.join("b")).unwrap().count(), 10_000);
+}
+
+/// In a directory the copy just made nothing can be there: its files are
+/// created exclusively (O_EXCL, as GNU's cp does) and not looked up first
+/// (the lookup of each name waited on the directory's lock behind the
+/// workers' creates). Into a directory that was there, each destination is
+/// looked up and opened without O_EXCL. Seen with strace.
+#[test]
+fn files_in_a_directory_just_made_are_created_exclusively_unlooked() {
+    if Command::new("strace").arg("-V").output().is_err() {
+        skip(
+            "files_in_a_directory_just_made_are_created_exclusively_unlooked",
+            "strace is not installed (scripts/install-deps.sh)",
+        );
+        return;
+    }
+    let dir = workdir();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(src.join("d")).unwrap();
+    for i in 0..40 {
+        std::fs::write(src.join(format!("d/f{i:02}")), format!("{i}\n")).unwrap();
+    }
+    let traced = |args: &[&str], trace: &Path| {
+        let out = Command::new("strace")
+            .args([
+                "-f",
+                "-qq",
+                "-e",
+                "trace=openat,statx,newfstatat,lstat,stat",
+                "-o",
+            ])
+            .arg(trace)
+            .arg(UBIO)
+            .arg("cp")
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert_ok(&out);
+        std::fs::read_to_string(trace).unwrap()
+    };
+    let calls_on = |trace: &str, name: &str| -> Vec<String> {
+        (trace.lines())
+            .filter(|l| l.contains(&format!("\"{name}\"")))
+            .map(str::to_owned)
+            .collect()
+    };
+    // A new destination: dst/d is made by the copy.
+    let trace = traced(&["-r", "src", "dst"], &dir.path().join("new.trace"));
+    for i in 0..40 {
+        let calls = calls_on(&trace, &format!("dst/d/f{i:02}"));
+        assert_eq!(calls.len(), 1, "dst/d/f{i:02}: {calls:?}");
+        assert!(
+            calls[0].contains("openat(") && calls[0].contains("O_CREAT|O_EXCL"),
+            "dst/d/f{i:02}: {calls:?}"
+        );
+        let copy = std::fs::read_to_string(dir.path().join(format!("dst/d/f{i:02}"))).unwrap();
+        assert_eq!(copy, format!("{i}\n"));
+    }
+    // Into directories that are there: each name looked up, then opened
+    // to be replaced.
+    let trace = traced(&["-rT", "src", "dst"], &dir.path().join("existing.trace"));
+    for i in 0..40 {
+        let calls = calls_on(&trace, &format!("dst/d/f{i:02}"));
+        assert!(
+            calls.iter().any(|c| c.contains("stat")),
+            "dst/d/f{i:02} not looked up: {calls:?}"
+        );
+        assert!(
+            calls
+                .iter()
+                .any(|c| c.contains("openat(") && c.contains("O_TRUNC") && !c.contains("O_EXCL")),
+            "dst/d/f{i:02}: {calls:?}"
+        );
+    }
 }

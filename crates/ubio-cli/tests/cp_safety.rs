@@ -114,6 +114,26 @@ fn refusals_that_protect_data() {
             vec!["-r", "a", "b", "d"],
             vec![],
         ),
+        // Two destinations that are one file: a symlink to what an earlier
+        // source's copy makes (GNU writes through it once that copy is
+        // made), or to a file there already, or hard links. Written one
+        // after the other, as GNU's cp writes them, never both at once
+        // (8 MiB: long enough for two workers to meet).
+        (
+            "mkdir x y d; echo A > x/a; echo B > y/b; ln -s a d/b",
+            vec!["x/a", "y/b", "d"],
+            vec![],
+        ),
+        (
+            "mkdir x y d; head -c 8M /dev/zero | tr '\\0' A > x/a; head -c 8M /dev/zero | tr '\\0' B > y/b; echo old > d/a; ln -s a d/b",
+            vec!["x/a", "y/b", "d"],
+            vec![],
+        ),
+        (
+            "mkdir x y d; head -c 8M /dev/zero | tr '\\0' A > x/a; head -c 8M /dev/zero | tr '\\0' B > y/b; echo old > d/a; ln d/a d/b",
+            vec!["x/a", "y/b", "d"],
+            vec![],
+        ),
         // One source twice.
         ("mkdir d; echo 1 > f", vec!["f", "f", "d"], vec![]),
         ("mkdir d; echo 1 > f", vec!["f", "./f", "d"], vec![]),

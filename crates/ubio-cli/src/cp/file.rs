@@ -62,14 +62,17 @@ fn ctx<'a>(op: &'static str, path: &'a Path) -> impl Fn(io::Error) -> io::Error 
 
 /// Copy the regular file (or, without -r, whatever `src` opens to) `src` to
 /// `dst`, following a symlink at `dst` as GNU cp does. What to do with an
-/// existing `dst` (-n, -u, -i, backups, the same file) was decided before.
+/// existing `dst` (-n, -u, -i, backups, the same file) was decided before;
+/// `exclusive`: none can be there (see `Step::new_dst`), so one that is
+/// fails the copy.
 pub fn copy_file(
     src: &Path,
     dst: &Path,
+    exclusive: bool,
     opts: &Options,
     progress: &mut Progress,
 ) -> Result<Box<FileReport>, CopyError> {
-    copy_file_then(src, dst, opts, progress, false)?.close()
+    copy_file_then(src, dst, exclusive, opts, progress, false)?.close()
 }
 
 /// A copied file whose destination is still open, its writeback started.
@@ -112,6 +115,7 @@ impl Pending {
 pub fn copy_file_then(
     src: &Path,
     dst: &Path,
+    exclusive: bool,
     opts: &Options,
     progress: &mut Progress,
     defer: bool,
@@ -135,7 +139,7 @@ pub fn copy_file_then(
     let src_meta = before_open
         .filter(|m| m.dev() == src_meta.dev() && m.ino() == src_meta.ino())
         .unwrap_or(src_meta);
-    let dst_file = open_destination(dst, src_meta.mode(), opts).map_err(|e| {
+    let dst_file = open_destination(dst, exclusive, src_meta.mode(), opts).map_err(|e| {
         CopyError::new(format!(
             "cannot create regular file {}: {}",
             msg::quote(dst),
@@ -202,12 +206,19 @@ pub fn copy_file_then(
 }
 
 /// Open (create or truncate) the destination; with -f, remove a destination
-/// that cannot be opened and try once more, as GNU cp does.
-fn open_destination(dst: &Path, src_mode: u32, opts: &Options) -> io::Result<ubio::File> {
+/// that cannot be opened and try once more, as GNU cp does. `exclusive`:
+/// create it, never open what is there (nor remove it).
+fn open_destination(
+    dst: &Path,
+    exclusive: bool,
+    src_mode: u32,
+    opts: &Options,
+) -> io::Result<ubio::File> {
     let open = || {
         ubio::OpenOptions::new()
             .write(true)
             .create(true)
+            .create_new(exclusive)
             .truncate(!opts.attributes_only)
             .mode(opts.preserve.new_file_mode(src_mode))
             .backend(opts.backend)
@@ -215,7 +226,7 @@ fn open_destination(dst: &Path, src_mode: u32, opts: &Options) -> io::Result<ubi
             .open(dst)
     };
     match open() {
-        Err(e) if opts.force && dst.symlink_metadata().is_ok() => {
+        Err(e) if opts.force && !exclusive && dst.symlink_metadata().is_ok() => {
             std::fs::remove_file(dst).map_err(|_| e)?;
             open()
         }

@@ -27,7 +27,7 @@ mod xattrconf;
 use crate::{msg, out};
 use anyhow::{bail, Result};
 use file::{CopyError, FileReport};
-pub use options::{spell_out_long_options, Args, LinkMode, Options, Preserve};
+pub use options::{spell_out_long_options, Args, Json, LinkMode, Options, Preserve};
 use progress::Progress;
 use std::collections::{HashMap, HashSet};
 use std::io::{self, BufRead, Write};
@@ -64,8 +64,19 @@ struct Summary {
     seconds: f64,
     mb_per_s: f64,
     failed: u64,
-    copied: Vec<Copied>,
+    methods: Vec<MethodTotal>,
+    /// --json=files only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    copied: Option<Vec<Copied>>,
     errors: Vec<String>,
+}
+
+/// The files copied one way, and their bytes.
+#[derive(serde::Serialize)]
+struct MethodTotal {
+    method: ubio::copy::Method,
+    files: u64,
+    bytes: u64,
 }
 
 #[derive(serde::Serialize)]
@@ -207,7 +218,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         verbose: args.verbose,
         progress,
         copied: Vec::new(),
-        summarize: args.json,
+        list_files: args.json == Some(Json::Files),
+        bytes: 0,
+        methods: Vec::new(),
         files: 0,
         errors: Vec::new(),
         failed_dirs: Vec::new(),
@@ -215,6 +228,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         made_parents: Vec::new(),
         made: HashSet::new(),
         track_made: false,
+        new_dirs: Vec::new(),
         links,
     };
     let start = Instant::now();
@@ -277,15 +291,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let seconds = start.elapsed().as_secs_f64();
     let errors = std::mem::take(&mut copier.errors);
     copier.copied.sort_by_key(|c| c.seq);
-    if args.json {
-        let bytes = copier.copied.iter().map(|c| c.report.bytes).sum();
+    if args.json.is_some() {
+        let bytes = copier.bytes;
         let summary = Summary {
             files: copier.files,
             bytes,
             seconds,
             mb_per_s: bytes as f64 / 1e6 / seconds.max(1e-9),
             failed: errors.len() as u64,
-            copied: copier.copied,
+            methods: copier.methods,
+            copied: copier.list_files.then_some(copier.copied),
             errors: errors.clone(),
         };
         out::print_json(&summary)?;
@@ -348,11 +363,15 @@ fn bytes_to_copy(t: &Targets, args: &Args, opts: &Options) -> u64 {
     total
 }
 
-/// The identities of the source files (not directories).
+/// The identities of the source files (not directories) that a destination
+/// file can be: a destination that is a source file is another name of it,
+/// so only files with other names, or reached through a symlink (which may
+/// lead into the destination), are kept: a tree of files with one name each
+/// keeps none.
 fn source_files(t: &Targets, args: &Args, opts: &Options) -> HashSet<links::Id> {
     let mut ids = HashSet::new();
     prewalk(t, args, opts, |s| {
-        if !s.meta.is_dir() {
+        if !s.meta.is_dir() && (s.meta.nlink() > 1 || s.via_symlinks) {
             ids.insert(links::id(&s.meta));
         }
     });
@@ -372,10 +391,13 @@ struct Copier {
     dir_ends: Vec<Step>,
     verbose: bool,
     progress: Progress,
-    /// Each file's copy, for --json (`summarize`) only: a summary of a tree
-    /// lists every file, but without it nothing grows with the tree.
+    /// Each file's copy, for --json=files (`list_files`) only: that list
+    /// grows with the tree, nothing else does.
     copied: Vec<Copied>,
-    summarize: bool,
+    list_files: bool,
+    /// Bytes copied, and files and bytes by method (for --json).
+    bytes: u64,
+    methods: Vec<MethodTotal>,
     /// Files copied.
     files: u64,
     errors: Vec<String>,
@@ -392,6 +414,10 @@ struct Copier {
     /// Whether the source being copied may meet another's copy (see
     /// `meeting`): the sources that cannot, however large, keep no list.
     track_made: bool,
+    /// The directories the walk is in that this copy made (mkdir), outer
+    /// first: their files are new destinations (`Step::new_dst`). As deep
+    /// as the walk, never longer.
+    new_dirs: Vec<PathBuf>,
     /// --preserve=links: the copies later names of a file link to.
     links: links::Links,
 }
@@ -416,6 +442,9 @@ impl Copier {
             return;
         }
 
+        if matches!(step.kind, Kind::DirEnd) && self.new_dirs.last() == Some(&step.dst) {
+            self.new_dirs.pop();
+        }
         let result = match step.kind {
             Kind::DirStart => self.dir_start(step),
             // Its metadata last: after every file copied into it.
@@ -507,7 +536,14 @@ impl Copier {
         }
         let first = self.links.first(step).filter(|_| tracked);
         let first = first.map(|(path, m)| (path.to_path_buf(), links::id(&m)));
-        let (go, backup) = self.existing(step, first.as_ref())?;
+        // In a directory just made, nothing is there to decide about.
+        let new_dst = self.new_dirs.last().map(PathBuf::as_path) == step.dst.parent()
+            && !self.made.contains(&step.dst);
+        let (go, backup) = if new_dst {
+            (Go::Ahead, None)
+        } else {
+            self.existing(step, first.as_ref())?
+        };
         let over = matches!(go, Go::Over);
         let moved;
         let step = match go {
@@ -554,16 +590,20 @@ impl Copier {
             }
         }
         if let Some(pool) = self.pool.as_mut().filter(|_| data) {
-            pool.submit(self.seq, step.clone());
             if tracked {
                 self.links.copying(self.seq, step);
             }
+            let job = Step {
+                new_dst,
+                ..step.clone()
+            };
+            pool.submit(self.seq, job);
             return Ok(());
         }
         match (self.opts.link, &step.kind) {
             (LinkMode::Hard, _) => self.hard_link(step, over)?,
             (LinkMode::Symbolic, _) => self.symlink(step, over)?,
-            (LinkMode::Copy, Kind::File) => self.file(step)?,
+            (LinkMode::Copy, Kind::File) => self.file(step, new_dst)?,
             (LinkMode::Copy, Kind::Symlink) => {
                 let target = std::fs::read_link(&step.src)
                     .map_err(|e| msg::on("read symbolic link", &step.src, &e))?;
@@ -598,11 +638,30 @@ impl Copier {
             let done = self.pool.as_mut().map(|p| p.wait());
             self.landed(done.unwrap_or_default());
         }
-        let here = match step.dst.symlink_metadata() {
-            Ok(m) => m,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Go::Ahead, None)),
-            Err(e) => return Err(msg::on("stat", &step.dst, &e)),
+        let look = || match step.dst.symlink_metadata() {
+            Ok(m) => Ok(Some(m)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(msg::on("stat", &step.dst, &e)),
         };
+        let Some(mut here) = look()? else {
+            return Ok((Go::Ahead, None));
+        };
+        // A symlink or one of several hard links may lead to a file a copy
+        // in flight writes (`cp x/a y/b d` with d/b -> a): those copies land
+        // first, so the destinations are written one after the other as
+        // GNU's cp writes them (the last wins), never two at once, and what
+        // the symlink leads to is seen as they left it.
+        if !just_made
+            && (here.is_symlink() || (here.nlink() > 1 && !here.is_dir()))
+            && self.pool.as_ref().is_some_and(|p| p.in_flight())
+        {
+            let done = self.pool.as_mut().map(|p| p.wait());
+            self.landed(done.unwrap_or_default());
+            let Some(now) = look()? else {
+                return Ok((Go::Ahead, None));
+            };
+            here = now;
+        }
         let writes_data = matches!(step.kind, Kind::File) && self.opts.link == LinkMode::Copy;
         let backup = self.opts.backup.is_on();
         // Made by an earlier source of this command: never written through
@@ -816,8 +875,14 @@ impl Copier {
         answer.trim_start().starts_with(['y', 'Y'])
     }
 
-    fn file(&mut self, step: &Step) -> Result<(), String> {
-        let result = file::copy_file(&step.src, &step.dst, &self.opts, &mut self.progress);
+    fn file(&mut self, step: &Step, new_dst: bool) -> Result<(), String> {
+        let result = file::copy_file(
+            &step.src,
+            &step.dst,
+            new_dst,
+            &self.opts,
+            &mut self.progress,
+        );
         self.file_copied(self.seq, step, result)
     }
 
@@ -831,7 +896,23 @@ impl Copier {
         match result {
             Ok(report) => {
                 self.files += 1;
-                if self.summarize {
+                self.bytes += report.bytes;
+                if let Some(method) = report.method {
+                    let total = match self.methods.iter().position(|t| t.method == method) {
+                        Some(i) => &mut self.methods[i],
+                        None => {
+                            self.methods.push(MethodTotal {
+                                method,
+                                files: 0,
+                                bytes: 0,
+                            });
+                            self.methods.last_mut().expect("just pushed")
+                        }
+                    };
+                    total.files += 1;
+                    total.bytes += report.bytes;
+                }
+                if self.list_files {
                     self.copied.push(Copied {
                         seq,
                         src: step.src.clone(),
@@ -945,6 +1026,8 @@ impl Copier {
         }
         if step.parent {
             self.made_parents.push(step.dst.clone());
+        } else {
+            self.new_dirs.push(step.dst.clone());
         }
         self.say_copied(step, None);
         Ok(())

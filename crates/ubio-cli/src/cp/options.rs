@@ -108,9 +108,12 @@ pub struct Args {
     /// fsync each destination before reporting it copied.
     #[arg(long)]
     sync: bool,
-    /// Print a JSON summary on stdout.
-    #[arg(long)]
-    pub json: bool,
+    /// Print a JSON summary on stdout: totals, files and bytes by copy
+    /// method, errors; =files adds each file's copy (a list that grows with
+    /// the tree).
+    #[arg(long, value_enum, value_name = "WHAT", num_args = 0..=1, require_equals = true,
+          default_missing_value = "summary")]
+    pub json: Option<Json>,
     /// Backend: auto, kernel, emulated, direct or buffered.
     #[arg(long, default_value = "auto")]
     backend: ubio::BackendKind,
@@ -146,6 +149,15 @@ pub struct Args {
     /// (attribute list, on or off): the later wins, as in GNU cp.
     #[arg(skip)]
     preserve_order: Vec<(String, bool)>,
+}
+
+/// What --json prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Json {
+    /// Totals: as large for a tree of millions of files as for one.
+    Summary,
+    /// The totals and every file's copy.
+    Files,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

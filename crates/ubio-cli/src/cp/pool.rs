@@ -179,6 +179,11 @@ impl Pool {
         out
     }
 
+    /// Whether any copy is in flight.
+    pub fn in_flight(&self) -> bool {
+        self.in_flight > 0
+    }
+
     /// Whether copies below `dir` are in flight.
     pub fn busy_below(&self, dir: &Path) -> bool {
         self.below.contains_key(dir)
@@ -265,7 +270,14 @@ impl Worker<'_> {
     }
 
     fn copy(&mut self, seq: usize, step: Step, progress: &mut Progress) {
-        match file::copy_file_then(&step.src, &step.dst, self.opts, progress, true) {
+        match file::copy_file_then(
+            &step.src,
+            &step.dst,
+            step.new_dst,
+            self.opts,
+            progress,
+            true,
+        ) {
             Ok(p) if p.bytes() < self.deferred_bytes() => {
                 self.pending_bytes += p.bytes();
                 self.pending.push_back((seq, step, p));
