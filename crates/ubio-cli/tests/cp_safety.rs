@@ -134,6 +134,33 @@ fn refusals_that_protect_data() {
             vec!["x/a", "y/b", "d"],
             vec![],
         ),
+        // The same, the symlink met first (its copy in flight while the
+        // plain name of that file comes); a source that a copy in flight
+        // writes (through a symlink, or a hard link, made before); a
+        // source read by a copy in flight that a later source overwrites
+        // (--parents). 32 MiB for the first copy: long enough for the
+        // second to meet it (the build before these waits failed each of
+        // them 3 times in 3 by hand).
+        (
+            "mkdir x y d; head -c 32M /dev/zero | tr '\\0' A > x/a; head -c 8M /dev/zero | tr '\\0' B > y/b; echo old > d/b; ln -s b d/a",
+            vec!["x/a", "y/b", "d"],
+            vec![],
+        ),
+        (
+            "mkdir c; head -c 32M /dev/zero | tr '\\0' A > a; echo b > b; ln -s ../b c/a",
+            vec!["a", "b", "c"],
+            vec![],
+        ),
+        (
+            "mkdir c; head -c 32M /dev/zero | tr '\\0' A > a; echo b > b; ln b c/a",
+            vec!["a", "b", "c"],
+            vec![],
+        ),
+        (
+            "mkdir -p d/x x; head -c 32M /dev/zero | tr '\\0' A > d/x/f; echo new > x/f",
+            vec!["--parents", "d/x/f", "x/f", "d"],
+            vec![],
+        ),
         // One source twice.
         ("mkdir d; echo 1 > f", vec!["f", "f", "d"], vec![]),
         ("mkdir d; echo 1 > f", vec!["f", "./f", "d"], vec![]),

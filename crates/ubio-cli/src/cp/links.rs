@@ -45,9 +45,8 @@ pub struct Links {
     /// Remembered files whose copy is in the pool, not landed yet: the
     /// copy's place in the plan.
     in_flight: HashMap<Id, usize>,
-    /// With -u: every source file of the command a destination can be (see
-    /// `source_files`), so that a kept destination that is one of them is
-    /// not linked to.
+    /// With -u: every source file of the command, so that a kept
+    /// destination that is one of them is not linked to.
     sources: HashSet<Id>,
 }
 

@@ -363,15 +363,11 @@ fn bytes_to_copy(t: &Targets, args: &Args, opts: &Options) -> u64 {
     total
 }
 
-/// The identities of the source files (not directories) that a destination
-/// file can be: a destination that is a source file is another name of it,
-/// so only files with other names, or reached through a symlink (which may
-/// lead into the destination), are kept: a tree of files with one name each
-/// keeps none.
+/// The identities of the source files (not directories).
 fn source_files(t: &Targets, args: &Args, opts: &Options) -> HashSet<links::Id> {
     let mut ids = HashSet::new();
     prewalk(t, args, opts, |s| {
-        if !s.meta.is_dir() && (s.meta.nlink() > 1 || s.via_symlinks) {
+        if !s.meta.is_dir() {
             ids.insert(links::id(&s.meta));
         }
     });
@@ -493,6 +489,12 @@ impl Copier {
         }
     }
 
+    /// Wait for the copies in flight to land.
+    fn wait_for_copies(&mut self) {
+        let done = self.pool.as_mut().map(|p| p.wait());
+        self.landed(done.unwrap_or_default());
+    }
+
     /// Wait for the copies in flight, then end the directories.
     fn finish(&mut self) {
         let done = self.pool.as_mut().map(|p| p.finish());
@@ -531,8 +533,17 @@ impl Copier {
         let tracked = self.links.tracks(step);
         // An earlier name's copy still in flight: it lands (or fails) first.
         if tracked && self.links.waits(step) {
-            let done = self.pool.as_mut().map(|p| p.wait());
-            self.landed(done.unwrap_or_default());
+            self.wait_for_copies();
+        }
+        // A source that a copy in flight writes (`cp a b c` with c/a -> ../b):
+        // that copy lands first, so the source is read as it left it, as
+        // GNU's one-after-the-other copy reads it.
+        if self
+            .pool
+            .as_ref()
+            .is_some_and(|p| p.writes(links::id(&step.meta)))
+        {
+            self.wait_for_copies();
         }
         let first = self.links.first(step).filter(|_| tracked);
         let first = first.map(|(path, m)| (path.to_path_buf(), links::id(&m)));
@@ -597,7 +608,13 @@ impl Copier {
                 new_dst,
                 ..step.clone()
             };
-            pool.submit(self.seq, job);
+            // The file written, if one is there (through a symlink too).
+            let writes = if new_dst {
+                None
+            } else {
+                std::fs::metadata(&step.dst).ok().map(|m| links::id(&m))
+            };
+            pool.submit(self.seq, job, writes);
             return Ok(());
         }
         match (self.opts.link, &step.kind) {
@@ -635,8 +652,7 @@ impl Copier {
         let just_made = self.made.contains(&step.dst);
         // A destination made by an earlier source: its copy must be in first.
         if just_made {
-            let done = self.pool.as_mut().map(|p| p.wait());
-            self.landed(done.unwrap_or_default());
+            self.wait_for_copies();
         }
         let look = || match step.dst.symlink_metadata() {
             Ok(m) => Ok(Some(m)),
@@ -646,17 +662,24 @@ impl Copier {
         let Some(mut here) = look()? else {
             return Ok((Go::Ahead, None));
         };
-        // A symlink or one of several hard links may lead to a file a copy
-        // in flight writes (`cp x/a y/b d` with d/b -> a): those copies land
-        // first, so the destinations are written one after the other as
-        // GNU's cp writes them (the last wins), never two at once, and what
-        // the symlink leads to is seen as they left it.
-        if !just_made
-            && (here.is_symlink() || (here.nlink() > 1 && !here.is_dir()))
-            && self.pool.as_ref().is_some_and(|p| p.in_flight())
-        {
-            let done = self.pool.as_mut().map(|p| p.wait());
-            self.landed(done.unwrap_or_default());
+        // A destination that is a file a copy in flight reads or writes
+        // (`cp x/a y/b d` with d/b -> a, or with d/a -> b; `cp --parents
+        // d/x/f x/f d`, where d/x/f is read), and any symlink or name of
+        // several (they may lead to one) waits for those copies to land: the
+        // destinations are written one after the other as GNU's cp writes
+        // them (the last wins), never two at once, and what a symlink leads
+        // to is seen as they left it.
+        let busy = |here: &std::fs::Metadata| {
+            self.pool.as_ref().is_some_and(|p| {
+                p.in_flight()
+                    && (here.is_symlink()
+                        || (here.nlink() > 1 && !here.is_dir())
+                        || std::fs::metadata(&step.dst)
+                            .is_ok_and(|m| p.reads_or_writes(links::id(&m))))
+            })
+        };
+        if !just_made && busy(&here) {
+            self.wait_for_copies();
             let Some(now) = look()? else {
                 return Ok((Go::Ahead, None));
             };

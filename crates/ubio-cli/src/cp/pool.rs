@@ -21,6 +21,7 @@
 //! thread.
 
 use super::file::{self, CopyError, FileReport};
+use super::links::{self, Id};
 use super::progress::Progress;
 use super::tree::Step;
 use super::Options;
@@ -109,6 +110,14 @@ pub struct Pool {
     /// How many copies in flight are below each directory (every ancestor
     /// of their destination).
     below: HashMap<PathBuf, usize>,
+    /// The files the copies in flight read (their sources) and write (their
+    /// destinations, where one was there to know), by identity, and what
+    /// each copy counted there: a later step that would write a file being
+    /// read or written, or read one being written, waits for them (see
+    /// [`Pool::reads_or_writes`], [`Pool::writes`]).
+    reading: HashMap<Id, usize>,
+    writing: HashMap<Id, usize>,
+    files: HashMap<usize, (Id, Option<Id>)>,
     in_flight: usize,
 }
 
@@ -143,13 +152,17 @@ impl Pool {
             workers,
             arrived: Vec::new(),
             below: HashMap::new(),
+            reading: HashMap::new(),
+            writing: HashMap::new(),
+            files: HashMap::new(),
             in_flight: 0,
         })
     }
 
-    /// Copy `step`'s file; its result comes back from [`Pool::ready`] or
+    /// Copy `step`'s file, into the file `writes` if the destination is
+    /// one already; its result comes back from [`Pool::ready`] or
     /// [`Pool::finish`].
-    pub fn submit(&mut self, seq: usize, step: Step) {
+    pub fn submit(&mut self, seq: usize, step: Step, writes: Option<Id>) {
         // Room first: the steps waiting are bounded, however large the tree.
         while self.in_flight - self.arrived.len() >= self.workers.len() * IN_FLIGHT_PER_WORKER {
             let done = self.done.recv().expect("a worker holds a sender");
@@ -159,6 +172,12 @@ impl Pool {
         for dir in step.dst.ancestors().skip(1) {
             *self.below.entry(dir.to_path_buf()).or_default() += 1;
         }
+        let reads = links::id(&step.meta);
+        *self.reading.entry(reads).or_default() += 1;
+        if let Some(w) = writes {
+            *self.writing.entry(w).or_default() += 1;
+        }
+        self.files.insert(seq, (reads, writes));
         self.jobs
             .as_ref()
             .expect("not finished")
@@ -182,6 +201,16 @@ impl Pool {
     /// Whether any copy is in flight.
     pub fn in_flight(&self) -> bool {
         self.in_flight > 0
+    }
+
+    /// Whether a copy in flight reads or writes the file `id`.
+    pub fn reads_or_writes(&self, id: Id) -> bool {
+        self.reading.contains_key(&id) || self.writing.contains_key(&id)
+    }
+
+    /// Whether a copy in flight writes the file `id`.
+    pub fn writes(&self, id: Id) -> bool {
+        self.writing.contains_key(&id)
     }
 
     /// Whether copies below `dir` are in flight.
@@ -213,12 +242,27 @@ impl Pool {
     fn landed(&mut self, done: &Done) {
         self.in_flight -= 1;
         for dir in done.step.dst.ancestors().skip(1) {
-            if let Some(n) = self.below.get_mut(dir) {
-                *n -= 1;
-                if *n == 0 {
-                    self.below.remove(dir);
-                }
+            uncount(&mut self.below, dir);
+        }
+        if let Some((reads, writes)) = self.files.remove(&done.seq) {
+            uncount(&mut self.reading, &reads);
+            if let Some(w) = writes {
+                uncount(&mut self.writing, &w);
             }
+        }
+    }
+}
+
+/// One less of `key`, gone at none.
+fn uncount<K, Q>(counts: &mut HashMap<K, usize>, key: &Q)
+where
+    K: std::borrow::Borrow<Q> + std::hash::Hash + Eq,
+    Q: std::hash::Hash + Eq + ?Sized,
+{
+    if let Some(n) = counts.get_mut(key) {
+        *n -= 1;
+        if *n == 0 {
+            counts.remove(key);
         }
     }
 }
