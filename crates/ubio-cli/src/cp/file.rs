@@ -63,8 +63,8 @@ fn ctx<'a>(op: &'static str, path: &'a Path) -> impl Fn(io::Error) -> io::Error 
 /// Copy the regular file (or, without -r, whatever `src` opens to) `src` to
 /// `dst`, following a symlink at `dst` as GNU cp does. What to do with an
 /// existing `dst` (-n, -u, -i, backups, the same file) was decided before;
-/// `exclusive`: none can be there (see `Step::new_dst`), so one that is
-/// fails the copy.
+/// `exclusive`: none can be there (its directory was just made), so one
+/// that is fails the copy.
 pub fn copy_file(
     src: &Path,
     dst: &Path,

@@ -411,8 +411,8 @@ struct Copier {
     /// `meeting`): the sources that cannot, however large, keep no list.
     track_made: bool,
     /// The directories the walk is in that this copy made (mkdir), outer
-    /// first: their files are new destinations (`Step::new_dst`). As deep
-    /// as the walk, never longer.
+    /// first: their files are new destinations (`Go::New`). As deep as the
+    /// walk, never longer.
     new_dirs: Vec<PathBuf>,
     /// --preserve=links: the copies later names of a file link to.
     links: links::Links,
@@ -422,6 +422,14 @@ struct Copier {
 enum Go {
     /// Make it (nothing is there, or it was moved away or removed).
     Ahead,
+    /// Make it exclusively (O_EXCL), without looking first: its directory
+    /// was made by this copy a moment ago, so nothing can be there (a
+    /// lookup would wait on the directory's lock behind the workers'
+    /// creates), as GNU cp does.
+    New,
+    /// Write the data into the file there (this identity; through a
+    /// symlink, the file it leads to).
+    Into(links::Id),
     /// Replace it by what is made (a link, a symlink or a special file), made beside
     /// it and renamed over it: a failure leaves it as it was.
     Over,
@@ -551,11 +559,17 @@ impl Copier {
         let new_dst = self.new_dirs.last().map(PathBuf::as_path) == step.dst.parent()
             && !self.made.contains(&step.dst);
         let (go, backup) = if new_dst {
-            (Go::Ahead, None)
+            (Go::New, None)
         } else {
             self.existing(step, first.as_ref())?
         };
         let over = matches!(go, Go::Over);
+        let exclusive = matches!(go, Go::New);
+        let writes = if let Go::Into(id) = go {
+            Some(id)
+        } else {
+            None
+        };
         let moved;
         let step = match go {
             Go::Skip => {
@@ -571,7 +585,7 @@ impl Copier {
                 };
                 &moved
             }
-            Go::Ahead | Go::Over => step,
+            Go::Ahead | Go::New | Go::Into(_) | Go::Over => step,
         };
         if self.track_made {
             self.made.insert(step.dst.clone());
@@ -604,23 +618,13 @@ impl Copier {
             if tracked {
                 self.links.copying(self.seq, step);
             }
-            let job = Step {
-                new_dst,
-                ..step.clone()
-            };
-            // The file written, if one is there (through a symlink too).
-            let writes = if new_dst {
-                None
-            } else {
-                std::fs::metadata(&step.dst).ok().map(|m| links::id(&m))
-            };
-            pool.submit(self.seq, job, writes);
+            pool.submit(self.seq, step.clone(), exclusive, writes);
             return Ok(());
         }
         match (self.opts.link, &step.kind) {
             (LinkMode::Hard, _) => self.hard_link(step, over)?,
             (LinkMode::Symbolic, _) => self.symlink(step, over)?,
-            (LinkMode::Copy, Kind::File) => self.file(step, new_dst)?,
+            (LinkMode::Copy, Kind::File) => self.file(step, exclusive)?,
             (LinkMode::Copy, Kind::Symlink) => {
                 let target = std::fs::read_link(&step.src)
                     .map_err(|e| msg::on("read symbolic link", &step.src, &e))?;
@@ -674,8 +678,7 @@ impl Copier {
                 p.in_flight()
                     && (here.is_symlink()
                         || (here.nlink() > 1 && !here.is_dir())
-                        || std::fs::metadata(&step.dst)
-                            .is_ok_and(|m| p.reads_or_writes(links::id(&m))))
+                        || p.reads_or_writes(links::id(here)))
             })
         };
         if !just_made && busy(&here) {
@@ -845,8 +848,9 @@ impl Copier {
                     msg::reason(&e)
                 )
             })?;
+            return Ok((Go::Ahead, None));
         }
-        Ok((Go::Ahead, None))
+        Ok((Go::Into(links::id(&target)), None))
     }
 
     /// `cp -bf f f` (and -bfl): the source moves to its backup and is copied
@@ -898,11 +902,11 @@ impl Copier {
         answer.trim_start().starts_with(['y', 'Y'])
     }
 
-    fn file(&mut self, step: &Step, new_dst: bool) -> Result<(), String> {
+    fn file(&mut self, step: &Step, exclusive: bool) -> Result<(), String> {
         let result = file::copy_file(
             &step.src,
             &step.dst,
-            new_dst,
+            exclusive,
             &self.opts,
             &mut self.progress,
         );

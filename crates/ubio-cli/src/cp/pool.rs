@@ -93,6 +93,10 @@ fn address_space_left() -> Option<u64> {
     Some(limit.saturating_sub(pages * ubio::sys::page_size() as u64))
 }
 
+/// A copy to make: its place in the plan, its step, and whether its
+/// destination is created exclusively.
+type Job = (usize, Step, bool);
+
 /// A finished copy.
 pub struct Done {
     /// The step's place in the plan.
@@ -102,7 +106,7 @@ pub struct Done {
 }
 
 pub struct Pool {
-    jobs: Option<crossbeam_channel::Sender<(usize, Step)>>,
+    jobs: Option<crossbeam_channel::Sender<Job>>,
     done: mpsc::Receiver<Done>,
     workers: Vec<JoinHandle<()>>,
     /// Copies that came back while `submit` waited for room.
@@ -125,7 +129,7 @@ impl Pool {
     /// Up to `jobs` workers; None if not even one could start (the reason
     /// logged).
     pub fn start(jobs: usize, opts: Arc<Options>, progress: &Progress) -> Option<Pool> {
-        let (job_tx, job_rx) = crossbeam_channel::unbounded::<(usize, Step)>();
+        let (job_tx, job_rx) = crossbeam_channel::unbounded::<Job>();
         let (done_tx, done_rx) = mpsc::channel();
         let mut workers = Vec::with_capacity(jobs);
         for _ in 0..jobs.max(1) {
@@ -159,10 +163,10 @@ impl Pool {
         })
     }
 
-    /// Copy `step`'s file, into the file `writes` if the destination is
-    /// one already; its result comes back from [`Pool::ready`] or
-    /// [`Pool::finish`].
-    pub fn submit(&mut self, seq: usize, step: Step, writes: Option<Id>) {
+    /// Copy `step`'s file: created `exclusive`ly (see `file::copy_file`),
+    /// or into the file `writes` if the destination is one already; its
+    /// result comes back from [`Pool::ready`] or [`Pool::finish`].
+    pub fn submit(&mut self, seq: usize, step: Step, exclusive: bool, writes: Option<Id>) {
         // Room first: the steps waiting are bounded, however large the tree.
         while self.in_flight - self.arrived.len() >= self.workers.len() * IN_FLIGHT_PER_WORKER {
             let done = self.done.recv().expect("a worker holds a sender");
@@ -181,7 +185,7 @@ impl Pool {
         self.jobs
             .as_ref()
             .expect("not finished")
-            .send((seq, step))
+            .send((seq, step, exclusive))
             .expect("the workers live until finish");
     }
 
@@ -269,7 +273,7 @@ where
 
 /// A worker: copy the steps sent until the channel closes.
 fn work(
-    jobs: &crossbeam_channel::Receiver<(usize, Step)>,
+    jobs: &crossbeam_channel::Receiver<Job>,
     done: &mpsc::Sender<Done>,
     opts: &Options,
     mut progress: Progress,
@@ -292,7 +296,7 @@ fn work(
             }
         };
         match next {
-            Ok((seq, step)) => worker.copy(seq, step, &mut progress),
+            Ok((seq, step, exclusive)) => worker.copy(seq, step, exclusive, &mut progress),
             Err(_) => return, // no more steps
         }
     }
@@ -313,15 +317,8 @@ impl Worker<'_> {
         self.opts.window / 2
     }
 
-    fn copy(&mut self, seq: usize, step: Step, progress: &mut Progress) {
-        match file::copy_file_then(
-            &step.src,
-            &step.dst,
-            step.new_dst,
-            self.opts,
-            progress,
-            true,
-        ) {
+    fn copy(&mut self, seq: usize, step: Step, exclusive: bool, progress: &mut Progress) {
+        match file::copy_file_then(&step.src, &step.dst, exclusive, self.opts, progress, true) {
             Ok(p) if p.bytes() < self.deferred_bytes() => {
                 self.pending_bytes += p.bytes();
                 self.pending.push_back((seq, step, p));

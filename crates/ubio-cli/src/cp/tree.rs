@@ -34,11 +34,6 @@ pub struct Step {
     /// without -r, on the command line): another source may reach this
     /// file through a symlink, whatever its link count.
     pub via_symlinks: bool,
-    /// Its directory was made by this copy's walk a moment ago, so nothing
-    /// is there: the destination is not looked up first (the lookup would
-    /// wait on the directory's lock while workers create files in it) and
-    /// is created exclusively (O_EXCL), as GNU cp does. Set by the copier.
-    pub new_dst: bool,
 }
 
 /// Which symlinks are followed (GNU's -P, -H, -L).
@@ -195,7 +190,6 @@ impl Walker<'_> {
             meta,
             parent: false,
             via_symlinks,
-            new_dst: false,
         }));
     }
 
@@ -226,7 +220,6 @@ impl Walker<'_> {
                     meta,
                     parent: false,
                     via_symlinks: via,
-                    new_dst: false,
                 },
                 names: None,
                 next: 0,
@@ -307,7 +300,6 @@ pub fn parents(src: &Path, dir: &Path, steps: &mut Vec<Step>, problems: &mut Vec
                 meta: m,
                 parent: true,
                 via_symlinks: false,
-                new_dst: false,
             }),
             Ok(_) => {
                 problems.push(Problem(format!(

@@ -168,12 +168,9 @@ fn unpair(word: u64) -> (u32, u32) {
 
 /// `mkfifo(path, mode)`: create a named pipe (`mode` before the umask).
 ///
-/// See mkfifo(3), mknod(2).
+/// See mkfifo(3), which is this mknod(2).
 pub fn mkfifo(path: &Path, mode: u32) -> io::Result<()> {
-    let path = c_path(path)?;
-    // SAFETY: `path` is a NUL-terminated string that outlives the call.
-    let ret = unsafe { libc::mkfifo(path.as_ptr(), mode as libc::mode_t) };
-    cvt(ret as libc::c_long).map(drop)
+    mknod(path, libc::S_IFIFO | (mode & 0o7777), 0)
 }
 
 /// `mknod(path, mode, dev)`: create a special file (a fifo, a socket, a
