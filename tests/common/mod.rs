@@ -329,10 +329,16 @@ pub fn cached_pages(path: &Path) -> u64 {
         .cached
 }
 
-/// Pages of `[off, off + len)` in the page cache (mincore, page by page).
+/// Pages of `[off, off + len)` in the page cache: cachestat() (mincore()
+/// before Linux 6.5). Counting must not touch what it counts: mmap(), which
+/// mincore() needs, makes an NFS client revalidate the file's data, and
+/// after a write that reopen finds the file changed and drops its whole
+/// cache (nfs_clear_invalid_mapping() from mmap, traced in the 6.12 guest;
+/// plain buffered writes lose the pages the same way).
 pub fn resident_in(path: &Path, off: u64, len: u64) -> u64 {
-    let f = File::open(path).unwrap();
-    sys::mincore_resident(f.as_fd(), off, len).unwrap()
+    ubio::residency::count_path(path, sys::FileRange::at(off, len))
+        .unwrap()
+        .cached
 }
 
 /// Bring `[off, off + len)` into the page cache with plain reads, as
