@@ -444,6 +444,10 @@ pub fn probe_path(path: &Path) -> io::Result<Probe> {
     let file = if meta.is_dir() {
         let (f, name) = scratch_file(path).map_err(ctx)?;
         let probe = probe_fd_scratch(f.as_fd(), Some(path), true).map_err(ctx);
+        // Closed before its name goes: a FUSE daemon (libfuse's
+        // .fuse_hidden*) or an NFS client (.nfs*) keeps an open file that
+        // is unlinked under a hidden name until it is closed.
+        drop(f);
         if let Some(name) = name {
             std::fs::remove_file(&name)
                 .map_err(|e| crate::error::context(e, "remove", Some(&name)))?;
