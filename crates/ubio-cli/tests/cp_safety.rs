@@ -161,6 +161,42 @@ fn refusals_that_protect_data() {
             vec!["--parents", "d/x/f", "x/f", "d"],
             vec![],
         ),
+        // A destination that a copy in flight creates, reached again by
+        // another path through a symlinked directory (d/b -> a): GNU's
+        // later source replaces it (or backs it up), never both at once;
+        // and a source reached through the destination, which a copy in
+        // flight creates: read once that copy is made (32 MiB: the main
+        // build left a/f's data or "cannot stat 'b'" in most runs).
+        (
+            "mkdir a b d; head -c 32M /dev/zero | tr '\\0' A > a/f; echo B > b/f; ln -s a d/b",
+            vec!["--parents", "a/f", "b/f", "d"],
+            vec![],
+        ),
+        (
+            "mkdir a b d; head -c 32M /dev/zero | tr '\\0' A > a/f; echo B > b/f; ln -s a d/b",
+            vec!["--backup=numbered", "--parents", "a/f", "b/f", "d"],
+            vec![],
+        ),
+        (
+            "mkdir a b d; head -c 32M /dev/zero | tr '\\0' A > a/f; echo B > b/f; ln -s a d/b",
+            vec!["-b", "--parents", "a/f", "b/f", "d"],
+            vec![],
+        ),
+        (
+            "mkdir -p a/s b/s d; head -c 32M /dev/zero | tr '\\0' A > a/s/f; echo B > b/s/f; ln -s a d/b",
+            vec!["-r", "--parents", "a/s", "b/s", "d"],
+            vec![],
+        ),
+        (
+            "mkdir a d; head -c 32M /dev/zero | tr '\\0' A > a/f; ln -s d/f b",
+            vec!["a/f", "b", "d"],
+            vec![],
+        ),
+        (
+            "mkdir a d; head -c 32M /dev/zero | tr '\\0' A > a/f; ln -s d/a l",
+            vec!["-rH", "a", "l", "d"],
+            vec![],
+        ),
         // One source twice.
         ("mkdir d; echo 1 > f", vec!["f", "f", "d"], vec![]),
         ("mkdir d; echo 1 > f", vec!["f", "./f", "d"], vec![]),

@@ -322,22 +322,28 @@ pub fn below(dir: &Path, path: &Path) -> PathBuf {
     dir.join(path.strip_prefix("/").unwrap_or(path))
 }
 
-/// Copying a directory into itself (or below itself) would never end.
-fn inside_itself(src: &Path, dst: &Path) -> Option<String> {
-    let src_real = src.canonicalize().ok()?;
-    // The destination may not exist yet: resolve its nearest existing ancestor.
-    let mut existing = dst.to_path_buf();
+/// `path` with its symlinks resolved, also where it names nothing yet: its
+/// nearest existing ancestor resolved, and the names after it.
+pub fn real_path(path: &Path) -> Option<PathBuf> {
+    let mut existing = path.to_path_buf();
     let mut rest = Vec::new();
-    let dst_real = loop {
+    loop {
         if let Ok(r) = existing.canonicalize() {
-            break rest.iter().rev().fold(r, |p: PathBuf, n| p.join(n));
+            return Some(rest.iter().rev().fold(r, |p: PathBuf, n| p.join(n)));
         }
         rest.push(existing.file_name()?.to_owned());
         existing = match existing.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         };
-    };
+    }
+}
+
+/// Copying a directory into itself (or below itself) would never end.
+fn inside_itself(src: &Path, dst: &Path) -> Option<String> {
+    let src_real = src.canonicalize().ok()?;
+    // The destination may not exist yet.
+    let dst_real = real_path(dst)?;
     dst_real.starts_with(&src_real).then(|| {
         format!(
             "cannot copy a directory, {}, into itself, {}",
