@@ -217,6 +217,7 @@ fn refusals_that_protect_data() {
         // is copied before the copy meets itself depends on inode order,
         // which differs between the two directories: one entry only.)
         ("mkdir a", vec!["-r", "a", "a/b"], vec![]),
+        ("mkdir -p a; echo 1 > a/f", vec!["-r", "a", "a/x/y"], vec![]),
         ("mkdir -p a; echo 1 > a/f", vec!["-r", "a", "a"], vec![]),
         (
             "mkdir -p a/b; ln -s .. a/b/up",

@@ -90,9 +90,14 @@ pub fn walk<'w>(src: &Path, dst: &Path, w: &'w Walk) -> Walker<'w> {
             ));
             return walker;
         }
-        // GNU's order: overwriting a file with a directory is the error first.
+        // GNU's order: overwriting a file with a directory is the error
+        // first, then a directory that cannot be made (its parent missing:
+        // `cp -r a a/x/y` without a/x), then the copy into itself.
         let onto_file = dst.metadata().is_ok_and(|m| !m.is_dir());
-        if let Some(inside) = inside_itself(src, dst).filter(|_| !onto_file) {
+        let no_parent = (dst.parent())
+            .filter(|p| !p.as_os_str().is_empty())
+            .is_some_and(|p| !p.is_dir());
+        if let Some(inside) = inside_itself(src, dst).filter(|_| !onto_file && !no_parent) {
             walker.problem(inside);
             return walker;
         }
