@@ -240,6 +240,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
     // --parents: each directory made on the way gets its metadata at the
     // end, after what was copied into it.
     let mut parent_ends: Vec<Step> = Vec::new();
+    // The destination directory, resolved when a source is checked against it.
+    let mut dst_real: Option<Option<PathBuf>> = None;
     let targets: Vec<_> = (t.srcs.iter())
         .map(|s| t.of(s, args.parents, &mut Vec::new(), &mut Vec::new()))
         .collect();
@@ -274,6 +276,20 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 );
             }
             _ => {
+                // A source reached through the destination (`cp a/f b d`
+                // with `b -> d/f`) may be what a copy in flight creates:
+                // those land first, so it is read (or found at all) as GNU's
+                // one-after-the-other copy finds it.
+                if copier.pool.as_ref().is_some_and(|p| p.creating()) {
+                    let dst =
+                        dst_real.get_or_insert_with(|| t.dir.as_deref().and_then(tree::real_path));
+                    if dst
+                        .as_ref()
+                        .is_some_and(|d| source_real_path(src).is_some_and(|s| s.starts_with(d)))
+                    {
+                        copier.wait_for_copies();
+                    }
+                }
                 for item in tree::walk(src, &target, &opts.walk) {
                     match item {
                         tree::Item::Step(step) => copier.step(&step),
@@ -334,6 +350,19 @@ fn meeting(targets: &[Option<PathBuf>]) -> Vec<bool> {
         chain.push((path, i));
     }
     meets
+}
+
+/// Where the source `src` is, symlinks followed (a dangling one too: what
+/// it names may be a copy in flight). None for a loop of symlinks.
+fn source_real_path(src: &Path) -> Option<PathBuf> {
+    let mut path = src.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::read_link(&path) {
+            Ok(to) => path = path.parent().unwrap_or(Path::new("")).join(to),
+            Err(_) => return tree::real_path(&path),
+        }
+    }
+    None
 }
 
 /// Every step of the copy, walked before it (the copy walks as it goes),
@@ -410,10 +439,10 @@ struct Copier {
     /// Whether the source being copied may meet another's copy (see
     /// `meeting`): the sources that cannot, however large, keep no list.
     track_made: bool,
-    /// The directories the walk is in that this copy made (mkdir), outer
-    /// first: their files are new destinations (`Go::New`). As deep as the
-    /// walk, never longer.
-    new_dirs: Vec<PathBuf>,
+    /// The directories the walk is in that this copy made (mkdir), and
+    /// their identities, outer first: their files are new destinations
+    /// (`Go::New`). As deep as the walk, never longer.
+    new_dirs: Vec<(PathBuf, links::Id)>,
     /// --preserve=links: the copies later names of a file link to.
     links: links::Links,
 }
@@ -446,7 +475,9 @@ impl Copier {
             return;
         }
 
-        if matches!(step.kind, Kind::DirEnd) && self.new_dirs.last() == Some(&step.dst) {
+        if matches!(step.kind, Kind::DirEnd)
+            && self.new_dirs.last().is_some_and(|d| d.0 == step.dst)
+        {
             self.new_dirs.pop();
         }
         let result = match step.kind {
@@ -556,19 +587,38 @@ impl Copier {
         let first = self.links.first(step).filter(|_| tracked);
         let first = first.map(|(path, m)| (path.to_path_buf(), links::id(&m)));
         // In a directory just made, nothing is there to decide about.
-        let new_dst = self.new_dirs.last().map(PathBuf::as_path) == step.dst.parent()
-            && !self.made.contains(&step.dst);
-        let (go, backup) = if new_dst {
+        let new_dir = (self.new_dirs.last())
+            .filter(|(dir, _)| Some(dir.as_path()) == step.dst.parent())
+            .filter(|_| !self.made.contains(&step.dst))
+            .map(|&(_, id)| id);
+        let data = matches!(step.kind, Kind::File) && self.opts.link == LinkMode::Copy;
+        // Where the destination is, for a copy that creates it, or if a
+        // copy in flight creates one.
+        let place = match new_dir {
+            Some(dir) => step.dst.file_name().map(|n| (dir, n.to_owned())),
+            None if (data && self.jobs > 1) || self.pool.as_ref().is_some_and(|p| p.creating()) => {
+                pool::place(&step.dst)
+            }
+            None => None,
+        };
+        // A destination a copy in flight creates, reached by another path
+        // (`cp --parents a/f b/f d` with `d/b -> a`): that copy lands first,
+        // and this one replaces it as GNU's one-after-the-other copy does.
+        if new_dir.is_none()
+            && (place.as_ref()).is_some_and(|at| self.pool.as_ref().is_some_and(|p| p.creates(at)))
+        {
+            self.wait_for_copies();
+        }
+        let (go, backup) = if new_dir.is_some() {
             (Go::New, None)
         } else {
             self.existing(step, first.as_ref())?
         };
         let over = matches!(go, Go::Over);
         let exclusive = matches!(go, Go::New);
-        let writes = if let Go::Into(id) = go {
-            Some(id)
-        } else {
-            None
+        let (writes, creates) = match go {
+            Go::Into(id) => (Some(id), None),
+            _ => (None, place),
         };
         let moved;
         let step = match go {
@@ -606,7 +656,6 @@ impl Copier {
             self.say_copied(step, backup.as_deref());
             return Ok(());
         }
-        let data = matches!(step.kind, Kind::File) && self.opts.link == LinkMode::Copy;
         // The workers start with the first file to copy (links start none).
         if data && self.jobs > 1 && self.pool.is_none() {
             self.pool = pool::Pool::start(self.jobs, self.opts.clone(), &self.progress);
@@ -618,7 +667,7 @@ impl Copier {
             if tracked {
                 self.links.copying(self.seq, step);
             }
-            pool.submit(self.seq, step.clone(), exclusive, writes);
+            pool.submit(self.seq, step.clone(), exclusive, writes, creates);
             return Ok(());
         }
         match (self.opts.link, &step.kind) {
@@ -1054,7 +1103,13 @@ impl Copier {
         if step.parent {
             self.made_parents.push(step.dst.clone());
         } else {
-            self.new_dirs.push(step.dst.clone());
+            // Its identity: the place of each file created in it (see
+            // `pool::Place`).
+            let made = step
+                .dst
+                .metadata()
+                .map_err(|e| msg::on("stat", &step.dst, &e))?;
+            self.new_dirs.push((step.dst.clone(), links::id(&made)));
         }
         self.say_copied(step, None);
         Ok(())

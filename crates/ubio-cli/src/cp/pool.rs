@@ -26,6 +26,7 @@ use super::progress::Progress;
 use super::tree::Step;
 use super::Options;
 use std::collections::{HashMap, VecDeque};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
@@ -97,6 +98,32 @@ fn address_space_left() -> Option<u64> {
 /// destination is created exclusively.
 type Job = (usize, Step, bool);
 
+/// Where a file is made: its directory's identity and its name there. A
+/// destination that a copy in flight creates has no identity of its own
+/// yet; by its place, a step that reaches it by another path (`d/b/f`
+/// where `d/b -> a`) still finds it.
+pub type Place = (Id, OsString);
+
+/// The place of `path` (its directory followed, as the create follows
+/// it), or None where its directory cannot be stat'ed (the copy then fails
+/// on its own).
+pub fn place(path: &Path) -> Option<Place> {
+    let name = path.file_name()?.to_owned();
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    Some((links::id(&dir.metadata().ok()?), name))
+}
+
+/// What a copy in flight reads and writes: its source, and its destination
+/// by identity (one that was there) or by place (one it creates).
+struct Touches {
+    reads: Id,
+    writes: Option<Id>,
+    creates: Option<Place>,
+}
+
 /// A finished copy.
 pub struct Done {
     /// The step's place in the plan.
@@ -115,13 +142,15 @@ pub struct Pool {
     /// of their destination).
     below: HashMap<PathBuf, usize>,
     /// The files the copies in flight read (their sources) and write (their
-    /// destinations, where one was there to know), by identity, and what
-    /// each copy counted there: a later step that would write a file being
-    /// read or written, or read one being written, waits for them (see
-    /// [`Pool::reads_or_writes`], [`Pool::writes`]).
+    /// destinations, where one was there to know), by identity, the places
+    /// of the destinations they create, and what each copy counted there: a
+    /// later step that would write a file being read, written or created,
+    /// or read one being written, waits for them (see
+    /// [`Pool::reads_or_writes`], [`Pool::writes`], [`Pool::creates`]).
     reading: HashMap<Id, usize>,
     writing: HashMap<Id, usize>,
-    files: HashMap<usize, (Id, Option<Id>)>,
+    creating: HashMap<Place, usize>,
+    files: HashMap<usize, Touches>,
     in_flight: usize,
 }
 
@@ -158,15 +187,24 @@ impl Pool {
             below: HashMap::new(),
             reading: HashMap::new(),
             writing: HashMap::new(),
+            creating: HashMap::new(),
             files: HashMap::new(),
             in_flight: 0,
         })
     }
 
     /// Copy `step`'s file: created `exclusive`ly (see `file::copy_file`),
-    /// or into the file `writes` if the destination is one already; its
-    /// result comes back from [`Pool::ready`] or [`Pool::finish`].
-    pub fn submit(&mut self, seq: usize, step: Step, exclusive: bool, writes: Option<Id>) {
+    /// or into the file `writes` if the destination is one already, else
+    /// created at `creates`; its result comes back from [`Pool::ready`] or
+    /// [`Pool::finish`].
+    pub fn submit(
+        &mut self,
+        seq: usize,
+        step: Step,
+        exclusive: bool,
+        writes: Option<Id>,
+        creates: Option<Place>,
+    ) {
         // Room first: the steps waiting are bounded, however large the tree.
         while self.in_flight - self.arrived.len() >= self.workers.len() * IN_FLIGHT_PER_WORKER {
             let done = self.done.recv().expect("a worker holds a sender");
@@ -181,7 +219,15 @@ impl Pool {
         if let Some(w) = writes {
             *self.writing.entry(w).or_default() += 1;
         }
-        self.files.insert(seq, (reads, writes));
+        if let Some(c) = &creates {
+            *self.creating.entry(c.clone()).or_default() += 1;
+        }
+        let touches = Touches {
+            reads,
+            writes,
+            creates,
+        };
+        self.files.insert(seq, touches);
         self.jobs
             .as_ref()
             .expect("not finished")
@@ -217,6 +263,16 @@ impl Pool {
         self.writing.contains_key(&id)
     }
 
+    /// Whether a copy in flight creates its destination at `place`.
+    pub fn creates(&self, place: &Place) -> bool {
+        self.creating.contains_key(place)
+    }
+
+    /// Whether copies in flight create destinations.
+    pub fn creating(&self) -> bool {
+        !self.creating.is_empty()
+    }
+
     /// Whether copies below `dir` are in flight.
     pub fn busy_below(&self, dir: &Path) -> bool {
         self.below.contains_key(dir)
@@ -248,10 +304,13 @@ impl Pool {
         for dir in done.step.dst.ancestors().skip(1) {
             uncount(&mut self.below, dir);
         }
-        if let Some((reads, writes)) = self.files.remove(&done.seq) {
-            uncount(&mut self.reading, &reads);
-            if let Some(w) = writes {
+        if let Some(t) = self.files.remove(&done.seq) {
+            uncount(&mut self.reading, &t.reads);
+            if let Some(w) = t.writes {
                 uncount(&mut self.writing, &w);
+            }
+            if let Some(c) = t.creates {
+                uncount(&mut self.creating, &c);
             }
         }
     }

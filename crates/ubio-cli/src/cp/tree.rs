@@ -90,9 +90,14 @@ pub fn walk<'w>(src: &Path, dst: &Path, w: &'w Walk) -> Walker<'w> {
             ));
             return walker;
         }
-        // GNU's order: overwriting a file with a directory is the error first.
+        // GNU's order: overwriting a file with a directory is the error
+        // first, then a directory that cannot be made (its parent missing:
+        // `cp -r a a/x/y` without a/x), then the copy into itself.
         let onto_file = dst.metadata().is_ok_and(|m| !m.is_dir());
-        if let Some(inside) = inside_itself(src, dst).filter(|_| !onto_file) {
+        let no_parent = (dst.parent())
+            .filter(|p| !p.as_os_str().is_empty())
+            .is_some_and(|p| !p.is_dir());
+        if let Some(inside) = inside_itself(src, dst).filter(|_| !onto_file && !no_parent) {
             walker.problem(inside);
             return walker;
         }
@@ -322,22 +327,28 @@ pub fn below(dir: &Path, path: &Path) -> PathBuf {
     dir.join(path.strip_prefix("/").unwrap_or(path))
 }
 
-/// Copying a directory into itself (or below itself) would never end.
-fn inside_itself(src: &Path, dst: &Path) -> Option<String> {
-    let src_real = src.canonicalize().ok()?;
-    // The destination may not exist yet: resolve its nearest existing ancestor.
-    let mut existing = dst.to_path_buf();
+/// `path` with its symlinks resolved, also where it names nothing yet: its
+/// nearest existing ancestor resolved, and the names after it.
+pub fn real_path(path: &Path) -> Option<PathBuf> {
+    let mut existing = path.to_path_buf();
     let mut rest = Vec::new();
-    let dst_real = loop {
+    loop {
         if let Ok(r) = existing.canonicalize() {
-            break rest.iter().rev().fold(r, |p: PathBuf, n| p.join(n));
+            return Some(rest.iter().rev().fold(r, |p: PathBuf, n| p.join(n)));
         }
         rest.push(existing.file_name()?.to_owned());
         existing = match existing.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         };
-    };
+    }
+}
+
+/// Copying a directory into itself (or below itself) would never end.
+fn inside_itself(src: &Path, dst: &Path) -> Option<String> {
+    let src_real = src.canonicalize().ok()?;
+    // The destination may not exist yet.
+    let dst_real = real_path(dst)?;
     dst_real.starts_with(&src_real).then(|| {
         format!(
             "cannot copy a directory, {}, into itself, {}",
