@@ -1321,7 +1321,7 @@ fn how_long_held(f: &StdFile, chunks: &std::collections::BTreeSet<u64>) -> Strin
         let left = cached();
         if left == 0 {
             return format!(
-                "the checker's own fadvise(DONTNEED) took them {:.1} ms after close",
+                "the checker's own fadvise(DONTNEED) took them {:.1} ms after its check began",
                 t0.elapsed().as_secs_f64() * 1e3
             );
         }
