@@ -842,7 +842,7 @@ impl<'c> Exerciser<'c> {
         }
         let touched = std::mem::take(&mut self.touched);
         let mut cached = ubio::sys::CacheStat::default();
-        for chunk in touched {
+        for &chunk in &touched {
             let cs = sys::cachestat(
                 self.second.as_fd(),
                 sys::FileRange::at(chunk * CHUNK, CHUNK),
@@ -865,12 +865,13 @@ impl<'c> Exerciser<'c> {
                 op,
                 format!(
                     "page cache after close: {} pages cached ({} dirty, {} writeback) in the \
-                     chunks the stream read or wrote, only {} were cached before it{}",
+                     chunks the stream read or wrote, only {} were cached before it{}; {}",
                     cached.nr_cache,
                     cached.nr_dirty,
                     cached.nr_writeback,
                     stats.pages_preserved,
-                    resident_pages(&self.second)
+                    resident_pages(&self.second),
+                    how_long_held(&self.second, &touched)
                 ),
                 (0, Vec::new()),
             ));
@@ -1298,6 +1299,41 @@ fn resident_pages(f: &StdFile) -> String {
     )
 }
 
+/// For a failure report: how long the pages left in `chunks` withstand
+/// fadvise(DONTNEED) made here, at growing intervals up to about a second.
+/// A page that goes at once was held only for a moment (or came back after
+/// the stream's last drop); one that stays is held by someone.
+fn how_long_held(f: &StdFile, chunks: &std::collections::BTreeSet<u64>) -> String {
+    let cached = || -> u64 {
+        chunks
+            .iter()
+            .filter_map(|&c| sys::cachestat(f.as_fd(), sys::FileRange::at(c * CHUNK, CHUNK)).ok())
+            .map(|cs| cs.nr_cache)
+            .sum()
+    };
+    let t0 = Instant::now();
+    let mut pause = Duration::ZERO;
+    while pause <= Duration::from_millis(512) {
+        std::thread::sleep(pause);
+        for &c in chunks {
+            let _ = sys::fadvise(f.as_fd(), c * CHUNK, CHUNK, sys::Advice::DontNeed);
+        }
+        let left = cached();
+        if left == 0 {
+            return format!(
+                "the checker's own fadvise(DONTNEED) took them {:.1} ms after its check began",
+                t0.elapsed().as_secs_f64() * 1e3
+            );
+        }
+        pause = (pause * 2).max(Duration::from_millis(1));
+    }
+    format!(
+        "{} pages still cached after the checker's own fadvise(DONTNEED) for {:.0} ms",
+        cached(),
+        t0.elapsed().as_secs_f64() * 1e3
+    )
+}
+
 /// Read the whole file through a plain descriptor of its own.
 fn plain_verify(x: &mut Exerciser<'_>) -> Result<(), Error> {
     let op = Op::Verify;
@@ -1326,4 +1362,37 @@ pub fn clock_seed() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     mix(t.as_nanos() as u64 ^ u64::from(std::process::id()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// The failure report tells a page held by someone (here mapped, which
+    /// fadvise(DONTNEED) never drops) from one a later drop takes.
+    #[test]
+    fn how_long_held_tells_a_held_page_from_a_transient_one() {
+        let mut f = tempfile::NamedTempFile::new_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        if sys::fs_magic(f.as_file().as_fd()).is_ok_and(|m| m.pages_are_storage()) {
+            eprintln!("SKIP how_long_held: the crate's directory is on a memory filesystem");
+            return;
+        }
+        f.write_all(&[7u8; 2 * PAGE as usize]).unwrap();
+        f.as_file().sync_all().unwrap();
+        let chunks = std::collections::BTreeSet::from([0]);
+        // SAFETY (memmap2's contract): nothing else changes the file while mapped.
+        let map = unsafe {
+            memmap2::MmapOptions::new()
+                .len(PAGE as usize)
+                .map(f.as_file())
+        }
+        .unwrap();
+        assert_eq!(map[0], 7);
+        let held = how_long_held(f.as_file(), &chunks);
+        drop(map);
+        let gone = how_long_held(f.as_file(), &chunks);
+        assert!(held.contains("pages still cached"), "{held}");
+        assert!(gone.contains("took them"), "{held} / {gone}");
+    }
 }

@@ -106,10 +106,13 @@ impl FsMagic {
     /// sync_file_range(WAIT) can leave pages that nothing would drop later
     /// (ubio's end of stream tries again for longer there).
     /// btrfs: in an fsx soak of 300 runs on 6.18, 144 closes left 1-255
-    /// pages and drops 1-13 ms later took them all (the likely
-    /// reason: a worker completes the ordered extent after the writeback
-    /// bit is cleared, with the range's extent state locked, and
-    /// btrfs_release_folio() refuses a page of a locked range).
+    /// pages and drops 1-13 ms later took them all. What holds them is not
+    /// known. Not the ordered extent's completion on 6.18: it locks its
+    /// range with EXTENT_FINISHING_ORDERED (traced here: set_bits
+    /// LOCKED|0x8000), which btrfs_release_folio() lets through ("btrfs:
+    /// allow folios to be released while ordered extent is finishing",
+    /// 2025); on older kernels (the 6.1 guest) a page of a range locked
+    /// that way is refused.
     pub fn holds_pages_after_writeback(self) -> bool {
         [Self::BTRFS].contains(&self)
     }
