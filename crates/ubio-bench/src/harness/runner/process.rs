@@ -497,10 +497,6 @@ impl Executor for ProcessExecutor {
                 left * sys::page_size() / 1024
             ));
         }
-        if let Some(v) = self.victim.as_mut() {
-            v.warm(WARM_TIMEOUT)
-                .map_err(|e| io::Error::new(e.kind(), format!("the victim: {e}")))?;
-        }
         if let Some(filler) = &self.filler {
             let free = refill(filler, FREE_KEPT)?;
             if free > 2 * FREE_KEPT && !warnings.iter().any(|w| w.contains("filler")) {
@@ -510,6 +506,13 @@ impl Executor for ProcessExecutor {
                     free >> 20
                 ));
             }
+        }
+        // After the filler: reading the filler through took the hot file
+        // out of the cache in every mode (bench/runs/2026-11-26-demo-2), so
+        // every run started with the neighbour's file gone.
+        if let Some(v) = self.victim.as_mut() {
+            v.warm(WARM_TIMEOUT)
+                .map_err(|e| io::Error::new(e.kind(), format!("the victim: {e}")))?;
         }
         Ok(())
     }
