@@ -228,7 +228,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         made_parents: Vec::new(),
         made: HashSet::new(),
         track_made: false,
-        new_dirs: Vec::new(),
+        dirs: Vec::new(),
         links,
     };
     let start = Instant::now();
@@ -439,12 +439,31 @@ struct Copier {
     /// Whether the source being copied may meet another's copy (see
     /// `meeting`): the sources that cannot, however large, keep no list.
     track_made: bool,
-    /// The directories the walk is in that this copy made (mkdir), and
-    /// their identities, outer first: their files are new destinations
-    /// (`Go::New`). As deep as the walk, never longer.
-    new_dirs: Vec<(PathBuf, links::Id)>,
+    /// The destination directories the walk is in (not those --parents
+    /// passes through), outer first, as deep as the walk: their identities
+    /// give the places of the files created in them without a stat each,
+    /// and the files of one this copy made are new destinations (`Go::New`).
+    dirs: Vec<DstDir>,
     /// --preserve=links: the copies later names of a file link to.
     links: links::Links,
+}
+
+/// A destination directory the walk is in (see `Copier::dirs`).
+struct DstDir {
+    path: PathBuf,
+    id: links::Id,
+    /// Made by this copy.
+    made: bool,
+}
+
+impl DstDir {
+    fn of(step: &Step, meta: &std::fs::Metadata, made: bool) -> DstDir {
+        DstDir {
+            path: step.dst.clone(),
+            id: links::id(meta),
+            made,
+        }
+    }
 }
 
 /// What to do about an existing destination.
@@ -475,10 +494,9 @@ impl Copier {
             return;
         }
 
-        if matches!(step.kind, Kind::DirEnd)
-            && self.new_dirs.last().is_some_and(|d| d.0 == step.dst)
+        if matches!(step.kind, Kind::DirEnd) && self.dirs.last().is_some_and(|d| d.path == step.dst)
         {
-            self.new_dirs.pop();
+            self.dirs.pop();
         }
         let result = match step.kind {
             Kind::DirStart => self.dir_start(step),
@@ -586,20 +604,21 @@ impl Copier {
         }
         let first = self.links.first(step).filter(|_| tracked);
         let first = first.map(|(path, m)| (path.to_path_buf(), links::id(&m)));
+        let in_dir = (self.dirs.last()).filter(|d| Some(d.path.as_path()) == step.dst.parent());
         // In a directory just made, nothing is there to decide about.
-        let new_dir = (self.new_dirs.last())
-            .filter(|(dir, _)| Some(dir.as_path()) == step.dst.parent())
-            .filter(|_| !self.made.contains(&step.dst))
-            .map(|&(_, id)| id);
+        let new_dir = in_dir
+            .filter(|d| d.made && !self.made.contains(&step.dst))
+            .map(|d| d.id);
         let data = matches!(step.kind, Kind::File) && self.opts.link == LinkMode::Copy;
         // Where the destination is, for a copy that creates it, or if a
         // copy in flight creates one.
-        let place = match new_dir {
-            Some(dir) => step.dst.file_name().map(|n| (dir, n.to_owned())),
-            None if (data && self.jobs > 1) || self.pool.as_ref().is_some_and(|p| p.creating()) => {
-                pool::place(&step.dst)
+        let place = if (data && self.jobs > 1) || self.pool.as_ref().is_some_and(|p| p.creating()) {
+            match in_dir {
+                Some(d) => step.dst.file_name().map(|n| (d.id, n.to_owned())),
+                None => pool::place(&step.dst),
             }
-            None => None,
+        } else {
+            new_dir.and_then(|id| step.dst.file_name().map(|n| (id, n.to_owned())))
         };
         // A destination a copy in flight creates, reached by another path
         // (`cp --parents a/f b/f d` with `d/b -> a`): that copy lands first,
@@ -1067,7 +1086,12 @@ impl Copier {
     fn dir_start(&mut self, step: &Step) -> Result<(), String> {
         let mode = step.meta.mode() & 0o7777;
         match step.dst.symlink_metadata() {
-            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(m) if m.is_dir() => {
+                if !step.parent {
+                    self.dirs.push(DstDir::of(step, &m, false));
+                }
+                return Ok(());
+            }
             // A symlink to a directory is followed only on the way --parents
             // makes, as GNU cp does; anywhere else it is not copied into
             // (it may lead out of the destination).
@@ -1103,13 +1127,11 @@ impl Copier {
         if step.parent {
             self.made_parents.push(step.dst.clone());
         } else {
-            // Its identity: the place of each file created in it (see
-            // `pool::Place`).
             let made = step
                 .dst
-                .metadata()
+                .symlink_metadata()
                 .map_err(|e| msg::on("stat", &step.dst, &e))?;
-            self.new_dirs.push((step.dst.clone(), links::id(&made)));
+            self.dirs.push(DstDir::of(step, &made, true));
         }
         self.say_copied(step, None);
         Ok(())
