@@ -160,6 +160,21 @@ impl Fixture {
         self.inside.spawn(&mut c).unwrap()
     }
 
+    /// A process in scope that reads `bytes` of `in` and holds it open
+    /// until its stdin (piped) is closed.
+    fn holder(&self, bytes: u64) -> Child {
+        let mut c = Command::new("python3");
+        c.args([
+            "-c",
+            &format!(
+                "import sys\nf=open('in','rb',buffering=0)\nf.read({bytes})\nsys.stdin.read()\n"
+            ),
+        ])
+        .current_dir(&self.root)
+        .stdin(Stdio::piped());
+        self.inside.spawn(&mut c).unwrap()
+    }
+
     /// `sh -c cmd` in `cg`, in the scratch directory.
     fn sh(&self, cg: &MemCgroup, cmd: &str) -> Output {
         let mut c = Command::new("sh");
@@ -747,14 +762,7 @@ fn status_answers_each_user_with_what_proc_shows_them() {
     let cfg = fx.config("policy.toml", "", "");
     let daemon = Daemon::start(&fx, &cfg, &[]);
     // A root process in scope holds the input open while both ask.
-    let mut c = Command::new("python3");
-    c.args([
-        "-c",
-        "import sys\nf=open('in','rb',buffering=0)\nf.read(1<<20)\nsys.stdin.read()\n",
-    ])
-    .current_dir(&fx.root)
-    .stdin(Stdio::piped());
-    let mut holder = fx.inside.spawn(&mut c).unwrap();
+    let mut holder = fx.holder(1 << 20);
     let input = fx.path("in");
     let t = Instant::now();
     loop {
@@ -992,14 +1000,7 @@ fn status_shows_the_machines_reclaim_and_the_trace_instance_goes_with_the_daemon
     // is in the cache (cachestat, just before and just after the status).
     let input = fx.path("in");
     write_input(&input, 64 * MIB);
-    let mut c = Command::new("python3");
-    c.args([
-        "-c",
-        "import sys\nf=open('in','rb',buffering=0)\nf.read(4<<20)\nsys.stdin.read()\n",
-    ])
-    .current_dir(&fx.root)
-    .stdin(Stdio::piped());
-    let mut holder = fx.inside.spawn(&mut c).unwrap();
+    let mut holder = fx.holder(4 << 20);
     let t = Instant::now();
     loop {
         let before = cached(&input);
