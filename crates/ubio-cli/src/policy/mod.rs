@@ -45,6 +45,21 @@ through mmap raise no event and move no position: what they bring in stays cache
 until the file is closed, then it is written back and dropped. Readers that use pread
 alone are followed from the pages they leave, as one-call copies are.";
 
+/// `ubio policy status --help`: what the machine's reclaim part says.
+const ABOUT_STATUS: &str = "\
+Examples:
+  ubio policy status
+  ubio policy status --json
+
+Besides the daemon's own figures, the status shows the machine's reclaim since the
+daemon started: pages kswapd and direct reclaim scanned and reclaimed, direct reclaim
+and compaction stalls (/proc/vmstat), and kswapd's wakes by the order asked, counted in
+a trace instance of the daemon's own (or one line saying why they are not counted).
+When kswapd reclaims while every zone's free memory is above its high watermark and
+most of its wakes are for high-order allocations (such as a program's 2 MiB readahead
+folios), the log says so once per episode, at most once a minute. The daemon does not
+stop that reclaim and does not ask for compaction.";
+
 /// `ubio policy check --help`: the configuration's format.
 const CONFIG_FORMAT: &str = "\
 Examples:
@@ -104,8 +119,11 @@ enum Sub {
         after_long_help = CONFIG_FORMAT
     )]
     Check(CheckArgs),
-    /// Ask the running daemon for its figures
-    #[command(after_help = "Examples:\n  ubio policy status\n  ubio policy status --json")]
+    /// Ask the running daemon for its figures, and the machine's reclaim since it started
+    #[command(
+        after_help = "Examples:\n  ubio policy status\n  ubio policy status --json",
+        after_long_help = ABOUT_STATUS
+    )]
     Status(StatusArgs),
 }
 
