@@ -161,10 +161,16 @@ impl Drop for Instance {
 }
 
 /// The order of a `mm_vmscan_kswapd_wake` line of trace_pipe
-/// (`kswapd0-90 [001] d..1. 1234.5: mm_vmscan_kswapd_wake: nid=0 order=9`),
-/// None for any other line.
+/// (`kswapd0-90 [001] d..1. 1234.5: mm_vmscan_kswapd_wake: nid=0 order=9`:
+/// the event's print fmt is "nid=%d order=%d"), None for any other line,
+/// a line written to trace_marker that looks like one too (the event's
+/// name must follow the timestamp).
 pub fn wake_order(line: &str) -> Option<u32> {
-    let (_, fields) = line.split_once("mm_vmscan_kswapd_wake: ")?;
+    let (head, fields) = line.split_once(": mm_vmscan_kswapd_wake: ")?;
+    let stamp = head.rsplit(' ').next()?;
+    if stamp.is_empty() || !stamp.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return None;
+    }
     fields
         .split_whitespace()
         .find_map(|f| f.strip_prefix("order="))?
@@ -236,6 +242,28 @@ mod tests {
             None
         );
         assert_eq!(wake_order("CPU:1 [LOST 12 EVENTS]"), None);
+        assert_eq!(
+            wake_order(
+                "sh-5 [000] ..... 9.1: tracing_mark_write: mm_vmscan_kswapd_wake: nid=0 order=9"
+            ),
+            None,
+            "a marker is no wake"
+        );
         assert_eq!(wake_order(""), None);
+    }
+
+    /// The event's print format on this kernel is what [`wake_order`]
+    /// reads (where tracefs can be read).
+    #[test]
+    fn this_kernels_event_prints_what_wake_order_reads() {
+        let name = "this_kernels_event_prints_what_wake_order_reads";
+        let Ok(root) = root() else {
+            return ubio_testenv::skip(name, "no tracefs");
+        };
+        let format = root.join(EVENT).join("format");
+        let Ok(text) = std::fs::read_to_string(&format) else {
+            return ubio_testenv::skip(name, &format!("no {}", format.display()));
+        };
+        assert!(text.contains("print fmt: \"nid=%d order=%d\""), "{text}");
     }
 }
