@@ -1096,6 +1096,39 @@ fn status_shows_the_machines_reclaim_and_the_trace_instance_goes_with_the_daemon
         )),
         "{log}"
     );
+
+    // Where no instance can be made (here tracefs read only in a mount
+    // namespace of the daemon's own, as the unit's ProtectKernelTunables
+    // makes it), the status says why in one line and counts the rest.
+    if have("unshare") {
+        let ro = "mount -o remount,bind,ro /sys/kernel/tracing && exec \"$0\" \"$@\"";
+        let daemon = Daemon::start(&fx, &cfg, &["unshare", "-m", "sh", "-c", ro]);
+        made.0.push(instance(daemon.pid()));
+        let m = &daemon.status()["machine_reclaim"];
+        let why = m["why_untraced"].as_str().unwrap();
+        assert!(
+            why.starts_with("cannot make the trace instance")
+                && why.contains("Read-only file system"),
+            "{m}"
+        );
+        assert!(
+            m["kswapd_wakes"].is_null() && m["trace_instance"].is_null(),
+            "{m}"
+        );
+        assert!(m["counters"]
+            .as_object()
+            .is_some_and(|c| c.contains_key("pgsteal_kswapd")));
+        let log = daemon.stop();
+        assert!(
+            log.contains("kswapd wakes by order: not counted: cannot make the trace instance"),
+            "{log}"
+        );
+    } else {
+        skip(
+            name,
+            "no unshare (util-linux): the read-only tracefs is not checked",
+        );
+    }
     for d in &made.0 {
         assert!(!d.exists(), "{} left", d.display());
     }
