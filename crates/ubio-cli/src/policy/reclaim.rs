@@ -362,17 +362,24 @@ fn sentence(
              (kswapd's wakes by order are not traced: {why})"
         )),
     }
-    if s.files == 0 {
-        out.push_str("; the daemon manages no file now");
+    let within = if s.largest <= s.largest_window {
+        "within"
     } else {
-        out.push_str(&format!(
-            "; the daemon's {} streams hold {} of their own pages now, {} at most in one file ({} its window of {})",
-            s.files,
+        "beyond"
+    };
+    match s.files {
+        0 => out.push_str("; the daemon manages no file now"),
+        1 => out.push_str(&format!(
+            "; the daemon's one stream holds {} of its own pages now ({within} its window of {})",
+            human(s.own_cached),
+            human(s.largest_window)
+        )),
+        n => out.push_str(&format!(
+            "; the daemon's {n} streams hold {} of their own pages now, {} at most in one file ({within} its window of {})",
             human(s.own_cached),
             human(s.largest),
-            if s.largest <= s.largest_window { "within" } else { "beyond" },
             human(s.largest_window)
-        ));
+        )),
     }
     out
 }
@@ -727,5 +734,17 @@ Node 0, zone  Movable
         };
         let line = w.look(snap(FREE, 10, &[(9, 1)]), t + TICK, || big).unwrap();
         assert!(line.contains("beyond its window of 16.0 MiB"), "{line}");
+        let mut w = Watch::new(snap(FREE, 0, &[]), t, None);
+        let one = Streams {
+            files: 1,
+            own_cached: 12 << 20,
+            largest: 12 << 20,
+            largest_window: 16 << 20,
+        };
+        let line = w.look(snap(FREE, 10, &[(9, 1)]), t + TICK, || one).unwrap();
+        assert!(
+            line.ends_with("the daemon's one stream holds 12.0 MiB of its own pages now (within its window of 16.0 MiB)"),
+            "{line}"
+        );
     }
 }
