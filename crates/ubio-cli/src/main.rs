@@ -1,5 +1,7 @@
 //! The `ubio` command.
 
+#![deny(unsafe_code)]
+
 mod cat;
 mod cp;
 mod evict;

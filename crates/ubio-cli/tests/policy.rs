@@ -10,7 +10,9 @@
 //! process running before the daemon and a cgroup made after it, an
 //! excluded path, pages cached before, bad configurations and reloads, a
 //! forced queue overflow, polling without CAP_SYS_ADMIN, the status socket
-//! as root and as another user, and the unit's capabilities.
+//! as root and as another user, the unit's capabilities, and the machine's
+//! reclaim in the status (deltas of /proc/vmstat, the daemon's own trace
+//! instance made and removed).
 //!
 //! Needs root (fanotify, cgroups) and the workspace built.
 
@@ -158,6 +160,21 @@ impl Fixture {
         self.inside.spawn(&mut c).unwrap()
     }
 
+    /// A process in scope that reads `bytes` of `in` and holds it open
+    /// until its stdin (piped) is closed.
+    fn holder(&self, bytes: u64) -> Child {
+        let mut c = Command::new("python3");
+        c.args([
+            "-c",
+            &format!(
+                "import sys\nf=open('in','rb',buffering=0)\nf.read({bytes})\nsys.stdin.read()\n"
+            ),
+        ])
+        .current_dir(&self.root)
+        .stdin(Stdio::piped());
+        self.inside.spawn(&mut c).unwrap()
+    }
+
     /// `sh -c cmd` in `cg`, in the scratch directory.
     fn sh(&self, cg: &MemCgroup, cmd: &str) -> Output {
         let mut c = Command::new("sh");
@@ -272,9 +289,14 @@ impl Daemon {
     }
 
     /// SIGTERM, wait; the log.
-    fn stop(mut self) -> String {
+    fn stop(self) -> String {
+        self.stop_by(libc::SIGTERM)
+    }
+
+    /// Signal `sig` (SIGTERM or SIGINT), wait; the log.
+    fn stop_by(mut self, sig: i32) -> String {
         let mut child = self.child.take().unwrap();
-        sys::kill(child.id(), libc::SIGTERM).unwrap();
+        sys::kill(child.id(), sig).unwrap();
         let st = child.wait().unwrap();
         let log = self.log_text();
         assert!(st.success(), "the daemon ended with {st}:\n{log}");
@@ -740,14 +762,7 @@ fn status_answers_each_user_with_what_proc_shows_them() {
     let cfg = fx.config("policy.toml", "", "");
     let daemon = Daemon::start(&fx, &cfg, &[]);
     // A root process in scope holds the input open while both ask.
-    let mut c = Command::new("python3");
-    c.args([
-        "-c",
-        "import sys\nf=open('in','rb',buffering=0)\nf.read(1<<20)\nsys.stdin.read()\n",
-    ])
-    .current_dir(&fx.root)
-    .stdin(Stdio::piped());
-    let mut holder = fx.inside.spawn(&mut c).unwrap();
+    let mut holder = fx.holder(1 << 20);
     let input = fx.path("in");
     let t = Instant::now();
     loop {
@@ -853,4 +868,268 @@ fn the_units_capabilities_are_enough_for_other_users_files() {
     );
     assert_eq!(left, 0, "{log}");
     assert!(peak.max_cached * PAGE <= PEAK_LIMIT, "{peak:?}");
+}
+
+/// The reclaim counters of /proc/vmstat (those the status shows).
+fn vmstat() -> std::collections::HashMap<String, u64> {
+    std::fs::read_to_string("/proc/vmstat")
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            let shown = ["pgscan_", "pgsteal_", "allocstall_", "compact_"];
+            shown
+                .iter()
+                .any(|p| k.starts_with(p))
+                .then(|| (k.to_string(), v.trim().parse().unwrap()))
+        })
+        .collect()
+}
+
+/// Trace instances a test's daemons made: removed if a failure left them.
+struct Instances(Vec<PathBuf>);
+
+impl Drop for Instances {
+    fn drop(&mut self) {
+        for d in &self.0 {
+            if d.exists() {
+                eprintln!("removing the trace instance {} a daemon left", d.display());
+                let _ = std::fs::remove_dir(d);
+            }
+        }
+    }
+}
+
+const TRACEFS: &str = "/sys/kernel/tracing";
+
+/// `ubio policy status` shows the machine's reclaim since the daemon
+/// started: real deltas of /proc/vmstat (between the machine's own deltas
+/// over a time inside and a time around the daemon's), and kswapd's wakes
+/// by order from a trace instance of the daemon's own, which exists while
+/// it runs and is gone after SIGTERM, after SIGINT, and, after a SIGKILL,
+/// once the next daemon starts. No reclaim is forced: an order-9 kswapd
+/// wake needs memory full and fragmented, which this shared machine must
+/// not be put through in a test.
+#[test]
+fn status_shows_the_machines_reclaim_and_the_trace_instance_goes_with_the_daemon() {
+    let _s = serial();
+    let name = "status_shows_the_machines_reclaim_and_the_trace_instance_goes_with_the_daemon";
+    let Some(fx) = fixture(name) else { return };
+    let traced = Path::new(TRACEFS).join("instances").is_dir()
+        && Path::new(TRACEFS)
+            .join("events/vmscan/mm_vmscan_kswapd_wake")
+            .is_dir();
+    if !traced {
+        skip(
+            name,
+            "no tracefs with vmscan:mm_vmscan_kswapd_wake: only the untraced case is checked",
+        );
+    }
+    let instance = |pid: u32| Path::new(TRACEFS).join(format!("instances/ubio-policy-{pid}"));
+    let mut made = Instances(Vec::new());
+    let cfg = fx.config("policy.toml", "", "");
+
+    // The top level's switch of the event is not the daemon's to touch.
+    let top = Path::new(TRACEFS).join("events/vmscan/mm_vmscan_kswapd_wake/enable");
+    let top_before = std::fs::read_to_string(&top).ok();
+    let around0 = vmstat();
+    let daemon = Daemon::start(&fx, &cfg, &[]);
+    made.0.push(instance(daemon.pid()));
+    let inside0 = vmstat();
+    std::thread::sleep(Duration::from_secs(2));
+    let inside1 = vmstat();
+    let first = daemon.status();
+    let second = daemon.status();
+    let around1 = vmstat();
+    let m = &first["machine_reclaim"];
+    let counters = m["counters"].as_object().unwrap();
+    for key in [
+        "pgscan_kswapd",
+        "pgsteal_kswapd",
+        "pgscan_direct",
+        "pgsteal_direct",
+        "allocstall_normal",
+        "allocstall_movable",
+        "compact_stall",
+        "compact_fail",
+        "compact_success",
+    ] {
+        let Some(&a0) = around0.get(key) else {
+            assert!(
+                !counters.contains_key(key),
+                "{key}: this kernel has none: {m}"
+            );
+            continue;
+        };
+        let v = counters[key].as_u64().unwrap();
+        let (lo, hi) = (inside1[key] - inside0[key], around1[key] - a0);
+        assert!(
+            lo <= v && v <= hi,
+            "{key}: {v} is not a delta since the daemon started (the machine's: {lo} inside, {hi} around)"
+        );
+        let later = second["machine_reclaim"]["counters"][key].as_u64().unwrap();
+        assert!(
+            v <= later && later <= hi,
+            "{key}: {v} then {later}, at most {hi}"
+        );
+    }
+    assert!(m["since_s"].as_f64().unwrap() >= 2.0, "{m}");
+    let dir = instance(daemon.pid());
+    if traced {
+        assert_eq!(m["trace_instance"], dir.to_str().unwrap(), "{m}");
+        assert!(dir.is_dir());
+        let enabled = dir.join("events/vmscan/mm_vmscan_kswapd_wake/enable");
+        assert_eq!(std::fs::read_to_string(enabled).unwrap().trim(), "1");
+        let wakes = m["kswapd_wakes"].as_object().unwrap();
+        let all: u64 = wakes.values().map(|v| v.as_u64().unwrap()).sum();
+        let high: u64 = wakes
+            .iter()
+            .filter(|(o, _)| o.parse::<u32>().unwrap() >= 4)
+            .map(|(_, v)| v.as_u64().unwrap())
+            .sum();
+        assert_eq!(m["kswapd_wakes_high_order"].as_u64(), Some(high), "{m}");
+        assert!(high <= all);
+        assert!(m["why_untraced"].is_null(), "{m}");
+    } else {
+        let why = m["why_untraced"].as_str().unwrap();
+        assert!(!why.is_empty() && !why.contains('\n'), "{why:?}");
+        assert!(!dir.exists());
+    }
+    // The streams' own pages: a reader in scope holds a cold file open
+    // after reading 4 MiB of it; what the status says it holds of its own
+    // is in the cache (cachestat, just before and just after the status).
+    let input = fx.path("in");
+    write_input(&input, 64 * MIB);
+    let mut holder = fx.holder(4 << 20);
+    let t = Instant::now();
+    loop {
+        let before = cached(&input);
+        let st = daemon.status();
+        let after = cached(&input);
+        let own = st["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| Path::new(f["path"].as_str().unwrap()) == input)
+            .map(|f| f["own_cached_bytes"].as_u64().unwrap());
+        if let Some(own) = own {
+            assert!(
+                own <= before.max(after),
+                "own pages cached {own} B, the file {before}..{after} B"
+            );
+            if own > 0 {
+                eprintln!("own pages cached {own} B of {before}..{after} B cached");
+                break;
+            }
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "no own pages seen: {st}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(holder.stdin.take());
+    assert!(holder.wait().unwrap().success());
+    daemon.wait_finished(std::slice::from_ref(&input));
+    // The text form says the same.
+    let out = Command::new(UBIO)
+        .args(["policy", "status", "--socket"])
+        .arg(fx.socket())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("machine reclaim since start ("), "{text}");
+    assert!(text.contains("kswapd scanned "), "{text}");
+    assert!(text.contains("kswapd wakes by order: "), "{text}");
+    // A user who is not root gets the counters, not the trace.
+    if have("setpriv") {
+        let out = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .args([UBIO, "policy", "status", "--json", "--socket"])
+            .arg(fx.socket())
+            .output()
+            .unwrap();
+        let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let m = &st["machine_reclaim"];
+        assert!(
+            m["counters"].as_object().is_some_and(|c| !c.is_empty()),
+            "{m}"
+        );
+        assert!(
+            m["kswapd_wakes"].is_null() && m["trace_instance"].is_null(),
+            "{m}"
+        );
+    }
+    let log = daemon.stop();
+    assert!(log.contains("machine reclaim since start"), "{log}");
+    assert!(!dir.exists(), "SIGTERM left {}", dir.display());
+    assert_eq!(std::fs::read_to_string(&top).ok(), top_before);
+    if !traced {
+        return;
+    }
+    assert!(
+        log.contains(&format!("counted in the trace instance {}", dir.display())),
+        "{log}"
+    );
+
+    let daemon = Daemon::start(&fx, &cfg, &[]);
+    let dir = instance(daemon.pid());
+    made.0.push(dir.clone());
+    assert!(dir.is_dir());
+    daemon.stop_by(libc::SIGINT);
+    assert!(!dir.exists(), "SIGINT left {}", dir.display());
+
+    // SIGKILL leaves it; the next daemon removes it, and says so.
+    let daemon = Daemon::start(&fx, &cfg, &[]);
+    let killed = instance(daemon.pid());
+    made.0.push(killed.clone());
+    drop(daemon);
+    assert!(killed.is_dir());
+    let daemon = Daemon::start(&fx, &cfg, &[]);
+    made.0.push(instance(daemon.pid()));
+    assert!(!killed.exists(), "{}", daemon.log_text());
+    let log = daemon.stop();
+    assert!(
+        log.contains(&format!(
+            "removed the trace instance {} of a daemon that is gone",
+            killed.display()
+        )),
+        "{log}"
+    );
+
+    // Where no instance can be made (here tracefs read only in a mount
+    // namespace of the daemon's own, as the unit's ProtectKernelTunables
+    // makes it), the status says why in one line and counts the rest.
+    if have("unshare") {
+        let ro = "mount -o remount,bind,ro /sys/kernel/tracing && exec \"$0\" \"$@\"";
+        let daemon = Daemon::start(&fx, &cfg, &["unshare", "-m", "sh", "-c", ro]);
+        made.0.push(instance(daemon.pid()));
+        let m = &daemon.status()["machine_reclaim"];
+        let why = m["why_untraced"].as_str().unwrap();
+        assert!(
+            why.starts_with("cannot make the trace instance")
+                && why.contains("Read-only file system"),
+            "{m}"
+        );
+        assert!(
+            m["kswapd_wakes"].is_null() && m["trace_instance"].is_null(),
+            "{m}"
+        );
+        assert!(m["counters"]
+            .as_object()
+            .is_some_and(|c| c.contains_key("pgsteal_kswapd")));
+        let log = daemon.stop();
+        assert!(
+            log.contains("kswapd wakes by order: not counted: cannot make the trace instance"),
+            "{log}"
+        );
+    } else {
+        skip(
+            name,
+            "no unshare (util-linux): the read-only tracefs is not checked",
+        );
+    }
+    for d in &made.0 {
+        assert!(!d.exists(), "{} left", d.display());
+    }
 }

@@ -6,10 +6,13 @@
 //! status socket and logs.
 
 mod config;
+mod reclaim;
 mod status;
+mod tracefs;
 
 use anyhow::{Context, Result};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use std::collections::HashMap;
 use std::io::Read;
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
@@ -18,7 +21,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use ubio::follow::policy::Policy;
+use ubio::follow::policy::{Policy, Status};
 use ubio::follow::scope::{ProcessFacts, ProcessVerdict};
 
 const DEFAULT_CONFIG: &str = "/etc/ubio/policy.toml";
@@ -41,6 +44,21 @@ engine of `ubio run`. It never reads or writes the files' data. Reads and writes
 through mmap raise no event and move no position: what they bring in stays cached
 until the file is closed, then it is written back and dropped. Readers that use pread
 alone are followed from the pages they leave, as one-call copies are.";
+
+/// `ubio policy status --help`: what the machine's reclaim part says.
+const ABOUT_STATUS: &str = "\
+Examples:
+  ubio policy status
+  ubio policy status --json
+
+Besides the daemon's own figures, the status shows the machine's reclaim since the
+daemon started: pages kswapd and direct reclaim scanned and reclaimed, direct reclaim
+and compaction stalls (/proc/vmstat), and kswapd's wakes by the order asked, counted in
+a trace instance of the daemon's own (or one line saying why they are not counted).
+When kswapd reclaims while every zone's free memory is above its high watermark and
+most of its wakes are for high-order allocations (such as a program's 2 MiB readahead
+folios), the log says so once per episode, at most once a minute. The daemon does not
+stop that reclaim and does not ask for compaction.";
 
 /// `ubio policy check --help`: the configuration's format.
 const CONFIG_FORMAT: &str = "\
@@ -101,8 +119,11 @@ enum Sub {
         after_long_help = CONFIG_FORMAT
     )]
     Check(CheckArgs),
-    /// Ask the running daemon for its figures
-    #[command(after_help = "Examples:\n  ubio policy status\n  ubio policy status --json")]
+    /// Ask the running daemon for its figures, and the machine's reclaim since it started
+    #[command(
+        after_help = "Examples:\n  ubio policy status\n  ubio policy status --json",
+        after_long_help = ABOUT_STATUS
+    )]
     Status(StatusArgs),
 }
 
@@ -162,9 +183,20 @@ fn daemon(path: &Path) -> Result<ExitCode> {
         log::debug!("cannot raise the daemon's priority: {e}");
     }
     let mut policy = Policy::start(cfg.scopes.clone(), cfg.options)?;
+    let mut windows = scope_windows(&cfg.scopes);
+    // Its trace instance is removed when it is dropped: at the end of this
+    // function, whether the loop ends by a signal or by an error.
+    let mut notes = Vec::new();
+    let mut machine = reclaim::Machine::start(&mut notes);
     let (wake, waker) = UnixStream::pair()?;
     wake.set_nonblocking(true)?;
-    let shared = status::Shared::new(policy.status(), waker.try_clone()?);
+    let shared = status::Shared::new(
+        status::DaemonStatus {
+            engine: policy.status(),
+            machine_reclaim: machine.figures(),
+        },
+        waker.try_clone()?,
+    );
     let _server = status::serve(&cfg.socket, Arc::clone(&shared))?;
     log(&format!(
         "started with {} (scopes: {}); status at {}",
@@ -172,7 +204,7 @@ fn daemon(path: &Path) -> Result<ExitCode> {
         scope_names(&cfg.scopes),
         cfg.socket.display()
     ));
-    for n in policy.take_notices() {
+    for n in policy.take_notices().into_iter().chain(notes) {
         log(&n);
     }
     let (hup, term) = signals(&waker)?;
@@ -183,8 +215,19 @@ fn daemon(path: &Path) -> Result<ExitCode> {
         for n in policy.take_notices() {
             log(&n);
         }
+        if let Some(line) = machine.tick(|| streams(&policy.status(), &windows)) {
+            log(&line);
+        }
+        let wait = wait.min(machine.due_in());
         if shared.wanted() {
-            shared.publish(policy.status());
+            let engine = policy.status();
+            if let Some(line) = machine.look(|| streams(&engine, &windows)) {
+                log(&line);
+            }
+            shared.publish(status::DaemonStatus {
+                engine,
+                machine_reclaim: machine.figures(),
+            });
         }
         let fds: Vec<_> = std::iter::once(wake.as_fd()).chain(policy.fd()).collect();
         let ready = ubio::sys::poll_readable_any(&fds, wait)?;
@@ -209,6 +252,7 @@ fn daemon(path: &Path) -> Result<ExitCode> {
                     "reload refused, the running configuration stays: {e}"
                 )),
                 Ok(new) => {
+                    windows = scope_windows(&new.scopes);
                     log(&format!(
                         "reloaded {} (scopes: {})",
                         path.display(),
@@ -231,11 +275,43 @@ fn daemon(path: &Path) -> Result<ExitCode> {
     for n in policy.take_notices() {
         log(&n);
     }
+    if let Some(line) = machine.look(|| streams(&last, &windows)) {
+        log(&line);
+    }
+    let last = status::DaemonStatus {
+        engine: last,
+        machine_reclaim: machine.figures(),
+    };
     log("exiting; the figures:");
     for line in status::render(&last).lines() {
         log(line);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Each scope's window (dirty + writeback per file), by name.
+fn scope_windows(scopes: &ubio::follow::scope::Scopes) -> HashMap<String, u64> {
+    scopes
+        .scopes
+        .iter()
+        .map(|s| (s.name.clone(), s.window))
+        .collect()
+}
+
+/// The managed files' own cache now, from the engine's figures.
+fn streams(s: &Status, windows: &HashMap<String, u64>) -> reclaim::Streams {
+    let mut out = reclaim::Streams {
+        files: s.files.len(),
+        ..reclaim::Streams::default()
+    };
+    for f in &s.files {
+        out.own_cached += f.own_cached_bytes;
+        if f.own_cached_bytes >= out.largest {
+            out.largest = f.own_cached_bytes;
+            out.largest_window = windows.get(&f.scope).copied().unwrap_or(0);
+        }
+    }
+    out
 }
 
 /// "backup, builds": the scopes' names for the log.

@@ -8,7 +8,9 @@
 //! delays nobody: it asks the engine's loop for fresh figures (waking it)
 //! and answers with them, so an answer is never older than its question.
 
+use super::reclaim::MachineReclaim;
 use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsFd;
@@ -21,6 +23,35 @@ use std::time::Duration;
 use ubio::follow::policy::Status;
 use ubio::size::human;
 
+/// What the socket answers: the engine's figures and the machine's reclaim
+/// since the daemon started.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DaemonStatus {
+    #[serde(flatten)]
+    pub engine: Status,
+    pub machine_reclaim: MachineReclaim,
+}
+
+impl DaemonStatus {
+    /// What a reader with `uid`/`gid` may see ([`Status::for_reader`]);
+    /// /proc/vmstat's counters are anyone's to read, kswapd's traced
+    /// wakes root's only.
+    pub fn for_reader(&self, uid: u32, gid: u32) -> DaemonStatus {
+        let mut m = self.machine_reclaim.clone();
+        if uid != 0 {
+            m.kswapd_wakes = None;
+            m.kswapd_wakes_high_order = None;
+            m.trace_instance = None;
+            m.trace_lost = 0;
+            m.why_untraced = Some("kswapd's traced wakes are shown to root only".into());
+        }
+        DaemonStatus {
+            engine: self.engine.for_reader(uid, gid),
+            machine_reclaim: m,
+        }
+    }
+}
+
 /// What a client sends.
 const REQUEST: &str = "status";
 /// How long a client may take to ask or to read the answer.
@@ -29,7 +60,7 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
 /// The figures, renewed by the engine's loop when the socket's thread asks.
 pub struct Shared {
     /// (generation, figures).
-    state: Mutex<(u64, Status)>,
+    state: Mutex<(u64, DaemonStatus)>,
     renewed: Condvar,
     wanted: AtomicBool,
     /// Wakes the engine's loop (it polls the other end).
@@ -37,7 +68,7 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(first: Status, wake: UnixStream) -> Arc<Shared> {
+    pub fn new(first: DaemonStatus, wake: UnixStream) -> Arc<Shared> {
         Arc::new(Shared {
             state: Mutex::new((0, first)),
             renewed: Condvar::new(),
@@ -51,7 +82,7 @@ impl Shared {
         self.wanted.swap(false, Ordering::SeqCst)
     }
 
-    pub fn publish(&self, s: Status) {
+    pub fn publish(&self, s: DaemonStatus) {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         *st = (st.0 + 1, s);
         self.renewed.notify_all();
@@ -59,7 +90,7 @@ impl Shared {
 
     /// Figures made after this call (or, if the loop does not answer within
     /// a second, the latest ones).
-    fn fresh(&self) -> Status {
+    fn fresh(&self) -> DaemonStatus {
         let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let asked = st.0;
         self.wanted.store(true, Ordering::SeqCst);
@@ -152,7 +183,7 @@ fn answer(conn: UnixStream, shared: &Shared) -> Result<()> {
 }
 
 /// Ask the daemon listening at `path`.
-pub fn ask(path: &Path) -> Result<Status> {
+pub fn ask(path: &Path) -> Result<DaemonStatus> {
     let conn = UnixStream::connect(path).with_context(|| {
         format!(
             "no ubio policy daemon answers at {} (is it running?)",
@@ -172,7 +203,8 @@ pub fn ask(path: &Path) -> Result<Status> {
 }
 
 /// The figures as lines of text (status, and the log at exit).
-pub fn render(s: &Status) -> String {
+pub fn render(d: &DaemonStatus) -> String {
+    let s = &d.engine;
     let mut out = String::new();
     let cpu = s.cpu_user_s + s.cpu_system_s;
     let _ = write!(
@@ -238,7 +270,7 @@ pub fn render(s: &Status) -> String {
             let t = &l.figures;
             let _ = writeln!(
                 out,
-                "  {} ({}, uid {}): read {}, written {}, pages dropped {}, kept {}, dirty peak {}",
+                "  {} ({}, uid {}): read {}, written {}, pages dropped {}, kept {}, dirty peak {}, own pages cached {}",
                 l.path.display(),
                 l.scope,
                 l.owner.uids[0],
@@ -246,9 +278,90 @@ pub fn render(s: &Status) -> String {
                 human(t.bytes_written),
                 t.pages_dropped,
                 t.pages_kept,
-                human(t.dirty_peak_bytes)
+                human(t.dirty_peak_bytes),
+                human(l.own_cached_bytes)
             );
         }
     }
+    render_reclaim(&mut out, &d.machine_reclaim);
     out
+}
+
+/// "machine reclaim since start": the counters this kernel has, kswapd's
+/// wakes by order (or why they are not counted), the episodes.
+fn render_reclaim(out: &mut String, m: &MachineReclaim) {
+    let c = |k: &str| m.counters.get(k).copied();
+    let _ = write!(
+        out,
+        "machine reclaim since start ({:.0} s), pages:",
+        m.since_s
+    );
+    if let Some(why) = &m.unreadable {
+        let _ = write!(out, " not counted ({why})");
+    }
+    for (who, scan, steal) in [
+        ("kswapd", "pgscan_kswapd", "pgsteal_kswapd"),
+        ("direct reclaim", "pgscan_direct", "pgsteal_direct"),
+    ] {
+        if let (Some(a), Some(b)) = (c(scan), c(steal)) {
+            let _ = write!(out, " {who} scanned {a}, reclaimed {b};");
+        }
+    }
+    let stalls: Vec<String> = m
+        .counters
+        .iter()
+        .filter_map(|(k, v)| Some(format!("{} {v}", k.strip_prefix("allocstall_")?)))
+        .collect();
+    if !stalls.is_empty() {
+        let _ = write!(
+            out,
+            " direct reclaim stalls by zone: {};",
+            stalls.join(", ")
+        );
+    }
+    if let (Some(st), Some(f), Some(ok)) =
+        (c("compact_stall"), c("compact_fail"), c("compact_success"))
+    {
+        let _ = write!(
+            out,
+            " direct compaction stalls {st} (failed {f}, succeeded {ok})"
+        );
+    }
+    out.push('\n');
+    match (&m.kswapd_wakes, &m.why_untraced) {
+        (Some(w), _) => {
+            let by: Vec<String> = w.iter().map(|(o, n)| format!("{o}: {n}")).collect();
+            let _ = write!(
+                out,
+                "kswapd wakes by order: {}; of order {} or more: {}",
+                if by.is_empty() {
+                    "none".into()
+                } else {
+                    by.join(", ")
+                },
+                super::reclaim::HIGH_ORDER,
+                m.kswapd_wakes_high_order.unwrap_or(0)
+            );
+            if let Some(i) = &m.trace_instance {
+                let _ = write!(out, " (trace instance {i}");
+                if m.trace_lost > 0 {
+                    let _ = write!(out, ", {} events lost", m.trace_lost);
+                }
+                out.push(')');
+            }
+            out.push('\n');
+        }
+        (None, Some(why)) => {
+            let _ = writeln!(out, "kswapd wakes by order: not counted: {why}");
+        }
+        (None, None) => {}
+    }
+    let _ = writeln!(
+        out,
+        "episodes of kswapd reclaiming above every zone's high watermark: {} ({} pages)",
+        m.episodes, m.episode_pages_stolen
+    );
+    if let Some(l) = &m.last_said {
+        let _ = writeln!(out, "last said: {l}");
+    }
 }

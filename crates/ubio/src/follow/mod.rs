@@ -298,6 +298,10 @@ pub struct FileReport {
     /// The most dirty + writeback bytes seen at a look (sampled only with
     /// [`FollowOptions::sample_dirty`]).
     pub dirty_peak: u64,
+    /// Bytes of the streams' own pages cached now (one cachestat per range
+    /// they brought in): in [`Follower::live`]'s reports only, 0 in those of
+    /// finished files.
+    pub own_cached: u64,
 }
 
 /// Totals of the engine's work.
@@ -413,7 +417,10 @@ impl Follower {
         self.files
             .values()
             .chain(self.retiring.values().map(|r| &r.f))
-            .map(Followed::report)
+            .map(|f| FileReport {
+                own_cached: f.left_behind() * sys::page_size(),
+                ..f.report()
+            })
             .collect()
     }
 
@@ -1071,6 +1078,7 @@ impl Followed {
             residency_unknown: blind,
             tag: self.tag,
             dirty_peak: self.dirty_peak,
+            own_cached: 0,
         }
     }
 }

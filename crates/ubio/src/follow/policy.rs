@@ -117,6 +117,9 @@ pub struct LiveFile {
     pub scope: String,
     pub owner: Owner,
     pub figures: Totals,
+    /// Bytes of the streams' own pages cached now.
+    #[serde(default)]
+    pub own_cached_bytes: u64,
 }
 
 /// Figures of one scope's owner: finished files and files managed now.
@@ -636,6 +639,7 @@ impl Policy {
                     scope,
                     owner,
                     figures,
+                    own_cached_bytes: r.own_cached,
                 })
             })
             .collect();
@@ -767,6 +771,7 @@ mod tests {
                     gids: [1000; 3],
                 },
                 figures: t(1),
+                own_cached_bytes: 0,
             }],
             restricted: false,
         };
