@@ -160,6 +160,39 @@ fn holes_are_kept_and_a_trailing_hole_counts() {
     );
 }
 
+/// The destination ends where the source does: one opened without
+/// truncation and longer than the source is cut to the source's length
+/// (the copy truncates only where the length differs: see `copy`).
+#[test]
+fn a_longer_destination_ends_where_the_source_does() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let src = dir.path().join("short");
+    std::fs::write(&src, [3u8; 5000]).unwrap();
+    let dst = dir.path().join("long");
+    std::fs::write(&dst, [9u8; 3 * 4096]).unwrap();
+    for backend in [
+        BackendKind::Auto,
+        BackendKind::Buffered,
+        BackendKind::Direct,
+    ] {
+        let input = ubio::OpenOptions::new()
+            .read(true)
+            .backend(backend)
+            .open(&src)
+            .unwrap();
+        let output = ubio::OpenOptions::new()
+            .write(true)
+            .backend(backend)
+            .open(&dst)
+            .unwrap();
+        let copied = ubio::copy::copy(&input, &output, &streamed(), &mut |_| {}).unwrap();
+        output.close().unwrap();
+        assert_eq!(copied.bytes, 5000, "{backend:?}");
+        assert_eq!(std::fs::read(&dst).unwrap(), [3u8; 5000], "{backend:?}");
+        std::fs::write(&dst, [9u8; 3 * 4096]).unwrap();
+    }
+}
+
 /// A read error in the reader thread (reading /proc/self/mem at address 0
 /// fails with EIO) ends the copy with that error, naming the file; nothing
 /// is complete.

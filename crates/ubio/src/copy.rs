@@ -253,11 +253,22 @@ pub fn copy(
         None => pipeline(src, dst, opts, plan, true, progress)?,
     };
     let bytes = piped.end;
-    // The destination ends where the reading ended (a trailing hole counts).
+    // The destination ends where the reading ended (a trailing hole counts),
+    // truncated only where its length is not that already, as GNU cp does:
+    // on ext4 even a truncate to the same size journals the size at once
+    // (ext4_setattr calls ext4_truncate, which sets i_disksize to i_size),
+    // before delayed allocation has placed the data, so a power cut could
+    // leave the copy at its full size over a hole (the 6.1 guest's power
+    // cuts saw it).
     progress(bytes - piped.written_end);
-    dst.get_ref()
-        .set_len(bytes)
-        .map_err(|e| fail(context(e, "truncate", dst.path()), piped.written_end))?;
+    let len = (dst.get_ref().metadata())
+        .map_err(|e| fail(context(e, "stat", dst.path()), piped.written_end))?
+        .len();
+    if len != bytes {
+        dst.get_ref()
+            .set_len(bytes)
+            .map_err(|e| fail(context(e, "truncate", dst.path()), piped.written_end))?;
+    }
     let after = src
         .get_ref()
         .metadata()
