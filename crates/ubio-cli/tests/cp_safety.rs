@@ -14,7 +14,7 @@
 //! that a link would replace stays when the link cannot be made.
 
 mod common;
-use common::gnu::{assert_all_as_gnu, assert_as_gnu_but, Case, Known};
+use common::gnu::{assert_all_as_gnu, assert_as_gnu_but, assert_as_gnu_in, Case, Known};
 use common::{root_or_skip, workdir, Tmpfs, UBIO};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -520,4 +520,114 @@ fn a_symlink_that_cannot_be_made_leaves_the_destination() {
         );
         assert_names(&dirs[2 * n + 1], &["b", "b2"]);
     }
+}
+
+/// A symlink followed (-L in the tree, -H or -L on the command line) to a
+/// file or directory this same command makes: GNU's cp copies one file
+/// after the other, so it finds what the walk made before the symlink
+/// complete and copies all of it, and what comes after it missing
+/// ("cannot stat"). ubio copies on workers: the walk waits for the copy in
+/// flight that makes what the symlink leads to (by its place, or the
+/// directory with copies in flight below it), never reading it half
+/// written nor calling it missing. On a tmpfs of its own, where inodes are
+/// numbered in the order they are made: GNU walks a directory in inode
+/// order, ubio by name, and each setup makes its names in name order.
+#[test]
+fn a_followed_symlink_to_a_copy_in_flight_as_gnu() {
+    if !root_or_skip("a_followed_symlink_to_a_copy_in_flight_as_gnu") {
+        return;
+    }
+    let dir = workdir();
+    let fs = Tmpfs::sized(&dir.path().join("fs"), "1g");
+    // 32 MiB first, so that the walk meets its copy (the build before
+    // called the symlink missing, or read the copy half made).
+    let big = "head -c 32M /dev/zero | tr '\\0' A";
+    let setups = [
+        // The symlink after its target, before it, in a subdirectory, a
+        // chain, and a chain through a symlink in the destination.
+        format!("mkdir s; {big} > s/a; ln -s ../d/a s/l"),
+        format!("mkdir s; ln -s ../d/b s/a; {big} > s/b"),
+        format!("mkdir -p s/a; {big} > s/a/f; ln -s ../d/a/f s/l"),
+        format!("mkdir -p s/a s/b; {big} > s/a/f; ln -s ../../d/a/f s/b/l"),
+        format!("mkdir s; {big} > s/a; ln -s ../d/a s/b; ln -s b s/c"),
+        format!("mkdir -p s d/s; ln -s a d/s/m; {big} > s/a; ln -s ../d/s/m s/b"),
+        // A symlink to a directory that the walk made, its copies in
+        // flight, and one to a directory not made yet.
+        format!("mkdir -p s/a; {big} > s/a/f; echo g > s/a/g; ln -s ../d/a s/b"),
+        format!("mkdir -p s/a/x; {big} > s/a/x/f; ln -s ../d/a s/b"),
+        format!("mkdir s; ln -s ../d/b s/a; mkdir s/b; {big} > s/b/f"),
+    ];
+    let mut cases: Vec<Case> = Vec::new();
+    for setup in &setups {
+        cases.push((setup, vec!["-rL", "s", "d"], vec![]));
+    }
+    // The directory's mode and times with -p: set once its copies are in.
+    cases.push((&setups[6], vec!["-rLp", "s", "d"], vec![]));
+    cases.push((&setups[7], vec!["-rLp", "s", "d"], vec![]));
+    // --parents; the symlink on the command line (-H, -L).
+    let parents = format!("mkdir s d; {big} > s/a; ln -s ../d/s/a s/l");
+    cases.push((&parents, vec!["-rL", "--parents", "s", "d"], vec![]));
+    let on_line = format!("mkdir s d; {big} > s/a; ln -s d/s/a l; ln -s d/s m");
+    cases.push((&on_line, vec!["-rH", "s", "l", "d"], vec![]));
+    cases.push((&on_line, vec!["-rL", "s", "m", "d"], vec![]));
+    assert_as_gnu_in(fs.path(), &cases, &[]);
+}
+
+/// The same met for certain: the walk stops at -i's question about d/s/b
+/// until the copy of s/a has begun, then comes to s/l, which leads to
+/// that copy. ubio reads it once it is complete (the build before read it
+/// half made: "file changed as we read it", or a short copy).
+#[test]
+fn a_followed_symlink_reads_a_copy_in_flight_whole() {
+    use std::io::{Read, Write};
+    let dir = workdir();
+    let root = dir.path();
+    for d in ["s", "d/s"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    let a = common::data(64 << 20, 7);
+    std::fs::write(root.join("s/a"), &a).unwrap();
+    std::fs::write(root.join("s/b"), b"b\n").unwrap();
+    std::os::unix::fs::symlink("../d/s/a", root.join("s/l")).unwrap();
+    std::fs::write(root.join("d/s/b"), b"old\n").unwrap();
+    let mut child = Command::new(UBIO)
+        .args(["cp", "-i", "-rL", "s", "d"])
+        .env("LC_ALL", "C")
+        .current_dir(root)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let mut asked = Vec::new();
+    while !asked.ends_with(b"? ") {
+        let mut byte = [0u8];
+        assert_eq!(err.read(&mut byte).unwrap(), 1, "no question: {asked:?}");
+        asked.push(byte[0]);
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&asked),
+        "ubio cp: overwrite 'd/s/b'? "
+    );
+    // The copy of s/a has begun (it is not done: 64 MiB).
+    let copy = root.join("d/s/a");
+    let start = std::time::Instant::now();
+    while copy.metadata().map_or(true, |m| m.len() == 0) {
+        assert!(start.elapsed().as_secs() < 60, "d/s/a never began");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"n\n").unwrap();
+    drop(stdin);
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!((status.code(), rest.as_str()), (Some(0), ""));
+    assert!(
+        std::fs::read(root.join("d/s/l")).unwrap() == a,
+        "d/s/l is not s/a"
+    );
+    assert!(std::fs::read(&copy).unwrap() == a, "d/s/a is not s/a");
+    assert_eq!(std::fs::read(root.join("d/s/b")).unwrap(), b"old\n");
 }
