@@ -213,12 +213,10 @@ fn refusals_that_protect_data() {
             vec!["-b", "a", "b"],
             vec![],
         ),
-        // A directory into itself, and through a cycle of symlinks. (What
-        // is copied before the copy meets itself depends on inode order,
-        // which differs between the two directories: one entry only.)
+        // A directory into itself (more in a_directory_into_itself_as_gnu),
+        // and through a cycle of symlinks.
         ("mkdir a", vec!["-r", "a", "a/b"], vec![]),
         ("mkdir -p a; echo 1 > a/f", vec!["-r", "a", "a/x/y"], vec![]),
-        ("mkdir -p a; echo 1 > a/f", vec!["-r", "a", "a"], vec![]),
         (
             "mkdir -p a/b; ln -s .. a/b/up",
             vec!["-rL", "a", "c"],
@@ -346,8 +344,6 @@ fn refusals_that_protect_data() {
     let known: &[Known] = &[
         ("echo 1 > foo; ln -s foo s2; ln -s s2 s1", "-b s1 s2", "backups: the backup made before a failed copy is not put back (left as NAME~; nothing is lost)"),
         ("echo 1 > c; ln -s c b; ln -s b a", "-b a b", "backups: the backup made before a failed copy is not put back (left as NAME~; nothing is lost)"),
-        ("mkdir a", "-r a a/b", "a directory into itself: refused as GNU, but GNU first makes the first level (ubio copies nothing)"),
-        ("mkdir -p a; echo 1 > a/f", "-r a a", "a directory into itself: refused as GNU, but GNU first makes the first level (ubio copies nothing)"),
         ("mkdir d; echo 1 > a", "--backup=numbered --preserve=links a a d", "backups: the backup made before a failed copy is not put back (left as NAME~; nothing is lost)"),
         // ubio's choice, not a gap: -u kept t/s/f, a name of the source s/o;
         // GNU links t/s/g (a copy of s/f) to it, so the copy holds s/o's
@@ -355,6 +351,19 @@ fn refusals_that_protect_data() {
         ("mkdir s t; echo 1 > s/f; ln s/f s/g; echo 2 > s/o; mkdir t/s; ln s/o t/s/f; touch -d '+1 hour' s/o", "-au s t", "safety: no link to a destination -u kept that is a name of a source (GNU links the copy to it: it then holds that source's data)"),
     ];
     assert_as_gnu_but(&cases, known);
+}
+
+/// A filesystem where inodes are numbered in the order they are made (a
+/// tmpfs of its own, of `size`), for cases whose outcome depends on the
+/// walk's order: GNU's cp takes a directory's names in inode order, ubio's
+/// in name order, so a setup that makes its names in name order is walked
+/// alike by both. None (a skip) without root.
+fn in_made_order(test: &str, size: &str) -> Option<(Tmpfs, tempfile::TempDir)> {
+    if !root_or_skip(test) {
+        return None;
+    }
+    let dir = workdir();
+    Some((Tmpfs::sized(&dir.path().join("fs"), size), dir))
 }
 
 /// What `cp ARGS` did in `dir` (GNU's cp, or ubio as cp): exit status,
@@ -529,16 +538,13 @@ fn a_symlink_that_cannot_be_made_leaves_the_destination() {
 /// ("cannot stat"). ubio copies on workers: the walk waits for the copy in
 /// flight that makes what the symlink leads to (by its place, or the
 /// directory with copies in flight below it), never reading it half
-/// written nor calling it missing. On a tmpfs of its own, where inodes are
-/// numbered in the order they are made: GNU walks a directory in inode
-/// order, ubio by name, and each setup makes its names in name order.
+/// written nor calling it missing (see `in_made_order`).
 #[test]
 fn a_followed_symlink_to_a_copy_in_flight_as_gnu() {
-    if !root_or_skip("a_followed_symlink_to_a_copy_in_flight_as_gnu") {
+    let Some((fs, _dir)) = in_made_order("a_followed_symlink_to_a_copy_in_flight_as_gnu", "1g")
+    else {
         return;
-    }
-    let dir = workdir();
-    let fs = Tmpfs::sized(&dir.path().join("fs"), "1g");
+    };
     // 32 MiB first, so that the walk meets its copy (the build before
     // called the symlink missing, or read the copy half made).
     let big = "head -c 32M /dev/zero | tr '\\0' A";
@@ -630,4 +636,34 @@ fn a_followed_symlink_reads_a_copy_in_flight_whole() {
     );
     assert!(std::fs::read(&copy).unwrap() == a, "d/s/a is not s/a");
     assert_eq!(std::fs::read(root.join("d/s/b")).unwrap(), b"old\n");
+}
+
+/// A directory copied into itself: GNU's cp makes the copy, copies into it
+/// what its walk takes before it meets the copy as a source, then says so
+/// and stops (the directories made get their metadata). What comes before
+/// depends on the walk's order (see `in_made_order`; the copy is made
+/// last).
+#[test]
+fn a_directory_into_itself_as_gnu() {
+    let Some((fs, _dir)) = in_made_order("a_directory_into_itself_as_gnu", "16m") else {
+        return;
+    };
+    let cases: Vec<Case> = vec![
+        ("mkdir d; echo f > d/f", vec!["-r", "d", "d/sub"], vec![]),
+        ("mkdir d; echo f > d/f", vec!["-rv", "d", "d/sub"], vec![]),
+        (
+            "mkdir d; echo f > d/f; chmod 750 d",
+            vec!["-rp", "d", "d/sub"],
+            vec![],
+        ),
+        // Into an existing d/a: the copy is d/a/d, met below d/a.
+        ("mkdir -p d/a; echo z > d/z", vec!["-r", "d", "d/a"], vec![]),
+        ("mkdir -p a; echo 1 > a/f", vec!["-r", "a", "a"], vec![]),
+    ];
+    let known: &[Known] = &[(
+        "mkdir -p a; echo 1 > a/f",
+        "-r a a",
+        "walk order: GNU takes a's names in inode order (f, then the a/a it made), ubio by name (a/a first): GNU copies f into a/a before it stops, ubio nothing",
+    )];
+    assert_as_gnu_in(fs.path(), &cases, known);
 }

@@ -229,6 +229,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         made: HashSet::new(),
         track_made: false,
         dirs: Vec::new(),
+        own: OwnCopy::default(),
         links,
     };
     let start = Instant::now();
@@ -278,11 +279,20 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 // with `b -> d/f`; `-L` and a symlink in the tree) may be
                 // what a copy in flight makes: the walk asks the copier
                 // (tree::Settle).
+                copier.own = OwnCopy {
+                    src: src.clone(),
+                    dst: target.clone(),
+                    first_dir: None,
+                    met: false,
+                };
                 let mut walker = tree::walk(src, &target, &opts.walk, &mut copier);
                 while let Some(item) = walker.next_settled(&mut copier) {
                     match item {
                         tree::Item::Step(step) => copier.step(&step),
                         tree::Item::Problem(p) => copier.fail(p.0),
+                    }
+                    if std::mem::take(&mut copier.own.met) {
+                        walker.stop();
                     }
                 }
             }
@@ -421,8 +431,24 @@ struct Copier {
     /// give the places of the files created in them without a stat each,
     /// and the files of one this copy made are new destinations (`Go::New`).
     dirs: Vec<DstDir>,
+    /// The source being walked and its copy (see `OwnCopy`).
+    own: OwnCopy,
     /// --preserve=links: the copies later names of a file link to.
     links: links::Links,
+}
+
+/// A source named on the command line, where it goes, and the first
+/// directory its walk made: a walk that meets that directory as a source
+/// (`cp -r d d/sub`) is copying into itself. As GNU's cp, the copy has
+/// then made it and copied into it what the walk took before it; it stops
+/// there, with GNU's message naming the source and its destination.
+#[derive(Default)]
+struct OwnCopy {
+    src: PathBuf,
+    dst: PathBuf,
+    first_dir: Option<links::Id>,
+    /// The walk met it: go no further.
+    met: bool,
 }
 
 /// A destination directory the walk is in (see `Copier::dirs`).
@@ -1106,6 +1132,14 @@ impl Copier {
     }
 
     fn dir_start(&mut self, step: &Step) -> Result<(), String> {
+        if !step.parent && self.own.first_dir == Some(links::id(&step.meta)) {
+            self.own.met = true;
+            return Err(format!(
+                "cannot copy a directory, {}, into itself, {}",
+                msg::quote(&self.own.src),
+                msg::quote(&self.own.dst)
+            ));
+        }
         let mode = step.meta.mode() & 0o7777;
         match step.dst.symlink_metadata() {
             Ok(m) if m.is_dir() => {
@@ -1153,6 +1187,7 @@ impl Copier {
                 .dst
                 .symlink_metadata()
                 .map_err(|e| msg::on("stat", &step.dst, &e))?;
+            self.own.first_dir.get_or_insert(links::id(&made));
             self.dirs.push(DstDir::of(step, &made, true));
         }
         self.say_copied(step, None);

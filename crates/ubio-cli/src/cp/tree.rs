@@ -112,25 +112,12 @@ pub fn walk<'w>(src: &Path, dst: &Path, w: &'w Walk, settle: &mut impl Settle) -
             return walker;
         }
     };
-    if meta.is_dir() {
-        if !w.recursive {
-            walker.problem(format!(
-                "-r not specified; omitting directory {}",
-                msg::quote(src)
-            ));
-            return walker;
-        }
-        // GNU's order: overwriting a file with a directory is the error
-        // first, then a directory that cannot be made (its parent missing:
-        // `cp -r a a/x/y` without a/x), then the copy into itself.
-        let onto_file = dst.metadata().is_ok_and(|m| !m.is_dir());
-        let no_parent = (dst.parent())
-            .filter(|p| !p.as_os_str().is_empty())
-            .is_some_and(|p| !p.is_dir());
-        if let Some(inside) = inside_itself(src, dst).filter(|_| !onto_file && !no_parent) {
-            walker.problem(inside);
-            return walker;
-        }
+    if meta.is_dir() && !w.recursive {
+        walker.problem(format!(
+            "-r not specified; omitting directory {}",
+            msg::quote(src)
+        ));
+        return walker;
     }
     walker.root_dev = meta.dev();
     walker.visit(src.to_path_buf(), dst.to_path_buf(), meta, follow, followed);
@@ -179,6 +166,15 @@ impl Iterator for Walker<'_> {
 }
 
 impl Walker<'_> {
+    /// Go no further down: what is left are the ends of the directories
+    /// entered (their metadata), innermost first.
+    pub fn stop(&mut self) {
+        self.ready.clear();
+        for dir in &mut self.stack {
+            dir.names = Some(Names::default());
+        }
+    }
+
     /// The next item, `settle` asked about what is reached through a
     /// symlink (see [`Settle`]).
     pub fn next_settled(&mut self, settle: &mut impl Settle) -> Option<Item> {
@@ -421,35 +417,4 @@ pub fn link_end(path: &Path) -> Option<PathBuf> {
         }
     }
     None
-}
-
-/// `path` with its symlinks resolved, also where it names nothing yet: its
-/// nearest existing ancestor resolved, and the names after it.
-pub fn real_path(path: &Path) -> Option<PathBuf> {
-    let mut existing = path.to_path_buf();
-    let mut rest = Vec::new();
-    loop {
-        if let Ok(r) = existing.canonicalize() {
-            return Some(rest.iter().rev().fold(r, |p: PathBuf, n| p.join(n)));
-        }
-        rest.push(existing.file_name()?.to_owned());
-        existing = match existing.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-    }
-}
-
-/// Copying a directory into itself (or below itself) would never end.
-fn inside_itself(src: &Path, dst: &Path) -> Option<String> {
-    let src_real = src.canonicalize().ok()?;
-    // The destination may not exist yet.
-    let dst_real = real_path(dst)?;
-    dst_real.starts_with(&src_real).then(|| {
-        format!(
-            "cannot copy a directory, {}, into itself, {}",
-            msg::quote(src),
-            msg::quote(dst)
-        )
-    })
 }
