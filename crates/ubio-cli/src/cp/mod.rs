@@ -1132,7 +1132,10 @@ impl Copier {
     }
 
     fn dir_start(&mut self, step: &Step) -> Result<(), String> {
-        if !step.parent && self.own.first_dir == Some(links::id(&step.meta)) {
+        // That directory by its own name, as GNU's (a symlink to it is
+        // followed into it, again and again).
+        let own = |m: &std::fs::Metadata| self.own.first_dir == Some(links::id(m));
+        if !step.parent && own(&step.meta) && step.src.symlink_metadata().is_ok_and(|m| own(&m)) {
             self.own.met = true;
             return Err(format!(
                 "cannot copy a directory, {}, into itself, {}",
