@@ -36,26 +36,6 @@ fn json(out: &Output) -> serde_json::Value {
     })
 }
 
-/// A test of what ubio does not do yet (issue 24): `body`, the test as it
-/// should pass, must still fail, with a message containing `fails_with`.
-/// When it passes this fails (take the gap off: it is closed), and so does
-/// a failure of another kind (a new difference, not the known one).
-fn known_gap(gap: &str, fails_with: &str, body: fn()) {
-    let Err(panic) = std::panic::catch_unwind(body) else {
-        panic!("known gap closed, remove known_gap: {gap}");
-    };
-    let msg = panic
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default();
-    assert!(
-        msg.contains(fails_with),
-        "{gap}: fails otherwise than known (expected {fails_with:?}):\n{msg}"
-    );
-    eprintln!("known gap (issue 24): {gap}");
-}
-
 #[test]
 fn recursive_copy_keeps_the_tree_symlinks_and_fifos() {
     let dir = workdir();
@@ -139,14 +119,6 @@ fn a_directory_without_r_is_omitted() {
 /// Known gap of issue 24 (see known_gap): a directory into itself: refused as GNU, but GNU first makes the new directory and copies into it what comes before it.
 #[test]
 fn a_directory_is_not_copied_into_itself() {
-    known_gap(
-        "a directory into itself: refused as GNU, but GNU first makes the new directory and copies into it what comes before it",
-        "src.join(\"sub\").is_dir()",
-        a_directory_is_not_copied_into_itself_as_gnu,
-    );
-}
-
-fn a_directory_is_not_copied_into_itself_as_gnu() {
     let dir = workdir();
     let src = dir.path().join("d");
     std::fs::create_dir(&src).unwrap();

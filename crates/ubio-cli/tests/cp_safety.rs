@@ -14,7 +14,7 @@
 //! that a link would replace stays when the link cannot be made.
 
 mod common;
-use common::gnu::{assert_all_as_gnu, assert_as_gnu_but, Case, Known};
+use common::gnu::{assert_all_as_gnu, assert_as_gnu_but, assert_as_gnu_in, Case, Known};
 use common::{root_or_skip, workdir, Tmpfs, UBIO};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -213,12 +213,10 @@ fn refusals_that_protect_data() {
             vec!["-b", "a", "b"],
             vec![],
         ),
-        // A directory into itself, and through a cycle of symlinks. (What
-        // is copied before the copy meets itself depends on inode order,
-        // which differs between the two directories: one entry only.)
+        // A directory into itself (more in a_directory_into_itself_as_gnu),
+        // and through a cycle of symlinks.
         ("mkdir a", vec!["-r", "a", "a/b"], vec![]),
         ("mkdir -p a; echo 1 > a/f", vec!["-r", "a", "a/x/y"], vec![]),
-        ("mkdir -p a; echo 1 > a/f", vec!["-r", "a", "a"], vec![]),
         (
             "mkdir -p a/b; ln -s .. a/b/up",
             vec!["-rL", "a", "c"],
@@ -346,8 +344,6 @@ fn refusals_that_protect_data() {
     let known: &[Known] = &[
         ("echo 1 > foo; ln -s foo s2; ln -s s2 s1", "-b s1 s2", "backups: the backup made before a failed copy is not put back (left as NAME~; nothing is lost)"),
         ("echo 1 > c; ln -s c b; ln -s b a", "-b a b", "backups: the backup made before a failed copy is not put back (left as NAME~; nothing is lost)"),
-        ("mkdir a", "-r a a/b", "a directory into itself: refused as GNU, but GNU first makes the first level (ubio copies nothing)"),
-        ("mkdir -p a; echo 1 > a/f", "-r a a", "a directory into itself: refused as GNU, but GNU first makes the first level (ubio copies nothing)"),
         ("mkdir d; echo 1 > a", "--backup=numbered --preserve=links a a d", "backups: the backup made before a failed copy is not put back (left as NAME~; nothing is lost)"),
         // ubio's choice, not a gap: -u kept t/s/f, a name of the source s/o;
         // GNU links t/s/g (a copy of s/f) to it, so the copy holds s/o's
@@ -355,6 +351,19 @@ fn refusals_that_protect_data() {
         ("mkdir s t; echo 1 > s/f; ln s/f s/g; echo 2 > s/o; mkdir t/s; ln s/o t/s/f; touch -d '+1 hour' s/o", "-au s t", "safety: no link to a destination -u kept that is a name of a source (GNU links the copy to it: it then holds that source's data)"),
     ];
     assert_as_gnu_but(&cases, known);
+}
+
+/// A filesystem where inodes are numbered in the order they are made (a
+/// tmpfs of its own, of `size`), for cases whose outcome depends on the
+/// walk's order: GNU's cp takes a directory's names in inode order, ubio's
+/// in name order, so a setup that makes its names in name order is walked
+/// alike by both. None (a skip) without root.
+fn in_made_order(test: &str, size: &str) -> Option<(Tmpfs, tempfile::TempDir)> {
+    if !root_or_skip(test) {
+        return None;
+    }
+    let dir = workdir();
+    Some((Tmpfs::sized(&dir.path().join("fs"), size), dir))
 }
 
 /// What `cp ARGS` did in `dir` (GNU's cp, or ubio as cp): exit status,
@@ -520,4 +529,141 @@ fn a_symlink_that_cannot_be_made_leaves_the_destination() {
         );
         assert_names(&dirs[2 * n + 1], &["b", "b2"]);
     }
+}
+
+/// A symlink followed (-L in the tree, -H or -L on the command line) to a
+/// file or directory this same command makes: GNU's cp copies one file
+/// after the other, so it finds what the walk made before the symlink
+/// complete and copies all of it, and what comes after it missing
+/// ("cannot stat"). ubio copies on workers: the walk waits for the copy in
+/// flight that makes what the symlink leads to (by its place, or the
+/// directory with copies in flight below it), never reading it half
+/// written nor calling it missing (see `in_made_order`).
+#[test]
+fn a_followed_symlink_to_a_copy_in_flight_as_gnu() {
+    let Some((fs, _dir)) = in_made_order("a_followed_symlink_to_a_copy_in_flight_as_gnu", "1g")
+    else {
+        return;
+    };
+    // 32 MiB first, so that the walk meets its copy (the build before
+    // called the symlink missing, or read the copy half made).
+    let big = "head -c 32M /dev/zero | tr '\\0' A";
+    let setups = [
+        // The symlink after its target, before it, in a subdirectory, a
+        // chain, and a chain through a symlink in the destination.
+        format!("mkdir s; {big} > s/a; ln -s ../d/a s/l"),
+        format!("mkdir s; ln -s ../d/b s/a; {big} > s/b"),
+        format!("mkdir -p s/a; {big} > s/a/f; ln -s ../d/a/f s/l"),
+        format!("mkdir -p s/a s/b; {big} > s/a/f; ln -s ../../d/a/f s/b/l"),
+        format!("mkdir s; {big} > s/a; ln -s ../d/a s/b; ln -s b s/c"),
+        format!("mkdir -p s d/s; ln -s a d/s/m; {big} > s/a; ln -s ../d/s/m s/b"),
+        // A symlink to a directory that the walk made, its copies in
+        // flight, and one to a directory not made yet.
+        format!("mkdir -p s/a; {big} > s/a/f; echo g > s/a/g; ln -s ../d/a s/b"),
+        format!("mkdir -p s/a/x; {big} > s/a/x/f; ln -s ../d/a s/b"),
+        format!("mkdir s; ln -s ../d/b s/a; mkdir s/b; {big} > s/b/f"),
+    ];
+    let mut cases: Vec<Case> = Vec::new();
+    for setup in &setups {
+        cases.push((setup, vec!["-rL", "s", "d"], vec![]));
+    }
+    // The directory's mode and times with -p: set once its copies are in.
+    cases.push((&setups[6], vec!["-rLp", "s", "d"], vec![]));
+    cases.push((&setups[7], vec!["-rLp", "s", "d"], vec![]));
+    // --parents; the symlink on the command line (-H, -L).
+    let parents = format!("mkdir s d; {big} > s/a; ln -s ../d/s/a s/l");
+    cases.push((&parents, vec!["-rL", "--parents", "s", "d"], vec![]));
+    let on_line = format!("mkdir s d; {big} > s/a; ln -s d/s/a l; ln -s d/s m");
+    cases.push((&on_line, vec!["-rH", "s", "l", "d"], vec![]));
+    cases.push((&on_line, vec!["-rL", "s", "m", "d"], vec![]));
+    assert_as_gnu_in(fs.path(), &cases, &[]);
+}
+
+/// The same met for certain: the walk stops at -i's question about d/s/b
+/// until the copy of s/a has begun, then comes to s/l, which leads to
+/// that copy. ubio reads it once it is complete (the build before read it
+/// half made: "file changed as we read it", or a short copy).
+#[test]
+fn a_followed_symlink_reads_a_copy_in_flight_whole() {
+    use std::io::{Read, Write};
+    let dir = workdir();
+    let root = dir.path();
+    for d in ["s", "d/s"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    let a = common::data(64 << 20, 7);
+    std::fs::write(root.join("s/a"), &a).unwrap();
+    std::fs::write(root.join("s/b"), b"b\n").unwrap();
+    std::os::unix::fs::symlink("../d/s/a", root.join("s/l")).unwrap();
+    std::fs::write(root.join("d/s/b"), b"old\n").unwrap();
+    let mut child = Command::new(UBIO)
+        .args(["cp", "-i", "-rL", "s", "d"])
+        .env("LC_ALL", "C")
+        .current_dir(root)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let mut asked = Vec::new();
+    while !asked.ends_with(b"? ") {
+        let mut byte = [0u8];
+        assert_eq!(err.read(&mut byte).unwrap(), 1, "no question: {asked:?}");
+        asked.push(byte[0]);
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&asked),
+        "ubio cp: overwrite 'd/s/b'? "
+    );
+    // The copy of s/a has begun (it is not done: 64 MiB).
+    let copy = root.join("d/s/a");
+    let start = std::time::Instant::now();
+    while copy.metadata().map_or(true, |m| m.len() == 0) {
+        assert!(start.elapsed().as_secs() < 60, "d/s/a never began");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"n\n").unwrap();
+    drop(stdin);
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!((status.code(), rest.as_str()), (Some(0), ""));
+    assert!(
+        std::fs::read(root.join("d/s/l")).unwrap() == a,
+        "d/s/l is not s/a"
+    );
+    assert!(std::fs::read(&copy).unwrap() == a, "d/s/a is not s/a");
+    assert_eq!(std::fs::read(root.join("d/s/b")).unwrap(), b"old\n");
+}
+
+/// A directory copied into itself: GNU's cp makes the copy, copies into it
+/// what its walk takes before it meets the copy as a source, then says so
+/// and stops (the directories made get their metadata). What comes before
+/// depends on the walk's order (see `in_made_order`; the copy is made
+/// last).
+#[test]
+fn a_directory_into_itself_as_gnu() {
+    let Some((fs, _dir)) = in_made_order("a_directory_into_itself_as_gnu", "16m") else {
+        return;
+    };
+    let cases: Vec<Case> = vec![
+        ("mkdir d; echo f > d/f", vec!["-r", "d", "d/sub"], vec![]),
+        ("mkdir d; echo f > d/f", vec!["-rv", "d", "d/sub"], vec![]),
+        (
+            "mkdir d; echo f > d/f; chmod 750 d",
+            vec!["-rp", "d", "d/sub"],
+            vec![],
+        ),
+        // Into an existing d/a: the copy is d/a/d, met below d/a.
+        ("mkdir -p d/a; echo z > d/z", vec!["-r", "d", "d/a"], vec![]),
+        ("mkdir -p a; echo 1 > a/f", vec!["-r", "a", "a"], vec![]),
+    ];
+    let known: &[Known] = &[(
+        "mkdir -p a; echo 1 > a/f",
+        "-r a a",
+        "walk order: GNU takes a's names in inode order (f, then the a/a it made), ubio by name (a/a first): GNU copies f into a/a before it stops, ubio nothing",
+    )];
+    assert_as_gnu_in(fs.path(), &cases, known);
 }

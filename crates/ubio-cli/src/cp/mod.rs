@@ -229,6 +229,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         made: HashSet::new(),
         track_made: false,
         dirs: Vec::new(),
+        own: OwnCopy::default(),
         links,
     };
     let start = Instant::now();
@@ -240,8 +241,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
     // --parents: each directory made on the way gets its metadata at the
     // end, after what was copied into it.
     let mut parent_ends: Vec<Step> = Vec::new();
-    // The destination directory, resolved when a source is checked against it.
-    let mut dst_real: Option<Option<PathBuf>> = None;
     let targets: Vec<_> = (t.srcs.iter())
         .map(|s| t.of(s, args.parents, &mut Vec::new(), &mut Vec::new()))
         .collect();
@@ -277,23 +276,23 @@ pub fn run(args: Args) -> Result<ExitCode> {
             }
             _ => {
                 // A source reached through the destination (`cp a/f b d`
-                // with `b -> d/f`) may be what a copy in flight creates:
-                // those land first, so it is read (or found at all) as GNU's
-                // one-after-the-other copy finds it.
-                if copier.pool.as_ref().is_some_and(|p| p.creating()) {
-                    let dst =
-                        dst_real.get_or_insert_with(|| t.dir.as_deref().and_then(tree::real_path));
-                    if dst
-                        .as_ref()
-                        .is_some_and(|d| source_real_path(src).is_some_and(|s| s.starts_with(d)))
-                    {
-                        copier.wait_for_copies();
-                    }
-                }
-                for item in tree::walk(src, &target, &opts.walk) {
+                // with `b -> d/f`; `-L` and a symlink in the tree) may be
+                // what a copy in flight makes: the walk asks the copier
+                // (tree::Settle).
+                copier.own = OwnCopy {
+                    src: src.clone(),
+                    dst: target.clone(),
+                    first_dir: None,
+                    met: false,
+                };
+                let mut walker = tree::walk(src, &target, &opts.walk, &mut copier);
+                while let Some(item) = walker.next_settled(&mut copier) {
                     match item {
                         tree::Item::Step(step) => copier.step(&step),
                         tree::Item::Problem(p) => copier.fail(p.0),
+                    }
+                    if std::mem::take(&mut copier.own.met) {
+                        walker.stop();
                     }
                 }
             }
@@ -352,19 +351,6 @@ fn meeting(targets: &[Option<PathBuf>]) -> Vec<bool> {
     meets
 }
 
-/// Where the source `src` is, symlinks followed (a dangling one too: what
-/// it names may be a copy in flight). None for a loop of symlinks.
-fn source_real_path(src: &Path) -> Option<PathBuf> {
-    let mut path = src.to_path_buf();
-    for _ in 0..40 {
-        match std::fs::read_link(&path) {
-            Ok(to) => path = path.parent().unwrap_or(Path::new("")).join(to),
-            Err(_) => return tree::real_path(&path),
-        }
-    }
-    None
-}
-
 /// Every step of the copy, walked before it (the copy walks as it goes),
 /// for what must be known of the whole first.
 fn prewalk(t: &Targets, args: &Args, opts: &Options, mut each: impl FnMut(&Step)) {
@@ -372,7 +358,7 @@ fn prewalk(t: &Targets, args: &Args, opts: &Options, mut each: impl FnMut(&Step)
         let target = t.of(src, args.parents, &mut Vec::new(), &mut Vec::new());
         for item in target
             .iter()
-            .flat_map(|dst| tree::walk(src, dst, &opts.walk))
+            .flat_map(|dst| tree::walk(src, dst, &opts.walk, &mut ()))
         {
             if let tree::Item::Step(step) = item {
                 each(&step);
@@ -412,8 +398,9 @@ struct Copier {
     pool: Option<pool::Pool>,
     /// The place in the plan of the step being taken.
     seq: usize,
-    /// Directory ends waiting for copies below them (see `settle_dirs`).
-    dir_ends: Vec<Step>,
+    /// Directory ends waiting for copies below them (see `settle_dirs`),
+    /// with the identity of the destination directory where known.
+    dir_ends: Vec<(Step, Option<links::Id>)>,
     verbose: bool,
     progress: Progress,
     /// Each file's copy, for --json=files (`list_files`) only: that list
@@ -444,8 +431,24 @@ struct Copier {
     /// give the places of the files created in them without a stat each,
     /// and the files of one this copy made are new destinations (`Go::New`).
     dirs: Vec<DstDir>,
+    /// The source being walked and its copy (see `OwnCopy`).
+    own: OwnCopy,
     /// --preserve=links: the copies later names of a file link to.
     links: links::Links,
+}
+
+/// A source named on the command line, where it goes, and the first
+/// directory its walk made: a walk that meets that directory as a source
+/// (`cp -r d d/sub`) is copying into itself. As GNU's cp, the copy has
+/// then made it and copied into it what the walk took before it; it stops
+/// there, with GNU's message naming the source and its destination.
+#[derive(Default)]
+struct OwnCopy {
+    src: PathBuf,
+    dst: PathBuf,
+    first_dir: Option<links::Id>,
+    /// The walk met it: go no further.
+    met: bool,
 }
 
 /// A destination directory the walk is in (see `Copier::dirs`).
@@ -463,6 +466,49 @@ impl DstDir {
             id: links::id(meta),
             made,
         }
+    }
+}
+
+/// The walk's questions about a source reached through a symlink: what
+/// this command makes is found as GNU's one-after-the-other copy finds it,
+/// complete, once the copies in flight that make it have landed (`cp -rL
+/// s d` with `s/l -> ../d/a`; `cp a/f b d` with `b -> d/f`). A file is
+/// known by its place (or by its identity where a copy writes into it), a
+/// directory by its identity: files created in it, or its end waiting for
+/// copies below it.
+impl tree::Settle for Copier {
+    fn landing(&self) -> bool {
+        self.pool.as_ref().is_some_and(|p| p.in_flight()) || !self.dir_ends.is_empty()
+    }
+
+    fn file(&mut self, src: &Path, follow: bool, found: Option<&std::fs::Metadata>) -> bool {
+        let Some(pool) = &self.pool else {
+            return false;
+        };
+        let made = || {
+            let end = if follow {
+                tree::link_end(src)
+            } else {
+                Some(src.to_path_buf())
+            };
+            let at = end.as_deref().and_then(pool::place);
+            at.is_some_and(|at| pool.creates(&at))
+        };
+        let busy = found.is_some_and(|m| pool.writes(links::id(m))) || (pool.creating() && made());
+        if busy {
+            self.wait_for_copies();
+        }
+        busy
+    }
+
+    fn dir(&mut self, dir: &std::fs::Metadata) -> bool {
+        let id = links::id(dir);
+        let busy = self.dir_ends.iter().any(|(_, end)| *end == Some(id))
+            || self.pool.as_ref().is_some_and(|p| p.creates_in(id));
+        if busy {
+            self.wait_for_copies();
+        }
+        busy
     }
 }
 
@@ -494,15 +540,17 @@ impl Copier {
             return;
         }
 
-        if matches!(step.kind, Kind::DirEnd) && self.dirs.last().is_some_and(|d| d.path == step.dst)
-        {
+        let ended = (self.dirs.last())
+            .filter(|d| matches!(step.kind, Kind::DirEnd) && d.path == step.dst)
+            .map(|d| d.id);
+        if ended.is_some() {
             self.dirs.pop();
         }
         let result = match step.kind {
             Kind::DirStart => self.dir_start(step),
             // Its metadata last: after every file copied into it.
             Kind::DirEnd if self.pool.as_ref().is_some_and(|p| p.busy_below(&step.dst)) => {
-                self.dir_ends.push(step.clone());
+                self.dir_ends.push((step.clone(), ended));
                 Ok(())
             }
             Kind::DirEnd => self.dir_end(step),
@@ -537,9 +585,9 @@ impl Copier {
     /// plan order (inner before outer), once those copies are in.
     fn settle_dirs(&mut self) {
         let waiting = std::mem::take(&mut self.dir_ends);
-        for step in waiting {
+        for (step, id) in waiting {
             if self.pool.as_ref().is_some_and(|p| p.busy_below(&step.dst)) {
-                self.dir_ends.push(step);
+                self.dir_ends.push((step, id));
             } else if let Err(e) = self.dir_end(&step) {
                 self.fail(e);
             }
@@ -1084,6 +1132,17 @@ impl Copier {
     }
 
     fn dir_start(&mut self, step: &Step) -> Result<(), String> {
+        // That directory by its own name, as GNU's (a symlink to it is
+        // followed into it, again and again).
+        let own = |m: &std::fs::Metadata| self.own.first_dir == Some(links::id(m));
+        if !step.parent && own(&step.meta) && step.src.symlink_metadata().is_ok_and(|m| own(&m)) {
+            self.own.met = true;
+            return Err(format!(
+                "cannot copy a directory, {}, into itself, {}",
+                msg::quote(&self.own.src),
+                msg::quote(&self.own.dst)
+            ));
+        }
         let mode = step.meta.mode() & 0o7777;
         match step.dst.symlink_metadata() {
             Ok(m) if m.is_dir() => {
@@ -1131,6 +1190,7 @@ impl Copier {
                 .dst
                 .symlink_metadata()
                 .map_err(|e| msg::on("stat", &step.dst, &e))?;
+            self.own.first_dir.get_or_insert(links::id(&made));
             self.dirs.push(DstDir::of(step, &made, true));
         }
         self.say_copied(step, None);

@@ -273,6 +273,13 @@ impl Pool {
         !self.creating.is_empty()
     }
 
+    /// Whether a copy in flight creates its destination in the directory
+    /// `dir` (a look at each: asked only of a directory reached through a
+    /// symlink, see `tree::Settle`).
+    pub fn creates_in(&self, dir: Id) -> bool {
+        self.creating.keys().any(|(d, _)| *d == dir)
+    }
+
     /// Whether copies below `dir` are in flight.
     pub fn busy_below(&self, dir: &Path) -> bool {
         self.below.contains_key(dir)

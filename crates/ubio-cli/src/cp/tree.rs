@@ -58,23 +58,53 @@ pub struct Walk {
 /// rest goes on.
 pub struct Problem(pub String);
 
+/// What the walk asks the copy about a source it reached through a symlink
+/// (followed, or on the way of a name given on the command line), before
+/// it takes what it found there: the copy may be making it. GNU's cp,
+/// copying one file after the other, finds what it made before complete;
+/// the copy waits for its copies in flight that make it, and the walk
+/// looks again (see `Copier`'s implementation).
+pub trait Settle {
+    /// Whether copies made by this command may still be landing (without
+    /// any, nothing is asked).
+    fn landing(&self) -> bool;
+    /// `src` (where its symlinks lead, with `follow`), found as `found`:
+    /// wait if a copy in flight makes it or writes it; true if it waited.
+    fn file(&mut self, src: &Path, follow: bool, found: Option<&Metadata>) -> bool;
+    /// The directory `dir`: wait if copies in flight make files in it or
+    /// below it, or its metadata is still to be set; true if it waited.
+    fn dir(&mut self, dir: &Metadata) -> bool;
+}
+
+/// A walk that asks nothing (the walks made before the copy).
+impl Settle for () {
+    fn landing(&self) -> bool {
+        false
+    }
+    fn file(&mut self, _: &Path, _: bool, _: Option<&Metadata>) -> bool {
+        false
+    }
+    fn dir(&mut self, _: &Metadata) -> bool {
+        false
+    }
+}
+
 /// The copy of `src` to `dst`, step by step as it is taken: only the
 /// directories on the way down are held (each one's names), never the
 /// whole tree, so a tree of any size copies in memory bounded by its depth
 /// and its largest directory. Directories need -r; with -r, fifos,
-/// sockets and devices are made anew (mknod), as GNU's cp does.
-pub fn walk<'w>(src: &Path, dst: &Path, w: &'w Walk) -> Walker<'w> {
+/// sockets and devices are made anew (mknod), as GNU's cp does. `settle`
+/// is asked about `src` (see [`Settle`]): a name on the command line may
+/// lead into the destination.
+pub fn walk<'w>(src: &Path, dst: &Path, w: &'w Walk, settle: &mut impl Settle) -> Walker<'w> {
     let mut walker = Walker {
         w,
         root_dev: 0,
         stack: Vec::new(),
         ready: VecDeque::new(),
     };
-    let meta = if w.deref == Deref::Never {
-        src.symlink_metadata()
-    } else {
-        src.metadata()
-    };
+    let follow = w.deref != Deref::Never;
+    let (meta, followed) = walker.stat_settled(src, true, follow, false, settle);
     let meta = match meta {
         Ok(m) => m,
         Err(e) => {
@@ -82,33 +112,15 @@ pub fn walk<'w>(src: &Path, dst: &Path, w: &'w Walk) -> Walker<'w> {
             return walker;
         }
     };
-    if meta.is_dir() {
-        if !w.recursive {
-            walker.problem(format!(
-                "-r not specified; omitting directory {}",
-                msg::quote(src)
-            ));
-            return walker;
-        }
-        // GNU's order: overwriting a file with a directory is the error
-        // first, then a directory that cannot be made (its parent missing:
-        // `cp -r a a/x/y` without a/x), then the copy into itself.
-        let onto_file = dst.metadata().is_ok_and(|m| !m.is_dir());
-        let no_parent = (dst.parent())
-            .filter(|p| !p.as_os_str().is_empty())
-            .is_some_and(|p| !p.is_dir());
-        if let Some(inside) = inside_itself(src, dst).filter(|_| !onto_file && !no_parent) {
-            walker.problem(inside);
-            return walker;
-        }
+    if meta.is_dir() && !w.recursive {
+        walker.problem(format!(
+            "-r not specified; omitting directory {}",
+            msg::quote(src)
+        ));
+        return walker;
     }
     walker.root_dev = meta.dev();
-    walker.visit(
-        src.to_path_buf(),
-        dst.to_path_buf(),
-        meta,
-        w.deref != Deref::Never,
-    );
+    walker.visit(src.to_path_buf(), dst.to_path_buf(), meta, follow, followed);
     walker
 }
 
@@ -136,6 +148,9 @@ pub struct Walker<'w> {
 struct Dir {
     /// Its DirEnd step, given once the names are done.
     end: Step,
+    /// Reached through a symlink (or below one) while copies were landing:
+    /// the directories in it may be the copy's own (see [`Settle::dir`]).
+    followed: bool,
     /// Read when its first entry is wanted: after its copy was made, as
     /// GNU cp reads a directory once it made the copy.
     names: Option<Names>,
@@ -146,14 +161,32 @@ impl Iterator for Walker<'_> {
     type Item = Item;
 
     fn next(&mut self) -> Option<Item> {
+        self.next_settled(&mut ())
+    }
+}
+
+impl Walker<'_> {
+    /// Go no further down: what is left are the ends of the directories
+    /// entered (their metadata), innermost first.
+    pub fn stop(&mut self) {
+        self.ready.clear();
+        for dir in &mut self.stack {
+            dir.names = Some(Names::default());
+        }
+    }
+
+    /// The next item, `settle` asked about what is reached through a
+    /// symlink (see [`Settle`]).
+    pub fn next_settled(&mut self, settle: &mut impl Settle) -> Option<Item> {
         loop {
             if let Some(item) = self.ready.pop_front() {
                 return Some(item);
             }
             let dir = self.stack.last_mut()?;
+            let via = self.w.deref == Deref::Always;
             let names = match &dir.names {
                 Some(names) => names,
-                None => match Names::read(&dir.end.src) {
+                None => match Names::read(&dir.end.src, via) {
                     Ok(names) => dir.names.insert(names),
                     Err(e) => {
                         let problem = msg::on("read directory", &dir.end.src, &e);
@@ -166,23 +199,51 @@ impl Iterator for Walker<'_> {
                 let dir = self.stack.pop().expect("a directory is open");
                 return Some(Item::Step(dir.end));
             };
+            let link = via && names.is_link(dir.next);
             dir.next += 1;
             let (s, d) = (dir.end.src.join(name), dir.end.dst.join(name));
-            let via = self.w.deref == Deref::Always;
-            let m = if via {
-                s.metadata()
-            } else {
-                s.symlink_metadata()
-            };
-            match m {
-                Ok(m) => self.visit(s, d, m, via),
-                Err(e) => self.problem(msg::on("stat", &s, &e)),
+            let in_followed = dir.followed;
+            match self.stat_settled(&s, link, via, in_followed, settle) {
+                (Ok(m), followed) => self.visit(s, d, m, via, followed),
+                (Err(e), _) => self.problem(msg::on("stat", &s, &e)),
             }
         }
     }
-}
 
-impl Walker<'_> {
+    /// Stat `src` (following symlinks with `follow`), `settle` asked first
+    /// where it is reached through a symlink: `named` (a symlink followed,
+    /// or a name given on the command line) or in a directory reached so
+    /// (`in_followed`); it is stat'ed again if `settle` waited. Also
+    /// whether a directory found is followed (see [`Dir::followed`]).
+    fn stat_settled(
+        &self,
+        src: &Path,
+        named: bool,
+        follow: bool,
+        in_followed: bool,
+        settle: &mut impl Settle,
+    ) -> (std::io::Result<Metadata>, bool) {
+        let stat = || {
+            if follow {
+                src.metadata()
+            } else {
+                src.symlink_metadata()
+            }
+        };
+        let found = stat();
+        if !(named || in_followed) || !settle.landing() {
+            return (found, in_followed);
+        }
+        let waited = match &found {
+            Ok(m) if m.is_dir() => settle.dir(m),
+            // A file in a directory reached through a symlink was made
+            // before that directory was asked about.
+            _ if !named => false,
+            found => settle.file(src, follow, found.as_ref().ok()),
+        };
+        (if waited { stat() } else { found }, true)
+    }
+
     fn problem(&mut self, message: String) {
         self.ready.push_back(Item::Problem(Problem(message)));
     }
@@ -198,8 +259,9 @@ impl Walker<'_> {
         }));
     }
 
-    /// What `src` (seen as `meta`) makes: its steps, or a directory entered.
-    fn visit(&mut self, src: PathBuf, dst: PathBuf, meta: Metadata, via: bool) {
+    /// What `src` (seen as `meta`) makes: its steps, or a directory entered
+    /// (`followed`: see [`Dir::followed`]).
+    fn visit(&mut self, src: PathBuf, dst: PathBuf, meta: Metadata, via: bool, followed: bool) {
         let (w, ft) = (self.w, meta.file_type());
         if ft.is_dir() {
             let id = (meta.dev(), meta.ino());
@@ -226,6 +288,7 @@ impl Walker<'_> {
                     parent: false,
                     via_symlinks: via,
                 },
+                followed,
                 names: None,
                 next: 0,
             });
@@ -252,16 +315,24 @@ struct Names {
     bytes: Vec<u8>,
     /// Where each name is in `bytes`, in sorted order.
     spans: Vec<(usize, usize)>,
+    /// Where the names of symlinks start in `bytes` (ascending), where
+    /// asked for.
+    links: Vec<usize>,
 }
 
 impl Names {
-    fn read(dir: &Path) -> std::io::Result<Names> {
+    /// The names in `dir`, and with `links` which are symlinks (from the
+    /// directory entries: no stat but where the filesystem does not say).
+    fn read(dir: &Path, links: bool) -> std::io::Result<Names> {
         use std::os::unix::ffi::OsStrExt;
         let mut names = Names::default();
         for entry in std::fs::read_dir(dir)? {
-            let name = entry?.file_name();
+            let entry = entry?;
             let start = names.bytes.len();
-            names.bytes.extend_from_slice(name.as_bytes());
+            if links && entry.file_type().is_ok_and(|t| t.is_symlink()) {
+                names.links.push(start);
+            }
+            names.bytes.extend_from_slice(entry.file_name().as_bytes());
             names.spans.push((start, names.bytes.len()));
         }
         let bytes = &names.bytes;
@@ -270,7 +341,13 @@ impl Names {
             .sort_unstable_by(|a, b| bytes[a.0..a.1].cmp(&bytes[b.0..b.1]));
         names.bytes.shrink_to_fit();
         names.spans.shrink_to_fit();
+        names.links.shrink_to_fit();
         Ok(names)
+    }
+
+    /// Whether the `i`th name is a symlink's (as far as `read` was asked).
+    fn is_link(&self, i: usize) -> bool {
+        (self.spans.get(i)).is_some_and(|&(start, _)| self.links.binary_search(&start).is_ok())
     }
 
     fn get(&self, i: usize) -> Option<&std::ffi::OsStr> {
@@ -327,33 +404,17 @@ pub fn below(dir: &Path, path: &Path) -> PathBuf {
     dir.join(path.strip_prefix("/").unwrap_or(path))
 }
 
-/// `path` with its symlinks resolved, also where it names nothing yet: its
-/// nearest existing ancestor resolved, and the names after it.
-pub fn real_path(path: &Path) -> Option<PathBuf> {
-    let mut existing = path.to_path_buf();
-    let mut rest = Vec::new();
-    loop {
-        if let Ok(r) = existing.canonicalize() {
-            return Some(rest.iter().rev().fold(r, |p: PathBuf, n| p.join(n)));
+/// Where the symlink `path` leads, its chain of symlinks followed to the
+/// first name that is not one (or that does not exist yet: a copy in
+/// flight may be making it); `path` itself if it is not a symlink. None
+/// for a loop.
+pub fn link_end(path: &Path) -> Option<PathBuf> {
+    let mut path = path.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::read_link(&path) {
+            Ok(to) => path = path.parent().unwrap_or(Path::new("")).join(to),
+            Err(_) => return Some(path),
         }
-        rest.push(existing.file_name()?.to_owned());
-        existing = match existing.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
     }
-}
-
-/// Copying a directory into itself (or below itself) would never end.
-fn inside_itself(src: &Path, dst: &Path) -> Option<String> {
-    let src_real = src.canonicalize().ok()?;
-    // The destination may not exist yet.
-    let dst_real = real_path(dst)?;
-    dst_real.starts_with(&src_real).then(|| {
-        format!(
-            "cannot copy a directory, {}, into itself, {}",
-            msg::quote(src),
-            msg::quote(dst)
-        )
-    })
+    None
 }

@@ -46,8 +46,7 @@ fn snapshot(dir: &Path) -> BTreeMap<String, String> {
                 stack.push(p.clone());
                 format!("dir {mode:04o}")
             } else if m.is_file() {
-                let bytes = std::fs::read(&p).unwrap();
-                format!("file {mode:04o} {:?}", String::from_utf8_lossy(&bytes))
+                format!("file {mode:04o} {}", content(&std::fs::read(&p).unwrap()))
             } else {
                 format!("special {:o}", m.mode())
             };
@@ -81,6 +80,19 @@ fn snapshot(dir: &Path) -> BTreeMap<String, String> {
         }
     }
     out
+}
+
+/// A file's content as the snapshot shows it: the text itself, or for a
+/// large file its length and a hash (a failure then prints lines, not
+/// megabytes).
+fn content(bytes: &[u8]) -> String {
+    use std::hash::{Hash, Hasher};
+    if bytes.len() <= 256 {
+        return format!("{:?}", String::from_utf8_lossy(bytes));
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    format!("{} bytes, hash {:016x}", bytes.len(), h.finish())
 }
 
 /// Every name below `dir` (symlinks not followed): "MODE UID:GID".
@@ -218,7 +230,12 @@ pub fn assert_all_as_gnu(cases: &[Case]) {
 /// differ: a new difference fails, and so does a known one that is gone
 /// (take it off the list) or that names no case.
 pub fn assert_as_gnu_but(cases: &[Case], known: &[Known]) {
-    let dir = workdir();
+    assert_as_gnu_in(workdir().path(), cases, known);
+}
+
+/// [`assert_as_gnu_but`] in `dir` (a filesystem of the test's choice), each
+/// case's directories removed once compared.
+pub fn assert_as_gnu_in(dir: &Path, cases: &[Case], known: &[Known]) {
     let is_known = |setup: &str, args: &[&str]| {
         known
             .iter()
@@ -236,7 +253,10 @@ pub fn assert_as_gnu_but(cases: &[Case], known: &[Known]) {
     let mut gone = Vec::new();
     let mut still = 0;
     for (n, (setup, args, env)) in cases.iter().enumerate() {
-        let d = differs(dir.path(), n, setup, args, env, None);
+        let d = differs(dir, n, setup, args, env, None);
+        for side in ["g", "u"] {
+            let _ = std::fs::remove_dir_all(dir.join(format!("{side}{n}")));
+        }
         match (d, is_known(setup, args)) {
             (Some(d), false) => failures.push(d),
             (Some(_), true) => still += 1,

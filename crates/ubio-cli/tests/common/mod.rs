@@ -88,9 +88,20 @@ pub struct Tmpfs(std::path::PathBuf);
 
 impl Tmpfs {
     pub fn at(at: &Path) -> Tmpfs {
+        Tmpfs::sized(at, "1m")
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// One of `size` (mount's size=, "64m").
+    pub fn sized(at: &Path, size: &str) -> Tmpfs {
         std::fs::create_dir(at).unwrap();
         let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=1m", "ubio-cli-test"])
+            .args(["-t", "tmpfs", "-o"])
+            .arg(format!("size={size}"))
+            .arg("ubio-cli-test")
             .arg(at)
             .status()
             .unwrap()
