@@ -118,8 +118,6 @@ fn clone_image(src: &Path, dst: &Path, len: u64) -> Result<File> {
 /// of the workload, in `src/` (durable before the setup mark); their copies
 /// in `dst/` are the models.
 fn tree_source(a: &Args, mnt: &Path, len: usize, one_file: bool) -> Result<Vec<Model>> {
-    let src = mnt.join("src");
-    std::fs::create_dir_all(&src)?;
     let sizes: Vec<usize> = if one_file {
         vec![len + 4321]
     } else {
@@ -133,9 +131,17 @@ fn tree_source(a: &Args, mnt: &Path, len: usize, one_file: bool) -> Result<Vec<M
             })
             .collect()
     };
+    source_files(mnt, a.seed, &sizes)
+}
+
+/// Files `src/f<i>` of `sizes` bytes (the pattern of `seed + i`); their
+/// copies in `dst/` are the models.
+fn source_files(mnt: &Path, seed: u64, sizes: &[usize]) -> Result<Vec<Model>> {
+    let src = mnt.join("src");
+    std::fs::create_dir_all(&src)?;
     let mut models = Vec::new();
     for (i, n) in sizes.iter().enumerate() {
-        let data = pattern(a.seed + i as u64, *n);
+        let data = pattern(seed + i as u64, *n);
         std::fs::write(src.join(format!("f{i}")), &data)?;
         models.push(Model {
             path: PathBuf::from(format!("dst/f{i}")),
@@ -144,6 +150,21 @@ fn tree_source(a: &Args, mnt: &Path, len: usize, one_file: bool) -> Result<Vec<M
         });
     }
     Ok(models)
+}
+
+/// `count` sizes whose 512-aligned part ends inside a 4 KiB block, with
+/// the rest of that block past the end (the direct backend's tails), from
+/// under a block to 40 blocks.
+fn tail_sizes(seed: u64, count: usize) -> Vec<usize> {
+    let mut r = SplitMix64::new(seed);
+    (0..count)
+        .map(|_| {
+            4096 * r.below(40) as usize
+                + 512 * (1 + r.below(7) as usize)
+                + 1
+                + r.below(511) as usize
+        })
+        .collect()
 }
 
 /// Every byte of every model, acknowledged.
@@ -180,8 +201,12 @@ fn workload(a: &Args, name: &str, backend: BackendKind, mnt: &Path) -> Result<Op
         return Ok(None);
     }
     let models = match name {
-        "cp" | "tree" => {
-            let models = tree_source(a, mnt, len, name == "cp")?;
+        "cp" | "tree" | "tails" => {
+            // tails: `ubio cp -r` of files that end inside a 4 KiB block.
+            let models = match name {
+                "tails" => source_files(mnt, a.seed + 600, &tail_sizes(a.seed + 600, 48))?,
+                _ => tree_source(a, mnt, len, name == "cp")?,
+            };
             let (src, dst) = (mnt.join("src"), mnt.join("dst"));
             sh("sync", &[])?;
             mark("setup")?;
@@ -198,38 +223,6 @@ fn workload(a: &Args, name: &str, backend: BackendKind, mnt: &Path) -> Result<Op
             disk_check(a, name, backend, mnt, &models)?;
             models
         }
-        "tails" => {
-            // Files whose 512-aligned body ends inside a 4 KiB block, the
-            // rest of that block past the end (the direct backend writes
-            // the body with O_DIRECT and the tail through the page cache).
-            let src = mnt.join("src");
-            std::fs::create_dir_all(&src)?;
-            let mut r = SplitMix64::new(a.seed + 600);
-            let mut models = Vec::new();
-            for i in 0..48 {
-                let n = 4096 * r.below(40) as usize
-                    + 512 * (1 + r.below(7) as usize)
-                    + 1
-                    + r.below(511) as usize;
-                let data = pattern(a.seed + 600 + i, n);
-                std::fs::write(src.join(format!("t{i}")), &data)?;
-                models.push(Model {
-                    path: PathBuf::from(format!("dst/t{i}")),
-                    old: None,
-                    new: data,
-                });
-            }
-            sh("sync", &[])?;
-            mark("setup")?;
-            let mut cmd = Command::new(&a.suite.ubio);
-            cmd.args(["cp", "--sync", "-r", "--backend", backend.name()])
-                .arg(&src)
-                .arg(mnt.join("dst"));
-            guest::run(&mut cmd)?;
-            commit(all_of(&models))?;
-            disk_check(a, name, backend, mnt, &models)?;
-            models
-        }
         "libtails" => {
             // The library, two threads as `ubio cp -r`'s workers: each file
             // written in one call (its body ending inside a 4 KiB block),
@@ -239,18 +232,13 @@ fn workload(a: &Args, name: &str, backend: BackendKind, mnt: &Path) -> Result<Op
             sh("sync", &[])?;
             mark("setup")?;
             std::fs::create_dir(&dir)?;
-            let mut r = SplitMix64::new(a.seed + 700);
-            let models: Vec<Model> = (0..32)
-                .map(|i| {
-                    let n = 4096 * r.below(40) as usize
-                        + 512 * (1 + r.below(7) as usize)
-                        + 1
-                        + r.below(511) as usize;
-                    Model {
-                        path: PathBuf::from(format!("lt/l{i}")),
-                        old: None,
-                        new: pattern(a.seed + 700 + i, n),
-                    }
+            let models: Vec<Model> = tail_sizes(a.seed + 700, 32)
+                .into_iter()
+                .enumerate()
+                .map(|(i, n)| Model {
+                    path: PathBuf::from(format!("lt/l{i}")),
+                    old: None,
+                    new: pattern(a.seed + 700 + i as u64, n),
                 })
                 .collect();
             std::thread::scope(|s| -> Result<()> {
