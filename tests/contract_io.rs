@@ -696,13 +696,13 @@ fn close_reports_the_close_error() {
 
 /// The direct backend's write that extends a file and ends inside a
 /// filesystem block writes that whole last block (the write's part of it)
-/// through the page cache, the rest with O_DIRECT: no block past EOF is
-/// written both ways. Split at a sector instead (as before), the O_DIRECT
-/// write of a new block's start had the kernel zero the rest of that block
-/// on the disk (iomap_dio_zero) and the buffered tail then rewrote the
-/// block from the page cache; the 6.12 guest's power cuts once found such a
-/// tail fsynced and never written (integrity-3, ext4 tree direct, issue
-/// 29). Seen by FIEMAP before any writeback: the last block is delayed
+/// through the page cache, the rest with O_DIRECT: no write splits a new
+/// block between the two paths. Split at a sector instead (as before),
+/// the O_DIRECT write of a new block's start had the kernel zero the rest
+/// of that block on the disk (iomap_dio_zero) and the buffered tail then
+/// rewrote the block from the page cache; the 6.12 guest's power cuts once
+/// found such a tail fsynced and never written (integrity-3, ext4 tree
+/// direct, issue 29). Seen by FIEMAP before any writeback: the last block is delayed
 /// allocation (page cache only), the blocks before it are allocated (the
 /// O_DIRECT body). Then fsynced, its pages dropped, read back whole.
 #[test]

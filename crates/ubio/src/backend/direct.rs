@@ -1,9 +1,10 @@
 //! `direct`: O_DIRECT through aligned bounce buffers, for callers that want
 //! no page cache at all. Any offset, length and buffer works: unaligned edges
 //! are read-modify-written under a per-handle lock; the part of a write that
-//! ends inside a filesystem block past EOF goes through the page cache, so
-//! that the file is never longer than what was written and no block past
-//! EOF is written both ways. Ranges that other users
+//! ends inside a filesystem block past EOF goes through the page cache (all
+//! of the write's part of that block), so that the file is never longer
+//! than what was written and no write splits a new block between the two
+//! paths. Ranges that other users
 //! had cached are written through the page cache instead (an O_DIRECT write
 //! would invalidate them), so they stay cached and coherent.
 //!
