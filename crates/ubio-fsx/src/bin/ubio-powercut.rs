@@ -52,7 +52,7 @@ use ubio_testenv::rng::SplitMix64;
 struct Args {
     #[command(flatten)]
     suite: SuiteArgs,
-    /// Workloads, comma separated: cp, tree, fsync, overwrite, runcp
+    /// Workloads, comma separated: cp, tree, tails, libtails, fsync, overwrite, runcp
     /// (GNU cp -r under `ubio run`; with buffered, plain cp), unsynced (a
     /// plain program, buffered only: files left unsynced while others are
     /// fsynced).
@@ -118,8 +118,6 @@ fn clone_image(src: &Path, dst: &Path, len: u64) -> Result<File> {
 /// of the workload, in `src/` (durable before the setup mark); their copies
 /// in `dst/` are the models.
 fn tree_source(a: &Args, mnt: &Path, len: usize, one_file: bool) -> Result<Vec<Model>> {
-    let src = mnt.join("src");
-    std::fs::create_dir_all(&src)?;
     let sizes: Vec<usize> = if one_file {
         vec![len + 4321]
     } else {
@@ -133,9 +131,17 @@ fn tree_source(a: &Args, mnt: &Path, len: usize, one_file: bool) -> Result<Vec<M
             })
             .collect()
     };
+    source_files(mnt, a.seed, &sizes)
+}
+
+/// Files `src/f<i>` of `sizes` bytes (the pattern of `seed + i`); their
+/// copies in `dst/` are the models.
+fn source_files(mnt: &Path, seed: u64, sizes: &[usize]) -> Result<Vec<Model>> {
+    let src = mnt.join("src");
+    std::fs::create_dir_all(&src)?;
     let mut models = Vec::new();
     for (i, n) in sizes.iter().enumerate() {
-        let data = pattern(a.seed + i as u64, *n);
+        let data = pattern(seed + i as u64, *n);
         std::fs::write(src.join(format!("f{i}")), &data)?;
         models.push(Model {
             path: PathBuf::from(format!("dst/f{i}")),
@@ -144,6 +150,21 @@ fn tree_source(a: &Args, mnt: &Path, len: usize, one_file: bool) -> Result<Vec<M
         });
     }
     Ok(models)
+}
+
+/// `count` sizes whose 512-aligned part ends inside a 4 KiB block, with
+/// the rest of that block past the end (the direct backend's tails), from
+/// under a block to 40 blocks.
+fn tail_sizes(seed: u64, count: usize) -> Vec<usize> {
+    let mut r = SplitMix64::new(seed);
+    (0..count)
+        .map(|_| {
+            4096 * r.below(40) as usize
+                + 512 * (1 + r.below(7) as usize)
+                + 1
+                + r.below(511) as usize
+        })
+        .collect()
 }
 
 /// Every byte of every model, acknowledged.
@@ -180,8 +201,12 @@ fn workload(a: &Args, name: &str, backend: BackendKind, mnt: &Path) -> Result<Op
         return Ok(None);
     }
     let models = match name {
-        "cp" | "tree" => {
-            let models = tree_source(a, mnt, len, name == "cp")?;
+        "cp" | "tree" | "tails" => {
+            // tails: `ubio cp -r` of files that end inside a 4 KiB block.
+            let models = match name {
+                "tails" => source_files(mnt, a.seed + 600, &tail_sizes(a.seed + 600, 48))?,
+                _ => tree_source(a, mnt, len, name == "cp")?,
+            };
             let (src, dst) = (mnt.join("src"), mnt.join("dst"));
             sh("sync", &[])?;
             mark("setup")?;
@@ -195,6 +220,56 @@ fn workload(a: &Args, name: &str, backend: BackendKind, mnt: &Path) -> Result<Op
             }
             guest::run(&mut cmd)?;
             commit(all_of(&models))?;
+            disk_check(a, name, backend, mnt, &models)?;
+            models
+        }
+        "libtails" => {
+            // The library, two threads as `ubio cp -r`'s workers: each file
+            // written in one call (its body ending inside a 4 KiB block),
+            // every other one truncated to its own length (as `ubio cp`
+            // did until f27acfa), its write-behind flushed, fsynced.
+            let dir = mnt.join("lt");
+            sh("sync", &[])?;
+            mark("setup")?;
+            std::fs::create_dir(&dir)?;
+            let models: Vec<Model> = tail_sizes(a.seed + 700, 32)
+                .into_iter()
+                .enumerate()
+                .map(|(i, n)| Model {
+                    path: PathBuf::from(format!("lt/l{i}")),
+                    old: None,
+                    new: pattern(a.seed + 700 + i as u64, n),
+                })
+                .collect();
+            std::thread::scope(|s| -> Result<()> {
+                let workers: Vec<_> = (0..2)
+                    .map(|w| {
+                        let models = &models;
+                        s.spawn(move || -> Result<()> {
+                            for (i, m) in models.iter().enumerate().filter(|(i, _)| i % 2 == w) {
+                                let f = ubio::OpenOptions::new()
+                                    .write(true)
+                                    .create_new(true)
+                                    .backend(backend)
+                                    .open(mnt.join(&m.path))?;
+                                f.write_all_at(&m.new, 0)?;
+                                if (i / 2) % 2 == 1 {
+                                    f.get_ref().set_len(m.new.len() as u64)?;
+                                }
+                                f.sync_all()?;
+                                f.close()?;
+                            }
+                            Ok(())
+                        })
+                    })
+                    .collect();
+                for w in workers {
+                    w.join().expect("a worker does not panic")?;
+                }
+                Ok(())
+            })?;
+            commit(all_of(&models))?;
+            disk_check(a, name, backend, mnt, &models)?;
             models
         }
         "runcp" => {
@@ -510,6 +585,9 @@ fn replay_and_check(
     let mut log = Log::open(File::open(log_path)?)?;
     let mut cell = Cell::default();
     let mut recent: std::collections::VecDeque<String> = Default::default();
+    // Every write and mark so far (index, sectors, description): a failing
+    // file's whole history is printed beside the excerpt.
+    let mut history: Vec<(u64, Range<u64>, String)> = Vec::new();
     let mut after_setup = false;
     let mut acked: Acked = BTreeMap::new();
     let chk = work.join("check.img");
@@ -518,6 +596,7 @@ fn replay_and_check(
         cell.entries += 1;
         logwrites::apply(&target, log.block, &e)?;
         recent.push_back(e.describe());
+        history.push((e.index, e.sector..e.sector + e.nr_sectors, e.describe()));
         if recent.len() > 40 {
             recent.pop_front();
         }
@@ -542,6 +621,7 @@ fn replay_and_check(
         let lo = Loop::attach(&chk)?;
         let dev = lo.0.as_str();
         let mut bad = Vec::new();
+        let mut file_logs: Vec<String> = Vec::new();
         match mount(&a.suite.fs, dev, &mnt) {
             Err(err) => bad.push(format!("mount after replay to entry {}: {err:#}", e.index)),
             Ok(()) => {
@@ -585,6 +665,9 @@ fn replay_and_check(
                         );
                     }
                     names.push(state);
+                    if !why.is_empty() {
+                        file_logs.push(file_history(&path, log.block, &history));
+                    }
                     bad.extend(why);
                 }
                 // The tree's files are many: its state is the set of theirs.
@@ -618,6 +701,9 @@ fn replay_and_check(
             for l in &recent {
                 println!("  | {l}");
             }
+            for l in &file_logs {
+                println!("POWERCUT-FILELOG {tag}: {l}");
+            }
             if let Some(keep) = &a.keep {
                 let d = keep.join(format!("{}-entry{}", tag.replace(' ', "-"), e.index));
                 std::fs::create_dir_all(&d)?;
@@ -636,6 +722,89 @@ fn replay_and_check(
     drop(target);
     std::fs::remove_file(&image)?;
     Ok(cell)
+}
+
+/// Right after the workload's commit, with the machine up: each file's
+/// bytes as the disk holds them (the page cache dropped, read with
+/// O_DIRECT), against the model; a loss is said (the replays after the
+/// commit fail on it).
+fn disk_check(
+    a: &Args,
+    name: &str,
+    backend: BackendKind,
+    mnt: &Path,
+    models: &[Model],
+) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut lost = Vec::new();
+    for m in models {
+        let path = mnt.join(&m.path);
+        let f = File::options()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&path)?;
+        let size = f.metadata()?.len();
+        // After fsync returned nothing of it may be dirty.
+        let dirty = ubio::sys::cachestat(f.as_fd(), 0..size.max(1))?.nr_dirty;
+        if dirty > 0 {
+            lost.push(format!("{} ({dirty} pages still dirty)", m.path.display()));
+        }
+        ubio::sys::fadvise(f.as_fd(), 0, 0, ubio::sys::Advice::DontNeed)?;
+        let size = size as usize;
+        let mut buf = ubio::AlignedBuf::new(size.div_ceil(4096) * 4096 + 4096, 4096);
+        let n = ubio::sys::preadv2(
+            f.as_fd(),
+            &mut [std::io::IoSliceMut::new(buf.as_mut_slice())],
+            Some(0),
+            ubio::sys::RwFlags::NONE,
+        )?;
+        let got = &buf.as_slice()[..n];
+        if got != &m.new[..] {
+            let first = got.iter().zip(&m.new).position(|(x, y)| x != y);
+            lost.push(format!(
+                "{} ({} of {} bytes, first wrong at {first:?})",
+                m.path.display(),
+                n,
+                m.new.len()
+            ));
+        }
+    }
+    println!(
+        "POWERCUT-DISKCHECK {} {name} {backend}: {} of {} files not on the disk after the commit{}",
+        a.suite.fs,
+        lost.len(),
+        models.len(),
+        if lost.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", lost.join(", "))
+        }
+    );
+    // Not a failure here: the replay after the commit fails on it, and
+    // says the file's story in the log.
+    Ok(())
+}
+
+/// Every entry of `history` that touches the blocks of the file at `path`
+/// (by FIEMAP, in sectors of `block` bytes), and every mark: the file's
+/// whole story in the log, for a failure's cause.
+fn file_history(path: &Path, block: u64, history: &[(u64, Range<u64>, String)]) -> String {
+    let extents = match File::open(path).and_then(|f| ubio::sys::fiemap(f.as_fd(), false)) {
+        Ok(x) => x,
+        Err(e) => return format!("{}: FIEMAP: {e}", path.display()),
+    };
+    let sectors: Vec<Range<u64>> = extents
+        .iter()
+        .map(|x| x.physical / block..(x.physical + x.length) / block)
+        .collect();
+    let mut out = format!("{} extents (sectors) {:?}:", path.display(), sectors);
+    for (index, r, what) in history {
+        let touches = sectors.iter().any(|s| r.start < s.end && s.start < r.end);
+        if touches || what.contains("MARK") {
+            out.push_str(&format!("\n  | #{index} {what}"));
+        }
+    }
+    out
 }
 
 /// One workload with one backend: record, then replay and check.

@@ -1,8 +1,10 @@
 //! `direct`: O_DIRECT through aligned bounce buffers, for callers that want
 //! no page cache at all. Any offset, length and buffer works: unaligned edges
 //! are read-modify-written under a per-handle lock; the part of a write that
-//! ends inside a block past EOF goes through the page cache, so that the
-//! file is never longer than what was written. Ranges that other users
+//! ends inside a filesystem block past EOF goes through the page cache (all
+//! of the write's part of that block), so that the file is never longer
+//! than what was written and no write splits a new block between the two
+//! paths. Ranges that other users
 //! had cached are written through the page cache instead (an O_DIRECT write
 //! would invalidate them), so they stay cached and coherent.
 //!
@@ -21,6 +23,11 @@ use std::sync::Mutex;
 /// Bytes moved per bounce-buffer round trip.
 const BOUNCE: usize = 4 << 20;
 
+/// The largest filesystem block iomap zeroes around a direct write (and a
+/// bound on what a write's tail puts through the page cache where
+/// st_blksize is a transfer size, as NFS's).
+const MAX_FS_BLOCK: u64 = 64 << 10;
+
 #[derive(Debug)]
 pub struct Direct {
     /// A second open file description of the same file, with O_DIRECT;
@@ -35,6 +42,10 @@ pub struct Direct {
     readable: bool,
     /// Offset and length alignment (at least 512).
     align: u64,
+    /// The filesystem's block (st_blksize, at least `align` and a page, at
+    /// most 64 KiB): a write past EOF that ends inside one writes that
+    /// whole last block through the page cache (see `write_direct`).
+    fs_block: u64,
     /// Buffer address alignment.
     mem_align: usize,
     pool: Mutex<Vec<AlignedBuf>>,
@@ -54,6 +65,9 @@ impl Direct {
             _ => (sys::reopen(fd, access | libc::O_DIRECT)?, true),
         };
         let align = u64::from(dio.offset_align.max(512));
+        let fs_block = (sys::fstat(fd)?.st_blksize as u64)
+            .clamp(sys::page_size(), MAX_FS_BLOCK)
+            .next_multiple_of(align);
         let mem_align = (dio.mem_align as usize)
             .max(align as usize)
             .max(sys::page_size() as usize);
@@ -62,6 +76,7 @@ impl Direct {
             dfd_readable,
             readable: access != libc::O_WRONLY,
             align,
+            fs_block,
             mem_align,
             pool: Mutex::new(Vec::new()),
             write_lock: Mutex::new(()),
@@ -302,14 +317,21 @@ impl Direct {
         }
         let old_size = sys::fstat(fd)?.st_size as u64;
         let whole_end = off + len as u64;
-        // A last block past the end of the file that the data fills only in
-        // part goes through the page cache (the tracker writes it back and
-        // drops it): written whole with O_DIRECT and trimmed back, the file
-        // would be, until the trim, longer than anything written, with
-        // zeroes at its end, which a process killed or a power cut between
-        // the two leaves behind.
-        let end = if !whole_end.is_multiple_of(self.align) && whole_end > old_size {
-            self.down(whole_end).max(off)
+        // A last filesystem block past the end of the file that the data
+        // fills only in part goes through the page cache, all of the
+        // write's part of it (the tracker writes it back and drops it):
+        // written whole with O_DIRECT and trimmed back, the file would be,
+        // until the trim, longer than anything written, with zeroes at its
+        // end, which a process killed or a power cut between the two leaves
+        // behind. Not split inside the block either (O_DIRECT up to a
+        // sector, the rest buffered): the direct write of a new block's
+        // start has the kernel zero the rest of the block on the disk
+        // (iomap_dio_zero), the buffered tail then reads that block back
+        // into the page cache and must write it again, two paths to one
+        // block; the 6.12 guest's power cuts (integrity-3, ext4 tree
+        // direct) found such a tail, fsynced, never written.
+        let end = if !whole_end.is_multiple_of(self.fs_block) && whole_end > old_size {
+            (whole_end / self.fs_block * self.fs_block).max(off)
         } else {
             whole_end
         };
