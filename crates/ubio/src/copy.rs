@@ -261,6 +261,8 @@ pub fn copy(
     // leave the copy at its full size over a hole (the 6.1 guest's power
     // cuts saw it).
     progress(bytes - piped.written_end);
+    // Stated again: `written_end` counts the holes skipped (--sparse), which
+    // extend nothing, so only the file can say its length.
     let len = (dst.get_ref().metadata())
         .map_err(|e| fail(context(e, "stat", dst.path()), piped.written_end))?
         .len();
