@@ -36,7 +36,7 @@ use std::ffi::{CString, OsStr};
 use std::fmt;
 use std::fs;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -252,11 +252,15 @@ fn lock(res: &Mutex<Resources>) -> MutexGuard<'_, Resources> {
 }
 
 /// The backing store for a loop device.
+#[derive(Clone, Copy)]
 enum Backing<'a> {
     /// A sparse file in a fresh directory under this one.
     File { dir: &'a Path, check_space: bool },
     /// A sealable memfd (for [`ScratchFs::create_eio`]).
     Memfd,
+    /// A memfd holding a copy of this device's bytes, mounted as they are
+    /// (no mkfs: for [`ScratchFs::copy_of_disk`]).
+    CopyOf(BorrowedFd<'a>),
 }
 
 impl ScratchFs {
@@ -385,6 +389,43 @@ impl ScratchFs {
         }
         log::debug!("{}: writes now fail with EIO", self.describe_dev());
         Ok(())
+    }
+
+    /// Another filesystem, mounted from a copy of this one's device as the
+    /// device holds it now: what a reboot would find (the journal is
+    /// recovered by the mount). For a filesystem of
+    /// [`ScratchFs::create_eio`] after [`ScratchFs::fail_writes`], which
+    /// nothing reaches any more and which may have shut down after the
+    /// fault (ext4 from Linux 6.12 refuses every open once its journal
+    /// aborted): the data it had on the device is read from the copy.
+    /// Not for btrfs, which cannot mount a copy beside its original (one
+    /// fsid on two devices).
+    pub fn copy_of_disk(&self) -> io::Result<ScratchFs> {
+        let res = lock(&self.res);
+        let (Some(kind), Some(fd)) = (self.kind, res.memfd.as_ref()) else {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "copy_of_disk of {}: only filesystems from ScratchFs::create_eio can be copied",
+                    self.mount_point.display()
+                ),
+            ));
+        };
+        if kind == FsKind::Btrfs {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "copy_of_disk of {}: btrfs cannot mount a copy beside its original",
+                    self.describe_dev()
+                ),
+            ));
+        }
+        Self::create_on(
+            kind,
+            self.size_bytes,
+            &ScratchOpts::default(),
+            Backing::CopyOf(fd.as_fd()),
+        )
     }
 
     /// Throttles writes to this filesystem's loop device to `bytes_per_sec`
@@ -599,8 +640,11 @@ impl ScratchFs {
                 }
                 (file.clone(), Some(file))
             }
-            Backing::Memfd => {
+            Backing::Memfd | Backing::CopyOf(_) => {
                 let fd = make_memfd(kind, size_bytes)?;
+                if let Backing::CopyOf(from) = backing {
+                    copy_data(from, fd.as_fd())?;
+                }
                 let path = PathBuf::from(format!(
                     "/proc/{}/fd/{}",
                     std::process::id(),
@@ -646,7 +690,8 @@ impl ScratchFs {
             .map(|m| dev_major_minor(m.rdev()))
             .map_err(|e| context(e, format_args!("stat {}", loop_dev.display())))?;
 
-        // 3. mkfs.
+        // 3. mkfs, unless the device is a copy of a filesystem.
+        let copied = matches!(backing, Backing::CopyOf(_));
         let mut args: Vec<&OsStr> = Vec::new();
         match kind {
             // 4 KiB blocks always: below 512 MiB mke2fs would pick 1 KiB
@@ -673,13 +718,19 @@ impl ScratchFs {
         }
         args.extend(opts.mkfs_args.iter().map(OsStr::new));
         args.push(loop_dev.as_os_str());
-        run_tool(&mkfs, &args)?;
+        if !copied {
+            run_tool(&mkfs, &args)?;
+        }
 
         // 4. Mount.
         let mount_point = make_temp_dir(&std::env::temp_dir(), "ubio-mnt-", &res)?;
         let mut mount_opts: Vec<&str> = Vec::new();
         if kind == FsKind::Ext4 {
             mount_opts.push("noinit_itable");
+        }
+        if copied && kind == FsKind::Xfs {
+            // The original, with the same UUID, is still mounted.
+            mount_opts.push("nouuid");
         }
         mount_opts.extend(opts.mount_options.iter().map(String::as_str));
         let mount_opts = mount_opts.join(",");
@@ -887,6 +938,30 @@ fn make_memfd(kind: FsKind, size: u64) -> io::Result<OwnedFd> {
     file.set_len(size)
         .map_err(|e| context(e, format_args!("size memfd {name} to {size} bytes")))?;
     Ok(file.into())
+}
+
+/// The data of `from` (its holes skipped) written at the same offsets into
+/// `to`, which is at least as long.
+fn copy_data(from: BorrowedFd<'_>, to: BorrowedFd<'_>) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let (src, dst) = (
+        fs::File::from(from.try_clone_to_owned()?),
+        fs::File::from(to.try_clone_to_owned()?),
+    );
+    let mut buf = vec![0u8; 1 << 20];
+    let mut off = 0;
+    while let Some(start) = ubio::sys::seek_data(from, off)? {
+        let end = ubio::sys::seek_hole(from, start)?;
+        let mut at = start;
+        while at < end {
+            let n = buf.len().min((end - at) as usize);
+            src.read_exact_at(&mut buf[..n], at)?;
+            dst.write_all_at(&buf[..n], at)?;
+            at += n as u64;
+        }
+        off = end;
+    }
+    Ok(())
 }
 
 /// Bytes an unprivileged user could still write under `dir`

@@ -317,6 +317,72 @@ fn eio_fixture_fails_btrfs_fsync_with_eio() {
     eio_after_fail_writes("eio_fixture_fails_btrfs_fsync_with_eio", FsKind::Btrfs);
 }
 
+/// After the fault the filesystem may refuse to read (ext4 from 6.12 shuts
+/// down once its journal aborted: every open fails with EIO); a copy of its
+/// device, mounted, still has what was fsynced before.
+fn copy_of_failed_disk_has_the_synced_data(name: &str, kind: FsKind) {
+    if !can_run(name, &[kind.mkfs_tool(), "losetup"], false) {
+        return;
+    }
+    let fs = ScratchFs::create_eio(kind, kind.min_size_bytes().max(64 * MIB)).unwrap();
+    let traces = Traces::of(&fs);
+    write_fsync(&fs.mount_point().join("before"), MIB as usize).unwrap();
+    fs.fail_writes().unwrap();
+    write_fsync(&fs.mount_point().join("after"), 4 * MIB as usize)
+        .expect_err("fsync after fail_writes");
+    // The journal's commit fails too (ext4 aborts it).
+    let _ = Command::new("sync")
+        .arg("-f")
+        .arg(fs.mount_point())
+        .status();
+    match fs::read(fs.mount_point().join("before")) {
+        Ok(_) => eprintln!("{name}: {kind} still reads after the fault"),
+        Err(e) => eprintln!("{name}: {kind} no longer reads after the fault: {e}"),
+    }
+    let copy = fs.copy_of_disk().unwrap();
+    let copy_traces = Traces::of(&copy);
+    assert_eq!(
+        fs::read(copy.mount_point().join("before")).unwrap(),
+        vec![0x5au8; MIB as usize],
+        "{kind}: the copy of the disk holds the fsynced file"
+    );
+    drop(copy);
+    copy_traces.assert_gone();
+    drop(fs);
+    traces.assert_gone();
+}
+
+#[test]
+fn copy_of_failed_ext4_disk_has_the_synced_data() {
+    copy_of_failed_disk_has_the_synced_data(
+        "copy_of_failed_ext4_disk_has_the_synced_data",
+        FsKind::Ext4,
+    );
+}
+
+#[test]
+fn copy_of_failed_xfs_disk_has_the_synced_data() {
+    copy_of_failed_disk_has_the_synced_data(
+        "copy_of_failed_xfs_disk_has_the_synced_data",
+        FsKind::Xfs,
+    );
+}
+
+#[test]
+fn copy_of_disk_is_refused_for_btrfs_and_other_fixtures() {
+    let name = "copy_of_disk_is_refused_for_btrfs_and_other_fixtures";
+    if !can_run(name, &["mkfs.btrfs", "mkfs.ext4", "losetup"], false) {
+        return;
+    }
+    let btrfs = ScratchFs::create_eio(FsKind::Btrfs, FsKind::Btrfs.min_size_bytes()).unwrap();
+    let err = btrfs.copy_of_disk().unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::Unsupported, "{err}");
+    assert!(err.to_string().contains("btrfs"), "{err}");
+    let plain = ScratchFs::create(FsKind::Ext4, 32 * MIB, &ScratchOpts::default()).unwrap();
+    let err = plain.copy_of_disk().unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::Unsupported, "{err}");
+}
+
 #[test]
 fn fail_writes_needs_the_eio_fixture() {
     if !can_run("fail_writes_needs_the_eio_fixture", &["mount"], false) {
