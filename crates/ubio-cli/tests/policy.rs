@@ -900,7 +900,7 @@ impl Drop for Instances {
     }
 }
 
-const TRACEFS: &str = "/sys/kernel/tracing";
+const TRACEFS: &str = ubio_testenv::tracefs::SYSTEM;
 
 /// `ubio policy status` shows the machine's reclaim since the daemon
 /// started: real deltas of /proc/vmstat (between the machine's own deltas
@@ -915,6 +915,10 @@ fn status_shows_the_machines_reclaim_and_the_trace_instance_goes_with_the_daemon
     let _s = serial();
     let name = "status_shows_the_machines_reclaim_and_the_trace_instance_goes_with_the_daemon";
     let Some(fx) = fixture(name) else { return };
+    // Where a machine has none mounted (no systemd), one for this test.
+    let _mounted = ubio_testenv::tracefs::system()
+        .map_err(|e| eprintln!("{name}: tracefs not mounted at {TRACEFS}: {e}"))
+        .ok();
     let traced = Path::new(TRACEFS).join("instances").is_dir()
         && Path::new(TRACEFS)
             .join("events/vmscan/mm_vmscan_kswapd_wake")

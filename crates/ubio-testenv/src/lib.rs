@@ -24,6 +24,7 @@ pub mod rng;
 pub mod sampler_thread;
 pub mod scratchfs;
 pub mod stackfs;
+pub mod tracefs;
 
 use std::ffi::OsStr;
 use std::fmt::Display;

@@ -18,10 +18,9 @@
 
 use crate::cleanup::{self, CleanupGuard};
 use crate::path_context;
-use std::ffi::CString;
+use crate::tracefs;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -57,7 +56,7 @@ impl MemcgReclaimTrace {
         // benchmark's) mount may go away while we use it. Every tracefs
         // mount shows the same instances.
         let mount = tempfile::Builder::new().prefix("ubio-tracefs-").tempdir()?;
-        mount_tracefs(mount.path())?;
+        tracefs::mount(mount.path())?;
         let root = mount.path().to_path_buf();
         remove_orphans(&root.join("instances"));
         let instance = root.join(format!(
@@ -82,7 +81,7 @@ impl MemcgReclaimTrace {
                     std::thread::sleep(POLL / 2);
                 }
                 remove_instance(&cleanup_instance);
-                unmount(mount.path());
+                tracefs::unmount(mount.path());
                 drop(mount);
             },
         );
@@ -191,38 +190,6 @@ fn nr_reclaimed(line: &[u8]) -> Option<u64> {
         .next()?
         .parse()
         .ok()
-}
-
-fn mount_tracefs(dir: &Path) -> io::Result<()> {
-    let target = CString::new(dir.as_os_str().as_bytes())?;
-    // SAFETY: every pointer is a valid NUL-terminated string that outlives
-    // the call; no mount data.
-    let rc = unsafe {
-        libc::mount(
-            c"nodev".as_ptr(),
-            target.as_ptr(),
-            c"tracefs".as_ptr(),
-            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-            std::ptr::null(),
-        )
-    };
-    if rc != 0 {
-        return Err(path_context(
-            io::Error::last_os_error(),
-            "mount tracefs on",
-            dir,
-        ));
-    }
-    Ok(())
-}
-
-fn unmount(dir: &Path) {
-    if let Ok(target) = CString::new(dir.as_os_str().as_bytes()) {
-        // SAFETY: a valid NUL-terminated path.
-        if unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) } != 0 {
-            log::warn!("umount {}: {}", dir.display(), io::Error::last_os_error());
-        }
-    }
 }
 
 /// Removes the instances left by benchmarks that were killed (SIGKILL runs

@@ -257,6 +257,10 @@ mod tests {
     #[test]
     fn this_kernels_event_prints_what_wake_order_reads() {
         let name = "this_kernels_event_prints_what_wake_order_reads";
+        let _mounted = match ubio_testenv::tracefs::system() {
+            Ok(m) => m,
+            Err(e) => return ubio_testenv::skip(name, &format!("no tracefs: {e}")),
+        };
         let Ok(root) = root() else {
             return ubio_testenv::skip(name, "no tracefs");
         };
