@@ -54,13 +54,6 @@ pub struct SystemTracefs {
     _unmount: Option<CleanupGuard>,
 }
 
-impl SystemTracefs {
-    /// Whether this guard made the mount (and will remove it).
-    pub fn mounted_here(&self) -> bool {
-        self._unmount.is_some()
-    }
-}
-
 /// tracefs at [`SYSTEM`], mounted there if it is not (needs root).
 pub fn system() -> io::Result<SystemTracefs> {
     let dir = Path::new(SYSTEM);
