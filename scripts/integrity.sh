@@ -53,7 +53,7 @@ guest_matrix() { # K "FS_LIST"
     UBIO_GUEST_KERNELS=$1 UBIO_GUEST_FS=none UBIO_GUEST_NFS= \
         UBIO_GUEST_POWERCUT="$2" UBIO_GUEST_POWERCUT_KERNELS=$1 \
         UBIO_GUEST_POWERCUT_BACKENDS=buffered,emulated,direct,kernel UBIO_GUEST_TIMEOUT=14400 \
-        UBIO_GUEST_POWERCUT_WORKLOADS=cp,tree,tails,libtails,fsync,overwrite,runcp,unsynced \
+        UBIO_GUEST_POWERCUT_WORKLOADS=cp,tree,tails,fsync,overwrite,runcp,unsynced \
         UBIO_GUEST_DISKFAULT="ext4 xfs" UBIO_GUEST_DISKFAULT_KERNELS=$1 \
         UBIO_GUEST_DISKFAULT_BACKENDS=buffered,emulated,direct,kernel UBIO_GUEST_DISKFAULT_MIB=32 \
         UBIO_GUEST_KEEP_LOG="$out" UBIO_GUEST_FAILED_LOGS="$out/failed" scripts/guest/run.sh
