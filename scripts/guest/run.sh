@@ -67,8 +67,9 @@
 # empty: none), UBIO_GUEST_POWERCUT_KERNELS (the guests of a bare entry,
 # default 6.12), UBIO_GUEST_POWERCUT_BACKENDS (default "emulated,direct"),
 # UBIO_GUEST_POWERCUT_WORKLOADS (default "cp,tree,fsync,overwrite"; runcp
-# and unsynced too in the matrix; tails and libtails, files that end inside
-# a block, by hand), UBIO_GUEST_POWERCUT_MIB (MiB per
+# and unsynced too in the matrix, and tails, files that end inside a block;
+# libtails, the same through the library with the application's own
+# same-size truncates, by hand), UBIO_GUEST_POWERCUT_MIB (MiB per
 # workload, default 5). A failing point's replayed image and log excerpt
 # are kept in the failed-logs directory.
 # UBIO_GUEST_DISKFAULT (default "ext4@6.1 xfs@6.12"; empty: none; both
