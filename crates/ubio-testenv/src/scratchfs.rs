@@ -692,34 +692,8 @@ impl ScratchFs {
 
         // 3. mkfs, unless the device is a copy of a filesystem.
         let copied = matches!(backing, Backing::CopyOf(_));
-        let mut args: Vec<&OsStr> = Vec::new();
-        match kind {
-            // 4 KiB blocks always: below 512 MiB mke2fs would pick 1 KiB
-            // ("small" type), unlike any real filesystem ubio will meet.
-            FsKind::Ext4 => args.extend(
-                [
-                    "-q",
-                    "-F",
-                    "-b",
-                    "4096",
-                    "-E",
-                    "lazy_itable_init=1,lazy_journal_init=1",
-                ]
-                .map(OsStr::new),
-            ),
-            FsKind::Xfs => args.extend(["-q", "-f"].map(OsStr::new)),
-            FsKind::Btrfs => {
-                args.extend(["-q", "-f"].map(OsStr::new));
-                if size_bytes < BTRFS_MIXED_BELOW {
-                    args.push("-M".as_ref());
-                }
-            }
-            FsKind::F2fs => args.extend(["-q", "-f"].map(OsStr::new)),
-        }
-        args.extend(opts.mkfs_args.iter().map(OsStr::new));
-        args.push(loop_dev.as_os_str());
         if !copied {
-            run_tool(&mkfs, &args)?;
+            make_fs(&mkfs, kind, size_bytes, opts, &loop_dev)?;
         }
 
         // 4. Mount.
@@ -760,6 +734,45 @@ impl ScratchFs {
             container: None,
         })
     }
+}
+
+/// Runs `mkfs` (the tool of `kind`) on `dev`, with this module's options
+/// for the kind and `opts`' own.
+fn make_fs(
+    mkfs: &Path,
+    kind: FsKind,
+    size_bytes: u64,
+    opts: &ScratchOpts,
+    dev: &Path,
+) -> io::Result<()> {
+    let mut args: Vec<&OsStr> = Vec::new();
+    match kind {
+        // 4 KiB blocks always: below 512 MiB mke2fs would pick 1 KiB
+        // ("small" type), unlike any real filesystem ubio will meet.
+        FsKind::Ext4 => args.extend(
+            [
+                "-q",
+                "-F",
+                "-b",
+                "4096",
+                "-E",
+                "lazy_itable_init=1,lazy_journal_init=1",
+            ]
+            .map(OsStr::new),
+        ),
+        FsKind::Xfs => args.extend(["-q", "-f"].map(OsStr::new)),
+        FsKind::Btrfs => {
+            args.extend(["-q", "-f"].map(OsStr::new));
+            if size_bytes < BTRFS_MIXED_BELOW {
+                args.push("-M".as_ref());
+            }
+        }
+        FsKind::F2fs => args.extend(["-q", "-f"].map(OsStr::new)),
+    }
+    args.extend(opts.mkfs_args.iter().map(OsStr::new));
+    args.push(dev.as_os_str());
+    run_tool(mkfs, &args)?;
+    Ok(())
 }
 
 fn register_teardown(res: &Arc<Mutex<Resources>>, what: &str) -> CleanupGuard {
