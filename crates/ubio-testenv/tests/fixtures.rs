@@ -282,10 +282,9 @@ fn write_fsync(path: &Path, len: usize) -> io::Result<()> {
     f.sync_all()
 }
 
-fn eio_after_fail_writes(name: &str, kind: FsKind) {
-    if !can_run(name, &[kind.mkfs_tool(), "losetup"], false) {
-        return;
-    }
+/// An EIO fixture of `kind` with 1 MiB fsynced in `before`, then writes
+/// made to fail: the error of the fsync of 4 MiB more in `after`.
+fn failed_eio_fs(kind: FsKind) -> (ScratchFs, Traces, io::Error) {
     let fs = ScratchFs::create_eio(kind, kind.min_size_bytes().max(64 * MIB)).unwrap();
     let traces = Traces::of(&fs);
     write_fsync(&fs.mount_point().join("before"), MIB as usize)
@@ -293,6 +292,14 @@ fn eio_after_fail_writes(name: &str, kind: FsKind) {
     fs.fail_writes().unwrap();
     let err = write_fsync(&fs.mount_point().join("after"), 4 * MIB as usize)
         .expect_err("fsync after fail_writes");
+    (fs, traces, err)
+}
+
+fn eio_after_fail_writes(name: &str, kind: FsKind) {
+    if !can_run(name, &[kind.mkfs_tool(), "losetup"], false) {
+        return;
+    }
+    let (fs, traces, err) = failed_eio_fs(kind);
     assert_eq!(
         err.raw_os_error(),
         Some(libc::EIO),
@@ -324,12 +331,7 @@ fn copy_of_failed_disk_has_the_synced_data(name: &str, kind: FsKind) {
     if !can_run(name, &[kind.mkfs_tool(), "losetup"], false) {
         return;
     }
-    let fs = ScratchFs::create_eio(kind, kind.min_size_bytes().max(64 * MIB)).unwrap();
-    let traces = Traces::of(&fs);
-    write_fsync(&fs.mount_point().join("before"), MIB as usize).unwrap();
-    fs.fail_writes().unwrap();
-    write_fsync(&fs.mount_point().join("after"), 4 * MIB as usize)
-        .expect_err("fsync after fail_writes");
+    let (fs, traces, _) = failed_eio_fs(kind);
     // The journal's commit fails too (ext4 aborts it).
     let _ = Command::new("sync")
         .arg("-f")
