@@ -11,8 +11,9 @@
 #    UBIO_CONCURRENT_OPS (default 20,000) operations per thread and process
 #    (crates/ubio-fsx/tests/concurrent.rs);
 # 2. fsx: the exerciser's soak, UBIO_FSX_SOAK_OPS (default 1,000,000)
-#    operations per backend on ext4, xfs, btrfs (loop devices in /dev/shm)
-#    and tmpfs;
+#    operations per backend (and the emulated backend with its reads
+#    through O_DIRECT) on ext4, xfs, btrfs (loop devices in /dev/shm) and
+#    tmpfs;
 # 3. power cuts: ubio-powercut in the Linux 6.12 guest on ext4, xfs, btrfs
 #    and f2fs, backends buffered (the reference), emulated, direct and
 #    kernel (refused there: 6.12 has no RWF_DONTCACHE), every workload

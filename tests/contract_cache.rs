@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use std::io::{Read, Write};
+use std::io::{Read, Seek, Write};
 use std::path::Path;
 use std::time::Duration;
 use ubio::BackendKind;
@@ -528,4 +528,92 @@ fn long_read(
         );
     }
     Made::Judged
+}
+
+/// Reads through O_DIRECT (what the emulated backend does while the kernel
+/// reclaims; forced here) bring nothing into the page cache: over the
+/// first quarter of a cold stream of 1 MiB reads nothing is cached, where
+/// the same stream through the page cache (the control) caches its
+/// readahead. The region another user cached is read from the cache and
+/// stays (the readahead those reads set off is the stream's, dropped
+/// behind it); the bytes and the position are the file's.
+#[test]
+fn direct_reads_cache_nothing_and_keep_others_pages() {
+    use ubio::DirectReads;
+    let size = 256 * MIB;
+    let (others_at, others_len) = (128 * MIB + 3 * PAGE, 8 * MIB);
+    for t in targets("direct_reads", GIB) {
+        if t.pages_are_storage() {
+            continue; // tmpfs: the pages are the file, never read direct
+        }
+        let path = t.path("cold");
+        make_cold_file(&path, 7, size);
+        for when in [DirectReads::Never, DirectReads::Always] {
+            with_damon_retries(&format!("{} direct reads {when:?}", t.name), || {
+                evict(&path);
+                precache(&path, others_at, others_len);
+                let before = cached_pages(&path);
+                let mut f = ubio::OpenOptions::new()
+                    .read(true)
+                    .backend(BackendKind::Emulated)
+                    .direct_reads(when)
+                    .open(&path)
+                    .unwrap();
+                let mut sampler = Some(ResidencySampler::start(&path, SAMPLE_EVERY).unwrap());
+                let mut first_quarter = None;
+                let mut buf = vec![0u8; IO as usize];
+                let mut want = vec![0u8; IO as usize];
+                let mut off = 0u64;
+                loop {
+                    let n = f.read(&mut buf).unwrap();
+                    if n == 0 {
+                        break;
+                    }
+                    fill_pattern(7, off, &mut want[..n]);
+                    assert!(buf[..n] == want[..n], "{} {when:?}: bytes at {off}", t.name);
+                    off += n as u64;
+                    if let Some(s) = &sampler {
+                        s.sample().unwrap();
+                        if off >= size / 4 {
+                            first_quarter = Some(sampler.take().unwrap().finish().unwrap());
+                        }
+                    }
+                }
+                assert_eq!(off, size);
+                assert_eq!(f.stream_position().unwrap(), size, "{} {when:?}", t.name);
+                let stats = f.close().unwrap();
+                let peaks = first_quarter.expect("a quarter read");
+                let over = peaks.max_cached.saturating_sub(before) * PAGE;
+                let left = cached_pages(&path).saturating_sub(before);
+                eprintln!(
+                    "{} {when:?}: {before} pages cached by another user; over the first quarter the \
+                     stream's peak {:.1} MiB beside them ({} samples); {left} pages left after close; \
+                     {} MiB read direct",
+                    t.name,
+                    over as f64 / MIB as f64,
+                    peaks.samples,
+                    stats.bytes_read_direct / MIB
+                );
+                check_kept(&path, others_at, others_len)?;
+                assert_enough_samples(t.name, &peaks);
+                assert!(left <= 2 * 512, "{} {when:?}: {left} pages left", t.name);
+                match when {
+                    DirectReads::Always => {
+                        assert_eq!(over, 0, "{} direct reads cached {over} bytes", t.name);
+                        assert!(stats.bytes_read_direct >= size - others_len - 16 * MIB);
+                    }
+                    _ => {
+                        assert!(
+                            over > 4 * MIB,
+                            "{} control: the stream cached only {over} bytes",
+                            t.name
+                        );
+                        assert_eq!(stats.bytes_read_direct, 0);
+                    }
+                }
+                Ok(())
+            });
+        }
+        std::fs::remove_file(&path).unwrap();
+    }
 }

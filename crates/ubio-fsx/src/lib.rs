@@ -358,6 +358,8 @@ pub struct Config {
     /// The ubio write-behind window (small, so that write-behind and its
     /// page drops happen often in a small file).
     pub window: u64,
+    /// When the emulated backend reads through O_DIRECT.
+    pub direct_reads: ubio::DirectReads,
     pub weights: Weights,
     /// A whole-file verify every this many operations (0: only at the end).
     pub verify_every: u64,
@@ -386,6 +388,7 @@ impl Config {
             max_size: 4 << 20,
             max_len: 256 << 10,
             window: 256 << 10,
+            direct_reads: ubio::DirectReads::default(),
             weights: Weights::default(),
             verify_every: 1000,
             log_tail: 30,
@@ -526,6 +529,8 @@ pub struct Summary {
     pub mmap_bytes_written: u64,
     pub bytes_verified: u64,
     pub ubio_pages_dropped: u64,
+    /// Of `ubio_bytes_read`, read through O_DIRECT (`Config::direct_reads`).
+    pub ubio_bytes_read_direct: u64,
     pub final_size: u64,
     pub mismatches: u64,
     pub elapsed_secs: f64,
@@ -560,6 +565,7 @@ struct Exerciser<'c> {
     ubio_read: u64,
     ubio_written: u64,
     pages_dropped: u64,
+    read_direct: u64,
     second_written: u64,
     mmap_read: u64,
     mmap_written: u64,
@@ -605,6 +611,7 @@ impl<'c> Exerciser<'c> {
             .truncate(create)
             .backend(cfg.backend)
             .window(cfg.window)
+            .direct_reads(cfg.direct_reads)
             .open(&cfg.path)
     }
 
@@ -961,6 +968,7 @@ impl<'c> Exerciser<'c> {
                 let f = self.ubio.take().expect("open");
                 let stats = f.close().map_err(|e| self.io_fail(op, "close", e))?;
                 self.pages_dropped += stats.pages_dropped;
+                self.read_direct += stats.bytes_read_direct;
                 self.check_cache_after_close(op, &stats)?;
                 self.ubio = Some(
                     Self::open_ubio(self.cfg, false).map_err(|e| self.io_fail(op, "reopen", e))?,
@@ -1190,6 +1198,7 @@ pub fn run(cfg: &Config) -> Result<Summary, Error> {
         ubio_read: 0,
         ubio_written: 0,
         pages_dropped: 0,
+        read_direct: 0,
         second_written: 0,
         mmap_read: 0,
         mmap_written: 0,
@@ -1212,6 +1221,7 @@ pub fn run(cfg: &Config) -> Result<Summary, Error> {
     let f = x.ubio.take().expect("open");
     let stats = f.close().map_err(|e| x.io_fail(&Op::Verify, "close", e))?;
     x.pages_dropped += stats.pages_dropped;
+    x.read_direct += stats.bytes_read_direct;
     let cached = x.check_cache_after_close(&Op::Verify, &stats)?;
     let cache = match &x.cache_applies {
         Err(why) => CacheCheck {
@@ -1253,6 +1263,7 @@ pub fn run(cfg: &Config) -> Result<Summary, Error> {
         mmap_bytes_written: x.mmap_written,
         bytes_verified: x.verified,
         ubio_pages_dropped: x.pages_dropped,
+        ubio_bytes_read_direct: x.read_direct,
         final_size: x.size(),
         mismatches: 0,
         elapsed_secs: t0.elapsed().as_secs_f64(),

@@ -9,7 +9,7 @@ use common::{scratch, target_dir, MIB};
 use std::io;
 use std::path::Path;
 use std::process::Command;
-use ubio::BackendKind;
+use ubio::{BackendKind, DirectReads};
 use ubio_fsx::{Config, Error, Summary, Tamper, Weights};
 
 /// The backend is refused on this filesystem: check that the refusal is the
@@ -52,16 +52,32 @@ fn exercise(cfg: &Config, fs: &str) -> Option<Summary> {
     }
 }
 
-/// Every backend on one filesystem: two seeds with every operation, one
+/// Every backend, and the emulated backend with its reads of ranges
+/// others have not cached made through O_DIRECT (`DirectReads::Always`),
+/// each with the name its lines print.
+fn variants() -> Vec<(BackendKind, DirectReads, String)> {
+    BackendKind::ALL
+        .map(|b| (b, DirectReads::Never, b.to_string()))
+        .into_iter()
+        .chain([(
+            BackendKind::Emulated,
+            DirectReads::Always,
+            "emulated (direct reads)".to_string(),
+        )])
+        .collect()
+}
+
+/// Every variant on one filesystem: two seeds with every operation, one
 /// with ubio's alone (then nothing may stay cached after close).
 fn every_backend_on(fs_name: &str) {
     let fs = scratch(fs_name);
     let mut total = 0;
-    for backend in BackendKind::ALL {
+    for (backend, direct_reads, name) in variants() {
         let mut line = Vec::new();
         for seed in [1u64, 2, 3] {
             let mut cfg = Config::new(fs.mount_point().join(format!("fsx-{backend}")), seed);
             cfg.backend = backend;
+            cfg.direct_reads = direct_reads;
             cfg.ops = 2000;
             cfg.max_size = 2 * MIB;
             cfg.max_len = 256 << 10;
@@ -82,11 +98,18 @@ fn every_backend_on(fs_name: &str) {
             if backend == BackendKind::Direct || backend == BackendKind::Kernel {
                 assert_eq!(s.backend, backend.name(), "explicit backend honoured");
             }
+            if direct_reads == DirectReads::Always && managed {
+                assert!(s.ubio_bytes_read_direct > 0, "{name}: no read went direct");
+            }
             total += s.ops;
             line.push(format!(
-                "seed {seed}: {} ops as {} in {:.1} s{}",
+                "seed {seed}: {} ops as {}{} in {:.1} s{}",
                 s.ops,
                 s.backend,
+                match s.ubio_bytes_read_direct {
+                    0 => String::new(),
+                    n => format!(" ({n} bytes read direct)"),
+                },
                 s.elapsed_secs,
                 if s.cache.checked {
                     format!(" ({})", s.cache.detail)
@@ -95,7 +118,7 @@ fn every_backend_on(fs_name: &str) {
                 }
             ));
         }
-        eprintln!("fsx {fs_name} {backend}: {}", line.join("; "));
+        eprintln!("fsx {fs_name} {name}: {}", line.join("; "));
     }
     eprintln!("fsx {fs_name}: {total} operations, 0 mismatches");
 }
@@ -251,14 +274,15 @@ fn soak() {
     let mut total = 0;
     for fs_name in &filesystems {
         let fs = scratch(fs_name);
-        for backend in BackendKind::ALL {
+        for (v, (backend, direct_reads, name)) in variants().into_iter().enumerate() {
             let (mut ops, mut runs, mut refused) = (0, 0, false);
             let mut i = 0;
             while ops < per_combo && !refused {
-                let seed = base
-                    + ubio_fsx::mix(i ^ (backend as u64 * 1000) ^ fs_name.len() as u64) % 1_000_000;
-                let mut cfg = Config::new(fs.mount_point().join(format!("soak-{backend}")), seed);
+                let seed =
+                    base + ubio_fsx::mix(i ^ (v as u64 * 1000) ^ fs_name.len() as u64) % 1_000_000;
+                let mut cfg = Config::new(fs.mount_point().join(format!("soak-{v}")), seed);
                 cfg.backend = backend;
+                cfg.direct_reads = direct_reads;
                 cfg.ops = RUN.min(per_combo - ops);
                 if i % 2 == 1 {
                     cfg.weights = Weights::default().ubio_only();
@@ -274,8 +298,8 @@ fn soak() {
                         refused = true;
                     }
                     Err(e) => {
-                        eprintln!("{fs_name} {backend}:\n{e}");
-                        failures.push(format!("{fs_name} {backend} seed {seed}"));
+                        eprintln!("{fs_name} {name}:\n{e}");
+                        failures.push(format!("{fs_name} {name} seed {seed}"));
                         ops += cfg.ops;
                     }
                 }
@@ -283,9 +307,9 @@ fn soak() {
             }
             total += ops;
             let row = if refused {
-                format!("{fs_name:6} {backend:9} refused (does not apply)")
+                format!("{fs_name:6} {name:9} refused (does not apply)")
             } else {
-                format!("{fs_name:6} {backend:9} {ops:>9} ops in {runs} runs")
+                format!("{fs_name:6} {name:9} {ops:>9} ops in {runs} runs")
             };
             eprintln!("soak {row}");
             table.push(row);
@@ -303,21 +327,25 @@ fn soak() {
 
 /// Replay one run on a scratch filesystem made here, e.g. a soak failure:
 /// `UBIO_FSX_REPLAY="xfs kernel 959707 20000 ubio-only"` (filesystem,
-/// backend, seed, operations, and optionally `ubio-only`).
+/// backend, seed, operations, and optionally `ubio-only` and
+/// `direct-reads`, for the soak's "emulated (direct reads)").
 ///
 ///     UBIO_FSX_REPLAY="..." cargo test --release -p ubio-fsx --test fsx -- --ignored replay --nocapture
 #[test]
 #[ignore = "by hand: replays UBIO_FSX_REPLAY"]
 fn replay() {
     let spec = std::env::var("UBIO_FSX_REPLAY")
-        .expect("UBIO_FSX_REPLAY=\"FS BACKEND SEED OPS [ubio-only]\"");
+        .expect("UBIO_FSX_REPLAY=\"FS BACKEND SEED OPS [ubio-only] [direct-reads]\"");
     let w: Vec<&str> = spec.split_whitespace().collect();
     let fs = scratch(w[0]);
     let mut cfg = Config::new(fs.mount_point().join("replay"), w[2].parse().unwrap());
     cfg.backend = w[1].parse().unwrap();
     cfg.ops = w[3].parse().unwrap();
-    if w.get(4) == Some(&"ubio-only") {
+    if w[4..].contains(&"ubio-only") {
         cfg.weights = Weights::default().ubio_only();
+    }
+    if w[4..].contains(&"direct-reads") {
+        cfg.direct_reads = DirectReads::Always;
     }
     if let Ok(n) = std::env::var("UBIO_FSX_REPLAY_LOG") {
         // Print the whole operation log of the first N operations.

@@ -98,6 +98,12 @@ impl OpenOptions {
         self.stream.preserve_cached = v;
         self
     }
+    /// When the emulated backend reads through O_DIRECT (default: never;
+    /// see [`crate::DirectReads`]).
+    pub fn direct_reads(&mut self, when: crate::DirectReads) -> &mut Self {
+        self.stream.direct_reads = when;
+        self
+    }
 
     /// Open `path` with these options.
     pub fn open<P: AsRef<Path>>(&self, path: P) -> io::Result<File> {

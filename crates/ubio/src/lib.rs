@@ -30,6 +30,7 @@ pub mod mounts;
 pub mod overlay;
 pub mod probe;
 mod readbehind;
+pub mod reclaim;
 pub mod residency;
 pub mod size;
 mod stream;
@@ -42,7 +43,10 @@ pub use backend::BackendKind;
 pub use buffer::AlignedBuf;
 pub use file::{File, OpenOptions};
 pub use probe::{probe_path, Choice, Probe};
-pub use stream::{Stats, Stream, StreamOptions, DEFAULT_READ_LAG, DEFAULT_WINDOW, PIECE};
+pub use stream::{
+    DirectReads, Stats, Stream, StreamOptions, DEFAULT_READ_LAG, DEFAULT_WINDOW, DIRECT_READ_MIN,
+    PIECE,
+};
 
 /// `SKIP name: reason` for this crate's own tests, a failure with
 /// UBIO_NO_SKIP=1 (as ubio_testenv::skip, which this crate cannot depend on).

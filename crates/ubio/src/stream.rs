@@ -7,14 +7,15 @@
 use crate::backend::{Backend, BackendKind, Buffered, Direct, Emulated, Kernel, ReadAt, WriteAt};
 use crate::overlay::RealFile;
 use crate::probe::{self, Choice};
+use crate::reclaim;
 use crate::residency::{self, Blindness};
-use crate::sys;
+use crate::sys::{self, DioAlign};
 use crate::tracker::{Tracker, TrackerConfig};
 use serde::Serialize;
 use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// Default write-behind window: dirty + writeback bytes per stream.
 pub const DEFAULT_WINDOW: u64 = 16 << 20;
@@ -26,6 +27,10 @@ pub const DEFAULT_READ_LAG: u64 = 4 << 20;
 /// dirty all of it before anything could be dropped or written back. A
 /// write's pieces are also at most half its window (the write-behind step).
 pub const PIECE: usize = 8 << 20;
+/// The smallest read the emulated backend makes through O_DIRECT
+/// ([`DirectReads`]): a direct read has no readahead, so a small one would
+/// wait for the device each time.
+pub const DIRECT_READ_MIN: usize = 512 << 10;
 
 /// How a stream manages the page cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +43,26 @@ pub struct StreamOptions {
     pub read_lag: u64,
     /// Keep pages that others had cached before the stream.
     pub preserve_cached: bool,
+    /// When the emulated backend reads through O_DIRECT.
+    pub direct_reads: DirectReads,
+}
+
+/// When a stream of the emulated backend reads through O_DIRECT (a second
+/// descriptor, as the direct backend) instead of the page cache: a direct
+/// read allocates no page cache, so it cannot make the kernel reclaim
+/// others' pages (see [`crate::reclaim`]). Reads of at least
+/// [`DIRECT_READ_MIN`] (`Always`: any); ranges that hold pages others
+/// cached are read from the cache. Off by default: under the global
+/// pressure measured so far it changed nothing the kernel reclaimed and
+/// read 4-10% slower than the page cache (README, "How auto chooses").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DirectReads {
+    #[default]
+    Never,
+    /// While kswapd reclaims (it scanned within [`reclaim::ACTIVE_FOR`]).
+    UnderReclaim,
+    /// Always, whatever the read's size (where O_DIRECT works): for tests.
+    Always,
 }
 
 impl Default for StreamOptions {
@@ -47,6 +72,7 @@ impl Default for StreamOptions {
             window: DEFAULT_WINDOW,
             read_lag: DEFAULT_READ_LAG,
             preserve_cached: true,
+            direct_reads: DirectReads::default(),
         }
     }
 }
@@ -60,6 +86,8 @@ pub struct Stats {
     /// False when the page cache of this file is not managed (pass-through).
     pub managed: bool,
     pub bytes_read: u64,
+    /// Of `bytes_read`, read through O_DIRECT ([`DirectReads`]).
+    pub bytes_read_direct: u64,
     pub bytes_written: u64,
     /// Pages this stream dropped from the page cache.
     pub pages_dropped: u64,
@@ -117,8 +145,20 @@ pub struct Stream {
     /// direct backend's own descriptor, moves the position in several steps,
     /// and the kernel's read(2)/write(2) is one step for every other thread.
     position: Mutex<()>,
+    /// The emulated backend's reads through O_DIRECT, where they may be made.
+    direct_reads: Option<DirectReader>,
     bytes_read: AtomicU64,
     bytes_written: AtomicU64,
+}
+
+/// The O_DIRECT side of a stream's reads ([`DirectReads`]).
+#[derive(Debug)]
+struct DirectReader {
+    when: DirectReads,
+    align: DioAlign,
+    /// Opened at the first direct read; None if it could not be.
+    direct: OnceLock<Option<Direct>>,
+    bytes: AtomicU64,
 }
 
 impl Stream {
@@ -183,6 +223,23 @@ impl Stream {
             }
             BackendKind::Buffered | BackendKind::Auto => Box::new(Buffered),
         };
+        // Not through an overlay (its real file holds the pages).
+        let direct_reads = Some(opts.direct_reads)
+            .filter(|&when| when != DirectReads::Never)
+            .filter(|_| {
+                backend.caps().direct_reads
+                    && choice.managed
+                    && fs.direct_io.available
+                    && real.is_none()
+                    && fallback.is_none()
+            })
+            .zip(fs.dio_align)
+            .map(|(when, align)| DirectReader {
+                when,
+                align,
+                direct: OnceLock::new(),
+                bytes: AtomicU64::new(0),
+            });
         let tracker = choice.managed.then(|| {
             let cfg = TrackerConfig {
                 window: opts.window,
@@ -209,6 +266,7 @@ impl Stream {
             append: flags & libc::O_APPEND != 0,
             write_piece: half_window.clamp(page, PIECE),
             position: Mutex::new(()),
+            direct_reads,
             bytes_read: AtomicU64::new(0),
             bytes_written: AtomicU64::new(0),
         })
@@ -281,13 +339,57 @@ impl Stream {
             .tracker
             .as_ref()
             .map(|t| t.before_read(fd, at.offset(), len));
-        let res = self.backend.read(fd, bufs, at);
+        let res = match self.direct_read_now(fd, at.offset(), len) {
+            Some((direct, bytes)) => {
+                let res = direct.read(fd, bufs, at);
+                if let Ok(n) = res {
+                    bytes.fetch_add(n as u64, Ordering::Relaxed);
+                }
+                res
+            }
+            None => self.backend.read(fd, bufs, at),
+        };
         if let (Some(t), Some(plan)) = (&self.tracker, plan) {
             t.run(fd, plan);
         }
         let n = res?;
         self.bytes_read.fetch_add(n as u64, Ordering::Relaxed);
         Ok(n)
+    }
+
+    /// The O_DIRECT reader (and its byte count) if a read of `len` at
+    /// `off` is to go through it now ([`DirectReads`]).
+    fn direct_read_now(
+        &self,
+        fd: BorrowedFd<'_>,
+        off: u64,
+        len: u64,
+    ) -> Option<(&Direct, &AtomicU64)> {
+        let dr = self.direct_reads.as_ref()?;
+        let now = match dr.when {
+            DirectReads::Always => len > 0,
+            DirectReads::UnderReclaim => len >= DIRECT_READ_MIN as u64 && reclaim::kswapd_active(),
+            DirectReads::Never => false,
+        };
+        if !now {
+            return None;
+        }
+        // Others' pages there are read from the cache (a direct read would
+        // read the disk again). This stream's own (its readahead before the
+        // switch) are not: each buffered read of them would set off the
+        // next readahead, and the stream would never leave the page cache.
+        let t = self.tracker.as_ref()?;
+        let others =
+            t.residency(|r| r.blindness().is_some() || r.overlaps_precached(&(off..off + len)));
+        if others {
+            return None;
+        }
+        let direct = dr.direct.get_or_init(|| {
+            Direct::open(fd, dr.align)
+                .inspect_err(|e| log::debug!("no direct reads: O_DIRECT open: {e}"))
+                .ok()
+        });
+        direct.as_ref().map(|d| (d, &dr.bytes))
     }
 
     /// Whether a call of `len` bytes in `count` buffers is made in pieces
@@ -465,6 +567,10 @@ impl Stream {
             reason: self.choice.reason.clone(),
             managed: self.choice.managed,
             bytes_read: self.bytes_read.load(Ordering::Relaxed),
+            bytes_read_direct: self
+                .direct_reads
+                .as_ref()
+                .map_or(0, |d| d.bytes.load(Ordering::Relaxed)),
             bytes_written: self.bytes_written.load(Ordering::Relaxed),
             pages_dropped: counts.pages_dropped,
             pages_preserved: preserved,
@@ -659,5 +765,59 @@ mod tests {
             ["wait begins", "read done", "wait ends"],
             "a read on the same handle waited for the writer's writeback"
         );
+    }
+
+    /// Direct reads are armed where asked for and the backend is the
+    /// emulated one (by name or `auto`'s choice); never by default, nor
+    /// where a backend reads without the page cache or the pages are the
+    /// file (tmpfs).
+    #[test]
+    fn direct_reads_are_armed_only_where_asked_on_the_emulated_backend() {
+        let dir =
+            tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, vec![1u8; 1 << 20]).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        if !probe::fs_caps(file.as_fd(), &sys::fstat(file.as_fd()).unwrap())
+            .unwrap()
+            .direct_io
+            .available
+        {
+            return crate::test_skip("direct_reads_armed", "no O_DIRECT in target/");
+        }
+        let armed = |backend, direct_reads| {
+            let opts = StreamOptions {
+                backend,
+                direct_reads,
+                ..StreamOptions::default()
+            };
+            let s = Stream::new(file.as_fd(), &opts).unwrap();
+            s.direct_reads.map(|d| d.when)
+        };
+        use BackendKind::*;
+        use DirectReads::*;
+        assert_eq!(StreamOptions::default().direct_reads, Never);
+        assert_eq!(armed(Auto, Never), None);
+        assert_eq!(armed(Auto, UnderReclaim), Some(UnderReclaim));
+        assert_eq!(armed(Emulated, UnderReclaim), Some(UnderReclaim));
+        assert_eq!(armed(Emulated, Always), Some(Always));
+        for backend in [Kernel, Direct, Buffered] {
+            // Kernel may be refused here (no RWF_DONTCACHE).
+            let opts = StreamOptions {
+                backend,
+                direct_reads: Always,
+                ..StreamOptions::default()
+            };
+            if let Ok(s) = Stream::new(file.as_fd(), &opts) {
+                assert!(s.direct_reads.is_none(), "{backend}");
+            }
+        }
+        let shm = tempfile::NamedTempFile::new_in("/dev/shm").unwrap();
+        let opts = StreamOptions {
+            direct_reads: Always,
+            ..StreamOptions::default()
+        };
+        let s = Stream::new(shm.as_file().as_fd(), &opts).unwrap();
+        assert!(s.direct_reads.is_none(), "tmpfs");
     }
 }

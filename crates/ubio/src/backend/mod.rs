@@ -85,6 +85,9 @@ pub struct Caps {
     pub kernel_drops_reads: bool,
     /// The kernel starts writeback right after each write.
     pub kernel_starts_writeback: bool,
+    /// Plain reads through the page cache, which may go through O_DIRECT
+    /// instead while the kernel reclaims ([`crate::DirectReads`]).
+    pub direct_reads: bool,
 }
 
 /// Where a read comes from.
