@@ -552,9 +552,8 @@ impl Tracker {
                 Ok(c) if c.dirty_writeback == 0 || c.through_overlay => done.push(r),
                 // The writer, which cannot be made to wait, dirties the next
                 // ranges meanwhile: drop the chunks written back now rather
-                // than hold the whole range until its last page is (clean
-                // pages held so came to 32 MiB beside 40 dirty in the policy
-                // tests).
+                // than hold the whole range until its last page is (a
+                // policy test saw 72 MiB cached beside 40 dirty + writeback).
                 Ok(_) => {
                     for part in chunks(r) {
                         match self.cached(real_fd, part.clone()) {
