@@ -565,15 +565,13 @@ fn direct_reads_cache_nothing_and_keep_others_pages() {
                 let mut sampler = Some(ResidencySampler::start(&path, SAMPLE_EVERY).unwrap());
                 let mut first_quarter = None;
                 let mut buf = vec![0u8; IO as usize];
-                let mut want = vec![0u8; IO as usize];
                 let mut off = 0u64;
                 loop {
                     let n = f.read(&mut buf).unwrap();
                     if n == 0 {
                         break;
                     }
-                    fill_pattern(7, off, &mut want[..n]);
-                    assert!(buf[..n] == want[..n], "{} {when:?}: bytes at {off}", t.name);
+                    assert_pattern(&format!("{} {when:?}", t.name), 7, off, &buf[..n]);
                     off += n as u64;
                     if let Some(s) = &sampler {
                         s.sample().unwrap();

@@ -500,7 +500,6 @@ fn writeback_eio_under_nfs() {
 /// byte against the pattern; returns the offset reached.
 fn read_rest(f: &mut ubio::File, mut off: u64, seed: u64, what: &str) -> u64 {
     let mut buf = vec![0u8; MIB as usize];
-    let mut want = vec![0u8; MIB as usize];
     loop {
         let n = f
             .read(&mut buf)
@@ -508,12 +507,7 @@ fn read_rest(f: &mut ubio::File, mut off: u64, seed: u64, what: &str) -> u64 {
         if n == 0 {
             return off;
         }
-        fill_pattern(seed, off, &mut want[..n]);
-        assert!(
-            buf[..n] == want[..n],
-            "{what}: data differs in {off}..{}",
-            off + n as u64
-        );
+        assert_pattern(what, seed, off, &buf[..n]);
         off += n as u64;
     }
 }

@@ -294,31 +294,31 @@ pub fn evict(path: &Path) {
 pub fn verify_pattern(path: &Path, seed: u64, expect_size: u64) {
     let mut f = File::open(path).unwrap();
     let mut buf = vec![0u8; MIB as usize];
-    let mut want = vec![0u8; MIB as usize];
     let mut off = 0u64;
     loop {
         let n = f.read(&mut buf).unwrap();
         if n == 0 {
             break;
         }
-        fill_pattern(seed, off, &mut want[..n]);
-        if buf[..n] != want[..n] {
-            let i = buf[..n]
-                .iter()
-                .zip(&want[..n])
-                .position(|(a, b)| a != b)
-                .unwrap();
-            panic!(
-                "{}: byte {} is {:#x}, expected {:#x}",
-                path.display(),
-                off + i as u64,
-                buf[i],
-                want[i]
-            );
-        }
+        assert_pattern(&path.display().to_string(), seed, off, &buf[..n]);
         off += n as u64;
     }
     assert_eq!(off, expect_size, "{}: size", path.display());
+}
+
+/// `got`, read at file offset `off`, is the pattern of `seed` there;
+/// panics at the first differing byte, naming `what`.
+pub fn assert_pattern(what: &str, seed: u64, off: u64, got: &[u8]) {
+    let mut want = vec![0u8; got.len()];
+    fill_pattern(seed, off, &mut want);
+    if let Some(i) = got.iter().zip(&want).position(|(a, b)| a != b) {
+        panic!(
+            "{what}: byte {} is {:#x}, expected {:#x}",
+            off + i as u64,
+            got[i],
+            want[i]
+        );
+    }
 }
 
 /// Pages of the file now in the page cache (mincore() before Linux 6.5,

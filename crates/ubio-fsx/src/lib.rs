@@ -834,6 +834,17 @@ impl<'c> Exerciser<'c> {
         res
     }
 
+    /// Close the ubio handle, count what its stream did, and check the
+    /// page cache it left. Returns its statistics and the pages cached.
+    fn close_ubio(&mut self, op: &Op) -> Result<(ubio::Stats, Option<u64>), Error> {
+        let f = self.ubio.take().expect("open");
+        let stats = f.close().map_err(|e| self.io_fail(op, "close", e))?;
+        self.pages_dropped += stats.pages_dropped;
+        self.read_direct += stats.bytes_read_direct;
+        let cached = self.check_cache_after_close(op, &stats)?;
+        Ok((stats, cached))
+    }
+
     /// After a close: in the chunks the stream read or wrote, the pages
     /// still cached are at most those it found cached before it reached
     /// them (the contract keeps those: a truncation or a hole punched before
@@ -965,11 +976,7 @@ impl<'c> Exerciser<'c> {
                 r.map_err(|e| self.io_fail(op, "sync", e))?;
             }
             Op::Reopen => {
-                let f = self.ubio.take().expect("open");
-                let stats = f.close().map_err(|e| self.io_fail(op, "close", e))?;
-                self.pages_dropped += stats.pages_dropped;
-                self.read_direct += stats.bytes_read_direct;
-                self.check_cache_after_close(op, &stats)?;
+                self.close_ubio(op)?;
                 self.ubio = Some(
                     Self::open_ubio(self.cfg, false).map_err(|e| self.io_fail(op, "reopen", e))?,
                 );
@@ -1218,11 +1225,7 @@ pub fn run(cfg: &Config) -> Result<Summary, Error> {
     // check through a plain descriptor (after close: nothing left to flush).
     x.record(Op::Verify);
     x.verify(&Op::Verify)?;
-    let f = x.ubio.take().expect("open");
-    let stats = f.close().map_err(|e| x.io_fail(&Op::Verify, "close", e))?;
-    x.pages_dropped += stats.pages_dropped;
-    x.read_direct += stats.bytes_read_direct;
-    let cached = x.check_cache_after_close(&Op::Verify, &stats)?;
+    let (stats, cached) = x.close_ubio(&Op::Verify)?;
     let cache = match &x.cache_applies {
         Err(why) => CacheCheck {
             checked: false,

@@ -771,8 +771,7 @@ fn make_fs(
     }
     args.extend(opts.mkfs_args.iter().map(OsStr::new));
     args.push(dev.as_os_str());
-    run_tool(mkfs, &args)?;
-    Ok(())
+    run_tool(mkfs, &args).map(drop)
 }
 
 fn register_teardown(res: &Arc<Mutex<Resources>>, what: &str) -> CleanupGuard {

@@ -52,6 +52,12 @@ pub struct FsCaps {
 }
 
 impl FsCaps {
+    /// O_DIRECT's alignment, where O_DIRECT is usable here (not on NFS,
+    /// whose statx gives one).
+    pub fn direct_align(&self) -> Option<DioAlign> {
+        self.dio_align.filter(|_| self.direct_io.available)
+    }
+
     /// How far ahead of reads residency must be snapshotted.
     pub fn lookahead(&self) -> u64 {
         match self.read_ahead_kb {

@@ -72,15 +72,7 @@ pub struct Snapshot {
 
 /// The [`COUNTERS`] of /proc/vmstat's text.
 pub fn parse_vmstat(text: &str) -> BTreeMap<String, u64> {
-    text.lines()
-        .filter_map(|l| {
-            let (k, v) = l.split_once(' ')?;
-            COUNTERS
-                .contains(&k)
-                .then(|| Some((k.to_string(), v.trim().parse().ok()?)))
-                .flatten()
-        })
-        .collect()
+    ubio::reclaim::parse_vmstat(text, COUNTERS)
 }
 
 /// The zones of /proc/zoneinfo's text: free pages, the high watermark (the

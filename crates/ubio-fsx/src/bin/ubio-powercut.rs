@@ -576,10 +576,10 @@ struct BeyondBuffered {
     signature: String,
     /// A workload whose buffered run showed it on this filesystem: then
     /// the state is the filesystem's, which buffered writes reach too, and
-    /// only timing kept it out of this workload's buffered run (ext4 on
-    /// 6.1 commits a size and unwritten extents before the data, whenever
-    /// writeback starts; ubio starts it earlier). None: buffered I/O never
-    /// showed it here: wider than buffered.
+    /// only timing kept it out of this workload's buffered run (ext4, on
+    /// 6.1 and 6.12, commits a size and unwritten extents before the data
+    /// once writeback starts; ubio starts it earlier). None: buffered I/O
+    /// never showed it here: wider than buffered.
     buffered_elsewhere: Option<String>,
 }
 
