@@ -604,7 +604,10 @@ fn direct_reads_cache_nothing_and_keep_others_pages() {
                         assert_eq!(stats.bytes_read_direct, 0, "{}: read direct", t.name);
                     }
                     DirectReads::Always => {
-                        assert_eq!(over, 0, "{} direct reads cached {over} bytes", t.name);
+                        // At most one call's pages, for the moment between the
+                        // kernel's buffered fallback (btrfs, when the buffer
+                        // faults) and the drop after it.
+                        assert!(over <= IO, "{} direct reads cached {over} bytes", t.name);
                         assert!(stats.bytes_read_direct >= size - others_len - 16 * MIB);
                     }
                     _ => {
@@ -620,5 +623,101 @@ fn direct_reads_cache_nothing_and_keep_others_pages() {
             });
         }
         std::fs::remove_file(&path).unwrap();
+    }
+}
+
+/// btrfs reads a compressed extent through the page cache even when asked
+/// for O_DIRECT (the kernel falls back to a buffered read): the emulated
+/// backend's direct reads and the O_DIRECT backend drop what that cached
+/// call by call, so the stream holds at most one call's pages. Its own
+/// scratch btrfs, mounted compress-force (in the guests, in the btrfs
+/// cell only: each kernel's btrfs is tested once).
+#[test]
+fn o_direct_reads_of_compressed_btrfs_cache_at_most_one_call() {
+    use std::os::unix::fs::FileExt;
+    if guest_mode() && fs_name(&guest_dir()) != "btrfs" {
+        return;
+    }
+    let size = 64 * MIB;
+    let opts = ubio_testenv::scratchfs::ScratchOpts {
+        mount_options: vec!["compress-force=zstd".into()],
+        ..Default::default()
+    };
+    let backing = guest_mode()
+        .then(guest_dir)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
+    let fs = ubio_testenv::scratchfs::ScratchFs::create(
+        ubio_testenv::scratchfs::FsKind::Btrfs,
+        ubio_testenv::scratchfs::FsKind::Btrfs
+            .min_size_bytes()
+            .max(512 * MIB),
+        &opts.backing_dir(&backing),
+    )
+    .unwrap();
+    let path = fs.mount_point().join("compressed");
+    // Text that zstd compresses, each 4 KiB block naming itself.
+    let block = |n: u64| format!("{n:>15}\n").repeat(PAGE as usize / 16);
+    {
+        let f = std::fs::File::create(&path).unwrap();
+        for n in 0..size / PAGE {
+            f.write_all_at(block(n).as_bytes(), n * PAGE).unwrap();
+        }
+        f.sync_all().unwrap();
+    }
+    if !ubio::probe_path(&path).unwrap().fs.direct_io.available {
+        skip(
+            "direct_reads_of_compressed_btrfs",
+            "O_DIRECT unusable on btrfs here",
+        );
+        return;
+    }
+    // The emulated backend's direct reads, and the O_DIRECT backend.
+    for backend in [BackendKind::Emulated, BackendKind::Direct] {
+        evict(&path);
+        let mut f = ubio::OpenOptions::new()
+            .read(true)
+            .backend(backend)
+            .direct_reads(ubio::DirectReads::Always)
+            .open(&path)
+            .unwrap();
+        let sampler = ResidencySampler::start(&path, SAMPLE_EVERY).unwrap();
+        let mut buf = vec![0u8; IO as usize];
+        let mut off = 0u64;
+        loop {
+            let n = f.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            for (i, page) in buf[..n].chunks(PAGE as usize).enumerate() {
+                let n = off / PAGE + i as u64;
+                assert!(page == block(n).as_bytes(), "{backend}: block {n} differs");
+            }
+            off += n as u64;
+            sampler.sample().unwrap();
+        }
+        assert_eq!(off, size);
+        let stats = f.close().unwrap();
+        let peaks = sampler.finish().unwrap();
+        let left = cached_pages(&path);
+        eprintln!(
+            "compressed btrfs, {backend}: peak {} pages cached ({} samples), {left} left, \
+             {} MiB read direct",
+            peaks.max_cached,
+            peaks.samples,
+            stats.bytes_read_direct / MIB
+        );
+        assert_enough_samples("compressed btrfs", &peaks);
+        assert!(
+            peaks.max_cached * PAGE <= IO,
+            "{backend}: peak {} pages",
+            peaks.max_cached
+        );
+        assert_eq!(left, 0, "{backend}: pages left after close");
+        if backend == BackendKind::Emulated {
+            assert_eq!(
+                stats.bytes_read_direct, size,
+                "every read went the direct way"
+            );
+        }
     }
 }

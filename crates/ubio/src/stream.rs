@@ -339,16 +339,22 @@ impl Stream {
             .tracker
             .as_ref()
             .map(|t| t.before_read(fd, at.offset(), len));
-        let res = match self.direct_read_now(fd, at.offset(), len) {
+        let (res, o_direct) = match self.direct_read_now(fd, at.offset(), len) {
             Some((direct, bytes)) => {
                 let res = direct.read(fd, bufs, at);
                 if let Ok(n) = res {
                     bytes.fetch_add(n as u64, Ordering::Relaxed);
                 }
-                res
+                (res, true)
             }
-            None => self.backend.read(fd, bufs, at),
+            None => (
+                self.backend.read(fd, bufs, at),
+                self.backend.caps().reads_o_direct,
+            ),
         };
+        if let (true, Ok(n)) = (o_direct, &res) {
+            self.drop_fallback_pages(fd, at.offset()..at.offset() + *n as u64);
+        }
         if let (Some(t), Some(plan)) = (&self.tracker, plan) {
             t.run(fd, plan);
         }
@@ -390,6 +396,24 @@ impl Stream {
                 .ok()
         });
         direct.as_ref().map(|d| (d, &dr.bytes))
+    }
+
+    /// Drop what the kernel cached of an O_DIRECT read of `range` after
+    /// all: btrfs falls back to a buffered read for a compressed extent,
+    /// or for the rest of a call when the buffer faults (seen on 6.1: 204
+    /// pages). Not where others' pages are, or may be unseen: those the
+    /// tracker's own drops leave alone.
+    fn drop_fallback_pages(&self, fd: BorrowedFd<'_>, range: std::ops::Range<u64>) {
+        let Some(t) = &self.tracker else { return };
+        let others = t.residency(|r| r.blindness().is_some() || r.overlaps_precached(&range));
+        if !others && !range.is_empty() {
+            let _ = sys::fadvise(
+                fd,
+                range.start,
+                range.end - range.start,
+                sys::Advice::DontNeed,
+            );
+        }
     }
 
     /// Whether a call of `len` bytes in `count` buffers is made in pieces

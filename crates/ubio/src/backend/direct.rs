@@ -12,7 +12,7 @@
 //! another process writing the same block at the same time can lose an
 //! update, as with any O_DIRECT user of unaligned data.
 
-use super::{pwrite_with_flags, Backend, ReadAt, WriteAt};
+use super::{pwrite_with_flags, Backend, Caps, ReadAt, WriteAt};
 use crate::buffer::AlignedBuf;
 use crate::sys::{self, DioAlign, RwFlags};
 use std::fs::File;
@@ -64,6 +64,10 @@ impl Direct {
             },
             _ => (sys::reopen(fd, access | libc::O_DIRECT)?, true),
         };
+        // Where the kernel serves an O_DIRECT read through the page cache
+        // after all (btrfs: a compressed extent, or a buffer that faults),
+        // no readahead beyond the call on this descriptor.
+        let _ = sys::fadvise(dfd.as_fd(), 0, 0, sys::Advice::Random);
         let align = u64::from(dio.offset_align.max(512));
         let fs_block = (sys::fstat(fd)?.st_blksize as u64)
             .clamp(sys::page_size(), MAX_FS_BLOCK)
@@ -191,9 +195,16 @@ fn gather(bufs: &[IoSlice<'_>], mut pos: usize, mut dst: &mut [u8]) {
 }
 
 impl Backend for Direct {
-    // No `caps`: O_DIRECT leaves no pages, but filesystems may fall back to
-    // buffered I/O (btrfs does for some writes), so the tracker still
-    // writes behind and cleans up; that costs a cachestat when empty.
+    // O_DIRECT leaves no pages, but filesystems may fall back to buffered
+    // I/O (btrfs does for some writes and for compressed extents), so the
+    // tracker still writes behind and cleans up (a cachestat when empty),
+    // and each read's own fallback pages go right after it.
+    fn caps(&self) -> Caps {
+        Caps {
+            reads_o_direct: true,
+            ..Caps::default()
+        }
+    }
 
     fn read(
         &self,

@@ -15,7 +15,7 @@ impl Backend for Kernel {
         Caps {
             kernel_drops_reads: true,
             kernel_starts_writeback: true,
-            direct_reads: false,
+            ..Caps::default()
         }
     }
     fn flags(&self) -> RwFlags {

@@ -88,6 +88,9 @@ pub struct Caps {
     /// Plain reads through the page cache, which may go through O_DIRECT
     /// instead while the kernel reclaims ([`crate::DirectReads`]).
     pub direct_reads: bool,
+    /// Reads go through O_DIRECT: what the kernel caches of them anyway
+    /// (its buffered fallback) is dropped right after each call.
+    pub reads_o_direct: bool,
 }
 
 /// Where a read comes from.
