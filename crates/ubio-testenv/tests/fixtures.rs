@@ -596,26 +596,21 @@ fn memcg_reclaim_is_traced_and_the_instance_removed() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let file = dir.path().join("f");
     write_cold(&file, 128, 3);
-    // The instance a killed benchmark left (its pid gone: above pid_max).
-    let orphan = Path::new("/sys/kernel/tracing/instances/ubio-bench-4294967295-0");
-    let tracefs_here = orphan.parent().unwrap().is_dir();
-    if tracefs_here {
-        std::fs::create_dir(orphan).unwrap();
-    } else {
-        println!(
-            "SKIP orphan trace instance removed: tracefs is not mounted at /sys/kernel/tracing"
-        );
-    }
+    // The instance a killed benchmark left (its pid gone: above pid_max),
+    // made through the system's tracefs place (mounted for the test where
+    // nothing is: every tracefs mount shows the same instances).
+    let system = ubio_testenv::tracefs::system().unwrap();
+    let orphan = Path::new(ubio_testenv::tracefs::SYSTEM).join("instances/ubio-bench-4294967295-0");
+    std::fs::create_dir(&orphan).unwrap();
     let trace = ubio_testenv::reclaim_trace::MemcgReclaimTrace::start().unwrap();
     let instance = trace.instance().to_path_buf();
     assert!(instance.is_dir(), "{}", instance.display());
-    if tracefs_here {
-        assert!(
-            !orphan.exists(),
-            "the orphan instance {} stayed",
-            orphan.display()
-        );
-    }
+    assert!(
+        !orphan.exists(),
+        "the orphan instance {} stayed",
+        orphan.display()
+    );
+    drop(system);
     let _cg = dd_in_a_32m_cgroup(&file);
     std::thread::sleep(std::time::Duration::from_millis(100));
     // 128 MiB through a 32 MiB limit: at least 64 MiB must have been reclaimed.
