@@ -49,23 +49,27 @@ use ubio_bench::harness::summary::baseline_mode;
 #[derive(clap::Args)]
 pub struct Args {
     /// The memory the workload and the hot-file reader may use: the memory
-    /// cgroup's limit, or under global pressure what the balloon leaves.
-    #[arg(long, value_parser = size::parse, default_value = "512M")]
-    limit: u64,
+    /// cgroup's limit, or under global pressure what the balloon leaves
+    /// [default: 512M in a cgroup; 1G under global pressure, where it also
+    /// holds the machine's own processes].
+    #[arg(long, value_parser = size::parse)]
+    limit: Option<u64>,
     /// `cgroup`, `global` (a balloon leaves --limit to the whole machine;
     /// see `ubio-bench run --help`), or `auto`: global on a VM with free
     /// page reporting (the figures bare metal would see), else cgroup.
-    /// The default is cgroup: under global pressure --limit must also hold
-    /// the machine's own processes, and the hot file did not stay cached
-    /// beside them in any mode (bench/runs/2026-11-26-demo), so the demo's
-    /// point, the neighbour's cache, would not show.
-    #[arg(long, value_parser = ["auto", "cgroup", "global"], default_value = "cgroup")]
+    /// Under global pressure the defaults are a 1G limit and a hot file of
+    /// an eighth of it: with 512M and half, the hot file did not stay
+    /// cached beside the machine's own processes in any mode
+    /// (bench/runs/2026-11-26-demo); with 1G and 128M both halves of the
+    /// demo held in every run (bench/runs/2026-11-27-demo-global).
+    #[arg(long, value_parser = ["auto", "cgroup", "global"], default_value = "auto")]
     pressure: String,
     /// Size of the dataset [default: 4 x --limit].
     #[arg(long, value_parser = size::parse)]
     dataset: Option<u64>,
     /// Size of the hot file the other process keeps re-reading; at most
-    /// three quarters of --limit [default: half of --limit].
+    /// three quarters of --limit [default: half of --limit in a cgroup, an
+    /// eighth under global pressure].
     #[arg(long, value_parser = size::parse)]
     hot: Option<u64>,
     /// Measured rounds; in each, every mode runs once, in a new random order.
@@ -193,15 +197,29 @@ fn demo(args: Args) -> Result<ExitCode> {
     })
 }
 
+/// --limit's default in a memory cgroup.
+const CGROUP_LIMIT: u64 = 512 << 20;
+/// --limit's default under global pressure: what the balloon leaves also
+/// holds the machine's own processes.
+const GLOBAL_LIMIT: u64 = 1 << 30;
+
 /// The harness configurations: seq-write then seq-read, or copy.
 fn configs(a: &Args) -> Result<Vec<Config>> {
-    if a.limit < 16 << 20 {
+    let global = match a.pressure.as_str() {
+        "global" => true,
+        "cgroup" => false,
+        _ => super::run::auto_global(a.limit.unwrap_or(GLOBAL_LIMIT)),
+    };
+    let limit = a
+        .limit
+        .unwrap_or(if global { GLOBAL_LIMIT } else { CGROUP_LIMIT });
+    if limit < 16 << 20 {
         bail!(
             "--limit {} is too small: use at least 16M",
-            size::human(a.limit)
+            size::human(limit)
         );
     }
-    let dataset = a.dataset.unwrap_or(a.limit.saturating_mul(4));
+    let dataset = a.dataset.unwrap_or(limit.saturating_mul(4));
     if dataset < BLOCK {
         bail!(
             "--dataset {} is too small: use at least 1M",
@@ -211,15 +229,15 @@ fn configs(a: &Args) -> Result<Vec<Config>> {
     let hot = if a.no_victim {
         None
     } else {
-        let hot = a.hot.unwrap_or(a.limit / 2);
+        let hot = a.hot.unwrap_or(if global { limit / 8 } else { limit / 2 });
         if hot < 1 << 20 {
             bail!("--hot {} is too small: use at least 1M", size::human(hot));
         }
-        if hot > a.limit / 4 * 3 {
+        if hot > limit / 4 * 3 {
             bail!(
                 "--hot {} does not fit in --limit {} with room to spare: keep it under three quarters of the limit",
                 size::human(hot),
-                size::human(a.limit)
+                size::human(limit)
             );
         }
         Some(hot)
@@ -227,11 +245,6 @@ fn configs(a: &Args) -> Result<Vec<Config>> {
     if !(a.solo_secs >= 1.0 && a.solo_secs <= 60.0) {
         bail!("--solo-secs must be between 1 and 60");
     }
-    let global = match a.pressure.as_str() {
-        "global" => true,
-        "cgroup" => false,
-        _ => super::run::auto_global(a.limit),
-    };
     // The backed twin is the bare-metal figure in a cgroup on a VM with
     // free page reporting; under global pressure every mode already takes
     // pages just freed (and backing memory there would evict the others').
@@ -251,8 +264,8 @@ fn configs(a: &Args) -> Result<Vec<Config>> {
         }
     };
     let global_pressure = global.then(|| GlobalPressure {
-        leave_bytes: a.limit,
-        floor_bytes: super::run::default_floor(a.limit),
+        leave_bytes: limit,
+        floor_bytes: super::run::default_floor(limit),
     });
     if let Some(p) = global_pressure {
         let copies = if a.copy { 2 } else { 1 };
@@ -282,7 +295,7 @@ fn configs(a: &Args) -> Result<Vec<Config>> {
             target: Target::Dir {
                 path: a.dir.clone(),
             },
-            memory_limit_bytes: (!global).then_some(a.limit),
+            memory_limit_bytes: (!global).then_some(limit),
             victim_hot_bytes: hot,
             global_pressure,
         })
