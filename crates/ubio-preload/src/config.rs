@@ -1,7 +1,8 @@
 //! Settings, read once from the environment in the constructor (`ubio run`
 //! sets them from its flags): UBIO_WINDOW (bytes, K/M/G suffixes allowed),
-//! UBIO_BACKEND (auto, kernel, emulated, direct, buffered), UBIO_LOG=debug,
-//! UBIO_LOG_FILE and UBIO_ENGINE.
+//! UBIO_BACKEND (auto, kernel, emulated, direct, buffered),
+//! UBIO_DIRECT_READS (under-reclaim, never, always; `ubio::DirectReads`),
+//! UBIO_LOG=debug, UBIO_LOG_FILE and UBIO_ENGINE.
 
 use std::ffi::CString;
 use std::sync::OnceLock;
@@ -51,6 +52,12 @@ fn from_env() -> Config {
         match b.parse::<BackendKind>() {
             Ok(k) => stream.backend = k,
             Err(e) => problems.push(format!("UBIO_BACKEND: {e}; using auto")),
+        }
+    }
+    if let Some(d) = var("UBIO_DIRECT_READS") {
+        match d.parse::<ubio::DirectReads>() {
+            Ok(w) => stream.direct_reads = w,
+            Err(e) => problems.push(format!("UBIO_DIRECT_READS: {e}; using the default")),
         }
     }
     let c = Config {

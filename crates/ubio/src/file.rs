@@ -98,8 +98,9 @@ impl OpenOptions {
         self.stream.preserve_cached = v;
         self
     }
-    /// When the emulated backend reads through O_DIRECT (default: never;
-    /// see [`crate::DirectReads`]).
+    /// When the emulated backend reads through O_DIRECT (default: while
+    /// the kernel reclaims the stream's own pages; see
+    /// [`crate::DirectReads`]).
     pub fn direct_reads(&mut self, when: crate::DirectReads) -> &mut Self {
         self.stream.direct_reads = when;
         self

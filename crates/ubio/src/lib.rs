@@ -29,6 +29,7 @@ pub mod follow;
 pub mod mounts;
 pub mod overlay;
 pub mod probe;
+pub mod read_switch;
 mod readbehind;
 pub mod reclaim;
 pub mod residency;

@@ -7,6 +7,7 @@
 use crate::backend::{Backend, BackendKind, Buffered, Direct, Emulated, Kernel, ReadAt, WriteAt};
 use crate::overlay::RealFile;
 use crate::probe::{self, Choice};
+use crate::read_switch::ReadSwitch;
 use crate::reclaim;
 use crate::residency::{self, Blindness};
 use crate::sys::{self, DioAlign};
@@ -52,18 +53,51 @@ pub struct StreamOptions {
 /// read allocates no page cache, so it cannot make the kernel reclaim
 /// others' pages (see [`crate::reclaim`]). Reads of at least
 /// [`DIRECT_READ_MIN`] (`Always`: any); ranges that hold pages others
-/// cached are read from the cache. Off by default: under the global
-/// pressure measured so far it changed little of what the kernel
-/// reclaimed and read at 0.94x the page cache's speed (README, "How auto
+/// cached are read from the cache. `UnderReclaim` by default: it reads
+/// direct only where the page cache costs the stream (README, "How auto
 /// chooses").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DirectReads {
-    #[default]
     Never,
-    /// While kswapd reclaims (it scanned within [`reclaim::ACTIVE_FOR`]).
+    /// While kswapd reclaims (it scanned within [`reclaim::ACTIVE_FOR`])
+    /// and takes the stream's own pages before the stream drops them
+    /// ([`crate::read_switch`]-judged, in phases): 1.61x the page cache's
+    /// speed and a sixteenth of its reclaim where that happened, unchanged
+    /// where it did not (bench/runs/2026-11-27-read-gap).
+    #[default]
     UnderReclaim,
     /// Always, whatever the read's size (where O_DIRECT works): for tests.
     Always,
+}
+
+impl DirectReads {
+    pub const ALL: [DirectReads; 3] = [
+        DirectReads::Never,
+        DirectReads::UnderReclaim,
+        DirectReads::Always,
+    ];
+
+    /// As written in settings (UBIO_DIRECT_READS): never, under-reclaim,
+    /// always.
+    pub fn name(self) -> &'static str {
+        match self {
+            DirectReads::Never => "never",
+            DirectReads::UnderReclaim => "under-reclaim",
+            DirectReads::Always => "always",
+        }
+    }
+}
+
+impl std::str::FromStr for DirectReads {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        DirectReads::ALL
+            .into_iter()
+            .find(|w| w.name() == s)
+            .ok_or_else(|| {
+                format!("unknown direct reads '{s}' (expected never, under-reclaim or always)")
+            })
+    }
 }
 
 impl Default for StreamOptions {
@@ -89,6 +123,9 @@ pub struct Stats {
     pub bytes_read: u64,
     /// Of `bytes_read`, read through O_DIRECT ([`DirectReads`]).
     pub bytes_read_direct: u64,
+    /// `UnderReclaim`: the direct phases started because the kernel took
+    /// the stream's own pages before its drops.
+    pub direct_read_phases: u64,
     pub bytes_written: u64,
     /// Pages this stream dropped from the page cache.
     pub pages_dropped: u64,
@@ -160,6 +197,8 @@ struct DirectReader {
     /// Opened at the first direct read; None if it could not be.
     direct: OnceLock<Option<Direct>>,
     bytes: AtomicU64,
+    /// `UnderReclaim`: whether the kernel takes the stream's own pages.
+    switch: ReadSwitch,
 }
 
 impl Stream {
@@ -239,6 +278,7 @@ impl Stream {
                 align,
                 direct: OnceLock::new(),
                 bytes: AtomicU64::new(0),
+                switch: ReadSwitch::default(),
             });
         let tracker = choice.managed.then(|| {
             let cfg = TrackerConfig {
@@ -352,10 +392,25 @@ impl Stream {
                 self.backend.caps().reads_o_direct,
             ),
         };
-        if let (true, Ok(n)) = (o_direct, &res) {
-            self.drop_fallback_pages(fd, at.offset()..at.offset() + *n as u64);
+        // Only reads that could go direct tell anything.
+        let switch = (len >= DIRECT_READ_MIN as u64)
+            .then(|| self.read_switch_to_feed())
+            .flatten();
+        match (&res, o_direct) {
+            (&Ok(n), true) => self.drop_fallback_pages(fd, at.offset()..at.offset() + n as u64),
+            (&Ok(n), false) => {
+                if let Some(s) = switch {
+                    s.read_through_cache(at.offset()..at.offset() + n as u64);
+                }
+            }
+            (Err(_), _) => {}
         }
         if let (Some(t), Some(plan)) = (&self.tracker, plan) {
+            if let Some(s) = switch.filter(|s| s.has_unjudged()) {
+                s.judge(plan.read_drops(), |r| {
+                    residency::count(fd, r).ok().map(|c| c.cached)
+                });
+            }
             t.run(fd, plan);
         }
         let n = res?;
@@ -374,7 +429,11 @@ impl Stream {
         let dr = self.direct_reads.as_ref()?;
         let now = match dr.when {
             DirectReads::Always => len > 0,
-            DirectReads::UnderReclaim => len >= DIRECT_READ_MIN as u64 && reclaim::kswapd_active(),
+            DirectReads::UnderReclaim => {
+                len >= DIRECT_READ_MIN as u64
+                    && reclaim::kswapd_active()
+                    && dr.switch.take_direct(len)
+            }
             DirectReads::Never => false,
         };
         if !now {
@@ -396,6 +455,15 @@ impl Stream {
                 .ok()
         });
         direct.as_ref().map(|d| (d, &dr.bytes))
+    }
+
+    /// The switch of `UnderReclaim` direct reads, while kswapd runs: what
+    /// is read through the cache then is judged ([`ReadSwitch`]).
+    fn read_switch_to_feed(&self) -> Option<&ReadSwitch> {
+        self.direct_reads
+            .as_ref()
+            .filter(|d| d.when == DirectReads::UnderReclaim && reclaim::kswapd_active())
+            .map(|d| &d.switch)
     }
 
     /// Drop what the kernel cached of an O_DIRECT read of `range` after
@@ -595,6 +663,7 @@ impl Stream {
                 .direct_reads
                 .as_ref()
                 .map_or(0, |d| d.bytes.load(Ordering::Relaxed)),
+            direct_read_phases: self.direct_reads.as_ref().map_or(0, |d| d.switch.phases()),
             bytes_written: self.bytes_written.load(Ordering::Relaxed),
             pages_dropped: counts.pages_dropped,
             pages_preserved: preserved,
@@ -796,6 +865,17 @@ mod tests {
     /// where a backend reads without the page cache or the pages are the
     /// file (tmpfs).
     #[test]
+    fn direct_reads_settings_read_back_by_name() {
+        for w in DirectReads::ALL {
+            assert_eq!(w.name().parse::<DirectReads>(), Ok(w));
+        }
+        assert!("sometimes"
+            .parse::<DirectReads>()
+            .unwrap_err()
+            .contains("under-reclaim"));
+    }
+
+    #[test]
     fn direct_reads_are_armed_only_where_asked_on_the_emulated_backend() {
         let dir =
             tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap();
@@ -820,7 +900,7 @@ mod tests {
         };
         use BackendKind::*;
         use DirectReads::*;
-        assert_eq!(StreamOptions::default().direct_reads, Never);
+        assert_eq!(StreamOptions::default().direct_reads, UnderReclaim);
         assert_eq!(armed(Auto, Never), None);
         assert_eq!(armed(Auto, UnderReclaim), Some(UnderReclaim));
         assert_eq!(armed(Emulated, UnderReclaim), Some(UnderReclaim));

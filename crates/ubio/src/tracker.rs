@@ -102,6 +102,13 @@ pub struct Plan {
     drop_closing: Vec<Range<u64>>,
 }
 
+impl Plan {
+    /// What the plan drops behind a read ([`Tracker::before_read`]).
+    pub fn read_drops(&self) -> &[Range<u64>] {
+        &self.drop
+    }
+}
+
 /// A test hook run just before each writeback wait, outside the lock.
 #[cfg(test)]
 pub(crate) struct WaitHook(pub Box<dyn Fn(&Tracker) + Send + Sync>);
