@@ -1,13 +1,8 @@
 //! Whether the kernel's background reclaim (kswapd) has run lately: the
-//! trigger of the emulated backend's direct reads ([`crate::Stream`]).
-//!
-//! Why it matters: when memory is full, free memory is in pieces, and the
-//! page cache's readahead asks for large folios (2 MiB on ext4 and xfs).
-//! Such an allocation that finds no free block wakes kswapd, which then
-//! reclaims the pages of other processes, since the stream drops its own:
-//! ubio's reads under global pressure made the kernel reclaim 110k-146k
-//! pages per GB read (issue 27, bench/runs/2026-11-26-demo-3). A read made
-//! with O_DIRECT allocates no page cache at all.
+//! first half of the emulated backend's switch to direct reads (the other:
+//! the stream's own pages gone before its drops, [`crate::read_switch`]).
+//! While kswapd is idle a stream neither judges nor switches, at the cost
+//! of this look.
 //!
 //! kswapd's page scans in /proc/vmstat are looked at by whoever asks, at
 //! most every [`LOOK_EVERY`], so that a stream asking at each read costs

@@ -860,10 +860,6 @@ mod tests {
         );
     }
 
-    /// Direct reads are armed where asked for and the backend is the
-    /// emulated one (by name or `auto`'s choice); never by default, nor
-    /// where a backend reads without the page cache or the pages are the
-    /// file (tmpfs).
     #[test]
     fn direct_reads_settings_read_back_by_name() {
         for w in DirectReads::ALL {
@@ -875,6 +871,10 @@ mod tests {
             .contains("under-reclaim"));
     }
 
+    /// Direct reads are armed where asked for (`UnderReclaim` by default)
+    /// and the backend is the emulated one (by name or `auto`'s choice);
+    /// not where a backend reads without the page cache or the pages are
+    /// the file (tmpfs).
     #[test]
     fn direct_reads_are_armed_only_where_asked_on_the_emulated_backend() {
         let dir =
