@@ -16,6 +16,13 @@ use ubio_testenv::residency_sampler::{Peaks, ResidencySampler};
 
 const IO: u64 = MIB;
 const SAMPLE_EVERY: Duration = Duration::from_millis(1);
+/// The most a stream reading through O_DIRECT may hold at a sample: the
+/// call at hand (btrfs serves part or all of it through the cache, dropped
+/// right after), the rest of a compressed extent that btrfs reads around
+/// the call's end (up to 128 KiB: 288 pages were seen on 6.1), and, on a
+/// kernel without cachestat, a sample (mincore, walked while the pages
+/// change) that sees the next call's pages too.
+const O_DIRECT_HOLD: u64 = 2 * IO;
 
 fn managed(b: BackendKind) -> bool {
     b != BackendKind::Buffered
@@ -604,10 +611,13 @@ fn direct_reads_cache_nothing_and_keep_others_pages() {
                         assert_eq!(stats.bytes_read_direct, 0, "{}: read direct", t.name);
                     }
                     DirectReads::Always => {
-                        // At most one call's pages, for the moment between the
-                        // kernel's buffered fallback (btrfs, when the buffer
-                        // faults) and the drop after it.
-                        assert!(over <= IO, "{} direct reads cached {over} bytes", t.name);
+                        // The kernel's buffered fallback (btrfs, when the
+                        // buffer faults) until the drop after the call.
+                        assert!(
+                            over <= O_DIRECT_HOLD,
+                            "{} direct reads cached {over} bytes",
+                            t.name
+                        );
                         assert!(stats.bytes_read_direct >= size - others_len - 16 * MIB);
                     }
                     _ => {
@@ -629,11 +639,12 @@ fn direct_reads_cache_nothing_and_keep_others_pages() {
 /// btrfs reads a compressed extent through the page cache even when asked
 /// for O_DIRECT (the kernel falls back to a buffered read): the emulated
 /// backend's direct reads and the O_DIRECT backend drop what that cached
-/// call by call, so the stream holds at most one call's pages. Its own
+/// call by call, so the stream holds about one call's pages
+/// ([`O_DIRECT_HOLD`]; 2,048-3,072 without the drops). Its own
 /// scratch btrfs, mounted compress-force (in the guests, in the btrfs
 /// cell only: each kernel's btrfs is tested once).
 #[test]
-fn o_direct_reads_of_compressed_btrfs_cache_at_most_one_call() {
+fn o_direct_reads_of_compressed_btrfs_cache_about_one_call() {
     use std::os::unix::fs::FileExt;
     if guest_mode() && fs_name(&guest_dir()) != "btrfs" {
         return;
@@ -708,7 +719,7 @@ fn o_direct_reads_of_compressed_btrfs_cache_at_most_one_call() {
         );
         assert_enough_samples("compressed btrfs", &peaks);
         assert!(
-            peaks.max_cached * PAGE <= IO,
+            peaks.max_cached * PAGE <= O_DIRECT_HOLD,
             "{backend}: peak {} pages",
             peaks.max_cached
         );
