@@ -261,6 +261,32 @@ impl Daemon {
             .unwrap_or_else(|| panic!("no status:\n{}", self.log_text()))
     }
 
+    /// Files the daemon has finished, over every owner.
+    fn finished_files(&self) -> u64 {
+        self.status()["owners"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["finished"]["files"].as_u64().unwrap())
+            .sum()
+    }
+
+    /// Wait until the daemon has finished more files than `before`: a
+    /// program that ends before the daemon reads its events is not yet
+    /// among the managed files, which `wait_finished` alone would take for
+    /// done (a CI run read 56 MiB left cached so).
+    fn wait_finished_since(&self, before: u64) {
+        let t = Instant::now();
+        while self.finished_files() <= before {
+            assert!(
+                t.elapsed() < FINISH_WITHIN,
+                "the daemon finished nothing new after {FINISH_WITHIN:?}:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Wait until none of `paths` is managed any more (the daemon wrote
     /// back and dropped what their streams left).
     fn wait_finished(&self, paths: &[PathBuf]) {
@@ -617,8 +643,10 @@ fn bad_configurations_and_reloads_are_refused_with_their_line() {
         "{log}"
     );
     let input = fx.path("in");
+    let finished = daemon.finished_files();
     let out = fx.sh(&fx.inside, "cat in > /dev/null");
     assert!(out.status.success());
+    daemon.wait_finished_since(finished);
     daemon.wait_finished(std::slice::from_ref(&input));
     assert_eq!(cached(&input), 0, "the old configuration stopped working");
     // A good reload takes effect: the scope now excludes the input.
