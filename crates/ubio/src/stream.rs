@@ -379,7 +379,9 @@ impl Stream {
             .tracker
             .as_ref()
             .map(|t| t.before_read(fd, at.offset(), len));
-        let (res, o_direct) = match self.direct_read_now(fd, at.offset(), len) {
+        // Looked at once per read, for the direct read and the switch.
+        let switch = self.read_switch_under_reclaim(len);
+        let (res, o_direct) = match self.direct_read_now(fd, at.offset(), len, switch) {
             Some((direct, bytes)) => {
                 let res = direct.read(fd, bufs, at);
                 if let Ok(n) = res {
@@ -392,10 +394,6 @@ impl Stream {
                 self.backend.caps().reads_o_direct,
             ),
         };
-        // Only reads that could go direct tell anything.
-        let switch = (len >= DIRECT_READ_MIN as u64)
-            .then(|| self.read_switch_to_feed())
-            .flatten();
         match (&res, o_direct) {
             (&Ok(n), true) => self.drop_fallback_pages(fd, at.offset()..at.offset() + n as u64),
             (&Ok(n), false) => {
@@ -425,15 +423,12 @@ impl Stream {
         fd: BorrowedFd<'_>,
         off: u64,
         len: u64,
+        switch: Option<&ReadSwitch>,
     ) -> Option<(&Direct, &AtomicU64)> {
         let dr = self.direct_reads.as_ref()?;
         let now = match dr.when {
             DirectReads::Always => len > 0,
-            DirectReads::UnderReclaim => {
-                len >= DIRECT_READ_MIN as u64
-                    && reclaim::kswapd_active()
-                    && dr.switch.take_direct(len)
-            }
+            DirectReads::UnderReclaim => switch.is_some_and(|s| s.take_direct(len)),
             DirectReads::Never => false,
         };
         if !now {
@@ -457,12 +452,14 @@ impl Stream {
         direct.as_ref().map(|d| (d, &dr.bytes))
     }
 
-    /// The switch of `UnderReclaim` direct reads, while kswapd runs: what
-    /// is read through the cache then is judged ([`ReadSwitch`]).
-    fn read_switch_to_feed(&self) -> Option<&ReadSwitch> {
+    /// The switch of `UnderReclaim` direct reads, for a read of `len` that
+    /// could go direct while kswapd runs: it decides whether the read does,
+    /// and judges what is read through the cache ([`ReadSwitch`]).
+    fn read_switch_under_reclaim(&self, len: u64) -> Option<&ReadSwitch> {
         self.direct_reads
             .as_ref()
-            .filter(|d| d.when == DirectReads::UnderReclaim && reclaim::kswapd_active())
+            .filter(|d| d.when == DirectReads::UnderReclaim && len >= DIRECT_READ_MIN as u64)
+            .filter(|_| reclaim::kswapd_active())
             .map(|d| &d.switch)
     }
 
