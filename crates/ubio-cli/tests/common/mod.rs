@@ -175,7 +175,10 @@ pub mod engine {
         }
         if pout.max_dirty_writeback * PAGE > WRITE_BOUND {
             let peak = mib(pout.max_dirty_writeback);
-            v.push(format!("outputs' dirty + writeback peak {peak} MiB"));
+            let (d, w) = (mib(pout.max_dirty), mib(pout.max_writeback));
+            v.push(format!(
+                "outputs' dirty + writeback peak {peak} MiB (peaks: dirty {d}, writeback {w})"
+            ));
         }
         if left.iter().any(|&b| b > 0) {
             v.push(format!(

@@ -488,11 +488,7 @@ impl Follower {
                 if let Some(r) = self.retiring.remove(key) {
                     self.report(r.f);
                 }
-                let progress = match is_writable(seen[0].info.flags) {
-                    true => 0,
-                    false => self.unseen_progress(seen[0].pid, &by_file),
-                };
-                match self.first_sight(&seen[0], progress, admit.as_deref_mut()) {
+                match self.first_sight(&seen[0], admit.as_deref_mut()) {
                     Some(f) => {
                         self.skipped.remove(key);
                         self.files.insert(*key, f);
@@ -584,21 +580,43 @@ impl Follower {
     }
 
     /// How far a transfer under way in `pid` may have gone before the engine
-    /// saw its source: the most that one of the process's files open for
-    /// writing holds dirty or under writeback past its furthest position
-    /// (a copy_file_range or sendfile moves no position until it returns).
-    fn unseen_progress(&self, pid: u32, by_file: &HashMap<Key, Vec<Seen>>) -> u64 {
-        by_file
+    /// saw its source (a copy_file_range or sendfile moves no position until
+    /// it returns): the furthest that one of the process's files open for
+    /// writing holds the transfer's pages past its position. The process's
+    /// descriptors are listed afresh: the look's scan may predate the
+    /// destination (cp's output was missing from it in 1 of ~10 loaded runs
+    /// of the policy test, its source then taken as others' cache: 40 MiB
+    /// left after exit).
+    fn unseen_progress(&self, pid: u32) -> u64 {
+        let page = sys::page_size();
+        procfs::open_files(pid)
             .iter()
-            .filter_map(|(key, seen)| {
-                let furthest = seen
-                    .iter()
-                    .filter(|s| s.pid == pid && is_writable(s.info.flags))
-                    .map(|s| s.info.pos)
-                    .max()?;
-                let f = self.files.get(key)?;
-                let c = sys::cachestat(f.file.as_fd(), FileRange::ToEnd(furthest)).ok()?;
-                Some((c.nr_dirty + c.nr_writeback) * sys::page_size())
+            .filter(|w| is_writable(w.info.flags))
+            .filter_map(|w| {
+                let pos = w.info.pos;
+                match self.files.get(&(w.dev, w.ino)) {
+                    // Followed already: pages written back may be dropped;
+                    // the walk knows how far the pages reached.
+                    Some(f) => {
+                        let c = sys::cachestat(f.file.as_fd(), FileRange::ToEnd(pos)).ok()?;
+                        let walked = f.silent.walked_to().saturating_sub(pos);
+                        Some(((c.nr_dirty + c.nr_writeback) * page).max(walked))
+                    }
+                    // Not followed: nothing of it was dropped; its pages
+                    // past the position, written back ones too, within
+                    // its end of file.
+                    None => {
+                        let file = File::open(format!("/proc/{pid}/fd/{}", w.fd))
+                            .or_else(|_| w.duplicate())
+                            .ok()?;
+                        let st = sys::fstat(file.as_fd()).ok()?;
+                        if !w.is(&st) {
+                            return None;
+                        }
+                        let c = sys::cachestat(file.as_fd(), FileRange::ToEnd(pos)).ok()?;
+                        Some((c.nr_cache * page).min((st.st_size as u64).saturating_sub(pos)))
+                    }
+                }
             })
             .max()
             .unwrap_or(0)
@@ -606,12 +624,9 @@ impl Follower {
 
     /// Open a file seen for the first time, decide whether it is managed
     /// (`admit`, then the filesystem and flags), and snapshot its residency.
-    /// `progress`: how far a transfer under way may have read it already
-    /// (unseen_progress).
     fn first_sight<'f>(
         &mut self,
         s: &Seen,
-        progress: u64,
         admit: Option<&mut AdmitFn<'f>>,
     ) -> Option<Followed> {
         let link = format!("/proc/{}/fd/{}", s.pid, s.fd);
@@ -667,6 +682,15 @@ impl Follower {
         // read it again: cat's cache peaked at 140-186 MiB (54-68 with it).
         let readahead = Readahead::new(fs.lookahead(), self.opts.sequential_readahead);
         let lookahead = readahead.at(0);
+        // Where the stream got, as late as possible before the snapshot: a
+        // reader goes on after the look's scan (cat moved tens of MiB
+        // while a loaded daemon admitted it), and a transfer that moves no
+        // position shows in its destination (unseen_progress).
+        let pos = s.position_now().unwrap_or(0).max(s.info.pos);
+        let progress = match managed && !is_writable(s.info.flags) {
+            true => self.unseen_progress(s.pid),
+            false => 0,
+        };
         let tracker = managed.then(|| {
             let cfg = TrackerConfig {
                 window,
@@ -676,16 +700,14 @@ impl Follower {
             };
             let t = Tracker::new(Caps::default(), cfg, blind);
             t.defer_starts();
-            let passed = s.info.pos + progress + lookahead;
-            snapshot_first_sight(&t, &file, s, st.st_size as u64, passed);
+            snapshot_first_sight(&t, &file, s, st.st_size as u64, pos + progress + lookahead);
             Arc::new(t)
         });
         log::debug!(
-            "{}: seen in pid {} fd {} at {} (size {}): {}",
+            "{}: seen in pid {} fd {} at {pos} (size {}, a transfer's unseen progress {progress}): {}",
             path.display(),
             s.pid,
             s.fd,
-            s.info.pos,
             st.st_size,
             why
         );
@@ -821,6 +843,7 @@ fn snapshot_first_sight(t: &Tracker, file: &File, s: &Seen, size: u64, passed: u
         && sys::cachestat(fd, FileRange::ToEnd(head_end)).is_ok_and(|c| c.nr_cache == 0)
     {
         t.mark_cold(0..head_end);
+        log::debug!("pid {} fd {}: 0..{head_end} taken as the stream's", s.pid, s.fd);
     }
     // Up to the end of file only: pages past it that appear later are the
     // tree's when its streams go there (`known_to`), else someone else's.

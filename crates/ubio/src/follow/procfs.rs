@@ -91,6 +91,13 @@ impl Seen {
         crate::sys::pidfd_getfd(crate::sys::pidfd_open(self.pid)?.as_fd(), self.fd)
     }
 
+    /// The descriptor's position now, if it still refers to the file seen.
+    pub fn position_now(&self) -> Option<u64> {
+        let text = std::fs::read_to_string(format!("/proc/{}/fdinfo/{}", self.pid, self.fd)).ok()?;
+        let now = parse_fdinfo(&text)?;
+        ((now.ino, now.mnt_id) == (self.info.ino, self.info.mnt_id)).then_some(now.pos)
+    }
+
     /// `st` (an fstat of a descriptor opened for this one) is still the
     /// file seen: the program may have closed and reused the descriptor.
     pub fn is(&self, st: &libc::stat) -> bool {
@@ -231,6 +238,18 @@ impl Tree {
     }
 }
 
+/// The regular files open in `pid` now, read afresh (not from a tree's
+/// last scan, which may predate a file the process opened since).
+pub fn open_files(pid: u32) -> Vec<Seen> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    let mut fds = HashMap::new();
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter_map(|fd| look(pid, fd, &mut fds))
+        .collect()
+}
+
 /// Read one descriptor's fdinfo; classify the file behind it when it is
 /// new or changed.
 fn look(pid: u32, fd: i32, fds: &mut HashMap<i32, Watched>) -> Option<Seen> {
@@ -306,5 +325,42 @@ mod tests {
             .expect("our file is seen");
         assert_eq!(s.info.pos, 4321);
         assert_eq!(s.info.flags & libc::O_ACCMODE, libc::O_RDONLY);
+    }
+
+    /// A file opened after a tree's scan is in a fresh listing, and a
+    /// position read again is where the descriptor is now, or nothing once
+    /// the number refers to another file.
+    #[test]
+    fn a_fresh_look_sees_what_the_last_scan_did_not() {
+        use std::io::{Seek, SeekFrom};
+        use std::os::fd::AsRawFd;
+        let dir =
+            tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, vec![0u8; 10000]).unwrap();
+        let mut f = File::open(&p).unwrap();
+        let ino = f.metadata().unwrap().ino();
+        let mut t = Tree::default();
+        t.add_root(std::process::id());
+        let s = *t.scan().iter().find(|s| s.ino == ino).unwrap();
+        assert_eq!(s.info.pos, 0);
+        f.seek(SeekFrom::Start(777)).unwrap();
+        assert_eq!(s.position_now(), Some(777));
+
+        let q = dir.path().join("written");
+        let w = File::create(&q).unwrap();
+        let wino = w.metadata().unwrap().ino();
+        let fresh = open_files(std::process::id());
+        let ws = fresh.iter().find(|s| s.ino == wino).expect("the new file is listed");
+        assert_eq!(ws.fd, w.as_raw_fd());
+        assert_ne!(ws.info.flags & libc::O_ACCMODE, libc::O_RDONLY);
+
+        // The number reused for another file: the old sighting has no position.
+        let fd = f.as_raw_fd();
+        drop(f);
+        let other = File::open(&q).unwrap();
+        if other.as_raw_fd() == fd {
+            assert_eq!(s.position_now(), None);
+        }
     }
 }
