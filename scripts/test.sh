@@ -11,8 +11,11 @@
 #    Serial, because tests use loop devices and the page cache and measure
 #    residency; --nocapture so that `SKIP <name>: <reason>` lines reach the log
 #    and the summary can count them.
-# 4. Then, at the same time (the host tests run alone: some measure residency
-#    and peaks that other load would disturb):
+#    Beside them, at the lowest CPU and I/O priority, the guests' build
+#    (UBIO_GUEST_BUILD_ONLY=1 scripts/guest/run.sh), which would otherwise
+#    hold up the guests for four minutes.
+# 4. Then, at the same time (the host tests run without other work at
+#    normal priority: some measure residency and peaks that load disturbs):
 #    - scripts/guest/run.sh: the contract tests again in QEMU guests on Linux
 #      6.12 (cachestat, no RWF_DONTCACHE) and 6.1 (neither), on f2fs, ext4,
 #      xfs and btrfs, and the power-cut suite; the summary shows one line per
@@ -52,6 +55,20 @@ echo "== cargo build --release --workspace --all-targets"
 cargo build --release --workspace --all-targets || build_rc=$?
 build_secs=$((SECONDS - started))
 
+parts_dir="$(mktemp -d -t ubio-test-parts.XXXXXX)"
+trap 'rm -rf "$log" "$parts_dir"' EXIT
+
+# The guests' own build (static binaries, kernels, initramfs: four minutes
+# of compiling) beside the host tests, which are serial and leave a core
+# idle: at the lowest CPU and I/O priority, so that the tests keep the
+# machine; the guest part below then boots at once.
+guest_build_pid=
+if [ "$build_rc" -eq 0 ]; then
+    echo "== beside the host tests, at the lowest priority: UBIO_GUEST_BUILD_ONLY=1 scripts/guest/run.sh"
+    UBIO_GUEST_BUILD_ONLY=1 nice -n 19 ionice -c 3 scripts/guest/run.sh >"$parts_dir/guest-build.log" 2>&1 &
+    guest_build_pid=$!
+fi
+
 test_rc=0
 test_secs=0
 if [ "$build_rc" -eq 0 ]; then
@@ -73,8 +90,6 @@ side_parts=(
     "packages|scripts/package-test.sh"
     "gnu-cp|scripts/gnu-cp-tests.sh"
 )
-parts_dir="$(mktemp -d -t ubio-test-parts.XXXXXX)"
-trap 'rm -rf "$log" "$parts_dir"' EXIT
 run_part() { # NAME CMD...: run CMD with its output in NAME.log, then print it
     local name=$1 start=$SECONDS rc=0
     shift
@@ -83,6 +98,11 @@ run_part() { # NAME CMD...: run CMD with its output in NAME.log, then print it
     { echo "== $name ($*): exit $rc after $((SECONDS - start))s"; cat "$parts_dir/$name.log"; } |
         flock "$parts_dir" cat
 }
+if [ -n "$guest_build_pid" ]; then
+    # Its failure shows again, whole, in the guest part, which builds anew.
+    wait "$guest_build_pid" || true
+    echo "== the guests' build beside the host tests: $(tail -1 "$parts_dir/guest-build.log")"
+fi
 if [ "$build_rc" -eq 0 ]; then
     echo "== after the host tests, at once: scripts/guest/run.sh beside: ${side_parts[*]}"
     run_part guest scripts/guest/run.sh &

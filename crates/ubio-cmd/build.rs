@@ -39,9 +39,12 @@ fn git_describe() -> Option<String> {
     let describe = git(&[
         "describe", "--tags", "--always", "--dirty", "--match", "v[0-9]*",
     ])?;
-    // Run again when HEAD moves or the index changes (a commit, a checkout,
-    // `git add`): HEAD, the branch it names, packed refs, the index; in a
-    // worktree the first and last are the worktree's own.
+    // Run again when HEAD moves (a commit, a checkout): HEAD, the branch it
+    // names, packed refs; in a worktree HEAD is the worktree's own. Not the
+    // index: `git describe --dirty` rewrites it when its stat data is stale
+    // (always in a fresh clone), which made the next cargo command rebuild
+    // ubio-cmd and every binary above it (80 s of CI); staging changes
+    // nothing `--dirty` reports.
     let (git_dir, common) = (
         git(&["rev-parse", "--absolute-git-dir"])?,
         git(&["rev-parse", "--git-common-dir"])?,
@@ -49,7 +52,6 @@ fn git_describe() -> Option<String> {
     let common = Path::new(&git_dir).join(common);
     let mut watch = vec![
         Path::new(&git_dir).join("HEAD"),
-        Path::new(&git_dir).join("index"),
         common.join("packed-refs"),
     ];
     if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {

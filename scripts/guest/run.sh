@@ -53,7 +53,10 @@
 # target/guest-failures; each failed cell's own output is also printed),
 # UBIO_GUEST_ONLY (one test, `binary::name`, instead of all) and
 # UBIO_GUEST_REPEAT (run each test that many times: hunting a flake);
-# UBIO_GUEST_FS=none runs no contract test.
+# UBIO_GUEST_FS=none runs no contract test. UBIO_GUEST_BUILD_ONLY=1 stops
+# after step 4 (downloads, kernels, initramfs, the static build; all cached,
+# so the run after it boots at once): scripts/test.sh does that, at the
+# lowest priority, while the host tests leave a core idle.
 # The power-cut suite (ubio-powercut, after the contract tests:
 # dm-log-writes records each workload, every flush and FUA point is
 # replayed and checked) and the disk-fault suite (ubio-diskfault, after
@@ -102,6 +105,7 @@ TIMEOUT=${UBIO_GUEST_TIMEOUT:-3600}
 CACHE=${UBIO_GUEST_CACHE:-$HOME/.cache/ubio-guest}
 TESTS="contract_cache contract_io contract_faults"
 ONLY=${UBIO_GUEST_ONLY:-}
+BUILD_ONLY=${UBIO_GUEST_BUILD_ONLY:-}
 REPEAT=${UBIO_GUEST_REPEAT:-1}
 [ -n "$ONLY" ] && TESTS=${ONLY%%::*}
 FAILED_LOGS=${UBIO_GUEST_FAILED_LOGS:-$root/target/guest-failures}
@@ -450,9 +454,12 @@ if [ -n "$POWERCUT$DISKFAULT" ]; then
     # `ubio run`'s shim, beside ubio (where it looks first after
     # UBIO_PRELOAD): a cdylib, so built without crt-static, in the main
     # target directory, against the host's glibc that the image carries.
-    env -u RUSTFLAGS CARGO_TARGET_DIR="$root/target" cargo build -q --release -p ubio-preload
-    add_program "$r" "$root/target/release/libubio_preload.so" /usr/bin
-    strip "$r/usr/bin/libubio_preload.so"
+    # (Not while only building: the host tests' cargo holds that directory.)
+    if [ -z "$BUILD_ONLY" ]; then
+        env -u RUSTFLAGS CARGO_TARGET_DIR="$root/target" cargo build -q --release -p ubio-preload
+        add_program "$r" "$root/target/release/libubio_preload.so" /usr/bin
+        strip "$r/usr/bin/libubio_preload.so"
+    fi
 fi
 for t in $TESTS; do
     exe=$(sed -n "s|.*Executable tests/$t.rs (\(.*\))|\1|p" "$work/build.log" | tail -1)
@@ -464,6 +471,10 @@ for k in $KERNELS; do
     cat "$work/base.cpio" "$work/modules-$k.cpio" "$work/bins.cpio" > "$work/initramfs-$k.cpio"
 done
 phase build
+if [ -n "$BUILD_ONLY" ]; then
+    echo "== guest: built, not booted (UBIO_GUEST_BUILD_ONLY); timings: ${timings[*]}"
+    exit 0
+fi
 
 # 5. Boot.
 qemu_start() { # accel kernel-series log cmdline-extra [outbox-image]; sets qemu_pid
