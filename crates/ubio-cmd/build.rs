@@ -39,25 +39,24 @@ fn git_describe() -> Option<String> {
     let describe = git(&[
         "describe", "--tags", "--always", "--dirty", "--match", "v[0-9]*",
     ])?;
-    // Run again when HEAD moves (a commit, a checkout): HEAD, the branch it
-    // names, packed refs; in a worktree HEAD is the worktree's own. Not the
-    // index: `git describe --dirty` rewrites it when its stat data is stale
-    // (always in a fresh clone), which made the next cargo command rebuild
-    // ubio-cmd and every binary above it (80 s of CI); staging changes
-    // nothing `--dirty` reports.
-    let (git_dir, common) = (
-        git(&["rev-parse", "--absolute-git-dir"])?,
-        git(&["rev-parse", "--git-common-dir"])?,
-    );
-    let common = Path::new(&git_dir).join(common);
-    let mut watch = vec![
+    // Run again when HEAD moves (a commit, a checkout): the worktree's HEAD,
+    // the branches (a directory: cargo looks at every file in it, so a
+    // branch packed now and loose after a commit is seen too), the packed
+    // refs where there are any. Paths that exist only: cargo runs the
+    // script again on every command for one that does not, and rebuilds
+    // every binary above this crate (a relative --git-common-dir joined to
+    // the git directory did that: 80 s of every CI run). Not the index:
+    // `git describe --dirty` rewrites it in a fresh clone, and staging
+    // changes nothing that `--dirty` reports.
+    let git_dir = git(&["rev-parse", "--absolute-git-dir"])?;
+    let common = git(&["rev-parse", "--path-format=absolute", "--git-common-dir"])?;
+    let common = Path::new(&common);
+    let watch = [
         Path::new(&git_dir).join("HEAD"),
+        common.join("refs/heads"),
         common.join("packed-refs"),
     ];
-    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
-        watch.push(common.join(branch));
-    }
-    for p in watch {
+    for p in watch.iter().filter(|p| p.exists()) {
         println!("cargo:rerun-if-changed={}", p.display());
     }
     Some(describe)
