@@ -56,13 +56,14 @@ cargo build --release --workspace --all-targets || build_rc=$?
 build_secs=$((SECONDS - started))
 
 parts_dir="$(mktemp -d -t ubio-test-parts.XXXXXX)"
-trap 'rm -rf "$log" "$parts_dir"' EXIT
+guest_build_pid=
+# (The guests' build below is stopped too if this script ends before it.)
+trap 'if [ -n "$guest_build_pid" ]; then kill "$guest_build_pid" 2>/dev/null || true; fi; rm -rf "$log" "$parts_dir"' EXIT
 
 # The guests' own build (static binaries, kernels, initramfs: four minutes
 # of compiling) beside the host tests, which are serial and leave a core
 # idle: at the lowest CPU and I/O priority, so that the tests keep the
 # machine; the guest part below then boots at once.
-guest_build_pid=
 if [ "$build_rc" -eq 0 ]; then
     echo "== beside the host tests, at the lowest priority: UBIO_GUEST_BUILD_ONLY=1 scripts/guest/run.sh"
     UBIO_GUEST_BUILD_ONLY=1 nice -n 19 ionice -c 3 scripts/guest/run.sh >"$parts_dir/guest-build.log" 2>&1 &
@@ -101,6 +102,7 @@ run_part() { # NAME CMD...: run CMD with its output in NAME.log, then print it
 if [ -n "$guest_build_pid" ]; then
     # Its failure shows again, whole, in the guest part, which builds anew.
     wait "$guest_build_pid" || true
+    guest_build_pid=
     echo "== the guests' build beside the host tests: $(tail -1 "$parts_dir/guest-build.log")"
 fi
 if [ "$build_rc" -eq 0 ]; then
