@@ -606,9 +606,7 @@ impl Follower {
                     // past the position, written back ones too, within
                     // its end of file.
                     None => {
-                        let file = File::open(format!("/proc/{pid}/fd/{}", w.fd))
-                            .or_else(|_| w.duplicate())
-                            .ok()?;
+                        let file = w.open().ok()?;
                         let st = sys::fstat(file.as_fd()).ok()?;
                         if !w.is(&st) {
                             return None;
@@ -631,12 +629,7 @@ impl Follower {
     ) -> Option<Followed> {
         let link = format!("/proc/{}/fd/{}", s.pid, s.fd);
         let path = std::fs::read_link(&link).unwrap_or_else(|_| PathBuf::from(&link));
-        let file = Arc::new(match File::open(&link) {
-            Ok(f) => f,
-            // A file this user may not read (write-only to us): a duplicate
-            // of the program's descriptor instead.
-            Err(_) => s.duplicate().ok()?,
-        });
+        let file = Arc::new(s.open().ok()?);
         let st = sys::fstat(file.as_fd()).ok()?;
         if !s.is(&st) {
             return None; // the descriptor changed under us; next look
@@ -684,13 +677,8 @@ impl Follower {
         let lookahead = readahead.at(0);
         // Where the stream got, as late as possible before the snapshot: a
         // reader goes on after the look's scan (cat moved tens of MiB
-        // while a loaded daemon admitted it), and a transfer that moves no
-        // position shows in its destination (unseen_progress).
+        // while a loaded daemon admitted it).
         let pos = s.position_now().unwrap_or(0).max(s.info.pos);
-        let progress = match managed && !is_writable(s.info.flags) {
-            true => self.unseen_progress(s.pid),
-            false => 0,
-        };
         let tracker = managed.then(|| {
             let cfg = TrackerConfig {
                 window,
@@ -700,11 +688,19 @@ impl Follower {
             };
             let t = Tracker::new(Caps::default(), cfg, blind);
             t.defer_starts();
-            snapshot_first_sight(&t, &file, s, st.st_size as u64, pos + progress + lookahead);
+            // A transfer that moves no position shows in its destination
+            // (unseen_progress); asked only where the reader's pages reach
+            // past its position (listing the process's descriptors costs
+            // one read per descriptor).
+            let progress = || match is_writable(s.info.flags) {
+                true => 0,
+                false => self.unseen_progress(s.pid),
+            };
+            snapshot_first_sight(&t, &file, s, st.st_size as u64, pos + lookahead, progress);
             Arc::new(t)
         });
         log::debug!(
-            "{}: seen in pid {} fd {} at {pos} (size {}, a transfer's unseen progress {progress}): {}",
+            "{}: seen in pid {} fd {} at {pos} (size {}): {}",
             path.display(),
             s.pid,
             s.fd,
@@ -825,8 +821,9 @@ impl Follower {
 
 /// Residency at first sight: the whole file, once. The part the stream
 /// may have passed already (`passed`: up to its position plus readahead,
-/// plus what a transfer under way that moves no position may have read)
-/// cannot be told apart from pages others had cached; it is taken as the
+/// plus, where pages reach past that, `progress()`: what a transfer under
+/// way that moves no position may have read) cannot be told apart from
+/// pages others had cached; it is taken as the
 /// stream's own when the file goes on beyond it and nothing is cached there
 /// (a cold file being streamed), and for a description open for writing,
 /// chunk by chunk where pages are dirty or under writeback (fresh writes,
@@ -835,13 +832,30 @@ impl Follower {
 /// small file read whole before the engine saw it, a program's own modules
 /// say, is kept). Beyond the end of file nothing can be anybody else's: a
 /// writer's new pages go ([`Followed::advance`] marks them as the file grows).
-fn snapshot_first_sight(t: &Tracker, file: &File, s: &Seen, size: u64, passed: u64) {
+fn snapshot_first_sight(
+    t: &Tracker,
+    file: &File,
+    s: &Seen,
+    size: u64,
+    passed: u64,
+    progress: impl FnOnce() -> u64,
+) {
     let fd = file.as_fd();
     // Even at position 0 the first read (and its readahead) may be under way.
-    let head_end = passed.div_ceil(CHUNK) * CHUNK;
-    if head_end < size
-        && sys::cachestat(fd, FileRange::ToEnd(head_end)).is_ok_and(|c| c.nr_cache == 0)
-    {
+    let head_at = |passed: u64| passed.div_ceil(CHUNK) * CHUNK;
+    let cold_past = |end: u64| {
+        end < size && sys::cachestat(fd, FileRange::ToEnd(end)).is_ok_and(|c| c.nr_cache == 0)
+    };
+    let mut head_end = head_at(passed);
+    let mut cold = cold_past(head_end);
+    if !cold && head_end < size {
+        let more = progress();
+        if more > 0 {
+            head_end = head_at(passed + more);
+            cold = cold_past(head_end);
+        }
+    }
+    if cold {
         t.mark_cold(0..head_end);
         log::debug!("pid {} fd {}: 0..{head_end} taken as the stream's", s.pid, s.fd);
     }

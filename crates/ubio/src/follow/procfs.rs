@@ -91,6 +91,13 @@ impl Seen {
         crate::sys::pidfd_getfd(crate::sys::pidfd_open(self.pid)?.as_fd(), self.fd)
     }
 
+    /// The file behind the descriptor, for reading: through /proc/PID/fd,
+    /// or, for a file this user may not read (write-only to us), a
+    /// duplicate of the program's descriptor.
+    pub fn open(&self) -> io::Result<File> {
+        File::open(format!("/proc/{}/fd/{}", self.pid, self.fd)).or_else(|_| self.duplicate())
+    }
+
     /// The descriptor's position now, if it still refers to the file seen.
     pub fn position_now(&self) -> Option<u64> {
         let text = std::fs::read_to_string(format!("/proc/{}/fdinfo/{}", self.pid, self.fd)).ok()?;
@@ -213,7 +220,7 @@ impl Tree {
         let mut out = Vec::new();
         let mut gone = Vec::new();
         for (&pid, fds) in self.members.iter_mut() {
-            let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+            let Some(now) = fd_numbers(pid) else {
                 // Gone, or briefly unreadable (during an exec): only the
                 // first loses it.
                 if !Path::new(&format!("/proc/{pid}")).exists() {
@@ -221,9 +228,6 @@ impl Tree {
                 }
                 continue;
             };
-            let now: HashSet<i32> = dir
-                .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-                .collect();
             fds.retain(|fd, _| now.contains(fd));
             for fd in now {
                 if let Some(s) = look(pid, fd, fds) {
@@ -241,13 +245,21 @@ impl Tree {
 /// The regular files open in `pid` now, read afresh (not from a tree's
 /// last scan, which may predate a file the process opened since).
 pub fn open_files(pid: u32) -> Vec<Seen> {
-    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
-        return Vec::new();
-    };
     let mut fds = HashMap::new();
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+    fd_numbers(pid)
+        .unwrap_or_default()
+        .into_iter()
         .filter_map(|fd| look(pid, fd, &mut fds))
         .collect()
+}
+
+/// The descriptor numbers open in `pid` (None: it cannot be listed).
+fn fd_numbers(pid: u32) -> Option<HashSet<i32>> {
+    let dir = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    Some(
+        dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect(),
+    )
 }
 
 /// Read one descriptor's fdinfo; classify the file behind it when it is
