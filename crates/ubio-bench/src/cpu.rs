@@ -58,24 +58,12 @@ fn rusage(who: Usage) -> io::Result<CpuTimes> {
 /// The CPU time of another process or kernel thread so far (utime and
 /// stime of /proc/PID/stat); `None` once it is gone.
 pub fn pid_times(pid: u32) -> Option<CpuTimes> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_pid_stat(&stat, clock_ticks())
-}
-
-/// `pid (comm) state ppid ...`: utime and stime are fields 14 and 15; the
-/// command name may hold spaces and parentheses, so count after the last `)`.
-fn parse_pid_stat(stat: &str, hz: f64) -> Option<CpuTimes> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let tick = |i: usize| f.get(i)?.parse::<u64>().ok().map(|v| v as f64 / hz);
+    let stat = ubio::procfs::pid_stat(pid).ok()?;
+    let hz = ubio::sys::clock_ticks() as f64;
     Some(CpuTimes {
-        user_secs: tick(11)?,
-        sys_secs: tick(12)?,
+        user_secs: stat.utime_ticks as f64 / hz,
+        sys_secs: stat.stime_ticks as f64 / hz,
     })
-}
-
-fn clock_ticks() -> f64 {
-    ubio::sys::clock_ticks() as f64
 }
 
 #[cfg(test)]
@@ -108,10 +96,7 @@ mod tests {
     }
 
     #[test]
-    fn parses_a_pid_stat_line() {
-        let s = "42 (a) b) c) S 1 42 42 0 -1 4194560 0 0 0 0 250 75 0 0 20 0 1 0 5 0\n";
-        let t = parse_pid_stat(s, 100.0).unwrap();
-        assert_eq!((t.user_secs, t.sys_secs), (2.5, 0.75));
+    fn a_process_and_its_children_have_times() {
         assert!(pid_times(std::process::id()).is_some());
         assert!(children_times().is_ok());
     }

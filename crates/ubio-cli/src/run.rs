@@ -3,7 +3,7 @@
 //! once. The LD_PRELOAD shim (libubio_preload.so) goes into every
 //! dynamically linked program of the tree and manages the files the
 //! program reads and writes through read()/write() and their kin: exactly,
-//! and it can make a writer wait. The engine (ubio::follow), in this
+//! and it can make a writer wait. The engine (ubio_engine::follow), in this
 //! process, watches the file positions of every process of the tree and
 //! covers what the shim cannot see: stdio, statically linked programs,
 //! inherited descriptors; files the shim manages are claimed by it and left
@@ -22,7 +22,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use ubio::follow::{FollowOptions, FollowStats, Follower};
+use ubio_engine::{FollowOptions, FollowStats, Follower};
 
 /// `--help`: the examples (as `-h` shows them), then what is exact and what is
 /// best effort.
@@ -141,7 +141,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     c.args(rest).env("LD_PRELOAD", preload);
     match engine.listen() {
         Ok(name) => {
-            c.env(ubio::follow::claims::ENV, name);
+            c.env(ubio::claims::ENV, name);
         }
         // Without claims both may manage a file: harmless (each drops only
         // what it may), but say so.

@@ -951,7 +951,8 @@ fn status_shows_the_machines_reclaim_and_the_trace_instance_goes_with_the_daemon
             "no tracefs with vmscan:mm_vmscan_kswapd_wake: only the untraced case is checked",
         );
     }
-    let instance = |pid: u32| Path::new(TRACEFS).join(format!("instances/ubio-policy-{pid}"));
+    // The daemon makes one instance, its first (ubio_engine::tracefs names them PREFIX<pid>-<n>).
+    let instance = |pid: u32| Path::new(TRACEFS).join(format!("instances/ubio-policy-{pid}-0"));
     let mut made = Instances(Vec::new());
     let cfg = fx.config("policy.toml", "", "");
 
@@ -1117,7 +1118,7 @@ fn status_shows_the_machines_reclaim_and_the_trace_instance_goes_with_the_daemon
     let log = daemon.stop();
     assert!(
         log.contains(&format!(
-            "removed the trace instance {} of a daemon that is gone",
+            "removed the trace instance {} of a process that is gone",
             killed.display()
         )),
         "{log}"

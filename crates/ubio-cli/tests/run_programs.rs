@@ -178,7 +178,7 @@ fn cases(b: &Built) -> Vec<Case> {
     let go = b.gocopy.display().to_string();
     // Go's io.Copy between two files is one copy_file_range of up to
     // 2 GiB, which moves no position until it returns: the engine finds it
-    // from the pages (follow/silent.rs). More such copies, on ext4 and xfs:
+    // from the pages (ubio-engine/src/silent.rs). More such copies, on ext4 and xfs:
     // long_kernel_copies_on_ext4_and_xfs.
     v.push(c(
         "static Go io.Copy (one copy_file_range)",
@@ -1186,11 +1186,11 @@ fn a_copy_killed_in_its_call_leaves_nothing() {
         .unwrap();
     // The copy's pid: ubio's child.
     let child = loop {
-        use ubio::follow::procfs::{all_pids, ppid};
+        use ubio::procfs::{all_pids, pid_stat};
         let kid = all_pids()
             .unwrap()
             .into_iter()
-            .find(|&p| ppid(p).ok() == Some(ubio.id()));
+            .find(|&p| pid_stat(p).ok().map(|s| s.ppid) == Some(ubio.id()));
         if let Some(p) = kid {
             break p;
         }

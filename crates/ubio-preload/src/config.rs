@@ -64,7 +64,7 @@ fn from_env() -> Config {
         stream,
         debug,
         log_file,
-        engine: var(ubio::follow::claims::ENV),
+        engine: var(ubio::claims::ENV),
     };
     if debug {
         for p in problems {

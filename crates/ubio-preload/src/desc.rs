@@ -90,13 +90,13 @@ impl Desc {
         if self.claimed.swap(claim, Ordering::AcqRel) == claim {
             return;
         }
-        let c = ubio::follow::claims::Claim {
+        let c = ubio::claims::Claim {
             claim,
             pid: std::process::id(),
             dev: self.dev,
             ino: self.ino,
         };
-        if let Err(e) = ubio::follow::claims::send(name, &c) {
+        if let Err(e) = ubio::claims::send(name, &c) {
             log::debug(&format!("cannot reach the engine {name}: {e}"));
         }
     }

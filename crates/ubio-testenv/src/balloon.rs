@@ -27,7 +27,6 @@
 //! held), `error MESSAGE` when it cannot inflate.
 
 use crate::cleanup::{self, CleanupGuard};
-use crate::procfs::meminfo;
 use std::ffi::OsString;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
@@ -35,6 +34,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use ubio::procfs::meminfo;
 
 const MIB: u64 = 1 << 20;
 /// The lowest floor accepted, whatever the machine.
@@ -365,16 +365,7 @@ impl Balloon {
 /// VmLck of a live process, None when it is gone (or a zombie, whose
 /// memory is already freed).
 pub fn locked_bytes(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmLck:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kib * 1024)
+    ubio::procfs::pid_status(pid).ok()?.locked
 }
 
 #[cfg(test)]

@@ -283,7 +283,7 @@ impl MemCgroup {
     /// `memory.stat` as name -> value. Key names differ between versions: page
     /// cache is `cache` (and `total_cache`) on v1, `file` on v2.
     pub fn memory_stat(&self) -> io::Result<HashMap<String, u64>> {
-        Ok(crate::procfs::parse_pairs(&self.read("memory.stat")?, 1))
+        Ok(ubio::procfs::parse_pairs(&self.read("memory.stat")?, 1))
     }
 
     /// Memory charged now, page cache included (`memory.usage_in_bytes` on

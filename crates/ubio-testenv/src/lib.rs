@@ -17,7 +17,6 @@ pub mod cgroup;
 pub mod cleanup;
 pub mod faults;
 pub mod kept_pages;
-pub mod procfs;
 pub mod reclaim_trace;
 pub mod residency_sampler;
 pub mod rng;

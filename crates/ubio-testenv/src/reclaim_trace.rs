@@ -10,28 +10,28 @@
 //! reclaimed, whatever the cgroup version.
 //!
 //! A [`MemcgReclaimTrace`] mounts tracefs on a private directory, makes its
-//! own trace instance there (so it never touches the global trace buffer
-//! or another user's instance), enables the one event
-//! there, and sums `nr_reclaimed` from the instance's trace_pipe on a
-//! thread. Dropping it (or a termination signal, through [`crate::cleanup`])
-//! disables the event, removes the instance and unmounts what it mounted.
+//! own trace instance there (ubio_engine::tracefs, the one the policy
+//! daemon uses: it never touches the global trace buffer or another user's
+//! instance) with the one event, and sums `nr_reclaimed` from the
+//! instance's trace_pipe on a thread. Dropping it (or a termination
+//! signal, through [`crate::cleanup`]) disables the event, removes the
+//! instance and unmounts what it mounted.
 
 use crate::cleanup::{self, CleanupGuard};
-use crate::path_context;
 use crate::tracefs;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
+use ubio_engine::tracefs::{self as instances, Instance};
 
-const EVENT: &str = "events/vmscan/mm_vmscan_memcg_reclaim_end";
+/// The event, below a tracefs root's `events/`.
+const EVENT: &str = "vmscan/mm_vmscan_memcg_reclaim_end";
 /// Per-CPU buffer of the instance: at 1 GB/s of reclaim, about 8000 events
 /// a second of ~100 bytes each, read every 20 ms.
-const BUFFER_KB: &str = "1024";
+const BUFFER_KB: u32 = 1024;
 const POLL: Duration = Duration::from_millis(20);
 /// Our instances are named PREFIX<pid>-<n>.
 const INSTANCE_PREFIX: &str = "ubio-bench-";
@@ -57,19 +57,25 @@ impl MemcgReclaimTrace {
         // mount shows the same instances.
         let mount = tempfile::Builder::new().prefix("ubio-tracefs-").tempdir()?;
         tracefs::mount(mount.path())?;
-        let root = mount.path().to_path_buf();
-        remove_orphans(&root.join("instances"));
-        let instance = root.join(format!(
-            "instances/{INSTANCE_PREFIX}{}-{}",
-            std::process::id(),
-            unique()
-        ));
+        let mut notes = Vec::new();
+        let made = Instance::create(mount.path(), INSTANCE_PREFIX, EVENT, BUFFER_KB, &mut notes);
+        for n in notes {
+            log::info!("{n}");
+        }
+        let mut instance = match made {
+            Ok(i) => i,
+            Err(e) => {
+                tracefs::unmount(mount.path());
+                return Err(io::Error::other(e));
+            }
+        };
+        let dir = instance.dir().to_path_buf();
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = Arc::new(AtomicBool::new(false));
-        let cleanup_instance = instance.clone();
-        let (stop_reader, reader_stopped) = (stop.clone(), stopped.clone());
+        let (stop_reader, reader_stopped, cleanup_dir) =
+            (stop.clone(), stopped.clone(), dir.clone());
         let cleanup = cleanup::register(
-            format!("remove trace instance {}", instance.display()),
+            format!("remove trace instance {}", dir.display()),
             move || {
                 // On a signal Drop does not run: stop the reader here (an
                 // instance with an open trace_pipe cannot be removed).
@@ -80,19 +86,13 @@ impl MemcgReclaimTrace {
                     }
                     std::thread::sleep(POLL / 2);
                 }
-                remove_instance(&cleanup_instance);
+                if let Err(e) = instances::remove(&cleanup_dir, EVENT) {
+                    log::warn!("{e}");
+                }
                 tracefs::unmount(mount.path());
                 drop(mount);
             },
         );
-        fs::create_dir(&instance).map_err(|e| path_context(e, "make trace instance", &instance))?;
-        write(&instance.join("buffer_size_kb"), BUFFER_KB)?;
-        let pipe = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(instance.join("trace_pipe"))
-            .map_err(|e| path_context(e, "open", &instance.join("trace_pipe")))?;
-        write(&instance.join(EVENT).join("enable"), "1")?;
 
         let reclaimed = Arc::new(AtomicU64::new(0));
         let events = Arc::new(AtomicU64::new(0));
@@ -101,7 +101,25 @@ impl MemcgReclaimTrace {
             std::thread::Builder::new()
                 .name("memcg-reclaim-trace".into())
                 .spawn(move || {
-                    read_events(pipe, &reclaimed, &events, &stop);
+                    loop {
+                        let last = stop.load(Ordering::Relaxed);
+                        let read = instance.read_lines(|line| {
+                            if let Some(pages) = nr_reclaimed(line) {
+                                reclaimed.fetch_add(pages, Ordering::Relaxed);
+                                events.fetch_add(1, Ordering::Relaxed);
+                            }
+                        });
+                        if let Err(e) = read {
+                            log::warn!("memcg reclaim trace: {e}");
+                            break;
+                        }
+                        if last {
+                            break;
+                        }
+                        std::thread::sleep(POLL);
+                    }
+                    // Closes trace_pipe and removes the instance.
+                    drop(instance);
                     stopped.store(true, Ordering::Relaxed);
                 })?
         };
@@ -110,7 +128,7 @@ impl MemcgReclaimTrace {
             events,
             stop,
             reader: Some(reader),
-            instance,
+            instance: dir,
             _cleanup: Some(cleanup),
         })
     }
@@ -134,108 +152,23 @@ impl MemcgReclaimTrace {
 
 impl Drop for MemcgReclaimTrace {
     fn drop(&mut self) {
-        // Stop the event first, then the reader (which drains and closes the
-        // pipe): an instance with an open trace_pipe cannot be removed.
-        let _ = write(&self.instance.join(EVENT).join("enable"), "0");
+        // The reader reads what is left, then removes the instance.
         self.stop.store(true, Ordering::Relaxed);
         if let Some(reader) = self.reader.take() {
             let _ = reader.join();
         }
-        // _cleanup drops next: removes the instance and the mount.
-    }
-}
-
-fn read_events(mut pipe: File, reclaimed: &AtomicU64, events: &AtomicU64, stop: &AtomicBool) {
-    let mut buf = vec![0u8; 1 << 16];
-    let mut partial = Vec::new();
-    loop {
-        match pipe.read(&mut buf) {
-            Ok(0) => std::thread::sleep(POLL),
-            Ok(n) => {
-                partial.extend_from_slice(&buf[..n]);
-                let end = partial
-                    .iter()
-                    .rposition(|&b| b == b'\n')
-                    .map_or(0, |i| i + 1);
-                for line in partial[..end].split(|&b| b == b'\n') {
-                    if let Some(pages) = nr_reclaimed(line) {
-                        reclaimed.fetch_add(pages, Ordering::Relaxed);
-                        events.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-                partial.drain(..end);
-                continue;
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                if stop.load(Ordering::Relaxed) {
-                    return;
-                }
-                std::thread::sleep(POLL);
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                log::warn!("memcg reclaim trace: read trace_pipe: {e}");
-                return;
-            }
-        }
+        // _cleanup drops next: unmounts.
     }
 }
 
 /// `nr_reclaimed=N` of one trace line
 /// ("cat-12 [001] ..... 81.5: mm_vmscan_memcg_reclaim_end: nr_reclaimed=32").
-fn nr_reclaimed(line: &[u8]) -> Option<u64> {
-    let line = std::str::from_utf8(line).ok()?;
+fn nr_reclaimed(line: &str) -> Option<u64> {
     let (_, rest) = line.split_once("mm_vmscan_memcg_reclaim_end: nr_reclaimed=")?;
     rest.split(|c: char| !c.is_ascii_digit())
         .next()?
         .parse()
         .ok()
-}
-
-/// Removes the instances left by benchmarks that were killed (SIGKILL runs
-/// no cleanup): each keeps its per-CPU buffers, 1 MiB a CPU, until removed.
-/// Only ours whose process is gone; an instance of a live process, or of a
-/// pid that was reused, stays.
-fn remove_orphans(instances: &Path) {
-    let Ok(entries) = fs::read_dir(instances) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix(INSTANCE_PREFIX))
-            .and_then(|rest| rest.split_once('-'))
-            .and_then(|(pid, _)| pid.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if !Path::new("/proc").join(pid.to_string()).exists() {
-            log::info!(
-                "removing trace instance {} of a process gone",
-                entry.path().display()
-            );
-            remove_instance(&entry.path());
-        }
-    }
-}
-
-fn remove_instance(instance: &Path) {
-    let _ = write(&instance.join(EVENT).join("enable"), "0");
-    if instance.exists() {
-        if let Err(e) = fs::remove_dir(instance) {
-            log::warn!("remove trace instance {}: {e}", instance.display());
-        }
-    }
-}
-
-fn write(path: &Path, value: &str) -> io::Result<()> {
-    fs::write(path, value).map_err(|e| path_context(e, &format!("write {value} to"), path))
-}
-
-fn unique() -> u64 {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 #[cfg(test)]
@@ -244,12 +177,12 @@ mod tests {
 
     #[test]
     fn parses_trace_lines() {
-        let line = b"           cat-2121    [001] .....   812.345678: mm_vmscan_memcg_reclaim_end: nr_reclaimed=37";
+        let line = "           cat-2121    [001] .....   812.345678: mm_vmscan_memcg_reclaim_end: nr_reclaimed=37";
         assert_eq!(nr_reclaimed(line), Some(37));
         assert_eq!(
-            nr_reclaimed(b"cat-1 [0] 1.0: mm_vmscan_memcg_reclaim_begin: order=0"),
+            nr_reclaimed("cat-1 [0] 1.0: mm_vmscan_memcg_reclaim_begin: order=0"),
             None
         );
-        assert_eq!(nr_reclaimed(b""), None);
+        assert_eq!(nr_reclaimed(""), None);
     }
 }

@@ -176,7 +176,7 @@ fn with_meminfo(c: Count) -> io::Result<CacheStat> {
 }
 
 fn meminfo_counts(nr_cache: u64) -> io::Result<CacheStat> {
-    let meminfo = crate::procfs::meminfo()?;
+    let meminfo = ubio::procfs::meminfo()?;
     let pages = |key: &str| meminfo.get(key).copied().unwrap_or(0) / ubio::sys::page_size();
     Ok(CacheStat {
         nr_cache,

@@ -21,14 +21,15 @@
 pub mod backend;
 #[allow(unsafe_code)]
 mod buffer;
+pub mod claims;
 pub mod copy;
 pub mod error;
 pub mod evict;
 mod file;
-pub mod follow;
 pub mod mounts;
 pub mod overlay;
 pub mod probe;
+pub mod procfs;
 pub mod read_switch;
 mod readbehind;
 pub mod reclaim;

@@ -8,7 +8,6 @@
 //! most every [`LOOK_EVERY`], so that a stream asking at each read costs
 //! one small read of /proc per interval for the whole process.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -63,21 +62,7 @@ pub fn kswapd_active() -> bool {
 /// Pages kswapd has scanned since boot (/proc/vmstat `pgscan_kswapd`);
 /// None where /proc cannot be read.
 fn kswapd_scanned() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/vmstat").ok()?;
-    parse_vmstat(&text, &["pgscan_kswapd"]).remove("pgscan_kswapd")
-}
-
-/// The counters `names` of /proc/vmstat's text, those this kernel has.
-pub fn parse_vmstat(text: &str, names: &[&str]) -> BTreeMap<String, u64> {
-    text.lines()
-        .filter_map(|l| {
-            let (k, v) = l.split_once(' ')?;
-            names
-                .contains(&k)
-                .then(|| Some((k.to_string(), v.trim().parse().ok()?)))
-                .flatten()
-        })
-        .collect()
+    crate::procfs::vmstat().ok()?.remove("pgscan_kswapd")
 }
 
 #[cfg(test)]
@@ -85,12 +70,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_kswapd_count_is_found_among_its_neighbours() {
-        let kswapd = |text| parse_vmstat(text, &["pgscan_kswapd"]).remove("pgscan_kswapd");
-        let text = "pgscan_kswapd_foo 7\npgscan_kswapd 1234\npgscan_direct 9\n";
-        assert_eq!(kswapd(text), Some(1234));
-        assert_eq!(kswapd("pgscan_direct 9\n"), None);
-        // This machine's own table has it.
+    fn this_machine_counts_kswapds_scans() {
         assert!(
             kswapd_scanned().is_some(),
             "no pgscan_kswapd in /proc/vmstat"

@@ -290,7 +290,7 @@ pub(crate) fn default_floor(leave: u64) -> u64 {
 
 /// The lowest floor a balloon may leave on this machine.
 fn min_floor_here() -> u64 {
-    let total = ubio_testenv::procfs::meminfo_field("MemTotal").unwrap_or(0);
+    let total = ubio::procfs::meminfo_field("MemTotal").unwrap_or(0);
     ubio_testenv::balloon::min_floor(total)
 }
 

@@ -20,8 +20,8 @@ use std::fs::File;
 use std::io;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
+use ubio::procfs::{meminfo, vmstat};
 use ubio_testenv::cgroup::{CgroupVersion, MemCgroup};
-use ubio_testenv::procfs::{meminfo, vmstat};
 use ubio_testenv::reclaim_trace::MemcgReclaimTrace;
 
 const MB: f64 = 1e6;
@@ -167,14 +167,10 @@ fn counters(
 
 /// The pids of the kswapd kernel threads (one per NUMA node).
 pub fn kswapd_pids() -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .is_ok_and(|c| c.starts_with("kswapd"))
-        })
+    ubio::procfs::all_pids()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|&pid| ubio::procfs::comm(pid).is_some_and(|c| c.starts_with("kswapd")))
         .collect()
 }
 

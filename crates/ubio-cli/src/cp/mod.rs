@@ -1353,11 +1353,7 @@ fn mode_letters(mode: u32) -> String {
 /// only read it by changing it); None where it cannot be read.
 fn umask() -> Option<u32> {
     static UMASK: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
-    *UMASK.get_or_init(|| {
-        let status = std::fs::read_to_string("/proc/self/status").ok()?;
-        let line = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
-        u32::from_str_radix(line.trim(), 8).ok()
-    })
+    *UMASK.get_or_init(|| ubio::procfs::own_status().ok()?.umask)
 }
 
 /// -u: the source's modification time is later than the destination's.

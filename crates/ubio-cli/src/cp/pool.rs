@@ -88,10 +88,8 @@ const MIN_BLOCK: usize = 64 << 10;
 /// None without a limit (or if it cannot be known).
 fn address_space_left() -> Option<u64> {
     let limit = ubio::sys::address_space_limit().ok()??;
-    // statm: the first field is the size of the address space in pages.
-    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
-    let pages: u64 = statm.split_whitespace().next()?.parse().ok()?;
-    Some(limit.saturating_sub(pages * ubio::sys::page_size() as u64))
+    let size = ubio::procfs::own_status().ok()?.size?;
+    Some(limit.saturating_sub(size))
 }
 
 /// A copy to make: its place in the plan, its step, and whether its

@@ -34,9 +34,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toml::Spanned;
-use ubio::follow::discover::MarkKind;
-use ubio::follow::policy::{DiscoveryMode, PolicyOptions};
-use ubio::follow::scope::{
+use ubio_engine::discover::MarkKind;
+use ubio_engine::policy::{DiscoveryMode, PolicyOptions};
+use ubio_engine::scope::{
     gid_by_name, uid_by_name, CgroupPattern, Exclusions, ExePattern, FileRules, ProcessRules,
     Scope, Scopes,
 };

@@ -1,14 +1,12 @@
 //! `ubio policy run|check|status`: the contract for every process of some
 //! scopes (a service, a container's cgroup, a user), with no prefix on the
-//! command. The engine is the library's (`ubio::follow::policy`, the same
+//! command. The engine is ubio-engine's (`ubio_engine::policy`, the same
 //! Follower as `ubio run`); this module reads the configuration, runs the
 //! loop (signals, SIGHUP reload, systemd's notify protocol), serves the
 //! status socket and logs.
 
 mod config;
-mod reclaim;
 mod status;
-mod tracefs;
 
 use anyhow::{Context, Result};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -21,8 +19,9 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use ubio::follow::policy::{Policy, Status};
-use ubio::follow::scope::{ProcessFacts, ProcessVerdict};
+use ubio_engine::policy::{Policy, Status};
+use ubio_engine::reclaim;
+use ubio_engine::scope::{ProcessFacts, ProcessVerdict};
 
 const DEFAULT_CONFIG: &str = "/etc/ubio/policy.toml";
 
@@ -290,7 +289,7 @@ fn daemon(path: &Path) -> Result<ExitCode> {
 }
 
 /// Each scope's window (dirty + writeback per file), by name.
-fn scope_windows(scopes: &ubio::follow::scope::Scopes) -> HashMap<String, u64> {
+fn scope_windows(scopes: &ubio_engine::scope::Scopes) -> HashMap<String, u64> {
     scopes
         .scopes
         .iter()
@@ -315,7 +314,7 @@ fn streams(s: &Status, windows: &HashMap<String, u64>) -> reclaim::Streams {
 }
 
 /// "backup, builds": the scopes' names for the log.
-fn scope_names(scopes: &ubio::follow::scope::Scopes) -> String {
+fn scope_names(scopes: &ubio_engine::scope::Scopes) -> String {
     let names: Vec<&str> = scopes.scopes.iter().map(|s| s.name.as_str()).collect();
     names.join(", ")
 }
@@ -379,7 +378,7 @@ fn describe(cfg: &config::Config) -> String {
         }
     };
     let rules =
-        |out: &mut String, p: &ubio::follow::scope::ProcessRules, paths: &[PathBuf]| {
+        |out: &mut String, p: &ubio_engine::scope::ProcessRules, paths: &[PathBuf]| {
             let _ =
                 writeln!(
             out,
@@ -424,7 +423,7 @@ fn describe(cfg: &config::Config) -> String {
     }
     let patterns = cfg.scopes.cgroup_patterns();
     let mut taken = Vec::new();
-    for pid in ubio::follow::discover::scope_pids(patterns.as_deref()) {
+    for pid in ubio_engine::discover::scope_pids(patterns.as_deref()) {
         if pid == std::process::id() {
             continue;
         }

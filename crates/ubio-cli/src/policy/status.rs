@@ -8,7 +8,6 @@
 //! delays nobody: it asks the engine's loop for fresh figures (waking it)
 //! and answers with them, so an answer is never older than its question.
 
-use super::reclaim::MachineReclaim;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -20,8 +19,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
-use ubio::follow::policy::Status;
 use ubio::size::human;
+use ubio_engine::policy::Status;
+use ubio_engine::reclaim::MachineReclaim;
 
 /// What the socket answers: the engine's figures and the machine's reclaim
 /// since the daemon started.
@@ -339,7 +339,7 @@ fn render_reclaim(out: &mut String, m: &MachineReclaim) {
                 } else {
                     by.join(", ")
                 },
-                super::reclaim::HIGH_ORDER,
+                ubio_engine::reclaim::HIGH_ORDER,
                 m.kswapd_wakes_high_order.unwrap_or(0)
             );
             if let Some(i) = &m.trace_instance {

@@ -25,7 +25,7 @@ pub fn gather(
         })
         .unwrap_or_else(|| "unknown".into());
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-    let mem_total_bytes = ubio_testenv::procfs::meminfo_field("MemTotal").unwrap_or(0);
+    let mem_total_bytes = ubio::procfs::meminfo_field("MemTotal").unwrap_or(0);
     let probe = ubio::probe_path(dir)
         .map(|p| serde_json::to_value(p).unwrap_or_default())
         .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }));

@@ -270,7 +270,7 @@ impl ProcessExecutor {
         let b = Balloon::inflate(holder, plan.balloon_bytes, plan.floor_bytes)
             .map_err(|e| io::Error::new(e.kind(), format!("global pressure: {e}")))?;
         let inflate_secs = since.elapsed().as_secs_f64();
-        let after = ubio_testenv::procfs::meminfo()?
+        let after = ubio::procfs::meminfo()?
             .get("MemAvailable")
             .copied()
             .unwrap_or(0);
@@ -300,7 +300,7 @@ impl ProcessExecutor {
         let kind = self.config().workload.kind;
         let want = kind.copies() * self.layout().total_bytes();
         // Leave a quarter of what is available (and 1 GiB) to everyone else.
-        let available = ubio_testenv::procfs::meminfo_field("MemAvailable").unwrap_or(0);
+        let available = ubio::procfs::meminfo_field("MemAvailable").unwrap_or(0);
         let spare = (available / 4 * 3).saturating_sub(1 << 30);
         let bytes = want.min(spare);
         progress.message(&format!(
@@ -758,7 +758,7 @@ fn drop_cached(path: &Path) -> io::Result<u64> {
 fn refill(filler: &Path, keep: u64) -> io::Result<u64> {
     use std::io::Read;
     const CHUNK: usize = 8 << 20;
-    let free = || ubio_testenv::procfs::meminfo_field("MemFree");
+    let free = || ubio::procfs::meminfo_field("MemFree");
     drop_cached(filler)?;
     let mut f = std::fs::File::open(filler).map_err(|e| path_context(e, "open", filler))?;
     let mut buf = vec![0u8; CHUNK];

@@ -41,23 +41,9 @@
 //!
 //! Files the shim manages (it claims them, see [`claims`]) are left to it.
 
-pub mod claims;
-pub mod discover;
-pub mod policy;
-pub mod procfs;
-pub mod scope;
-mod silent;
-mod submit;
-
-use crate::backend::Caps;
-use crate::probe;
-use crate::residency::{self, CHUNK};
-use crate::sys::{self, FileRange};
-use crate::tracker::{Tracker, TrackerConfig};
-use crate::BackendKind;
-use claims::{Claim, ClaimListener};
-use procfs::{Seen, Tree};
-use silent::{Pages, Silent};
+use crate::silent::{self, Pages, Silent};
+use crate::submit::Submitter;
+use crate::tree::{self, Seen, Tree};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io;
@@ -65,7 +51,13 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use submit::Submitter;
+use ubio::backend::Caps;
+use ubio::claims::{Claim, ClaimListener};
+use ubio::probe;
+use ubio::residency::{self, CHUNK};
+use ubio::sys::{self, FileRange};
+use ubio::tracker::{Tracker, TrackerConfig};
+use ubio::BackendKind;
 
 /// How the engine manages files and how often it looks.
 #[derive(Debug, Clone, Copy)]
@@ -92,8 +84,8 @@ pub struct FollowOptions {
 impl Default for FollowOptions {
     fn default() -> Self {
         FollowOptions {
-            window: crate::DEFAULT_WINDOW,
-            read_lag: crate::DEFAULT_READ_LAG,
+            window: ubio::DEFAULT_WINDOW,
+            read_lag: ubio::DEFAULT_READ_LAG,
             min_interval: Duration::from_millis(2),
             max_interval: Duration::from_millis(10),
             bytes_per_look: 4 << 20,
@@ -589,7 +581,7 @@ impl Follower {
     /// left after exit).
     fn unseen_progress(&self, pid: u32) -> u64 {
         let page = sys::page_size();
-        procfs::open_files(pid)
+        tree::open_files(pid)
             .iter()
             .filter(|w| is_writable(w.info.flags))
             .filter_map(|w| {
@@ -622,11 +614,7 @@ impl Follower {
 
     /// Open a file seen for the first time, decide whether it is managed
     /// (`admit`, then the filesystem and flags), and snapshot its residency.
-    fn first_sight<'f>(
-        &mut self,
-        s: &Seen,
-        admit: Option<&mut AdmitFn<'f>>,
-    ) -> Option<Followed> {
+    fn first_sight<'f>(&mut self, s: &Seen, admit: Option<&mut AdmitFn<'f>>) -> Option<Followed> {
         let link = format!("/proc/{}/fd/{}", s.pid, s.fd);
         let path = std::fs::read_link(&link).unwrap_or_else(|_| PathBuf::from(&link));
         let file = Arc::new(s.open().ok()?);
@@ -857,7 +845,11 @@ fn snapshot_first_sight(
     }
     if cold {
         t.mark_cold(0..head_end);
-        log::debug!("pid {} fd {}: 0..{head_end} taken as the stream's", s.pid, s.fd);
+        log::debug!(
+            "pid {} fd {}: 0..{head_end} taken as the stream's",
+            s.pid,
+            s.fd
+        );
     }
     // Up to the end of file only: pages past it that appear later are the
     // tree's when its streams go there (`known_to`), else someone else's.
@@ -1123,10 +1115,10 @@ impl Followed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_skip;
-    use procfs::FdInfo;
     use std::io::{Read, Write};
     use std::os::fd::AsRawFd;
+    use ubio::procfs::FdInfo;
+    use ubio_testenv::skip as test_skip;
 
     const MIB: u64 = 1 << 20;
 

@@ -11,13 +11,13 @@
 //! queue their starts ([`Tracker::defer_starts`]) and the engine hands
 //! them to this thread after each look.
 
-use crate::tracker::Tracker;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::ops::Range;
 use std::os::fd::AsFd;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+use ubio::tracker::Tracker;
 
 /// One writeback start.
 struct Job {

@@ -1,5 +1,6 @@
-//! What the engine reads in /proc: which processes form the tree, which
-//! descriptors each has, and each descriptor's position and flags (fdinfo).
+//! The processes the engine follows and their open regular files: which
+//! processes form the tree, which descriptors each has, and each
+//! descriptor's position and flags (fdinfo, read through ubio::procfs).
 //! No /proc/PID/task/*/children here (CONFIG_PROC_CHILDREN is often off):
 //! the tree is found from parent pids, reading the stat of new pids only.
 
@@ -9,60 +10,7 @@ use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
-
-/// A descriptor's state as /proc/PID/fdinfo/FD shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FdInfo {
-    /// The file position of the open file description.
-    pub pos: u64,
-    /// Its status flags (O_ACCMODE, O_APPEND, O_DIRECT...).
-    pub flags: i32,
-    pub mnt_id: u64,
-    pub ino: u64,
-}
-
-/// Parse fdinfo text: `pos:\t123\nflags:\t0100002\nmnt_id:\t25\nino:\t42\n...`
-/// (flags in octal).
-pub fn parse_fdinfo(text: &str) -> Option<FdInfo> {
-    let (mut pos, mut flags, mut mnt_id, mut ino) = (None, None, 0, 0);
-    for line in text.lines() {
-        let Some((k, v)) = line.split_once(':') else {
-            continue;
-        };
-        let v = v.trim();
-        match k {
-            "pos" => pos = v.parse().ok(),
-            "flags" => flags = i32::from_str_radix(v, 8).ok(),
-            "mnt_id" => mnt_id = v.parse().unwrap_or(0),
-            "ino" => ino = v.parse().unwrap_or(0),
-            _ => {}
-        }
-    }
-    Some(FdInfo {
-        pos: pos?,
-        flags: flags?,
-        mnt_id,
-        ino,
-    })
-}
-
-/// The parent pid in /proc/PID/stat (the field after the state, after the
-/// last ')' since the command name may hold anything).
-pub fn ppid(pid: u32) -> io::Result<u32> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    let rest = s.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    rest.split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse().ok())
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("/proc/{pid}/stat")))
-}
-
-/// Every pid in /proc.
-pub fn all_pids() -> io::Result<Vec<u32>> {
-    Ok(std::fs::read_dir("/proc")?
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .collect())
-}
+use ubio::procfs::{self, all_pids, parse_fdinfo, FdInfo};
 
 /// One descriptor of a member process, watched through its fdinfo file
 /// (kept open: one pread per look; it shows whatever file the number
@@ -88,7 +36,7 @@ impl Seen {
     /// A duplicate of the program's descriptor (pidfd_getfd): the same
     /// open file description, its offset and advice included.
     pub fn duplicate(&self) -> io::Result<File> {
-        crate::sys::pidfd_getfd(crate::sys::pidfd_open(self.pid)?.as_fd(), self.fd)
+        ubio::sys::pidfd_getfd(ubio::sys::pidfd_open(self.pid)?.as_fd(), self.fd)
     }
 
     /// The file behind the descriptor, for reading: through /proc/PID/fd,
@@ -100,8 +48,7 @@ impl Seen {
 
     /// The descriptor's position now, if it still refers to the file seen.
     pub fn position_now(&self) -> Option<u64> {
-        let text = std::fs::read_to_string(format!("/proc/{}/fdinfo/{}", self.pid, self.fd)).ok()?;
-        let now = parse_fdinfo(&text)?;
+        let now = procfs::fdinfo(self.pid, self.fd)?;
         ((now.ino, now.mnt_id) == (self.info.ino, self.info.mnt_id)).then_some(now.pos)
     }
 
@@ -125,17 +72,6 @@ pub struct Tree {
     last_pid: Option<u32>,
     /// Members are only those added: children are not followed.
     listed: bool,
-}
-
-/// The pid most recently handed out in this pid namespace (the last field
-/// of /proc/loadavg): while it stays the same, no process was created.
-pub fn last_pid() -> Option<u32> {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()?
-        .split_whitespace()
-        .nth(4)?
-        .parse()
-        .ok()
 }
 
 impl Tree {
@@ -179,7 +115,7 @@ impl Tree {
         if self.listed {
             return Ok(()); // gone members are dropped by scan
         }
-        let last = last_pid();
+        let last = procfs::last_pid();
         if last.is_some() && last == self.last_pid {
             return Ok(());
         }
@@ -191,7 +127,7 @@ impl Tree {
         let mut fresh: Vec<(u32, u32)> = pids
             .into_iter()
             .filter(|p| !self.members.contains_key(p) && !self.others.contains(p))
-            .filter_map(|p| Some((p, ppid(p).ok()?)))
+            .filter_map(|p| Some((p, procfs::pid_stat(p).ok()?.ppid)))
             .collect();
         // A new process may be the child of another new one: repeat until
         // nothing more joins.
@@ -304,21 +240,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fdinfo_is_parsed() {
-        let t = "pos:\t8192\nflags:\t0100001\nmnt_id:\t31\nino:\t1234\n";
-        assert_eq!(
-            parse_fdinfo(t),
-            Some(FdInfo {
-                pos: 8192,
-                flags: 0o100001,
-                mnt_id: 31,
-                ino: 1234
-            })
-        );
-        assert_eq!(parse_fdinfo("flags:\t0\n"), None);
-    }
-
-    #[test]
     fn own_descriptors_are_seen_with_their_position() {
         use std::io::{Seek, SeekFrom};
         let dir =
@@ -363,7 +284,10 @@ mod tests {
         let w = File::create(&q).unwrap();
         let wino = w.metadata().unwrap().ino();
         let fresh = open_files(std::process::id());
-        let ws = fresh.iter().find(|s| s.ino == wino).expect("the new file is listed");
+        let ws = fresh
+            .iter()
+            .find(|s| s.ino == wino)
+            .expect("the new file is listed");
         assert_eq!(ws.fd, w.as_raw_fd());
         assert_ne!(ws.info.flags & libc::O_ACCMODE, libc::O_RDONLY);
 

@@ -23,6 +23,7 @@ use glob::{MatchOptions, Pattern};
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
+use ubio::procfs::{self, PidStatus};
 
 const GLOB: MatchOptions = MatchOptions {
     case_sensitive: true,
@@ -355,17 +356,9 @@ impl Scopes {
 pub struct ProcessFacts {
     pub pid: u32,
     proc_dir: PathBuf,
-    status: Option<Status>,
+    status: Option<PidStatus>,
     cgroups: Option<Vec<(String, String)>>,
     exe: Option<Option<PathBuf>>,
-}
-
-#[derive(Debug, Default, Clone)]
-struct Status {
-    /// Real, effective, saved, filesystem.
-    uids: [u32; 4],
-    gids: [u32; 4],
-    groups: Vec<u32>,
 }
 
 impl ProcessFacts {
@@ -384,11 +377,11 @@ impl ProcessFacts {
         }
     }
 
-    fn status(&mut self) -> &Status {
+    fn status(&mut self) -> &PidStatus {
         let dir = &self.proc_dir;
         self.status.get_or_insert_with(|| {
             std::fs::read_to_string(dir.join("status"))
-                .map(|s| parse_status(&s))
+                .map(|s| procfs::parse_pid_status(&s))
                 .unwrap_or_default()
         })
     }
@@ -425,7 +418,12 @@ impl ProcessFacts {
         let dir = &self.proc_dir;
         self.cgroups.get_or_insert_with(|| {
             std::fs::read_to_string(dir.join("cgroup"))
-                .map(|s| parse_cgroup(&s))
+                .map(|s| {
+                    procfs::parse_cgroup(&s)
+                        .into_iter()
+                        .map(|l| (l.controllers, l.path))
+                        .collect()
+                })
                 .unwrap_or_default()
         })
     }
@@ -443,50 +441,14 @@ impl ProcessFacts {
     }
 }
 
-/// `Uid:\t0\t0\t0\t0` / `Gid:` / `Groups:\t4 24 ...` of /proc/PID/status.
-fn parse_status(s: &str) -> Status {
-    let mut st = Status::default();
-    let four = |v: &str| {
-        let mut a = [0u32; 4];
-        for (i, x) in v.split_whitespace().take(4).enumerate() {
-            a[i] = x.parse().unwrap_or(0);
-        }
-        a
-    };
-    for line in s.lines() {
-        if let Some(v) = line.strip_prefix("Uid:") {
-            st.uids = four(v);
-        } else if let Some(v) = line.strip_prefix("Gid:") {
-            st.gids = four(v);
-        } else if let Some(v) = line.strip_prefix("Groups:") {
-            st.groups = v
-                .split_whitespace()
-                .filter_map(|x| x.parse().ok())
-                .collect();
-        }
-    }
-    st
-}
-
-/// `4:memory:/process_api/abc` / `0::/user.slice` lines.
-fn parse_cgroup(s: &str) -> Vec<(String, String)> {
-    s.lines()
-        .filter_map(|l| {
-            let mut f = l.splitn(3, ':');
-            let (_, ctl, path) = (f.next()?, f.next()?, f.next()?);
-            Some((ctl.to_string(), path.to_string()))
-        })
-        .collect()
-}
-
 /// The uid of user `name` (a number is taken as it is).
 pub fn uid_by_name(name: &str) -> io::Result<u32> {
-    name.parse().or_else(|_| crate::sys::user_id(name))
+    name.parse().or_else(|_| ubio::sys::user_id(name))
 }
 
 /// The gid of group `name` (a number is taken as it is).
 pub fn gid_by_name(name: &str) -> io::Result<u32> {
-    name.parse().or_else(|_| crate::sys::group_id(name))
+    name.parse().or_else(|_| ubio::sys::group_id(name))
 }
 
 #[cfg(test)]
@@ -527,20 +489,6 @@ mod tests {
         assert!(!e.matches(Path::new("/usr/local/bin/restic")));
         let e = ExePattern::parse("/usr/**/restic").unwrap();
         assert!(e.matches(Path::new("/usr/local/bin/restic")));
-    }
-
-    #[test]
-    fn status_and_cgroup_are_parsed() {
-        let s = parse_status(
-            "Name:\tx\nUid:\t1000\t1001\t1002\t1003\nGid:\t5\t6\t7\t8\nGroups:\t24 27 \n",
-        );
-        assert_eq!(s.uids, [1000, 1001, 1002, 1003]);
-        assert_eq!(s.gids, [5, 6, 7, 8]);
-        assert_eq!(s.groups, vec![24, 27]);
-        let c = parse_cgroup("4:memory:/process_api/abc\n0::/\n9:name=systemd:/x\n");
-        assert_eq!(c[0], ("memory".into(), "/process_api/abc".into()));
-        assert_eq!(c[1], ("".into(), "/".into()));
-        assert_eq!(c[2], ("name=systemd".into(), "/x".into()));
     }
 
     fn scope(name: &str, processes: ProcessRules, files: FileRules) -> Scope {

@@ -13,13 +13,14 @@
 //! it can say so, with the counts.
 //!
 //! One place reads ([`Machine`]: /proc/vmstat, /proc/zoneinfo and the
-//! trace instance of [`super::tracefs`]) and one judges ([`Watch`], fed
+//! trace instance of [`crate::tracefs`]) and one judges ([`Watch`], fed
 //! [`Snapshot`]s and instants, so its tests use made-up ones).
 
-use super::tracefs::Instance;
+use crate::tracefs::{self, Instance};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+use ubio::procfs::{self, parse_zoneinfo, Zone};
 use ubio::size::human;
 
 /// The /proc/vmstat counters shown (those this kernel has): pages scanned
@@ -52,16 +53,6 @@ pub const SAY_EVERY: Duration = Duration::from_secs(60);
 /// An episode ends after this many looks without its reclaim.
 const QUIET_LOOKS: u32 = 10;
 
-/// One zone of /proc/zoneinfo, in pages.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Zone {
-    /// "Normal", or "Normal (node 1)" beyond node 0.
-    pub name: String,
-    pub free: u64,
-    pub high: u64,
-    pub managed: u64,
-}
-
 /// The counters at one moment. `wakes` is None where they are not traced.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Snapshot {
@@ -72,43 +63,10 @@ pub struct Snapshot {
 
 /// The [`COUNTERS`] of /proc/vmstat's text.
 pub fn parse_vmstat(text: &str) -> BTreeMap<String, u64> {
-    ubio::reclaim::parse_vmstat(text, COUNTERS)
-}
-
-/// The zones of /proc/zoneinfo's text: free pages, the high watermark (the
-/// zone's own `high` line, not the per-CPU lists' `high:`) and the managed
-/// pages.
-pub fn parse_zoneinfo(text: &str) -> Vec<Zone> {
-    let mut zones: Vec<Zone> = Vec::new();
-    for line in text.lines() {
-        let mut words = line.split_whitespace();
-        match (words.next(), words.next(), words.next()) {
-            (Some("Node"), Some(node), Some("zone")) => {
-                let node = node.trim_end_matches(',');
-                let zone = words.next().unwrap_or("?");
-                zones.push(Zone {
-                    name: if node == "0" {
-                        zone.to_string()
-                    } else {
-                        format!("{zone} (node {node})")
-                    },
-                    ..Zone::default()
-                });
-            }
-            (Some(key), Some(a), b) => {
-                let Some(z) = zones.last_mut() else { continue };
-                let num = |s: Option<&str>| s.and_then(|s| s.parse::<u64>().ok());
-                match key {
-                    "pages" if a == "free" => z.free = num(b).unwrap_or(0),
-                    "high" => z.high = num(Some(a)).unwrap_or(0),
-                    "managed" => z.managed = num(Some(a)).unwrap_or(0),
-                    _ => {}
-                }
-            }
-            _ => {}
-        }
-    }
-    zones
+    procfs::parse_pairs(text, 1)
+        .into_iter()
+        .filter(|(k, _)| COUNTERS.contains(&k.as_str()))
+        .collect()
 }
 
 /// What a wake count by order says: all wakes, and those of [`HIGH_ORDER`]
@@ -376,10 +334,67 @@ fn sentence(
     out
 }
 
+/// kswapd's wakes by order, counted in a trace instance of the daemon's.
+struct WakeTrace {
+    instance: Instance,
+    wakes: BTreeMap<u32, u64>,
+}
+
+/// The event, below a tracefs root's `events/`.
+const WAKE_EVENT: &str = "vmscan/mm_vmscan_kswapd_wake";
+/// The instances' names: this prefix, the daemon's pid and a count.
+const WAKE_PREFIX: &str = "ubio-policy-";
+/// The ring buffer per CPU: a wake is about 40 bytes, so some 1,600 wakes
+/// a second per CPU between two reads (the daemon reads every second;
+/// the busiest traced run woke kswapd 955 times in 16 s).
+const WAKE_BUFFER_KB: u32 = 64;
+
+impl WakeTrace {
+    /// The instance in the system's tracefs, or why not (one line).
+    fn start(notes: &mut Vec<String>) -> Result<WakeTrace, String> {
+        let root = tracefs::system_root()?;
+        let instance = Instance::create(&root, WAKE_PREFIX, WAKE_EVENT, WAKE_BUFFER_KB, notes)?;
+        Ok(WakeTrace {
+            instance,
+            wakes: BTreeMap::new(),
+        })
+    }
+
+    /// The wakes since the start, by order, with what was traced since
+    /// the last call.
+    fn wakes(&mut self) -> std::io::Result<&BTreeMap<u32, u64>> {
+        let wakes = &mut self.wakes;
+        self.instance.read_lines(|line| {
+            if let Some(order) = wake_order(line) {
+                *wakes.entry(order).or_default() += 1;
+            }
+        })?;
+        Ok(&self.wakes)
+    }
+}
+
+/// The order of a `mm_vmscan_kswapd_wake` line of trace_pipe
+/// (`kswapd0-90 [001] d..1. 1234.5: mm_vmscan_kswapd_wake: nid=0 order=9`:
+/// the event's print fmt is "nid=%d order=%d"), None for any other line,
+/// a line written to trace_marker that looks like one too (the event's
+/// name must follow the timestamp).
+pub fn wake_order(line: &str) -> Option<u32> {
+    let (head, fields) = line.split_once(": mm_vmscan_kswapd_wake: ")?;
+    let stamp = head.rsplit(' ').next()?;
+    if stamp.is_empty() || !stamp.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return None;
+    }
+    fields
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("order="))?
+        .parse()
+        .ok()
+}
+
 /// The reading side: /proc/vmstat, /proc/zoneinfo and, where it could be
 /// made, the trace instance; and the judgement over what they say.
 pub struct Machine {
-    trace: Option<Instance>,
+    trace: Option<WakeTrace>,
     watch: Watch,
     /// Why the first reading of /proc failed, if it did.
     unreadable: Option<String>,
@@ -390,11 +405,11 @@ impl Machine {
     /// Read the counters once (the figures count from here) and make the
     /// trace instance, or note why not. `notes` gets lines for the log.
     pub fn start(notes: &mut Vec<String>) -> Machine {
-        let (trace, why_untraced) = match Instance::create(notes) {
+        let (trace, why_untraced) = match WakeTrace::start(notes) {
             Ok(t) => {
                 notes.push(format!(
                     "kswapd's wakes are counted in the trace instance {}",
-                    t.dir().display()
+                    t.instance.dir().display()
                 ));
                 (Some(t), None)
             }
@@ -419,7 +434,7 @@ impl Machine {
 
     /// The counters now (the trace drained).
     fn snapshot(&mut self) -> Snapshot {
-        let read = |p: &str| std::fs::read_to_string(p).map_err(|e| format!("read {p}: {e}"));
+        let read = |p: &str| procfs::read(p).map_err(|e| e.to_string());
         let (vmstat, zones) = match (read("/proc/vmstat"), read("/proc/zoneinfo")) {
             (Ok(v), Ok(z)) => (parse_vmstat(&v), parse_zoneinfo(&z)),
             (Err(e), _) | (_, Err(e)) => {
@@ -470,8 +485,8 @@ impl Machine {
         let mut f = self.watch.figures();
         f.unreadable = self.unreadable.clone();
         if let Some(t) = &self.trace {
-            f.trace_instance = Some(t.dir().display().to_string());
-            f.trace_lost = t.lost();
+            f.trace_instance = Some(t.instance.dir().display().to_string());
+            f.trace_lost = t.instance.lost();
         }
         f
     }
@@ -480,6 +495,51 @@ impl Machine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wake_lines_give_their_order_and_others_nothing() {
+        let l = "         kswapd0-90      [001] d..1.  1234.567890: mm_vmscan_kswapd_wake: nid=0 order=9";
+        assert_eq!(wake_order(l), Some(9));
+        assert_eq!(
+            wake_order("kswapd0-90 [000] ..... 5.0: mm_vmscan_kswapd_wake: nid=1 zid=2 order=0"),
+            Some(0)
+        );
+        assert_eq!(
+            wake_order(
+                "tar-7 [001] ..... 5.0: mm_vmscan_wakeup_kswapd: nid=0 order=9 gfp_flags=GFP_NOFS"
+            ),
+            None
+        );
+        assert_eq!(wake_order("CPU:1 [LOST 12 EVENTS]"), None);
+        assert_eq!(
+            wake_order(
+                "sh-5 [000] ..... 9.1: tracing_mark_write: mm_vmscan_kswapd_wake: nid=0 order=9"
+            ),
+            None,
+            "a marker is no wake"
+        );
+        assert_eq!(wake_order(""), None);
+    }
+
+    /// The event's print format on this kernel is what [`wake_order`]
+    /// reads (where tracefs can be read).
+    #[test]
+    fn this_kernels_event_prints_what_wake_order_reads() {
+        let name = "this_kernels_event_prints_what_wake_order_reads";
+        let _mounted = match ubio_testenv::tracefs::system() {
+            Ok(m) => m,
+            Err(e) => return ubio_testenv::skip(name, &format!("no tracefs: {e}")),
+        };
+        let root = match tracefs::system_root() {
+            Ok(r) => r,
+            Err(e) => return ubio_testenv::skip(name, &e),
+        };
+        let format = root.join("events").join(WAKE_EVENT).join("format");
+        let Ok(text) = std::fs::read_to_string(&format) else {
+            return ubio_testenv::skip(name, &format!("no {}", format.display()));
+        };
+        assert!(text.contains("print fmt: \"nid=%d order=%d\""), "{text}");
+    }
 
     const ZONEINFO: &str = "\
 Node 0, zone      DMA

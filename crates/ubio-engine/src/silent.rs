@@ -31,10 +31,10 @@
 //! position (drop-behind, write-behind, residency), and are remembered, so
 //! that a position that passes them later hands only the rest.
 
-use crate::residency::CHUNK;
-use crate::sys::page_size;
 use rangemap::RangeSet;
 use std::ops::Range;
+use ubio::residency::CHUNK;
+use ubio::sys::page_size;
 
 /// A range's pages as the walk sees them, in bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -11,16 +11,16 @@
 //! mincore on its own read-only descriptor of it (and, to undo a reader's
 //! POSIX_FADV_SEQUENTIAL, POSIX_FADV_NORMAL on the reader's description).
 
-use super::discover::{self, Fanotify, MarkKind, Marked};
-use super::scope::{FileVerdict, ProcessFacts, ProcessVerdict, Scopes};
-use super::{Admit, Candidate, FileReport, FollowOptions, Follower};
-use crate::sys::{self, EventMask, FanEvent};
+use crate::discover::{self, Fanotify, MarkKind, Marked};
+use crate::scope::{FileVerdict, ProcessFacts, ProcessVerdict, Scopes};
+use crate::{Admit, Candidate, FileReport, FollowOptions, Follower};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+use ubio::sys::{self, EventMask, FanEvent};
 
 /// How processes are found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

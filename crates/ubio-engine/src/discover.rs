@@ -9,14 +9,14 @@
 //! closes are still reported, so a process in scope that opens one later
 //! is still found.
 
-use super::scope::CgroupPattern;
-use crate::mounts::{self, Mount};
-use crate::sys::{self, EventMask, FanEvent, FanInit, MarkFlags};
+use crate::scope::CgroupPattern;
 use std::collections::HashSet;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use ubio::mounts::{self, Mount};
+use ubio::sys::{self, EventMask, FanEvent, FanInit, MarkFlags};
 
 /// What a filesystem mark covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -213,7 +213,7 @@ fn mount_of<'a>(mounts: &'a [Mount], path: &Path) -> Option<&'a Mount> {
 /// not limit cgroups (None).
 pub fn scope_pids(patterns: Option<&[CgroupPattern]>) -> Vec<u32> {
     let Some(patterns) = patterns else {
-        return super::procfs::all_pids().unwrap_or_default();
+        return ubio::procfs::all_pids().unwrap_or_default();
     };
     let mut pids = HashSet::new();
     for m in mounts::mounts().unwrap_or_default() {
