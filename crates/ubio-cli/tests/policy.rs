@@ -94,28 +94,11 @@ fn fixture(name: &str) -> Option<Fixture> {
 }
 
 /// The pattern of a configuration that names cgroup `cg` (as
-/// /proc/PID/cgroup shows it).
+/// /proc/PID/cgroup shows it; v1's with its controller).
 fn pattern(cg: &MemCgroup) -> String {
-    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
-    let name = cg.path().file_name().unwrap().to_str().unwrap();
-    let line = own
-        .lines()
-        .find_map(|l| {
-            let mut f = l.splitn(3, ':');
-            let (_, ctl, path) = (f.next()?, f.next()?, f.next()?);
-            match cg.version() {
-                CgroupVersion::V1 => ctl
-                    .split(',')
-                    .any(|c| c == "memory")
-                    .then(|| path.to_string()),
-                CgroupVersion::V2 => ctl.is_empty().then(|| path.to_string()),
-            }
-        })
-        .unwrap();
-    let path = format!("{}/{name}", line.trim_end_matches('/'));
     match cg.version() {
-        CgroupVersion::V1 => format!("memory:{path}"),
-        CgroupVersion::V2 => path,
+        CgroupVersion::V1 => format!("memory:{}", cg.cgroup().path),
+        CgroupVersion::V2 => cg.cgroup().path.clone(),
     }
 }
 

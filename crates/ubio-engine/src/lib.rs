@@ -20,6 +20,7 @@
 // Unsafe code lives only in the library's system-call wrappers (ubio::sys).
 #![deny(unsafe_code)]
 
+pub mod cgroup;
 pub mod discover;
 pub mod follow;
 pub mod policy;

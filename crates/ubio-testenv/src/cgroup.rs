@@ -26,20 +26,14 @@ use std::process::{Child, Command};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use ubio::mounts::{self, Mount};
+use ubio_engine::cgroup::{self, Cgroup};
 
 use crate::cleanup::{self, CleanupGuard};
 use crate::context;
 
-/// Which cgroup interface the memory controller is reached through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum CgroupVersion {
-    /// Legacy per-controller hierarchies: `memory.limit_in_bytes`,
-    /// `memory.usage_in_bytes`.
-    V1,
-    /// The unified hierarchy: `memory.max`, `memory.current`.
-    V2,
-}
+/// Which cgroup interface the memory controller is reached through (the
+/// engine's cgroup layer, ubio_engine::cgroup, reads both).
+pub use ubio_engine::cgroup::Version as CgroupVersion;
 
 /// How long drop waits for the cgroup's processes to go before `rmdir`.
 const EMPTY_TIMEOUT: Duration = Duration::from_secs(3);
@@ -48,70 +42,7 @@ const EMPTY_TIMEOUT: Duration = Duration::from_secs(3);
 /// `/sys/fs/cgroup/memory/process_api/d437…` (v1) or
 /// `/sys/fs/cgroup/user.slice/…` (v2).
 pub fn own_memory_cgroup() -> io::Result<PathBuf> {
-    locate_own().map(|(path, _)| path)
-}
-
-fn locate_own() -> io::Result<(PathBuf, CgroupVersion)> {
-    let cgroup_file = fs::read_to_string("/proc/self/cgroup")
-        .map_err(|e| context(e, "read /proc/self/cgroup"))?;
-    let mounts = mounts::mounts()?;
-
-    // v1: "4:memory:/process_api/abc".
-    let v1_path = cgroup_file.lines().find_map(|line| {
-        let mut f = line.splitn(3, ':');
-        let (_, ctrls, path) = (f.next()?, f.next()?, f.next()?);
-        ctrls
-            .split(',')
-            .any(|c| c == "memory")
-            .then(|| path.to_owned())
-    });
-    if let Some(cg_path) = v1_path {
-        if let Some(m) = mounts
-            .iter()
-            .find(|m| m.fstype == "cgroup" && m.super_opts.split(',').any(|o| o == "memory"))
-        {
-            return Ok((join_cgroup_path(m, &cg_path), CgroupVersion::V1));
-        }
-    }
-
-    // v2: "0::/user.slice/...".
-    let v2_path = cgroup_file
-        .lines()
-        .find_map(|line| line.strip_prefix("0::").map(str::to_owned));
-    if let (Some(cg_path), Some(m)) = (v2_path, mounts.iter().find(|m| m.fstype == "cgroup2")) {
-        let dir = join_cgroup_path(m, &cg_path);
-        let controllers = fs::read_to_string(dir.join("cgroup.controllers"))
-            .map_err(|e| context(e, format_args!("read {}/cgroup.controllers", dir.display())))?;
-        if controllers.split_whitespace().any(|c| c == "memory") {
-            return Ok((dir, CgroupVersion::V2));
-        }
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            format!(
-                "memory controller not available in {} (cgroup v2; controllers: {})",
-                dir.display(),
-                controllers.trim()
-            ),
-        ));
-    }
-    Err(io::Error::new(
-        io::ErrorKind::Unsupported,
-        "no memory cgroup: neither a v1 `memory` hierarchy nor cgroup2 is mounted for this process",
-    ))
-}
-
-/// mountinfo writes space, tab, newline and backslash as `\ooo` octal escapes.
-pub(crate) fn unescape_mountinfo(s: &str) -> String {
-    ubio::overlay::unescape_mountinfo(s)
-}
-
-/// The directory of cgroup `cg_path` under mount `m`, whose root may itself be
-/// a sub-cgroup (bind mounts, cgroup namespaces).
-fn join_cgroup_path(m: &Mount, cg_path: &str) -> PathBuf {
-    let rel = Path::new(cg_path)
-        .strip_prefix(&m.root)
-        .unwrap_or_else(|_| Path::new(cg_path.trim_start_matches('/')));
-    m.mount_point.join(rel)
+    cgroup::memory_cgroup_of("self").map(|cg| cg.dir)
 }
 
 /// A memory cgroup made beneath our own, removed on drop.
@@ -127,8 +58,7 @@ fn join_cgroup_path(m: &Mount, cg_path: &str) -> PathBuf {
 /// # Ok(()) }
 /// ```
 pub struct MemCgroup {
-    path: PathBuf,
-    version: CgroupVersion,
+    cg: Cgroup,
     limit_bytes: u64,
     /// `<path>/cgroup.procs`, prepared before fork for the child to open.
     procs_file: CString,
@@ -140,8 +70,8 @@ pub struct MemCgroup {
 impl std::fmt::Debug for MemCgroup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemCgroup")
-            .field("path", &self.path)
-            .field("version", &self.version)
+            .field("path", &self.cg.dir)
+            .field("version", &self.cg.version)
             .field("limit_bytes", &self.limit_bytes)
             .finish()
     }
@@ -163,27 +93,29 @@ impl MemCgroup {
                 format!("bad cgroup name prefix {name_prefix:?}: must be a plain, non-hidden name"),
             ));
         }
-        let (parent, version) = locate_own()?;
+        let parent = cgroup::memory_cgroup_of("self")?;
+        let version = parent.version;
         if version == CgroupVersion::V2 {
-            enable_v2_memory_for_children(&parent)?;
+            enable_v2_memory_for_children(&parent.dir)?;
         }
 
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let pid = std::process::id();
-        let path = loop {
+        let cg = loop {
             let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-            let candidate = parent.join(format!("{name_prefix}-{pid}-{n}"));
-            match fs::create_dir(&candidate) {
+            let candidate = parent.child(&format!("{name_prefix}-{pid}-{n}"));
+            match fs::create_dir(&candidate.dir) {
                 Ok(()) => break candidate,
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(e) => {
                     return Err(context(
                         e,
-                        format_args!("create cgroup {}", candidate.display()),
+                        format_args!("create cgroup {}", candidate.dir.display()),
                     ))
                 }
             }
         };
+        let path = cg.dir.clone();
         log::debug!("created memory cgroup {}", path.display());
 
         let spawned = Arc::new(Mutex::new(Vec::new()));
@@ -195,26 +127,30 @@ impl MemCgroup {
         };
         let procs_file = CString::new(path.join("cgroup.procs").as_os_str().as_bytes())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "cgroup path contains NUL"))?;
-        let mut cg = MemCgroup {
-            path,
-            version,
+        let mut me = MemCgroup {
+            cg,
             limit_bytes: 0,
             procs_file,
             spawned,
             _cleanup: cleanup,
         };
-        cg.set_limit_bytes(limit_bytes)?;
-        Ok(cg)
+        me.set_limit_bytes(limit_bytes)?;
+        Ok(me)
     }
 
     /// The cgroup's directory.
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.cg.dir
+    }
+
+    /// The cgroup, for the engine's readings of it.
+    pub fn cgroup(&self) -> &Cgroup {
+        &self.cg
     }
 
     /// v1 or v2.
     pub fn version(&self) -> CgroupVersion {
-        self.version
+        self.cg.version
     }
 
     /// The limit in force, as read back after setting it (page-rounded;
@@ -226,14 +162,7 @@ impl MemCgroup {
     /// Changes the limit (`u64::MAX` for none). Lowering it below the current
     /// usage makes the kernel reclaim first; it fails with EBUSY if it cannot.
     pub fn set_limit_bytes(&mut self, limit_bytes: u64) -> io::Result<()> {
-        let (file, value) = match (self.version, limit_bytes) {
-            (CgroupVersion::V1, u64::MAX) => ("memory.limit_in_bytes", "-1".to_owned()),
-            (CgroupVersion::V1, n) => ("memory.limit_in_bytes", n.to_string()),
-            (CgroupVersion::V2, u64::MAX) => ("memory.max", "max".to_owned()),
-            (CgroupVersion::V2, n) => ("memory.max", n.to_string()),
-        };
-        self.write(file, &value)?;
-        self.limit_bytes = self.read_u64(file)?;
+        self.limit_bytes = self.cg.set_max(limit_bytes)?;
         Ok(())
     }
 
@@ -264,7 +193,7 @@ impl MemCgroup {
                 format_args!(
                     "spawn {:?} in cgroup {}",
                     cmd.get_program(),
-                    self.path.display()
+                    self.cg.dir.display()
                 ),
             )
         })?;
@@ -277,56 +206,25 @@ impl MemCgroup {
 
     /// Pids currently in the cgroup (`cgroup.procs`).
     pub fn procs(&self) -> io::Result<Vec<u32>> {
-        read_procs(&self.path)
+        self.cg.procs()
     }
 
     /// `memory.stat` as name -> value. Key names differ between versions: page
     /// cache is `cache` (and `total_cache`) on v1, `file` on v2.
     pub fn memory_stat(&self) -> io::Result<HashMap<String, u64>> {
-        Ok(ubio::procfs::parse_pairs(&self.read("memory.stat")?, 1))
+        self.cg.memory_stat_raw()
     }
 
     /// Memory charged now, page cache included (`memory.usage_in_bytes` on
     /// v1, `memory.current` on v2).
     pub fn usage_bytes(&self) -> io::Result<u64> {
-        self.read_u64(match self.version {
-            CgroupVersion::V1 => "memory.usage_in_bytes",
-            CgroupVersion::V2 => "memory.current",
-        })
+        self.cg.current()
     }
 
     /// The high-water mark of usage since creation (`memory.max_usage_in_bytes`
     /// on v1, `memory.peak` on v2, Linux 5.19+).
     pub fn peak_bytes(&self) -> io::Result<u64> {
-        self.read_u64(match self.version {
-            CgroupVersion::V1 => "memory.max_usage_in_bytes",
-            CgroupVersion::V2 => "memory.peak",
-        })
-    }
-
-    fn read(&self, file: &str) -> io::Result<String> {
-        let p = self.path.join(file);
-        fs::read_to_string(&p).map_err(|e| context(e, format_args!("read {}", p.display())))
-    }
-
-    fn read_u64(&self, file: &str) -> io::Result<u64> {
-        let text = self.read(file)?;
-        let t = text.trim();
-        if t == "max" {
-            return Ok(u64::MAX);
-        }
-        t.parse().map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{}/{file}: not a number: {t:?}", self.path.display()),
-            )
-        })
-    }
-
-    fn write(&self, file: &str, value: &str) -> io::Result<()> {
-        let p = self.path.join(file);
-        fs::write(&p, value)
-            .map_err(|e| context(e, format_args!("write {value:?} to {}", p.display())))
+        self.cg.peak()
     }
 }
 
@@ -478,24 +376,5 @@ mod tests {
         assert_eq!(format_u32(0, &mut buf), b"0");
         assert_eq!(format_u32(4_294_967_295, &mut buf), b"4294967295");
         assert_eq!(format_u32(2913, &mut buf), b"2913");
-    }
-
-    #[test]
-    fn parses_mountinfo() {
-        let m = mounts::parse_line(
-            "35 31 0:31 / /sys/fs/cgroup/memory rw,relatime shared:9 - cgroup cgroup rw,memory",
-        )
-        .unwrap();
-        assert_eq!(m.fstype, "cgroup");
-        assert_eq!(m.super_opts, "rw,memory");
-        assert_eq!(m.mount_point, Path::new("/sys/fs/cgroup/memory"));
-        assert_eq!(
-            join_cgroup_path(&m, "/a/b"),
-            Path::new("/sys/fs/cgroup/memory/a/b")
-        );
-        let m =
-            mounts::parse_line("1 2 0:3 /a /mnt/with\\040space rw - cgroup2 cgroup2 rw").unwrap();
-        assert_eq!(m.mount_point, Path::new("/mnt/with space"));
-        assert_eq!(join_cgroup_path(&m, "/a/b"), Path::new("/mnt/with space/b"));
     }
 }

@@ -898,14 +898,7 @@ fn loop_backing_file(dev: &Path) -> Option<String> {
 
 /// Whether `path` is a mount point in our mount namespace.
 pub fn is_mounted(path: &Path) -> bool {
-    let Ok(text) = fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
-    };
-    text.lines().any(|l| {
-        l.split(' ')
-            .nth(4)
-            .is_some_and(|mp| Path::new(&crate::cgroup::unescape_mountinfo(mp)) == path)
-    })
+    ubio::mounts::mounts().is_ok_and(|m| m.iter().any(|m| m.mount_point == path))
 }
 
 /// A fresh directory `<parent>/<prefix>XXXXXX`, recorded for removal.
@@ -1012,23 +1005,11 @@ fn check_free_space(dir: &Path, need: u64) -> io::Result<()> {
 /// The blkio v1 hierarchy's root directory (from /proc/self/mountinfo, else
 /// /sys/fs/cgroup/blkio).
 fn blkio_v1_root() -> io::Result<PathBuf> {
-    let text = fs::read_to_string("/proc/self/mountinfo")
-        .map_err(|e| context(e, "read /proc/self/mountinfo"))?;
-    for line in text.lines() {
-        let Some((left, right)) = line.split_once(" - ") else {
-            continue;
-        };
-        let mut r = right.split(' ');
-        let (fstype, super_opts) = (r.next().unwrap_or(""), r.nth(1).unwrap_or(""));
-        let l: Vec<&str> = left.split(' ').collect();
-        if fstype == "cgroup"
-            && super_opts.split(',').any(|o| o == "blkio")
-            && l.get(3) == Some(&"/")
-        {
-            if let Some(mp) = l.get(4) {
-                return Ok(PathBuf::from(crate::cgroup::unescape_mountinfo(mp)));
-            }
-        }
+    let blkio = ubio::mounts::mounts()?.into_iter().find(|m| {
+        m.fstype == "cgroup" && m.root == "/" && m.super_opts.split(',').any(|o| o == "blkio")
+    });
+    if let Some(m) = blkio {
+        return Ok(m.mount_point);
     }
     Err(io::Error::new(
         io::ErrorKind::Unsupported,

@@ -84,14 +84,11 @@ impl<'a> SystemSampler<'a> {
         let (p, interval) = (self.prev, (t_mono_secs - self.prev_t).max(1e-6));
         let mem = meminfo()?;
         let (cached, dirty, writeback) = dataset_cache(&self.files);
-        let cg_stat = self.cgroup.map(|c| c.memory_stat()).transpose()?;
-        let cgroup_cached_bytes = match (self.cgroup, &cg_stat) {
-            (Some(c), Some(st)) => match c.version() {
-                CgroupVersion::V1 => st.get("total_cache").or(st.get("cache")).copied(),
-                CgroupVersion::V2 => st.get("file").copied(),
-            },
-            _ => None,
-        };
+        let cgroup_cached_bytes = self
+            .cgroup
+            .map(|c| c.cgroup().memory_stat())
+            .transpose()?
+            .map(|st| st.file);
         let moved = bytes.saturating_sub(self.prev_bytes);
         let s = Sample {
             t_secs: t_mono_secs - self.start_mono_secs,

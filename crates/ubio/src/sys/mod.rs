@@ -33,7 +33,8 @@ pub use fs::{
 pub use ids::{group_id, peer_cred, user_id, PeerCred};
 pub use proc::{
     address_space_limit, clock_monotonic, clock_ticks, cpu_time, kill, pidfd_getfd, pidfd_open,
-    poll_readable, poll_readable_any, raise_default, raise_open_files_limit, set_nice, Usage,
+    poll_readable, poll_readable_any, raise_default, raise_open_files_limit, set_nice, setns,
+    Namespaces, Usage,
 };
 pub use rw::{max_rw_count, preadv2, pwritev2, RwFlags};
 

@@ -61,6 +61,24 @@ pub fn poll_readable_any(fds: &[BorrowedFd<'_>], timeout: Duration) -> io::Resul
     }
 }
 
+/// The kind of namespace [`setns`] enters (a CLONE_NEW* flag).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Namespaces(pub i32);
+
+impl Namespaces {
+    pub const CGROUP: Namespaces = Namespaces(libc::CLONE_NEWCGROUP);
+}
+
+/// `setns(fd, nstype)`: move the calling thread into the namespace `fd`
+/// (an open /proc/PID/ns/* file) refers to; threads started after inherit
+/// it. Needs CAP_SYS_ADMIN.
+///
+/// See setns(2); cgroup namespaces since Linux 4.6.
+pub fn setns(fd: BorrowedFd<'_>, nstype: Namespaces) -> io::Result<()> {
+    // SAFETY: no pointers are passed.
+    cvt(unsafe { libc::setns(fd.as_raw_fd(), nstype.0) } as libc::c_long).map(drop)
+}
+
 /// `setrlimit(RLIMIT_NOFILE)`: raise the soft limit of open descriptors
 /// to the hard limit; returns the new limit.
 ///

@@ -164,19 +164,13 @@ pub fn describe_mount(path: &Path) -> (String, String) {
         return unknown();
     };
     let dev = meta.dev();
-    let want = format!("{}:{}", libc::major(dev), libc::minor(dev));
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+    let want = (libc::major(dev), libc::minor(dev));
+    let Ok(mounts) = ubio::mounts::mounts() else {
         return unknown();
     };
-    info.lines()
+    mounts
+        .into_iter()
         .rev()
-        .find_map(|l| {
-            let (left, right) = l.split_once(" - ")?;
-            if left.split(' ').nth(2)? != want {
-                return None;
-            }
-            let mut r = right.split(' ');
-            Some((r.next()?.to_owned(), r.next()?.to_owned()))
-        })
-        .unwrap_or_else(unknown)
+        .find(|m| m.dev == want)
+        .map_or_else(unknown, |m| (m.fstype, m.source))
 }
