@@ -7,11 +7,18 @@
 # NFS client at /mnt), `ubio probe --json`, then
 # every test of every contract test binary in /tests, one process per test
 # (so each has its own time and verdict), in guest mode
-# (UBIO_TEST_ONLY_DIR=1) against it; unmount. Prints on the serial console:
+# (UBIO_TEST_ONLY_DIR=1) against it; unmount. With ubio.cgroup=v2 (the
+# kernel booted with cgroup_no_v1=all) the unified hierarchy is mounted at
+# /sys/fs/cgroup first, its memory controller enabled for children. Then
+# the command's test binaries named by ubio.cli_tests= (in /cli-tests: the
+# policy daemon's) on an ext4. Prints on the serial console:
 #   GUEST-KERNEL <uname -r> ...
+#   GUEST-CGROUP <v2 and the controllers enabled>
 #   GUEST-PROBE <fs> <probe JSON on one line>
 #   GUEST-TEST <fs> <binary>::<test>: ok|FAILED ... (<seconds>s)
+#   GUEST-TEST cli <binary>::<test>: ok|FAILED ... (<seconds>s)
 #   GUEST-FS <fs>: FAILED <what> (mkfs, mount or umount)
+#   GUEST-CLI: FAILED <what> (the command's tests' filesystem)
 #   GUEST-MATRIX: ok|FAILED ... (scripts/guest/matrix.sh, when run.sh put one in)
 #   GUEST-DONE <seconds>s
 # The host judges them. Powers off at the end.
@@ -54,6 +61,19 @@ fi
 while read -r m; do
     insmod "/modules/$m" 2>/dev/null
 done < /modules/load-order
+
+# cgroup v2 alone, as systemd mounts it (nsdelegate), with the memory,
+# io and pids controllers enabled for children (memory must be; the others
+# where this kernel has them).
+if [ "$(arg cgroup)" = v2 ]; then
+    if mount -t cgroup2 -o nsdelegate cgroup2 /sys/fs/cgroup &&
+        echo +memory > /sys/fs/cgroup/cgroup.subtree_control; then
+        for c in io pids cpu; do echo "+$c" > /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; done
+        say "GUEST-CGROUP v2 ($(cat /sys/fs/cgroup/cgroup.subtree_control))"
+    else
+        say "GUEST-CGROUP v2: FAILED (no cgroup2 mount with the memory controller)"
+    fi
+fi
 
 for _ in $(seq 50); do
     [ -b /dev/vda ] && break
@@ -117,6 +137,36 @@ umount_fs() {
     fi
 }
 
+# Every test of binary $2, one process per test, run in directory $3 with
+# what the caller exported, each verdict a `GUEST-TEST $1 <binary>::<test>`
+# line (ubio.only= picks one, ubio.repeat= runs each that many times).
+run_binary() {
+    label=$1 t=$2 dir=$3 bin=${2##*/}
+    "$t" --list --format terse 2> /dev/console | sed -n 's/: test$//p' > /tmp/list
+    if [ -n "$ONLY" ]; then grep -x "${ONLY#*::}" /tmp/list > /tmp/list.only; mv /tmp/list.only /tmp/list; fi
+    [ -s /tmp/list ] || say "GUEST-TEST $label $bin::list: FAILED (no tests listed)"
+    for _ in $(seq "${REPEAT:-1}"); do cat /tmp/list; done > /tmp/list.all
+    while read -r name; do
+        start=$(date +%s)
+        say "== $label $bin::$name"
+        (
+            cd "$dir" &&
+                UBIO_NO_SKIP=1 TMPDIR=/mnt/tmp RUST_BACKTRACE=1 \
+                    "$t" --exact "$name" --test-threads=1 --nocapture
+            echo $? > /tmp/rc
+        ) 2>&1 < /dev/null | tee /tmp/out > /dev/console
+        rc=$(cat /tmp/rc)
+        secs=$(($(date +%s) - start))
+        if [ "$rc" = 0 ] && grep -q '^test result: ok. 1 passed' /tmp/out; then
+            say "GUEST-TEST $label $bin::$name: ok (${secs}s)"
+        elif [ "$rc" = 0 ] && grep -q '^test result: ok. 0 passed; 0 failed; 1 ignored' /tmp/out; then
+            say "GUEST-TEST $label $bin::$name: ok, ignored (${secs}s)"
+        else
+            say "GUEST-TEST $label $bin::$name: FAILED (exit $rc) (${secs}s)"
+        fi
+    done < /tmp/list.all
+}
+
 for fs in $FILESYSTEMS; do
     if ! mkfs_for "$fs" > /tmp/mkfs.log 2>&1 || ! mount_fs "$fs" >> /tmp/mkfs.log 2>&1; then
         cat /tmp/mkfs.log > /dev/console
@@ -130,36 +180,40 @@ for fs in $FILESYSTEMS; do
     say "GUEST-PROBE $fs $(tr -d '\n' < /tmp/probe.json | tr -s ' ')"
 
     for t in /tests/*; do
-        bin=${t##*/}
-        [ -n "$ONLY" ] && [ "$bin" != "${ONLY%%::*}" ] && continue
-        "$t" --list --format terse 2> /dev/console | sed -n 's/: test$//p' > /tmp/list
-        if [ -n "$ONLY" ]; then grep -x "${ONLY#*::}" /tmp/list > /tmp/list.only; mv /tmp/list.only /tmp/list; fi
-        [ -s /tmp/list ] || say "GUEST-TEST $fs $bin::list: FAILED (no tests listed)"
-        for _ in $(seq "${REPEAT:-1}"); do cat /tmp/list; done > /tmp/list.all
-        while read -r name; do
-            start=$(date +%s)
-            say "== $fs $bin::$name"
-            (
-                cd /mnt/test &&
-                    UBIO_TEST_ONLY_DIR=1 UBIO_TEST_DIR=/mnt/test UBIO_TEST_STREAM_MB=$STREAM_MB \
-                        UBIO_NO_SKIP=1 TMPDIR=/mnt/tmp RUST_BACKTRACE=1 \
-                        "$t" --exact "$name" --test-threads=1 --nocapture
-                echo $? > /tmp/rc
-            ) 2>&1 < /dev/null | tee /tmp/out > /dev/console
-            rc=$(cat /tmp/rc)
-            secs=$(($(date +%s) - start))
-            if [ "$rc" = 0 ] && grep -q '^test result: ok. 1 passed' /tmp/out; then
-                say "GUEST-TEST $fs $bin::$name: ok (${secs}s)"
-            elif [ "$rc" = 0 ] && grep -q '^test result: ok. 0 passed; 0 failed; 1 ignored' /tmp/out; then
-                say "GUEST-TEST $fs $bin::$name: ok, ignored (${secs}s)"
-            else
-                say "GUEST-TEST $fs $bin::$name: FAILED (exit $rc) (${secs}s)"
-            fi
-        done < /tmp/list.all
+        [ -n "$ONLY" ] && [ "${t##*/}" != "${ONLY%%::*}" ] && continue
+        (
+            export UBIO_TEST_ONLY_DIR=1 UBIO_TEST_DIR=/mnt/test UBIO_TEST_STREAM_MB=$STREAM_MB
+            run_binary "$fs" "$t" /mnt/test
+        )
     done
     rm -rf /mnt/test /mnt/tmp
     umount_fs "$fs" || say "GUEST-FS $fs: FAILED umount"
 done
+
+# The command's tests (run.sh's UBIO_GUEST_POLICY): on an ext4 at /mnt, where
+# the paths cargo compiled into them lead (the host checkout's target
+# directory: their scratch directories, and `ubio` in it), with GNU's
+# programs first on the PATH.
+CLI_TESTS=$(arg cli_tests | tr , ' ')
+if [ -n "$CLI_TESTS" ]; then
+    . /usr/share/ubio/guest.env
+    if mkfs_for ext4 > /tmp/mkfs.log 2>&1 && mount_fs ext4 >> /tmp/mkfs.log 2>&1; then
+        mkdir -p /mnt/tmp /mnt/target && ln -s /mnt/target "$UBIO_HOST_TARGET" &&
+            mkdir -p "$UBIO_BIN_DIR" && cp /usr/bin/ubio "$UBIO_BIN_DIR/ubio" && chmod 755 /mnt /mnt/target ||
+            say "GUEST-CLI: FAILED (the tests' paths under $UBIO_HOST_TARGET)"
+        for bin in $CLI_TESTS; do
+            (
+                export PATH=/opt/gnu/bin:$PATH UBIO_TEST_GOCOPY=/usr/bin/gocopy
+                run_binary cli "/cli-tests/$bin" /mnt/tmp
+            )
+        done
+        rm -f "$UBIO_HOST_TARGET"
+        umount_fs ext4 || say "GUEST-CLI: FAILED (umount)"
+    else
+        cat /tmp/mkfs.log > /dev/console
+        say "GUEST-CLI: FAILED (mkfs or mount of the ext4)"
+    fi
+fi
 
 # The power-cut suite (run.sh's UBIO_GUEST_POWERCUT), then the disk-fault
 # suite (UBIO_GUEST_DISKFAULT): images on an xfs on the scratch disk (a

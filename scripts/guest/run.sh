@@ -81,6 +81,15 @@
 # (default "emulated,direct": CI's pass; scripts/integrity.sh adds buffered
 # and kernel), UBIO_GUEST_DISKFAULT_MIB (MiB per stream, at least 24,
 # default 24).
+# Both guests boot cgroup v2 alone (cgroup_no_v1=all, as every current
+# systemd distribution and Kubernetes node): UBIO_GUEST_CGROUP=v2 (the
+# default) or "hybrid" (the kernel's default mounts, as before; no cgroup
+# is mounted by /init then). After the contract tests, the guests of
+# UBIO_GUEST_POLICY (default 6.12; empty: none) run every test of the
+# policy daemon's test binary (crates/ubio-cli/tests/policy.rs, the host's
+# on cgroup v1) on an ext4, on cgroup v2, with the programs it runs (GNU
+# cp, tar and sha256sum, Python, setpriv and unshare from the host, the
+# static Go copier built here); one `GUEST-RESULT <kernel> policy` line.
 # A benchmark matrix in every guest after the tests (bench/kernel-ab.sh):
 # UBIO_GUEST_MATRIX, the arguments of `ubio-bench matrix` (empty: none);
 # scripts/guest/matrix.sh runs it and prints the matrix on the console.
@@ -101,17 +110,29 @@ DISKFAULT=${UBIO_GUEST_DISKFAULT-"ext4@6.1 xfs@6.12"}
 DISKFAULT_BACKENDS=${UBIO_GUEST_DISKFAULT_BACKENDS:-emulated,direct}
 DISKFAULT_MIB=${UBIO_GUEST_DISKFAULT_MIB:-24}
 STREAM_MB=${UBIO_GUEST_STREAM_MB:-128}
+CGROUP=${UBIO_GUEST_CGROUP:-v2}
+POLICY_KERNELS=${UBIO_GUEST_POLICY-6.12}
+case "$CGROUP" in v2 | hybrid) ;; *) echo "guest: UBIO_GUEST_CGROUP must be v2 or hybrid, not $CGROUP" >&2; exit 2 ;; esac
 TIMEOUT=${UBIO_GUEST_TIMEOUT:-3600}
 CACHE=${UBIO_GUEST_CACHE:-$HOME/.cache/ubio-guest}
 TESTS="contract_cache contract_io contract_faults"
+# The command's test binaries (crates/ubio-cli/tests) run in their own phase.
+CLI_TESTS=policy
 ONLY=${UBIO_GUEST_ONLY:-}
 BUILD_ONLY=${UBIO_GUEST_BUILD_ONLY:-}
 REPEAT=${UBIO_GUEST_REPEAT:-1}
-[ -n "$ONLY" ] && TESTS=${ONLY%%::*}
 FAILED_LOGS=${UBIO_GUEST_FAILED_LOGS:-$root/target/guest-failures}
 # Kernels whose guest also tests an NFS client mount (a kernel NFS server
 # in the guest exports an ext4 over loopback): the host kernel has neither.
 NFS_KERNELS=${UBIO_GUEST_NFS-6.12}
+if [ -n "$ONLY" ]; then
+    case " $CLI_TESTS " in
+    *" ${ONLY%%::*} "*) TESTS= CLI_TESTS=${ONLY%%::*} FILESYSTEMS= NFS_KERNELS= ;;
+    *) TESTS=${ONLY%%::*} CLI_TESTS= ;;
+    esac
+fi
+# Whether kernel K's guest runs the command's tests (the policy daemon's).
+runs_policy() { [ -n "$CLI_TESTS" ] && [[ " $POLICY_KERNELS " == *" $1 "* ]]; }
 
 # The Debian release that ships each kernel series.
 suite_of() {
@@ -370,8 +391,18 @@ fi
 # libraries, in /opt/gnu/bin: busybox's cp stays the guest's `cp`): the
 # power-cut suite's unmodified dynamic program under `ubio run`.
 tools="mkfs.f2fs mkfs.ext4 mkfs.xfs mkfs.btrfs losetup mount umount dmsetup e2fsck xfs_repair btrfs fsck.f2fs"
-gnu_tools="cp"
-toolver=$(dpkg-query -W -f '${Version} ' f2fs-tools e2fsprogs xfsprogs btrfs-progs util-linux mount coreutils 2>/dev/null || true)
+# GNU programs the policy tests run (cp also for the power-cut suite), in
+# /opt/gnu/bin, with dash as their `sh` there (busybox's sh runs its own
+# applets before the PATH's programs); setpriv and unshare (util-linux's:
+# busybox's lack the options) in /usr/bin; Python with the part of its
+# library a copy needs.
+gnu_tools="cp tar sha256sum dash"
+util_tools="setpriv unshare"
+# Debian's (not a pyenv shim earlier on the PATH): its library is the package's.
+python=$(readlink -f /usr/bin/python3)
+pyver=${python##*/}
+toolver=$(dpkg-query -W -f '${Version} ' f2fs-tools e2fsprogs xfsprogs btrfs-progs util-linux mount coreutils \
+    tar "lib$pyver-stdlib" 2>/dev/null || true)
 # A program into the image under root R, in directory DIR, with the
 # libraries ldd names (the NFS tools' from their extracted package).
 add_program() { # R program DIR
@@ -385,7 +416,7 @@ add_program() { # R program DIR
         cp -L "$lib" "$r${lib#"$nfsdir"}"
     done
 }
-key=$(cat scripts/guest/init.sh - <<<"$bbver $toolver ${nfsvers:-} $gnu_tools" | sha256sum | cut -c1-16)
+key=$(cat scripts/guest/init.sh - <<<"$bbver $toolver ${nfsvers:-} $gnu_tools $util_tools $pyver" | sha256sum | cut -c1-16)
 base="$CACHE/base-$key.cpio"
 if [ ! -f "$base" ]; then
     echo "== guest: building the base initramfs ($key)"
@@ -408,6 +439,18 @@ if [ ! -f "$base" ]; then
     fi
     for p in "${paths[@]}"; do add_program "$r" "$p" /usr/sbin; done
     for t in $gnu_tools; do add_program "$r" "$(command -v "$t")" /opt/gnu/bin; done
+    ln -s dash "$r/opt/gnu/bin/sh"
+    for t in $util_tools; do add_program "$r" "$(command -v "$t")" /usr/bin; done
+    add_program "$r" "$python" /usr/bin
+    ln -s "$pyver" "$r/usr/bin/python3"
+    # The library without what a test never imports (tests, tools, Tk, the
+    # build configuration, the GUI and network packages): about a third.
+    (cd "/usr/lib/$pyver" && find . \( -path ./test -o -path ./config-\* -o -path ./idlelib \
+        -o -path ./tkinter -o -path ./turtledemo -o -path ./lib2to3 -o -path ./pydoc_data \
+        -o -path ./distutils -o -path ./ensurepip -o -path ./site-packages -o -path ./dist-packages \
+        -o -path ./asyncio -o -path ./email -o -path ./xml -o -path ./http -o -path ./unittest \
+        -o -path ./multiprocessing -o -path ./sqlite3 -o -path ./xmlrpc -o -path ./wsgiref \) -prune \
+        -o -print | cpio -pdm --quiet "$r/usr/lib/$pyver")
     (cd "$r" && find . | LC_ALL=C sort | cpio -o -H newc --quiet) > "$base.tmp"
     mv "$base.tmp" "$base"
 fi
@@ -434,15 +477,39 @@ target=x86_64-unknown-linux-gnu
 test_args=()
 for t in $TESTS; do test_args+=(--test "$t"); done
 cargo build -q --release --target "$target" -p ubio-cli --bin ubio
-cargo test --release --target "$target" -p ubio-tests "${test_args[@]}" --no-run 2> "$work/build.log" ||
-    { cat "$work/build.log" >&2; exit 1; }
+: > "$work/build.log"
+if [ -n "$TESTS" ]; then
+    cargo test --release --target "$target" -p ubio-tests "${test_args[@]}" --no-run 2> "$work/build.log" ||
+        { cat "$work/build.log" >&2; exit 1; }
+fi
 r="$work/bins"
-mkdir -p "$r/usr/bin" "$r/tests"
+mkdir -p "$r/usr/bin" "$r/tests" "$r/cli-tests" "$r/usr/share/ubio"
 strip -o "$r/usr/bin/ubio" "$CARGO_TARGET_DIR/$target/release/ubio"
+if [ -n "$CLI_TESTS" ] && [ -n "$POLICY_KERNELS" ]; then
+    cli_args=()
+    for t in $CLI_TESTS; do cli_args+=(--test "$t"); done
+    cargo test --release --target "$target" -p ubio-cli "${cli_args[@]}" --no-run 2> "$work/build-cli.log" ||
+        { cat "$work/build-cli.log" >&2; exit 1; }
+    for t in $CLI_TESTS; do
+        exe=$(sed -n "s|.*Executable tests/$t.rs (\(.*\))|\1|p" "$work/build-cli.log" | tail -1)
+        [ -n "$exe" ] || { echo "guest: no executable for $t in cargo's output" >&2; cat "$work/build-cli.log" >&2; exit 1; }
+        strip -o "$r/cli-tests/$t" "$exe"
+    done
+    # The static Go copier the tests run (they build it where Go is).
+    CGO_ENABLED=0 go build -o "$r/usr/bin/gocopy" crates/ubio-cli/tests/run_programs/gocopy.go
+    # Where the tests look for `ubio` and their scratch directories (paths
+    # cargo compiled in: the host's checkout): /init links them to the
+    # scratch filesystem.
+    # (The crate's directory too: a path through its `..` must resolve;
+    # and the files of the checkout the tests read: the systemd unit.)
+    printf 'UBIO_HOST_TARGET=%s\nUBIO_BIN_DIR=%s\n' "$root/target" "$CARGO_TARGET_DIR/$target/release" \
+        > "$r/usr/share/ubio/guest.env"
+    mkdir -p "$r$root/crates/ubio-cli" "$r$root/dist"
+    cp -r dist/systemd "$r$root/dist/"
+fi
 if [ -n "$MATRIX" ]; then
     cargo build -q --release --target "$target" -p ubio-bench --bin ubio-bench
     strip -o "$r/usr/bin/ubio-bench" "$CARGO_TARGET_DIR/$target/release/ubio-bench"
-    mkdir -p "$r/usr/share/ubio"
     echo "$MATRIX" > "$r/usr/share/ubio/matrix.args"
     cp scripts/guest/matrix.sh "$r/usr/share/ubio/matrix.sh"
     echo "== guest: and ubio-bench matrix $MATRIX"
@@ -547,6 +614,11 @@ declare -A kpid
 for k in $KERNELS; do
     echo "== guest: booting ${kpkg[$k]} ${kver[$k]} with $accel (-smp 2, 3 GiB), filesystems: $(fs_of "$k"), streams of $STREAM_MB MiB"
     extra="ubio.fs=$(fs_of "$k" | tr ' ' ,) ubio.stream_mb=$STREAM_MB ubio.repeat=$REPEAT${ONLY:+ ubio.only=$ONLY}"
+    [ "$CGROUP" = v2 ] && extra+=" cgroup_no_v1=all ubio.cgroup=v2"
+    if runs_policy "$k"; then
+        extra+=" ubio.cli_tests=$(echo $CLI_TESTS | tr ' ' ,)"
+        echo "== guest: $k: and the command's tests ($CLI_TESTS) on ext4, cgroup $CGROUP"
+    fi
     outbox=
     if runs_powercut "$k"; then
         # The power-cut suite's failing images come back on a second disk.
@@ -668,6 +740,37 @@ for k in $KERNELS; do
             kfail=1
         fi
     done
+    if runs_policy "$k"; then
+        # The command's tests, reported as GUEST-TEST cli <binary>::<test>.
+        why=() parts=() cli_secs=0
+        cg=$(sed -n 's/^GUEST-CGROUP //p' "$log" | head -1)
+        for t in $CLI_TESTS; do
+            tests=$(grep -c "^GUEST-TEST cli $t::" "$log" || true)
+            ok=$(grep -cE "^GUEST-TEST cli $t::[^ ]+: ok" "$log" || true)
+            bad=$({ grep -E "^GUEST-TEST cli $t::[^ ]+: FAILED" "$log" || true; } | sed -E 's/^GUEST-TEST cli [^:]+::([^:]+):.*/\1/')
+            s=$({ grep -E "^GUEST-TEST cli $t::" "$log" || true; } | sed -nE 's/.*\(([0-9]+)s\)$/\1/p' | awk '{s += $1} END {print s + 0}')
+            cli_secs=$((cli_secs + s))
+            if [ "$tests" -eq 0 ]; then
+                why+=("$t: no test ran")
+            elif [ -n "$bad" ]; then
+                why+=("$t: $((tests - ok)) of $tests failed: $(echo $bad)")
+                for name in $(echo "$bad" | sort -u); do
+                    msg=$(panic_message cli "$t::$name" "$log")
+                    [ -n "$msg" ] && why+=("$name: $msg")
+                done
+            fi
+            parts+=("$t $ok/$tests")
+        done
+        grep -E '^GUEST-CLI: FAILED' "$log" | sed 's/^GUEST-CLI: FAILED //' > "$work/clifail" || true
+        while read -r l; do why+=("$l"); done < "$work/clifail"
+        what="ext4, cgroup ${cg:-?}; $(IFS=,; echo "${parts[*]}" | sed 's/,/, /g') passed; ${cli_secs}s"
+        if [ "${#why[@]}" -eq 0 ]; then
+            echo "GUEST-RESULT $k policy: ok ($what)"
+        else
+            echo "GUEST-RESULT $k policy: FAILED ($(printf '%s; ' "${why[@]}")$what)"
+            kfail=1
+        fi
+    fi
     if runs_powercut "$k"; then
         grep -E '^POWERCUT(-NOTE|-WIDER|-EXAMPLE)? ' "$log" | sed 's/^/  /' || true
         cells=$(grep -c '^POWERCUT ' "$log" || true)

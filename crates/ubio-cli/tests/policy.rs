@@ -552,9 +552,13 @@ fn excluded_paths_and_pages_cached_before_are_left_alone() {
         assert!(out.status.success());
         daemon.wait_finished(std::slice::from_ref(&input));
         check_kept(&input, 96 * MIB, 64 * MIB)?;
-        // And nothing of the stream's own stays.
+        // And nothing of the stream's own stays, but what it read before
+        // the daemon first saw the file (taken as others', since others'
+        // pages are cached further on: 0 here, up to 1.4 MiB under QEMU's
+        // emulation, scripts/guest/run.sh).
         let after = cached(&input);
-        if after > before {
+        eprintln!("cached {before} B before the stream, {after} B after");
+        if after > before + FIRST_SIGHT {
             return Err(format!(
                 "{after} B cached after the stream, {before} B before"
             ));

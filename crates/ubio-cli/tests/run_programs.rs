@@ -523,11 +523,6 @@ fn read_range(path: &Path, range: std::ops::Range<u64>) {
     }
 }
 
-/// What the engine may keep of a stream's own pages when it first sees a
-/// file that is not cold: the stream's first reads and their readahead
-/// (8 MiB here) before its first look.
-const FIRST_SIGHT: u64 = 32 * MIB;
-
 /// Pages another process cached before the program ran (the middle 64 MiB
 /// of the input) stay cached through a whole stream under `ubio run`: for a
 /// static program (the engine's path) and for cat (the shim's). A control

@@ -160,6 +160,13 @@ pub mod engine {
     /// looks, plus the step under writeback.
     pub const WRITE_BOUND: u64 = 64 * MIB;
     pub const SAMPLE_EVERY: Duration = Duration::from_millis(2);
+    /// What the engine may keep of a stream's own pages when it first sees
+    /// a file that is not cold (best effort, README: what the stream read
+    /// before the engine's first look at the file is taken as others' when
+    /// others' pages are cached further on): the stream's first reads and
+    /// their readahead (8 MiB here) before that look, on a slow machine a
+    /// few of them.
+    pub const FIRST_SIGHT: u64 = 32 * MIB;
 
     /// What a followed run broke of the bounds: the input's and the
     /// outputs' cache peaks, the outputs' dirty + writeback, bytes left
@@ -197,9 +204,14 @@ pub mod engine {
     }
 
     /// The static Go copy of the run_programs tests (io.Copy: one
-    /// copy_file_range per file; `-rw`: a read/write loop), built in `dir`;
+    /// copy_file_range per file; `-rw`: a read/write loop), built in `dir`,
+    /// or the one UBIO_TEST_GOCOPY names, built beforehand (a QEMU guest
+    /// has no Go toolchain: scripts/guest/run.sh builds it on the host);
     /// Err says why it cannot be (a skip).
     pub fn build_gocopy(dir: &Path) -> Result<std::path::PathBuf, String> {
+        if let Some(built) = std::env::var_os("UBIO_TEST_GOCOPY") {
+            return Ok(built.into());
+        }
         if !have("go") {
             return Err("no go toolchain (golang)".into());
         }
