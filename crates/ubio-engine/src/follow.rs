@@ -41,6 +41,7 @@
 //!
 //! Files the shim manages (it claims them, see [`claims`]) are left to it.
 
+use crate::lateness::Lateness;
 use crate::silent::{self, Pages, Silent};
 use crate::submit::Submitter;
 use crate::tree::{self, Seen, Tree};
@@ -79,6 +80,11 @@ pub struct FollowOptions {
     /// it, as under `ubio policy`): the kernel's readahead may run twice as
     /// far ahead of a read, which the engine must not take for pages read.
     pub sequential_readahead: bool,
+    /// Observe only (`ubio policy run --dry-run`): follow and count what
+    /// would be dropped and written back, and change nothing (no fadvise,
+    /// no sync_file_range, the programs' readahead advice left as it is;
+    /// [`Tracker::dry_run`]).
+    pub dry_run: bool,
 }
 
 impl Default for FollowOptions {
@@ -91,6 +97,7 @@ impl Default for FollowOptions {
             bytes_per_look: 4 << 20,
             sample_dirty: false,
             sequential_readahead: false,
+            dry_run: false,
         }
     }
 }
@@ -188,6 +195,8 @@ struct Readahead {
     doubled_until: u64,
     /// Descriptions (pid, fd) whose advice was undone or tried.
     undone: HashSet<(u32, i32)>,
+    /// The advice is never undone (a dry run changes nothing).
+    leave: bool,
 }
 
 impl Readahead {
@@ -198,6 +207,7 @@ impl Readahead {
             plain,
             doubled_until: if sequential { u64::MAX } else { 0 },
             undone: HashSet::new(),
+            leave: false,
         }
     }
 
@@ -211,8 +221,10 @@ impl Readahead {
 
     /// Some description of `seen` open for reading was not undone yet.
     fn pending(&self, seen: &[Seen]) -> bool {
-        seen.iter()
-            .any(|s| is_readable(s.info.flags) && !self.undone.contains(&(s.pid, s.fd)))
+        !self.leave
+            && seen
+                .iter()
+                .any(|s| is_readable(s.info.flags) && !self.undone.contains(&(s.pid, s.fd)))
     }
 
     /// Undo the advice of the descriptions of `seen` open for reading, once
@@ -306,6 +318,8 @@ pub struct FollowStats {
     pub min_interval: Duration,
     pub max_interval: Duration,
     pub files: Vec<FileReport>,
+    /// How late the looks that were due came.
+    pub lateness: Lateness,
 }
 
 /// The engine.
@@ -321,6 +335,9 @@ pub struct Follower {
     /// Bytes per second, smoothed: the fastest recent motion of all files.
     speed: f64,
     last_look: Option<Instant>,
+    /// When the next look is due (None while nothing is followed: no look
+    /// is due then, whenever the caller looks next).
+    due: Option<Instant>,
     stats: FollowStats,
     /// Files the admission left alone while they stay open: Some(size)
     /// to ask again once the size differs (a file growing into scope).
@@ -353,6 +370,7 @@ impl Follower {
             retiring: HashMap::new(),
             speed: 0.0,
             last_look: None,
+            due: None,
             stats: FollowStats {
                 min_interval: Duration::MAX,
                 ..FollowStats::default()
@@ -436,6 +454,10 @@ impl Follower {
         let elapsed = self.last_look.map(|t| now - t);
         self.last_look = Some(now);
         self.stats.looks += 1;
+        // A look before its due time (an event woke the caller) is not late.
+        if let Some(due) = self.due.take().filter(|d| now >= *d) {
+            self.stats.lateness.record(now - due);
+        }
         if let Some(l) = &self.listener {
             for c in l.take() {
                 self.on_claim(c);
@@ -524,7 +546,16 @@ impl Follower {
             }
         }
         self.settle();
-        self.next_interval(moved_max, elapsed)
+        let wait = self.next_interval(moved_max, elapsed);
+        if self.following() > 0 {
+            self.due = Some(Instant::now() + wait);
+        }
+        wait
+    }
+
+    /// How late the looks that were due came, so far.
+    pub fn lateness(&self) -> &Lateness {
+        &self.stats.lateness
     }
 
     /// Hand the writeback starts the trackers queued to the writeback thread.
@@ -661,7 +692,8 @@ impl Follower {
         // first sight in 2 of 4 runs, and readahead taken for a transfer
         // that moves no position was dropped ahead of the reader, which
         // read it again: cat's cache peaked at 140-186 MiB (54-68 with it).
-        let readahead = Readahead::new(fs.lookahead(), self.opts.sequential_readahead);
+        let mut readahead = Readahead::new(fs.lookahead(), self.opts.sequential_readahead);
+        readahead.leave = self.opts.dry_run;
         let lookahead = readahead.at(0);
         // Where the stream got, as late as possible before the snapshot: a
         // reader goes on after the look's scan (cat moved tens of MiB
@@ -676,6 +708,9 @@ impl Follower {
             };
             let t = Tracker::new(Caps::default(), cfg, blind);
             t.defer_starts();
+            if self.opts.dry_run {
+                t.dry_run();
+            }
             // A transfer that moves no position shows in its destination
             // (unseen_progress); asked only where the reader's pages reach
             // past its position (listing the process's descriptors costs
@@ -722,7 +757,12 @@ impl Follower {
         if let Some(t) = &f.tracker {
             t.drop_all(f.file.as_fd());
         }
-        match f.left_behind() {
+        // A dry run drops nothing: the pages stay, there is no settling.
+        let left = match self.opts.dry_run {
+            true => 0,
+            false => f.left_behind(),
+        };
+        match left {
             0 => self.report(f),
             left => {
                 let since = Instant::now();

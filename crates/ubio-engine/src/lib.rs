@@ -10,6 +10,8 @@
 //! - [`policy`]: `ubio policy`'s engine: [`scope`]s say which processes
 //!   and files are managed, [`discover`] finds the processes (fanotify, or
 //!   the scopes' cgroups polled), and the same Follower follows them.
+//! - [`budget`]: a page-cache budget per scope, kept in each of its
+//!   cgroups ([`cgroup`]: v1 and v2) by the kernel's own reclaim.
 //! - [`reclaim`]: the machine's reclaim as the policy daemon reports it,
 //!   with kswapd's wakes counted in a [`tracefs`] instance of its own.
 //!
@@ -20,9 +22,11 @@
 // Unsafe code lives only in the library's system-call wrappers (ubio::sys).
 #![deny(unsafe_code)]
 
+pub mod budget;
 pub mod cgroup;
 pub mod discover;
 pub mod follow;
+pub mod lateness;
 pub mod policy;
 pub mod reclaim;
 pub mod scope;

@@ -12,6 +12,7 @@
 //! POSIX_FADV_SEQUENTIAL, POSIX_FADV_NORMAL on the reader's description).
 
 use crate::discover::{self, Fanotify, MarkKind, Marked};
+use crate::lateness::Lateness;
 use crate::scope::{FileVerdict, ProcessFacts, ProcessVerdict, Scopes};
 use crate::{Admit, Candidate, FileReport, FollowOptions, Follower};
 use serde::{Deserialize, Serialize};
@@ -150,6 +151,13 @@ pub struct Status {
     pub cpu_system_s: f64,
     /// The scopes' names, in the configuration's order.
     pub scopes: Vec<String>,
+    /// A dry run: the figures are what the daemon would have dropped and
+    /// written back; it changed nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// How late the engine's due looks came.
+    #[serde(default)]
+    pub lateness: Lateness,
     pub owners: Vec<OwnerTotals>,
     pub files: Vec<LiveFile>,
     /// Filled by [`Status::for_reader`] for a reader who is not root: the
@@ -664,6 +672,8 @@ impl Policy {
             cpu_user_s: user.as_secs_f64(),
             cpu_system_s: system.as_secs_f64(),
             scopes: self.scopes.scopes.iter().map(|s| s.name.clone()).collect(),
+            dry_run: self.opts.follow.dry_run,
+            lateness: self.follower.lateness().clone(),
             owners,
             files,
             restricted: false,
@@ -751,6 +761,8 @@ mod tests {
             cpu_user_s: 0.1,
             cpu_system_s: 0.1,
             scopes: vec!["s".into()],
+            dry_run: false,
+            lateness: Lateness::default(),
             owners: vec![
                 OwnerTotals {
                     scope: "s".into(),

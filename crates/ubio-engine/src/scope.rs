@@ -94,10 +94,8 @@ impl CgroupPattern {
     /// are `controllers` (comma-separated; empty for cgroup v2), or one of
     /// its ancestors.
     pub fn matches(&self, controllers: &str, path: &str) -> bool {
-        if let Some(c) = &self.controller {
-            if !controllers.split(',').any(|x| x == c) {
-                return false;
-            }
+        if !self.in_hierarchy(controllers) {
+            return false;
         }
         let mut p = path.trim_end_matches('/');
         loop {
@@ -109,6 +107,23 @@ impl CgroupPattern {
                 _ => return false,
             }
         }
+    }
+}
+
+impl CgroupPattern {
+    /// Whether the pattern names `path` itself (not through an ancestor):
+    /// the cgroups a scope's budget is kept for.
+    pub fn names(&self, controllers: &str, path: &str) -> bool {
+        let p = path.trim_end_matches('/');
+        self.in_hierarchy(controllers) && self.path.matches(if p.is_empty() { "/" } else { p })
+    }
+
+    /// A `memory:` pattern is for the v1 memory hierarchy only; a plain one
+    /// for any.
+    fn in_hierarchy(&self, controllers: &str) -> bool {
+        self.controller
+            .as_ref()
+            .is_none_or(|c| controllers.split(',').any(|x| x == c))
     }
 }
 
@@ -227,6 +242,8 @@ pub struct Scope {
     pub exclude: Exclusions,
     /// Dirty + writeback bytes per file.
     pub window: u64,
+    /// The page cache each of the scope's cgroups may hold ([`crate::budget`]).
+    pub budget: Option<crate::budget::Size>,
 }
 
 impl Scope {
@@ -498,6 +515,7 @@ mod tests {
             files,
             exclude: Exclusions::default(),
             window: 16 << 20,
+            budget: None,
         }
     }
 

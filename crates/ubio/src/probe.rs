@@ -401,6 +401,7 @@ fn probe_fd_scratch(fd: BorrowedFd<'_>, path: Option<&Path>, scratch: bool) -> i
                 Support::no("cachestat(): EPERM (the caller can neither write nor owns the file)")
             }
             Some(Fallback::NoCachestat) => Support::no("cachestat(): ENOSYS (Linux before 6.5)"),
+            Some(Fallback::CachestatBlocked) => Support::no(Fallback::CachestatBlocked.note()),
             // Fallback::of never gives OverlayHidden: it is not an errno.
             Some(Fallback::OverlayHidden) | None => Support::no(format!("cachestat(): {e}")),
         },

@@ -158,6 +158,11 @@ pub struct PidStatus {
     pub rss_peak: Option<u64>,
     /// The file mode creation mask (Linux 4.7+).
     pub umask: Option<u32>,
+    /// The effective capabilities, a bit per CAP_* number.
+    pub cap_eff: Option<u64>,
+    /// The process's pid in each pid namespace it is in, the outermost
+    /// first (NSpid, Linux 4.1+): more than one in a container's own.
+    pub ns_pids: Vec<u32>,
 }
 
 /// /proc/PID/status's text.
@@ -191,6 +196,13 @@ pub fn parse_pid_status(text: &str) -> PidStatus {
             "VmRSS" => st.rss = kib(v),
             "VmHWM" => st.rss_peak = kib(v),
             "Umask" => st.umask = u32::from_str_radix(v.trim(), 8).ok(),
+            "CapEff" => st.cap_eff = u64::from_str_radix(v.trim(), 16).ok(),
+            "NSpid" => {
+                st.ns_pids = v
+                    .split_whitespace()
+                    .filter_map(|x| x.parse().ok())
+                    .collect()
+            }
             _ => {}
         }
     }
@@ -393,7 +405,7 @@ mod tests {
 
     #[test]
     fn status_ids_memory_and_umask() {
-        let s = "Name:\tx\nUmask:\t0022\nUid:\t1000\t0\t0\t0\nGid:\t100\t100\t100\t100\nGroups:\t4 24 \nVmHWM:\t    2048 kB\nVmRSS:\t    1024 kB\nVmLck:\t       0 kB\n";
+        let s = "Name:\tx\nUmask:\t0022\nCapEff:\t0000000000280000\nNSpid:\t4242\t7\nUid:\t1000\t0\t0\t0\nGid:\t100\t100\t100\t100\nGroups:\t4 24 \nVmHWM:\t    2048 kB\nVmRSS:\t    1024 kB\nVmLck:\t       0 kB\n";
         let st = parse_pid_status(s);
         assert_eq!(st.uids, [1000, 0, 0, 0]);
         assert_eq!(st.gids, [100; 4]);
@@ -403,6 +415,12 @@ mod tests {
             (Some(1 << 20), Some(2 << 20), Some(0))
         );
         assert_eq!(st.umask, Some(0o022));
+        assert_eq!(
+            st.cap_eff,
+            Some(1 << 19 | 1 << 21),
+            "CAP_SYS_PTRACE and CAP_SYS_ADMIN"
+        );
+        assert_eq!(st.ns_pids, vec![4242, 7]);
         assert_eq!(parse_pid_status("Name:\tkthreadd\n").rss, None);
     }
 

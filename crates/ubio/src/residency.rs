@@ -25,6 +25,9 @@ use std::path::Path;
 pub enum Fallback {
     /// cachestat() said ENOSYS: Linux before 6.5.
     NoCachestat,
+    /// cachestat() said ENOSYS on a kernel that has it (6.5+): a seccomp
+    /// filter refuses it (a container runtime's default profile).
+    CachestatBlocked,
     /// cachestat() said EPERM: the caller can neither write nor own the
     /// file, and for such files mincore() reports every page resident.
     NotPermitted,
@@ -38,6 +41,9 @@ impl Fallback {
     /// The fallback an error of cachestat() calls for, if any.
     pub fn of(e: &io::Error) -> Option<Fallback> {
         match e.raw_os_error() {
+            Some(libc::ENOSYS) if crate::sys::kernel_at_least(6, 5) => {
+                Some(Fallback::CachestatBlocked)
+            }
             Some(libc::ENOSYS) => Some(Fallback::NoCachestat),
             Some(libc::EPERM) => Some(Fallback::NotPermitted),
             _ => None,
@@ -53,6 +59,11 @@ impl Fallback {
             }
             Fallback::NoCachestat => {
                 "cachestat() unavailable (ENOSYS: Linux before 6.5); cached pages from mincore()"
+            }
+            Fallback::CachestatBlocked => {
+                "cachestat() refused (ENOSYS on a kernel that has it: a seccomp filter, as a \
+                 container runtime's default profile, blocks syscall 451); cached pages from \
+                 mincore(), which reports every page resident for files you cannot write"
             }
             Fallback::OverlayHidden => {
                 "overlayfs: the real file cannot be found and cachestat() sees only the overlay's \

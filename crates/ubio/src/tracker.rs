@@ -154,6 +154,11 @@ pub struct Tracker {
     /// The file's filesystem holds clean pages for a moment after their
     /// writeback (looked up at the first end of stream).
     holds_pages: std::sync::OnceLock<bool>,
+    /// Observe only ([`Tracker::dry_run`]): no call that changes the page
+    /// cache; `dry_dropped` holds the ranges whose cached pages were
+    /// counted as dropped (they stay, and are not counted again).
+    dry_run: AtomicBool,
+    dry_dropped: Mutex<rangemap::RangeSet<u64>>,
     #[cfg(test)]
     pub(crate) on_wait: std::sync::OnceLock<WaitHook>,
     /// Called before each retry of [`Tracker::drop_held_pages`].
@@ -186,6 +191,8 @@ impl Tracker {
             defer_starts: AtomicBool::new(false),
             starts: Mutex::new(Vec::new()),
             holds_pages: std::sync::OnceLock::new(),
+            dry_run: AtomicBool::new(false),
+            dry_dropped: Mutex::new(rangemap::RangeSet::new()),
             #[cfg(test)]
             on_wait: std::sync::OnceLock::new(),
             #[cfg(test)]
@@ -459,7 +466,7 @@ impl Tracker {
     /// ([`holds_pages_after_writeback`](sys::FsMagic::holds_pages_after_writeback):
     /// btrfs), up to about 60 ms in all.
     fn drop_held_pages(&self, fd: BorrowedFd<'_>, ranges: Vec<Range<u64>>) {
-        if ranges.is_empty() {
+        if ranges.is_empty() || self.is_dry_run() {
             return;
         }
         let real = self.real_file();
@@ -549,7 +556,7 @@ impl Tracker {
         let mut done = Vec::new();
         let mut left = Vec::new();
         // Through an overlay, dirty pages cannot be seen: wait for them all.
-        if self.fallback.get().is_some() {
+        if self.fallback.get().is_some() && !self.is_dry_run() {
             if let Err(e) = sys::fdatasync(fd) {
                 self.record_error(e);
             }
@@ -644,6 +651,38 @@ impl Tracker {
         self.defer_starts.store(true, Ordering::Relaxed);
     }
 
+    /// Observe only, for a policy tried before it acts (`ubio policy run
+    /// --dry-run`): the plans are made as ever, but nothing that changes
+    /// the page cache is called (no fadvise, sync_file_range or fdatasync);
+    /// what would have been dropped is counted as dropped, once per range
+    /// (its pages stay cached), and the writeback that would have been
+    /// started as started. Writes are left to the kernel's own writeback.
+    pub fn dry_run(&self) {
+        self.dry_run.store(true, Ordering::Relaxed);
+    }
+
+    fn is_dry_run(&self) -> bool {
+        self.dry_run.load(Ordering::Relaxed)
+    }
+
+    /// Dry run: count the cached pages of the parts of `r` not counted
+    /// before as dropped.
+    fn count_dry_drop(&self, fd: BorrowedFd<'_>, r: Range<u64>) {
+        let fresh: Vec<Range<u64>> = {
+            let mut done = self.dry_dropped.lock().unwrap_or_else(|p| p.into_inner());
+            let gaps = done.gaps(&r).collect();
+            done.insert(r);
+            gaps
+        };
+        for part in fresh {
+            if let Ok(c) = self.cached(fd, part) {
+                self.counts
+                    .pages_dropped
+                    .fetch_add(c.cached, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// The writeback starts queued since the last call ([`defer_starts`](Self::defer_starts)).
     pub fn take_starts(&self) -> Vec<Range<u64>> {
         std::mem::take(&mut *self.starts.lock().unwrap_or_else(|p| p.into_inner()))
@@ -652,6 +691,9 @@ impl Tracker {
     /// Start the writeback of `r` now (a start [`take_starts`](Self::take_starts)
     /// gave), keeping an error for the next call.
     pub fn start_now(&self, fd: BorrowedFd<'_>, r: &Range<u64>) {
+        if self.is_dry_run() {
+            return;
+        }
         let real = self.real_file();
         let fd = real.as_deref().map_or(fd, AsFd::as_fd);
         if let Err(e) = self.start_writeback(fd, r) {
@@ -686,6 +728,9 @@ impl Tracker {
     /// through an overlay fdatasync() of the whole file (sync_file_range
     /// acts on the overlay's own empty mapping and returns at once).
     fn wait_writeback(&self, fd: BorrowedFd<'_>, r: &Range<u64>) -> io::Result<()> {
+        if self.is_dry_run() {
+            return Ok(());
+        }
         match self.fallback.get() {
             Some(_) => sys::fdatasync(fd),
             None => sys::sync_file_range(fd, r.start, r.end - r.start, SyncFlags::WRITE_AND_WAIT),
@@ -734,6 +779,12 @@ impl Tracker {
         closing: bool,
         written: bool,
     ) {
+        if self.is_dry_run() {
+            for r in ranges {
+                self.count_dry_drop(fd, r);
+            }
+            return;
+        }
         let commit = written && self.needs_commit.load(Ordering::Relaxed);
         if commit && !ranges.is_empty() {
             self.commit(fd);
@@ -810,6 +861,9 @@ impl Tracker {
 
     /// fdatasync(): commits what was written (NFS) and reports writeback errors.
     fn commit(&self, fd: BorrowedFd<'_>) {
+        if self.is_dry_run() {
+            return;
+        }
         if let Err(e) = sys::fdatasync(fd) {
             self.record_error(e);
         }
@@ -998,6 +1052,52 @@ mod tests {
             "the starts were not made: {c:?}"
         );
         t.flush(f.as_fd()).unwrap();
+    }
+
+    /// A dry run makes the plans and counts what they would drop, once,
+    /// and changes nothing: the pages read and written stay cached, no
+    /// writeback is started, and a second drop of the same range counts
+    /// nothing more.
+    #[test]
+    fn a_dry_run_counts_and_changes_nothing() {
+        let (_dir, f) = residency::cold_file();
+        let t = tracker_on(&f, 2 * MIB);
+        t.dry_run();
+        t.snapshot_range(f.as_fd(), 0..8 * MIB);
+        let mut buf = vec![0u8; 8 * MIB as usize];
+        f.read_exact_at(&mut buf, 0).unwrap();
+        t.after_read(f.as_fd(), 0, 8 * MIB);
+        let stat = |r: Range<u64>| sys::cachestat(f.as_fd(), r).unwrap();
+        let cached = stat(0..8 * MIB).nr_cache;
+        assert_eq!(
+            cached,
+            8 * MIB / sys::page_size(),
+            "pages dropped in a dry run"
+        );
+        let (counts, ..) = t.report();
+        assert!(counts.pages_dropped > 0, "nothing counted as dropped");
+        assert!(counts.pages_dropped <= cached);
+        // Written over what was read: no start, no wait, no drop.
+        f.write_all_at(&vec![2u8; 4 * MIB as usize], 4 * MIB)
+            .unwrap();
+        t.after_write_nowait(f.as_fd(), 4 * MIB, 4 * MIB);
+        t.flush_nowait(f.as_fd());
+        for r in t.take_starts() {
+            t.start_now(f.as_fd(), &r);
+        }
+        let c = stat(4 * MIB..8 * MIB);
+        assert_eq!(c.nr_writeback, 0, "writeback started in a dry run: {c:?}");
+        assert_eq!(c.nr_dirty, 4 * MIB / sys::page_size(), "{c:?}");
+        let before = t.report().0.pages_dropped;
+        t.drop_all(f.as_fd());
+        t.drop_all(f.as_fd());
+        assert_eq!(stat(0..8 * MIB).nr_cache, 8 * MIB / sys::page_size());
+        let after = t.report().0.pages_dropped;
+        assert!(
+            after >= before && after <= 8 * MIB / sys::page_size(),
+            "{before} then {after}"
+        );
+        sys::fdatasync(f.as_fd()).unwrap();
     }
 
     /// A written range whose first half is written back and whose second

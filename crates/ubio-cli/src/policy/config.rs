@@ -11,6 +11,13 @@
 //! poll_interval = "500ms"     # when polling
 //! socket = "/run/ubio/policy.sock"
 //! window = "16M"              # default write-behind window of the scopes
+//! dry_run = false             # follow and report, change nothing
+//! cgroup_namespace = "host"   # host | own: whose cgroup paths the scopes name
+//!
+//! [metrics]                   # a Prometheus endpoint (off without it)
+//! listen = "127.0.0.1:9633"   # or "unix:/run/ubio/metrics.sock"
+//! cgroups = false             # per-cgroup series of the budgets
+//! max_cgroups = 100
 //!
 //! [exclude]                   # checked first, for every scope
 //! cgroups = ["/system.slice/postgresql.service"]
@@ -23,6 +30,7 @@
 //! exes = ["tar", "/usr/bin/restic"]
 //! paths = ["/srv"]
 //! min_size = "1M"
+//! budget = "256M"             # page cache per cgroup of the scope; or "25%" of its memory.max
 //! [scope.exclude]
 //! paths = ["/srv/db"]
 //! ```
@@ -69,6 +77,78 @@ pub struct Config {
     pub scopes: Scopes,
     pub options: PolicyOptions,
     pub socket: PathBuf,
+    pub metrics: Option<Metrics>,
+    pub cgroup_namespace: CgroupNamespace,
+}
+
+/// The Prometheus endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Metrics {
+    pub listen: Listen,
+    /// Per-cgroup series of the budgets, at most `max_cgroups` of them.
+    pub cgroups: bool,
+    pub max_cgroups: usize,
+    /// The line of `listen` (for the error when the address is taken).
+    pub line: Option<usize>,
+}
+
+/// Where the metrics are served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    Tcp(std::net::SocketAddr),
+    Unix(PathBuf),
+}
+
+impl fmt::Display for Listen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Listen::Tcp(a) => write!(f, "{a}"),
+            Listen::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+/// Whose cgroup paths the scopes name when the daemon runs in a cgroup
+/// namespace of its own (a container's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CgroupNamespace {
+    /// The host's: the daemon enters the host's namespace (PID 1's) at
+    /// start; the paths are those systemd and the kubelet make.
+    Host,
+    /// The daemon's own: paths as it sees them (a daemon that governs only
+    /// its own container's cgroups).
+    Own,
+}
+
+/// What the machine mounts, for the checks of cgroup patterns.
+#[derive(Debug, Clone, Default)]
+pub struct Machine {
+    /// The v1 controllers mounted (`memory`, `cpu`...).
+    pub v1_controllers: Vec<String>,
+    /// The unified hierarchy is mounted.
+    pub unified: bool,
+}
+
+impl Machine {
+    /// This machine's cgroup hierarchies.
+    pub fn this() -> Machine {
+        let hs = ubio_engine::cgroup::hierarchies().unwrap_or_default();
+        Machine {
+            v1_controllers: hs
+                .iter()
+                .flat_map(|h| {
+                    h.controllers()
+                        .split(',')
+                        .map(str::to_string)
+                        .collect::<Vec<_>>()
+                })
+                .filter(|c| !c.is_empty())
+                .collect(),
+            unified: hs
+                .iter()
+                .any(|h| h.version == ubio_engine::cgroup::Version::V2),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -76,6 +156,7 @@ pub struct Config {
 struct RawConfig {
     #[serde(default)]
     daemon: RawDaemon,
+    metrics: Option<RawMetrics>,
     #[serde(default)]
     exclude: RawExclude,
     #[serde(default)]
@@ -90,6 +171,17 @@ struct RawDaemon {
     poll_interval: Option<Spanned<String>>,
     socket: Option<Spanned<String>>,
     window: Option<Spanned<SizeSpec>>,
+    dry_run: Option<bool>,
+    cgroup_namespace: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMetrics {
+    listen: Spanned<String>,
+    #[serde(default)]
+    cgroups: bool,
+    max_cgroups: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -123,6 +215,7 @@ struct RawScope {
     paths: Vec<Spanned<String>>,
     min_size: Option<Spanned<SizeSpec>>,
     window: Option<Spanned<SizeSpec>>,
+    budget: Option<Spanned<SizeSpec>>,
     #[serde(default)]
     exclude: RawExclude,
 }
@@ -143,7 +236,7 @@ enum SizeSpec {
     Text(String),
 }
 
-/// Read, check and parse the configuration at `path`.
+/// Read, check and parse the configuration at `path`, for this machine.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
     let err = |line: Option<usize>, reason: String| ConfigError {
         path: path.to_path_buf(),
@@ -153,11 +246,12 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
     check_owner(path).map_err(|r| err(None, r))?;
     let text = std::fs::read_to_string(path)
         .map_err(|e| err(None, format!("cannot read: {}", crate::msg::reason(&e))))?;
-    parse(path, &text)
+    parse(path, &text, &Machine::this())
 }
 
-/// Parse configuration `text` (from `path`, for the messages).
-pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+/// Parse configuration `text` (from `path`, for the messages) for a
+/// machine that mounts `machine`'s cgroup hierarchies.
+pub fn parse(path: &Path, text: &str, machine: &Machine) -> Result<Config, ConfigError> {
     let line_of =
         |span: Range<usize>| Some(text[..span.start.min(text.len())].matches('\n').count() + 1);
     let err = |span: Option<Range<usize>>, reason: String| ConfigError {
@@ -207,6 +301,35 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             ))
         }
     };
+    let cgroup_namespace = one_of(
+        &d.cgroup_namespace,
+        "cgroup_namespace",
+        &[
+            ("host", CgroupNamespace::Host),
+            ("own", CgroupNamespace::Own),
+        ],
+    )
+    .map_err(|(sp, r)| err(Some(sp), r))?
+    .unwrap_or(CgroupNamespace::Host);
+    let metrics = match &raw.metrics {
+        None => None,
+        Some(m) => Some(Metrics {
+            listen: listen(&m.listen).map_err(|r| err(Some(m.listen.span()), r))?,
+            cgroups: m.cgroups,
+            max_cgroups: match &m.max_cgroups {
+                None => 100,
+                Some(n) if *n.get_ref() == 0 || *n.get_ref() > 10_000 => {
+                    return Err(err(
+                        Some(n.span()),
+                        format!("max_cgroups = {}: from 1 to 10000", n.get_ref()),
+                    ))
+                }
+                Some(n) => *n.get_ref() as usize,
+            },
+            line: line_of(m.listen.span()),
+        }),
+    };
+    check_cgroup_versions(&raw, machine).map_err(|(sp, r)| err(Some(sp), r))?;
     let exclude = exclusions(&raw.exclude).map_err(|(s, r)| err(Some(s), r))?;
     let mut scopes = Vec::new();
     for s in &raw.scope {
@@ -236,12 +359,17 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             Some(w) => window(w).map_err(|r| err(Some(w.span()), r))?,
             None => default_window,
         };
+        let budget = match &s.budget {
+            None => None,
+            Some(b) => Some(budget(b, window, &processes).map_err(|r| err(Some(b.span()), r))?),
+        };
         scopes.push(Scope {
             name: name.to_string(),
             processes,
             files,
             exclude: exclusions(&s.exclude).map_err(|(sp, r)| err(Some(sp), r))?,
             window,
+            budget,
         });
     }
     if scopes.is_empty() {
@@ -254,11 +382,100 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         ..PolicyOptions::default()
     };
     options.follow.window = default_window;
+    options.follow.dry_run = d.dry_run.unwrap_or(false);
     Ok(Config {
         scopes: Scopes { exclude, scopes },
         options,
         socket,
+        metrics,
+        cgroup_namespace,
     })
+}
+
+/// `listen = "127.0.0.1:9633"` or `"unix:/run/ubio/metrics.sock"`.
+fn listen(v: &Spanned<String>) -> Result<Listen, String> {
+    let s = v.get_ref();
+    if let Some(p) = s.strip_prefix("unix:") {
+        if !p.starts_with('/') {
+            return Err(format!(
+                "listen = {s:?}: a unix socket's path must be absolute"
+            ));
+        }
+        return Ok(Listen::Unix(PathBuf::from(p)));
+    }
+    s.parse().map(Listen::Tcp).map_err(|_| {
+        format!("listen = {s:?}: an address and port (\"127.0.0.1:9633\", \"[::1]:9633\") or \"unix:/path\"")
+    })
+}
+
+/// A scope's budget: bytes ("256M") or a percentage of each cgroup's
+/// memory.max ("25%"); kept per cgroup, so the scope must name cgroups,
+/// and never below the scope's write-behind window (a stream's own dirty
+/// pages alone fill that).
+fn budget(
+    b: &Spanned<SizeSpec>,
+    window: u64,
+    p: &ProcessRules,
+) -> Result<ubio_engine::budget::Size, String> {
+    use ubio_engine::budget::Size;
+    if p.cgroups.is_empty() {
+        return Err("budget: the scope must name cgroups (a budget is kept per cgroup)".into());
+    }
+    if let SizeSpec::Text(t) = b.get_ref() {
+        if let Some(pct) = t.trim().strip_suffix('%') {
+            let f: f64 = pct
+                .trim()
+                .parse()
+                .map_err(|_| format!("budget = {t:?}: a percentage is a number and % (\"25%\")"))?;
+            if !(f > 0.0 && f <= 100.0) {
+                return Err(format!("budget = {t:?}: more than 0% and at most 100%"));
+            }
+            return Ok(Size::OfMax(f / 100.0));
+        }
+    }
+    let n = size(b)?;
+    if n < window {
+        return Err(format!(
+            "budget = {}: below the scope's window ({}): a stream's own dirty pages alone may fill that",
+            ubio::size::human(n),
+            ubio::size::human(window)
+        ));
+    }
+    Ok(Size::Bytes(n))
+}
+
+/// A cgroup pattern for a v1 controller (`memory:/x`) on a machine
+/// without that v1 hierarchy (cgroup v2 alone, as every current systemd
+/// distribution and Kubernetes node) matches nothing: refused, with the
+/// plain path to use instead.
+fn check_cgroup_versions(raw: &RawConfig, machine: &Machine) -> Result<(), Bad> {
+    let mut all: Vec<&Spanned<String>> = raw.exclude.cgroups.iter().collect();
+    for s in &raw.scope {
+        all.extend(&s.cgroups);
+        all.extend(&s.exclude.cgroups);
+    }
+    for c in all {
+        let Ok(p) = CgroupPattern::parse(c.get_ref()) else {
+            continue; // said by the parse itself
+        };
+        if let Some(ctl) = &p.controller {
+            if !machine.v1_controllers.contains(ctl) {
+                let v2 = if machine.unified {
+                    " (this machine runs cgroup v2: name the path alone)"
+                } else {
+                    ""
+                };
+                return Err((
+                    c.span(),
+                    format!(
+                        "cgroup {:?}: no cgroup v1 {ctl} hierarchy is mounted here{v2}",
+                        c.get_ref()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 type Bad = (Range<usize>, String);
@@ -395,6 +612,7 @@ fn duration(s: &str) -> Result<Duration, String> {
 /// group or other user (as sshd's StrictModes asks of its keys). A sticky
 /// directory (/tmp) may be writable by all: no one else can rename or
 /// remove the root-owned entry below it, which the walk checked before.
+/// What is on a read-only mount may have any mode.
 pub fn check_owner(path: &Path) -> Result<(), String> {
     let real = std::fs::canonicalize(path)
         .map_err(|e| format!("cannot open: {}", crate::msg::reason(&e)))?;
@@ -415,7 +633,14 @@ pub fn check_owner(path: &Path) -> Result<(), String> {
             ));
         }
         let sticky_dir = p != real && m.mode() & 0o1000 != 0;
-        if m.mode() & 0o022 != 0 && !sticky_dir {
+        // On a read-only mount no one can change it, whatever its mode: a
+        // Kubernetes ConfigMap volume (files and directories 0777 on a
+        // read-only tmpfs, the file behind two symlinks, which the walk
+        // follows as canonicalize did).
+        let read_only = std::fs::File::open(p)
+            .and_then(|f| ubio::sys::mounted_read_only(std::os::fd::AsFd::as_fd(&f)))
+            .unwrap_or(false);
+        if m.mode() & 0o022 != 0 && !sticky_dir && !read_only {
             return Err(format!(
                 "refused: {what} {} is writable by {} (mode {:o}): make it writable by root only",
                 p.display(),
@@ -439,7 +664,11 @@ mod tests {
     use super::*;
 
     fn parse_str(s: &str) -> Result<Config, ConfigError> {
-        parse(Path::new("/etc/ubio/policy.toml"), s)
+        let v1 = Machine {
+            v1_controllers: vec!["memory".into(), "cpu".into()],
+            unified: false,
+        };
+        parse(Path::new("/etc/ubio/policy.toml"), s, &v1)
     }
 
     #[test]

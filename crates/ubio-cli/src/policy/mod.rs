@@ -5,7 +5,10 @@
 //! loop (signals, SIGHUP reload, systemd's notify protocol), serves the
 //! status socket and logs.
 
+mod budget;
 mod config;
+mod host;
+mod metrics;
 mod status;
 
 use anyhow::{Context, Result};
@@ -131,6 +134,10 @@ struct RunArgs {
     /// The configuration (TOML; its format: ubio policy check --help).
     #[arg(long, default_value = DEFAULT_CONFIG)]
     config: PathBuf,
+    /// Follow and report what would be dropped and written back, and change
+    /// nothing (as `dry_run = true` in [daemon]): try a configuration first.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 #[derive(clap::Args)]
@@ -152,7 +159,7 @@ struct StatusArgs {
 
 pub fn run(args: Args) -> Result<ExitCode> {
     match args.command {
-        Sub::Run(a) => daemon(&a.config),
+        Sub::Run(a) => daemon(&a.config, a.dry_run),
         Sub::Check(a) => check(&a.config),
         Sub::Status(a) => show_status(&a),
     }
@@ -166,14 +173,28 @@ fn log(line: &str) {
 /// processes wrote before dropping it.
 const FINAL_WRITEBACK: Duration = Duration::from_secs(60);
 
-fn daemon(path: &Path) -> Result<ExitCode> {
-    let cfg = match config::load(path) {
+fn daemon(path: &Path, dry_run: bool) -> Result<ExitCode> {
+    let mut cfg = match config::load(path) {
         Ok(c) => c,
         Err(e) => {
             log(&e.to_string());
             return Ok(ExitCode::FAILURE);
         }
     };
+    cfg.options.follow.dry_run |= dry_run;
+    // Before any thread starts: setns applies to the calling thread and
+    // those it starts after.
+    match host::take_host_view(&cfg) {
+        Ok(Some(line)) => log(&line),
+        Ok(None) => {}
+        Err(why) => {
+            log(&why);
+            return Ok(ExitCode::FAILURE);
+        }
+    }
+    for line in host::check(&cfg) {
+        log(&line);
+    }
     if let Err(e) = ubio::sys::raise_open_files_limit() {
         log(&format!("cannot raise the limit of open files: {e}"));
     }
@@ -181,8 +202,10 @@ fn daemon(path: &Path) -> Result<ExitCode> {
     if let Err(e) = ubio::sys::set_nice(-10) {
         log::debug!("cannot raise the daemon's priority: {e}");
     }
+    let dry_run = cfg.options.follow.dry_run;
     let mut policy = Policy::start(cfg.scopes.clone(), cfg.options)?;
     let mut windows = scope_windows(&cfg.scopes);
+    let mut budgets = budget::BudgetThread::start(&cfg.scopes, dry_run);
     // Its trace instance is removed when it is dropped: at the end of this
     // function, whether the loop ends by a signal or by an error.
     let mut notes = Vec::new();
@@ -193,15 +216,40 @@ fn daemon(path: &Path) -> Result<ExitCode> {
         status::DaemonStatus {
             engine: policy.status(),
             machine_reclaim: machine.figures(),
+            budgets: budgets.figures(),
         },
         waker.try_clone()?,
     );
     let _server = status::serve(&cfg.socket, Arc::clone(&shared))?;
+    let _metrics = match &cfg.metrics {
+        None => None,
+        Some(m) => match metrics::serve(m, Arc::clone(&shared)) {
+            Ok(server) => Some(server),
+            Err(e) => {
+                let at = m.line.map_or(String::new(), |l| format!(":{l}"));
+                log(&format!(
+                    "{}{at}: [metrics] listen = \"{}\": {e:#}",
+                    path.display(),
+                    m.listen
+                ));
+                return Ok(ExitCode::FAILURE);
+            }
+        },
+    };
     log(&format!(
-        "started with {} (scopes: {}); status at {}",
+        "started with {} (scopes: {}); status at {}{}{}",
         path.display(),
         scope_names(&cfg.scopes),
-        cfg.socket.display()
+        cfg.socket.display(),
+        cfg.metrics.as_ref().map_or(String::new(), |m| format!(
+            "; metrics at {}/metrics",
+            m.listen
+        )),
+        if dry_run {
+            "; DRY RUN: it follows and reports, and changes nothing"
+        } else {
+            ""
+        }
     ));
     for n in policy.take_notices().into_iter().chain(notes) {
         log(&n);
@@ -211,7 +259,11 @@ fn daemon(path: &Path) -> Result<ExitCode> {
     let socket = cfg.socket.clone();
     loop {
         let wait = policy.step();
-        for n in policy.take_notices() {
+        for n in policy
+            .take_notices()
+            .into_iter()
+            .chain(budgets.take_notices())
+        {
             log(&n);
         }
         if let Some(line) = machine.tick(|| streams(&policy.status(), &windows)) {
@@ -226,6 +278,7 @@ fn daemon(path: &Path) -> Result<ExitCode> {
             shared.publish(status::DaemonStatus {
                 engine,
                 machine_reclaim: machine.figures(),
+                budgets: budgets.figures(),
             });
         }
         let fds: Vec<_> = std::iter::once(wake.as_fd()).chain(policy.fd()).collect();
@@ -239,19 +292,22 @@ fn daemon(path: &Path) -> Result<ExitCode> {
         }
         if hup.swap(false, Ordering::SeqCst) {
             sd_notify("RELOADING=1");
-            let reloaded =
-                config::load(path)
-                    .map_err(|e| e.to_string())
-                    .and_then(|new| match policy.reload(new.scopes.clone(), new.options) {
+            let reloaded = config::load(path)
+                .map_err(|e| e.to_string())
+                .and_then(|mut new| {
+                    new.options.follow.dry_run = dry_run;
+                    match policy.reload(new.scopes.clone(), new.options) {
                         Ok(()) => Ok(new),
                         Err(e) => Err(e.to_string()),
-                    });
+                    }
+                });
             match reloaded {
                 Err(e) => log(&format!(
                     "reload refused, the running configuration stays: {e}"
                 )),
                 Ok(new) => {
                     windows = scope_windows(&new.scopes);
+                    budgets.reload(&new.scopes, dry_run);
                     log(&format!(
                         "reloaded {} (scopes: {})",
                         path.display(),
@@ -263,6 +319,9 @@ fn daemon(path: &Path) -> Result<ExitCode> {
                             socket.display(),
                             new.socket.display()
                         ));
+                    }
+                    if new.metrics != cfg.metrics || new.cgroup_namespace != cfg.cgroup_namespace {
+                        log("[metrics] and cgroup_namespace stay as they were until a restart");
                     }
                 }
             }
@@ -280,6 +339,7 @@ fn daemon(path: &Path) -> Result<ExitCode> {
     let last = status::DaemonStatus {
         engine: last,
         machine_reclaim: machine.figures(),
+        budgets: budgets.figures(),
     };
     log("exiting; the figures:");
     for line in status::render(&last).lines() {

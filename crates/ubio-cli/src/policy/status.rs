@@ -20,16 +20,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 use ubio::size::human;
+use ubio_engine::budget::CgroupBudget;
 use ubio_engine::policy::Status;
 use ubio_engine::reclaim::MachineReclaim;
 
-/// What the socket answers: the engine's figures and the machine's reclaim
-/// since the daemon started.
+/// What the socket answers: the engine's figures, the budgets' and the
+/// machine's reclaim since the daemon started.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DaemonStatus {
     #[serde(flatten)]
     pub engine: Status,
     pub machine_reclaim: MachineReclaim,
+    /// Every cgroup a scope's page-cache budget is kept for, now or before.
+    #[serde(default)]
+    pub budgets: Vec<CgroupBudget>,
 }
 
 impl DaemonStatus {
@@ -48,6 +52,12 @@ impl DaemonStatus {
         DaemonStatus {
             engine: self.engine.for_reader(uid, gid),
             machine_reclaim: m,
+            // Other users' cgroups: machine-wide, as the events are.
+            budgets: if uid == 0 {
+                self.budgets.clone()
+            } else {
+                Vec::new()
+            },
         }
     }
 }
@@ -90,7 +100,7 @@ impl Shared {
 
     /// Figures made after this call (or, if the loop does not answer within
     /// a second, the latest ones).
-    fn fresh(&self) -> DaemonStatus {
+    pub fn fresh(&self) -> DaemonStatus {
         let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let asked = st.0;
         self.wanted.store(true, Ordering::SeqCst);
@@ -206,6 +216,11 @@ pub fn ask(path: &Path) -> Result<DaemonStatus> {
 pub fn render(d: &DaemonStatus) -> String {
     let s = &d.engine;
     let mut out = String::new();
+    if s.dry_run {
+        out.push_str(
+            "DRY RUN: nothing is dropped or written back; the figures say what would have been\n",
+        );
+    }
     let cpu = s.cpu_user_s + s.cpu_system_s;
     let _ = write!(
         out,
@@ -283,8 +298,59 @@ pub fn render(d: &DaemonStatus) -> String {
             );
         }
     }
+    render_budgets(&mut out, &d.budgets);
+    if let (Some(p50), Some(p99)) = (s.lateness.quantile(0.5), s.lateness.quantile(0.99)) {
+        let _ = writeln!(
+            out,
+            "looks that were due: {}, late by at most {:.1} ms at the median, {:.1} ms at p99, {:.1} ms at worst",
+            s.lateness.count,
+            p50 * 1e3,
+            p99 * 1e3,
+            s.lateness.max_s * 1e3
+        );
+    }
     render_reclaim(&mut out, &d.machine_reclaim);
     out
+}
+
+/// The page-cache budgets: one line per cgroup kept now, and the reclaim.
+fn render_budgets(out: &mut String, budgets: &[CgroupBudget]) {
+    let now: Vec<&CgroupBudget> = budgets.iter().filter(|b| !b.gone).collect();
+    if budgets.is_empty() {
+        return;
+    }
+    let gone = budgets.len() - now.len();
+    let _ = writeln!(
+        out,
+        "page-cache budgets: {} cgroups now{}",
+        now.len(),
+        if gone > 0 {
+            format!(", {gone} gone")
+        } else {
+            String::new()
+        }
+    );
+    for b in budgets {
+        let _ = write!(
+            out,
+            "  {} ({}): page cache {} of {} (peak {}); {} reclaims asked {}, took {}",
+            b.cgroup,
+            b.scope,
+            human(b.file_bytes),
+            human(b.budget_bytes),
+            human(b.file_peak_bytes),
+            b.reclaims,
+            human(b.asked_bytes),
+            human(b.reclaimed_bytes)
+        );
+        if b.gone {
+            out.push_str("; gone");
+        }
+        if let Some(why) = &b.not_reclaimed {
+            let _ = write!(out, "; not reclaimed: {why}");
+        }
+        out.push('\n');
+    }
 }
 
 /// "machine reclaim since start": the counters this kernel has, kswapd's

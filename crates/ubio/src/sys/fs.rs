@@ -130,6 +130,20 @@ pub fn fs_magic(fd: BorrowedFd<'_>) -> io::Result<FsMagic> {
     Ok(FsMagic(buf.f_type as u64))
 }
 
+/// `fstatvfs(fd, &buf)`: whether the filesystem of an open file is
+/// mounted read-only (ST_RDONLY in `f_flag`), where no one can change it,
+/// whatever its modes.
+///
+/// See fstatvfs(3).
+pub fn mounted_read_only(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    let mut buf = MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `buf` is a valid out-pointer for struct statvfs.
+    cvt(unsafe { libc::fstatvfs(fd.as_raw_fd(), buf.as_mut_ptr()) } as libc::c_long)?;
+    // SAFETY: fstatvfs succeeded and filled `buf`.
+    let buf = unsafe { buf.assume_init() };
+    Ok(buf.f_flag & libc::ST_RDONLY != 0)
+}
+
 /// `fstat(fd, &buf)`.
 ///
 /// See fstat(2).
@@ -181,7 +195,18 @@ pub fn statx_dio_align(fd: BorrowedFd<'_>) -> io::Result<Option<DioAlign>> {
     }))
 }
 
-/// The running kernel's release string (`uname -r`).
+/// Whether the running kernel is `major.minor` or later (its release's
+/// first two numbers).
+pub fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let release = kernel_release();
+    let mut nums = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>().unwrap_or(0));
+    let (a, b) = (nums.next().unwrap_or(0), nums.next().unwrap_or(0));
+    (a, b) >= (major, minor)
+}
+
+/// The running kernel's release string (`uname -r`: "6.18.44-fc-v1300").
 ///
 /// See uname(2).
 pub fn kernel_release() -> String {

@@ -28,7 +28,8 @@ pub use fanotify::{
 };
 pub use fs::{
     access, access_fd, close, fallocate, fs_magic, fstat, ftruncate, geteuid, getfl,
-    kernel_release, lseek, lseek_cur, lseek_set, reopen, statx_dio_align, DioAlign, FsMagic,
+    kernel_at_least, kernel_release, lseek, lseek_cur, lseek_set, mounted_read_only, reopen,
+    statx_dio_align, DioAlign, FsMagic,
 };
 pub use ids::{group_id, peer_cred, user_id, PeerCred};
 pub use proc::{
