@@ -20,8 +20,10 @@
 # dpkg-dev (dpkg-source unpacks Debian's coreutils source for those tests;
 # with debhelper, lintian and mmdebstrap, scripts/package.sh builds and
 # checks the packages, scripts/package-test.sh tests them in a clean Debian
-# root), and golang-go and nodejs where no go or node is on the PATH
-# already. Runs
+# root), prometheus (its server and promtool: the policy daemon's metrics
+# endpoint scraped for real), podman and runc (the daemon in a container:
+# scripts/container.sh and its test), and golang-go and nodejs where no go
+# or node is on the PATH already. Runs
 # `apt-get update` only when something is missing. Also makes sure cargo exists
 # (rustup's stable toolchain; Debian's own cargo is too old for this project).
 set -euo pipefail
@@ -31,7 +33,7 @@ export DEBIAN_FRONTEND=noninteractive
 PACKAGES=(xfsprogs btrfs-progs e2fsprogs util-linux fio rsync gcc libc6-dev nocache valgrind man-db
     make pkg-config python3 python3-venv bindfs zstd xz-utils musl-tools
     acl attr libacl1-dev libattr1-dev libcap-dev perl dpkg-dev debhelper lintian mmdebstrap
-    strace)
+    strace prometheus podman runc)
 command -v go >/dev/null 2>&1 || PACKAGES+=(golang-go)
 command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)
 if [ "$#" -gt 0 ]; then
@@ -94,17 +96,21 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 echo "install-deps: $(cargo --version)"
 
-# maturin (builds the Python wheel) and pytest (python/tests), from PyPI into
-# a venv of their own (Debian's Python refuses pip installs, PEP 668);
-# python/tests/pytest.rs looks for it in the same place.
+# maturin (builds the Python wheel), pytest (python/tests) and
+# kubernetes-validate (Kubernetes' schemas, offline: the DaemonSet of
+# dist/kubernetes), from PyPI into a venv of their own (Debian's Python
+# refuses pip installs, PEP 668); the tests look for it in the same place
+# (ubio_testenv::pyenv).
 if [ "$#" -eq 0 ]; then
     pyenv="${UBIO_PYENV:-$HOME/.cache/ubio/pyenv}"
-    if [ -x "$pyenv/bin/maturin" ] && "$pyenv/bin/python" -c 'import pytest' 2>/dev/null; then
-        echo "install-deps: maturin and pytest present in $pyenv"
+    if [ -x "$pyenv/bin/maturin" ] && [ -x "$pyenv/bin/kubernetes-validate" ] &&
+        "$pyenv/bin/python" -c 'import pytest' 2>/dev/null; then
+        echo "install-deps: maturin, pytest and kubernetes-validate present in $pyenv"
     else
-        echo "install-deps: installing maturin and pytest into $pyenv"
+        echo "install-deps: installing maturin, pytest and kubernetes-validate into $pyenv"
         python3 -m venv "$pyenv"
-        "$pyenv/bin/python" -m pip install --quiet --upgrade 'maturin>=1.5,<2' 'pytest>=7'
+        "$pyenv/bin/python" -m pip install --quiet --upgrade 'maturin>=1.5,<2' 'pytest>=7' \
+            'kubernetes-validate>=1.31'
     fi
 fi
 

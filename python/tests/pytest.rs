@@ -15,13 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-fn pyenv() -> PathBuf {
-    std::env::var_os("UBIO_PYENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/ubio/pyenv")
-        })
-}
+use ubio_testenv::pyenv;
 
 /// The venv's interpreter, with the wheel installed into `site` (put it on
 /// PYTHONPATH).

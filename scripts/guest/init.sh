@@ -204,6 +204,7 @@ if [ -n "$CLI_TESTS" ]; then
         for bin in $CLI_TESTS; do
             (
                 export PATH=/opt/gnu/bin:$PATH UBIO_TEST_GOCOPY=/usr/bin/gocopy
+                [ -n "$(arg log)" ] && export UBIO_LOG="$(arg log)"
                 run_binary cli "/cli-tests/$bin" /mnt/tmp
             )
         done

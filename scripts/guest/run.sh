@@ -52,7 +52,8 @@
 # console log of a kernel with a failed cell is always kept, default
 # target/guest-failures; each failed cell's own output is also printed),
 # UBIO_GUEST_ONLY (one test, `binary::name`, instead of all) and
-# UBIO_GUEST_REPEAT (run each test that many times: hunting a flake);
+# UBIO_GUEST_REPEAT (run each test that many times: hunting a flake) and
+# UBIO_GUEST_LOG (UBIO_LOG for the command's tests, `ubio_engine=debug`);
 # UBIO_GUEST_FS=none runs no contract test. UBIO_GUEST_BUILD_ONLY=1 stops
 # after step 4 (downloads, kernels, initramfs, the static build; all cached,
 # so the run after it boots at once): scripts/test.sh does that, at the
@@ -121,6 +122,7 @@ CLI_TESTS=policy
 ONLY=${UBIO_GUEST_ONLY:-}
 BUILD_ONLY=${UBIO_GUEST_BUILD_ONLY:-}
 REPEAT=${UBIO_GUEST_REPEAT:-1}
+LOG=${UBIO_GUEST_LOG:-}
 FAILED_LOGS=${UBIO_GUEST_FAILED_LOGS:-$root/target/guest-failures}
 # Kernels whose guest also tests an NFS client mount (a kernel NFS server
 # in the guest exports an ext4 over loopback): the host kernel has neither.
@@ -616,7 +618,7 @@ for k in $KERNELS; do
     extra="ubio.fs=$(fs_of "$k" | tr ' ' ,) ubio.stream_mb=$STREAM_MB ubio.repeat=$REPEAT${ONLY:+ ubio.only=$ONLY}"
     [ "$CGROUP" = v2 ] && extra+=" cgroup_no_v1=all ubio.cgroup=v2"
     if runs_policy "$k"; then
-        extra+=" ubio.cli_tests=$(echo $CLI_TESTS | tr ' ' ,)"
+        extra+=" ubio.cli_tests=$(echo $CLI_TESTS | tr ' ' ,)${LOG:+ ubio.log=$LOG}"
         echo "== guest: $k: and the command's tests ($CLI_TESTS) on ext4, cgroup $CGROUP"
     fi
     outbox=

@@ -10,9 +10,16 @@
 //! memory.reclaim asked for the excess (its coldest pages first: a pod's
 //! hot files stay, a stream's pages read or written once go; page cache
 //! only where the kernel takes `swappiness=0`, 6.13+), never more than
-//! [`STEP`] a write and [`PER_TICK`] of reclaim per cgroup per tick, so
+//! [`STEP`] a write and [`PER_LOOK`] of reclaim per cgroup per look, so
 //! that the pod's own work goes on beside it. The reclaim runs on the
 //! daemon's budget thread and is charged to the daemon's CPU, not the pod's.
+//!
+//! A stream fills the cache on while the thread sleeps and reclaims: so the
+//! reclaim begins a headroom below the budget (what the cache grows by in
+//! [`REACT`] at its last rate) and takes it down to twice that below
+//! (pages the cgroup could hold, but the coldest ones). How often a cgroup
+//! is looked at follows the same rate: at the latest when it would reach
+//! the headroom, between [`MIN_LOOK`] and [`MAX_LOOK`].
 //! Only cgroups the scope names are ever asked; one holding a cgroup an
 //! exclusion names is not (its reclaim could take the excluded cgroup's
 //! pages), and the status says why.
@@ -46,17 +53,21 @@ impl Size {
     }
 }
 
-/// How often each budgeted cgroup's page cache is read.
-pub const TICK: Duration = Duration::from_millis(100);
+/// The shortest and longest interval between two looks at a cgroup.
+pub const MIN_LOOK: Duration = Duration::from_millis(5);
+pub const MAX_LOOK: Duration = Duration::from_millis(100);
+/// How long the thread may take to react to a cgroup's growth (a look's
+/// interval and a reclaim): the headroom kept below the budget is what the
+/// cache grows by in that time.
+const REACT: Duration = Duration::from_millis(50);
 /// How often the cgroups the scopes name are looked for again (pods come
 /// and go).
 const WALK_EVERY: Duration = Duration::from_secs(2);
 /// The most one memory.reclaim write asks for.
 pub const STEP: u64 = 32 << 20;
-/// The most reclaim time spent on one cgroup in one tick.
-const PER_TICK: Duration = Duration::from_millis(40);
-/// Asked beyond the excess, so that the cgroup ends a little under its
-/// budget rather than on it (a stream fills it again within a tick).
+/// The most reclaim time spent on one cgroup in one look.
+const PER_LOOK: Duration = Duration::from_millis(40);
+/// The least headroom kept below a budget.
 const MARGIN: u64 = 1 << 20;
 
 /// One budgeted cgroup's figures.
@@ -100,10 +111,13 @@ struct Kept {
     figures: CgroupBudget,
     /// Said once in the log.
     said: bool,
+    /// When to look next, and the page cache at the last look.
+    next: Instant,
+    last: Option<(Instant, u64)>,
 }
 
 /// Keeps the budgets: the daemon's budget thread calls [`Keeper::tick`]
-/// every [`TICK`].
+/// and sleeps for as long as it says.
 pub struct Keeper {
     budgets: Vec<Budgeted>,
     memory: Option<Hierarchy>,
@@ -170,19 +184,26 @@ impl Keeper {
         std::mem::take(&mut self.notices)
     }
 
-    /// Look at every budgeted cgroup once and reclaim where one is over.
-    pub fn tick(&mut self) {
+    /// Look at the budgeted cgroups that are due and reclaim where one is
+    /// over; returns how long until the next is due.
+    pub fn tick(&mut self) -> Duration {
         let Some(h) = self.memory.clone() else {
-            return;
+            return MAX_LOOK;
         };
         if Instant::now() >= self.next_walk {
             self.next_walk = Instant::now() + WALK_EVERY;
             self.walk(&h);
         }
         let dry_run = self.dry_run;
+        let now = Instant::now();
+        let mut next = self.next_walk;
         for k in self.kept.values_mut() {
-            keep(k, dry_run, &mut self.notices);
+            if k.next <= now {
+                keep(k, dry_run, &mut self.notices);
+            }
+            next = next.min(k.next);
         }
+        next.saturating_duration_since(Instant::now())
     }
 
     /// The figures of every cgroup budgeted now or before.
@@ -243,6 +264,8 @@ impl Keeper {
                     ..CgroupBudget::default()
                 },
                 said: false,
+                next: Instant::now(),
+                last: None,
             });
             k.figures.scope = b.scope.clone();
             match bytes {
@@ -278,18 +301,40 @@ impl Keeper {
     }
 }
 
-/// Read `k`'s page cache; reclaim the excess if it is over its budget.
+/// Read `k`'s page cache; reclaim the excess if it is over its budget;
+/// set when to look next.
 fn keep(k: &mut Kept, dry_run: bool, notices: &mut Vec<String>) {
+    let now = Instant::now();
+    k.next = now + MAX_LOOK;
     let Ok(st) = k.cg.memory_stat() else {
         return; // gone meanwhile: the next walk says so
+    };
+    // Bytes a second the page cache grew since the last look.
+    let rate = match k.last.replace((now, st.file)) {
+        Some((t, was)) if now > t => st.file.saturating_sub(was) as f64 / (now - t).as_secs_f64(),
+        _ => 0.0,
     };
     let f = &mut k.figures;
     f.file_bytes = st.file;
     f.file_peak_bytes = f.file_peak_bytes.max(st.file);
-    if f.budget_bytes == 0 || st.file <= f.budget_bytes {
+    if f.budget_bytes == 0 {
         return;
     }
-    if let Some(why) = &f.not_reclaimed {
+    let most = (f.budget_bytes / 4).max(1);
+    let headroom = ((rate * REACT.as_secs_f64()) as u64).clamp(MARGIN.min(most), most);
+    let high = f.budget_bytes - headroom;
+    if st.file <= high {
+        let room = (high - st.file) as f64;
+        let until = Duration::try_from_secs_f64(room / rate).unwrap_or(MAX_LOOK);
+        k.next = now + until.clamp(MIN_LOOK, MAX_LOOK);
+        return;
+    }
+    k.next = now + MIN_LOOK;
+    if let Some(why) = f
+        .not_reclaimed
+        .as_ref()
+        .filter(|_| st.file > f.budget_bytes)
+    {
         if !k.said {
             k.said = true;
             notices.push(format!(
@@ -302,15 +347,19 @@ fn keep(k: &mut Kept, dry_run: bool, notices: &mut Vec<String>) {
         }
         return;
     }
+    if f.not_reclaimed.is_some() {
+        return;
+    }
+    let target = f.budget_bytes.saturating_sub(2 * headroom);
     if dry_run {
         f.reclaims += 1;
-        f.asked_bytes += st.file - f.budget_bytes;
+        f.asked_bytes += st.file - target;
         return;
     }
     let started = Instant::now();
     let mut file = st.file;
-    while file > f.budget_bytes && started.elapsed() < PER_TICK {
-        let ask = (file - f.budget_bytes + MARGIN).min(STEP);
+    while file > target && started.elapsed() < PER_LOOK {
+        let ask = (file - target).min(STEP);
         let res = k.cg.reclaim(ask, true);
         f.reclaims += 1;
         f.asked_bytes += ask;
@@ -318,9 +367,10 @@ fn keep(k: &mut Kept, dry_run: bool, notices: &mut Vec<String>) {
         f.reclaimed_bytes += file.saturating_sub(now);
         f.file_bytes = now;
         file = now;
+        k.last = Some((Instant::now(), now));
         match res {
             Ok(()) => {}
-            // Less than asked was reclaimable now: the next tick asks again.
+            // Less than asked was reclaimable now: the next look asks again.
             Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => break,
             Err(e) => {
                 f.not_reclaimed = Some(format!("memory.reclaim: {e}"));

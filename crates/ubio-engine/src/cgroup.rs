@@ -407,52 +407,68 @@ fn no_v1(file: &str) -> io::Error {
 /// This process's view of cgroup paths.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Namespace {
-    /// The initial cgroup namespace's (as the host's init), or one whose
-    /// root is the hierarchy's root: paths are the host's.
+    /// The initial cgroup namespace's (the host's): paths are the host's.
     Host,
     /// A namespace of its own (a container's): paths of cgroups outside its
-    /// root read `/..`; `root_depth` is how many levels below the host's
-    /// root its root is, when it could be told.
-    Own { root_depth: Option<usize> },
+    /// root read `/..`.
+    Own,
 }
 
-/// Which view of cgroup paths this process has: compared with process
-/// `host_pid`'s (1, the host's init, when this process sees the host's
-/// pids), through their /proc/PID/ns/cgroup; when that cannot be read, from
-/// how /proc/host_pid/cgroup reads here (an init outside this namespace
-/// reads `/..`).
-pub fn namespace(host_pid: u32) -> Namespace {
+/// The inode of the initial cgroup namespace, fixed in the kernel
+/// (PROC_CGROUP_INIT_INO, include/linux/proc_ns.h).
+const INITIAL_NAMESPACE: u64 = 0xEFFF_FFFB;
+
+/// The inode of process `pid`'s cgroup namespace ("self" for this one;
+/// another's needs ptrace access to it).
+fn namespace_inode(pid: &str) -> io::Result<u64> {
     use std::os::unix::fs::MetadataExt;
-    let ns = |p: &str| fs::metadata(format!("/proc/{p}/ns/cgroup")).map(|m| m.ino());
-    if let (Ok(own), Ok(host)) = (ns("self"), ns(&host_pid.to_string())) {
-        if own == host {
-            return Namespace::Host;
-        }
-    }
-    match procfs::pid_cgroup(&host_pid.to_string()) {
-        Ok(lines) => {
-            let outside = lines.iter().map(|l| l.path.matches("/..").count()).max();
-            match outside {
-                Some(0) | None => Namespace::Host,
-                Some(n) => Namespace::Own {
-                    root_depth: Some(n),
-                },
-            }
-        }
-        Err(_) => Namespace::Own { root_depth: None },
+    fs::metadata(format!("/proc/{pid}/ns/cgroup")).map(|m| m.ino())
+}
+
+/// Which view of cgroup paths this process has.
+pub fn namespace() -> Namespace {
+    match namespace_inode("self") {
+        Ok(INITIAL_NAMESPACE) | Err(_) => Namespace::Host,
+        Ok(_) => Namespace::Own,
     }
 }
 
-/// Enter process `host_pid`'s cgroup namespace (setns; CAP_SYS_ADMIN and
-/// ptrace access to the process are needed), so that cgroup paths read
-/// here are the host's. For this thread and the threads it starts after:
-/// call it before starting any.
-pub fn enter_host_namespace(host_pid: u32) -> io::Result<()> {
-    let path = format!("/proc/{host_pid}/ns/cgroup");
-    let ns =
-        fs::File::open(&path).map_err(|e| io::Error::new(e.kind(), format!("open {path}: {e}")))?;
-    ubio::sys::setns(std::os::fd::AsFd::as_fd(&ns), ubio::sys::Namespaces::CGROUP)
-        .map_err(|e| io::Error::new(e.kind(), format!("setns({path}): {e}")))
+/// Enter the host's (the initial) cgroup namespace, through the first
+/// process in it whose /proc/PID/ns/cgroup can be opened (PID 1 where the
+/// host's init lets it; CAP_SYS_ADMIN and ptrace access are needed), so
+/// that cgroup paths read here are the host's. For this thread and the
+/// threads it starts after: call it before starting any.
+pub fn enter_host_namespace() -> io::Result<()> {
+    let mut last = None;
+    for pid in procfs::all_pids()? {
+        match namespace_inode(&pid.to_string()) {
+            Ok(INITIAL_NAMESPACE) => {}
+            Ok(_) => continue,
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                last.get_or_insert_with(|| {
+                    io::Error::new(
+                        e.kind(),
+                        "other processes' /proc/PID/ns cannot be read (CAP_SYS_PTRACE is needed)",
+                    )
+                });
+                continue;
+            }
+            Err(_) => continue,
+        }
+        let path = format!("/proc/{pid}/ns/cgroup");
+        match fs::File::open(&path).and_then(|ns| {
+            ubio::sys::setns(std::os::fd::AsFd::as_fd(&ns), ubio::sys::Namespaces::CGROUP)
+        }) {
+            Ok(()) => return Ok(()),
+            Err(e) => last = Some(io::Error::new(e.kind(), format!("setns({path}): {e}"))),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            "no process of the host's cgroup namespace is visible (a PID namespace of its own?)",
+        )
+    }))
 }
 
 #[cfg(test)]
@@ -540,7 +556,8 @@ mod tests {
             }
             Err(e) => eprintln!("no memory cgroup here: {e}"),
         }
-        // Our own namespace's view of ourselves is always the same one.
-        assert_eq!(namespace(std::process::id()), Namespace::Host);
+        // The tests run on the host, or in a guest's /init: the initial
+        // namespace's view.
+        assert_eq!(namespace(), Namespace::Host);
     }
 }

@@ -17,6 +17,7 @@ pub mod cgroup;
 pub mod cleanup;
 pub mod faults;
 pub mod kept_pages;
+pub mod podman;
 pub mod reclaim_trace;
 pub mod residency_sampler;
 pub mod rng;
@@ -30,6 +31,16 @@ use std::fmt::Display;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// The Python venv scripts/install-deps.sh makes for the tests (maturin,
+/// pytest, kubernetes-validate): UBIO_PYENV, else ~/.cache/ubio/pyenv.
+pub fn pyenv() -> PathBuf {
+    std::env::var_os("UBIO_PYENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/ubio/pyenv")
+        })
+}
 
 /// Directories searched after `$PATH`: mkfs and losetup live in sbin, which a
 /// non-login shell or a CI runner may leave out of `$PATH`.

@@ -1,14 +1,13 @@
 //! The daemon's budget thread: keeps the scopes' page-cache budgets
-//! (ubio_engine::budget) every [`TICK`](ubio_engine::budget::TICK), apart
-//! from the thread that looks, since memory.reclaim writes take tens of
-//! milliseconds. It publishes its figures after each tick (the looker
+//! (ubio_engine::budget), apart from the thread that looks, since
+//! memory.reclaim writes take tens of milliseconds. It publishes its figures after each tick (the looker
 //! reads them when it publishes the status) and takes a reloaded
 //! configuration's scopes at its next tick.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use ubio_engine::budget::{CgroupBudget, Keeper, TICK};
+use ubio_engine::budget::{CgroupBudget, Keeper};
 use ubio_engine::scope::Scopes;
 
 #[derive(Default)]
@@ -83,13 +82,13 @@ fn run(mut keeper: Keeper, inbox: &Mutex<Inbox>, stop: &AtomicBool) {
         if let Some(scopes) = lock(inbox).reload.take() {
             keeper.reload(&scopes);
         }
-        keeper.tick();
+        let wait = keeper.tick();
         let figures = keeper.figures();
         let notices = keeper.take_notices();
         let mut i = lock(inbox);
         i.figures = figures;
         i.notices.extend(notices);
         drop(i);
-        std::thread::sleep(TICK);
+        std::thread::sleep(wait);
     }
 }

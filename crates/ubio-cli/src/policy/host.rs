@@ -8,8 +8,8 @@
 //! It also takes the host's view of cgroup paths: in a cgroup namespace of
 //! its own (a container's, the default on cgroup v2) the cgroups of other
 //! processes read `/../..`, which no scope's pattern names; unless the
-//! configuration says `cgroup_namespace = "own"`, the daemon enters PID 1's
-//! namespace first (setns, CAP_SYS_ADMIN), before it starts any thread.
+//! configuration says `cgroup_namespace = "own"`, the daemon enters the
+//! host's first (setns, CAP_SYS_ADMIN), before it starts any thread.
 
 use super::config::{CgroupNamespace, Config};
 use ubio_engine::cgroup::{self, Namespace};
@@ -29,16 +29,16 @@ pub fn take_host_view(cfg: &Config) -> Result<Option<String>, String> {
     if cfg.cgroup_namespace == CgroupNamespace::Own {
         return Ok(None);
     }
-    match cgroup::namespace(1) {
+    match cgroup::namespace() {
         Namespace::Host => Ok(None),
-        Namespace::Own { .. } => match cgroup::enter_host_namespace(1) {
+        Namespace::Own => match cgroup::enter_host_namespace() {
             Ok(()) => Ok(Some(
-                "entered the host's cgroup namespace (PID 1's): cgroup paths are the host's".into(),
+                "entered the host's cgroup namespace: cgroup paths are the host's".into(),
             )),
             Err(e) => Err(format!(
                 "this daemon runs in a cgroup namespace of its own, where the scopes' cgroups \
                  cannot be named, and cannot enter the host's ({e}): run it with the host's \
-                 PID namespace and CAP_SYS_ADMIN (hostPID: true; podman --pid=host), or with \
+                 PID namespace, CAP_SYS_ADMIN and CAP_SYS_PTRACE (hostPID: true; podman --pid=host), or with \
                  the host's cgroup namespace (podman --cgroupns=host), or set \
                  cgroup_namespace = \"own\" in [daemon]"
             )),
@@ -51,7 +51,7 @@ pub fn take_host_view(cfg: &Config) -> Result<Option<String>, String> {
 pub fn check(cfg: &Config) -> Vec<String> {
     let mut out = Vec::new();
     let status = ubio::procfs::own_status().unwrap_or_default();
-    if status.ns_pids.len() > 1 {
+    if own_pid_namespace(&status) {
         out.push(
             "runs in a PID namespace of its own: it sees only the processes of its container; \
              give it the host's (hostPID: true; podman --pid=host)"
@@ -73,7 +73,7 @@ pub fn check(cfg: &Config) -> Vec<String> {
             if let Some(fb) = ubio::residency::Fallback::of(&e) {
                 if fb == ubio::residency::Fallback::CachestatBlocked {
                     out.push(format!(
-                        "{} (dist/container/seccomp.json allows it)",
+                        "{} (podman: allow it with the profile scripts/container.sh writes; containerd's and Docker's default profiles allow it)",
                         fb.note()
                     ));
                 }
@@ -93,4 +93,22 @@ pub fn check(cfg: &Config) -> Vec<String> {
         }
     }
     out
+}
+
+/// Whether the daemon runs in a PID namespace of its own (a container's):
+/// its /proc then shows that namespace alone, so NSpid has one entry there
+/// too; but the namespace's first process is the daemon itself (the
+/// container's entrypoint) or shares its cgroup (an init before it), where
+/// the host's PID 1 sits at the root of the hierarchy.
+fn own_pid_namespace(status: &ubio::procfs::PidStatus) -> bool {
+    if status.ns_pids.len() > 1 || std::process::id() == 1 {
+        return true;
+    }
+    let (Ok(init), Ok(own)) = (
+        ubio::procfs::pid_cgroup("1"),
+        ubio::procfs::pid_cgroup("self"),
+    ) else {
+        return false;
+    };
+    init == own && own.iter().any(|l| l.path != "/")
 }

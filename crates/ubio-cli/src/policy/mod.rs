@@ -77,6 +77,14 @@ The configuration is TOML; only root may be able to write it and its directories
   poll_interval = \"500ms\"   # when polling
   socket = \"/run/ubio/policy.sock\"
   window = \"16M\"            # dirty + writeback per file, for scopes that set none
+  dry_run = false             # follow and report what would be done, change nothing (also: --dry-run)
+  cgroup_namespace = \"host\"  # host: in a container's own cgroup namespace, enter the host's
+                              # (CAP_SYS_ADMIN); own: name cgroups as the daemon's namespace shows them
+
+  [metrics]                   # a Prometheus endpoint, GET /metrics (off without this table)
+  listen = \"127.0.0.1:9633\"  # or \"unix:/run/ubio/metrics.sock\"
+  cgroups = false             # per-cgroup series of the budgets ...
+  max_cgroups = 100           # ... at most this many (those most over their budget)
 
   [exclude]                   # never managed, whatever a scope says (checked first)
   cgroups = [\"/system.slice/postgresql.service\"]
@@ -92,6 +100,8 @@ The configuration is TOML; only root may be able to write it and its directories
   paths = [\"/srv\", \"/home\"]   # path prefixes of the files (whole components)
   min_size = \"1M\"           # smaller files are left alone (a file being written is judged again as it grows)
   window = \"16M\"
+  budget = \"256M\"           # page cache each cgroup the scope names may hold (or \"25%\" of its
+                              # memory.max): kept by memory.reclaim of that cgroup (cgroup v2)
   [scope.exclude]             # the same kinds as [exclude], for this scope only
   paths = [\"/srv/db\"]
 
@@ -101,7 +111,11 @@ process. Cgroup patterns are paths as /proc/PID/cgroup shows them, with globs (*
 within a component, ** across), and take the cgroups below them too; \"CONTROLLER:/path\"
 matches only that cgroup v1 hierarchy, a plain path any hierarchy (v2's, or each v1 one).
 Files opened O_DIRECT or O_SYNC, pipes, sockets, devices and files on tmpfs are left
-alone; pages others had cached before a stream reached them stay cached.";
+alone; pages others had cached before a stream reached them stay cached. A budget is kept
+per cgroup a scope's pattern names (with its children, as memory.stat counts them), first
+by dropping the followed streams' own pages, then by the kernel's reclaim of that cgroup
+alone, coldest pages first; never in a cgroup that holds one an exclusion names. cgroup v1
+has no memory.reclaim: there only the streams' own pages go, and the status says so.";
 
 #[derive(clap::Args)]
 #[command(after_long_help = ABOUT_POLICY)]
@@ -454,14 +468,35 @@ fn describe(cfg: &config::Config) -> String {
         );
         };
     let o = &cfg.options;
-    let _ = writeln!(
+    let _ =
+        writeln!(
         out,
-        "daemon: discovery {:?}, {} marks, poll every {} ms, status socket {}",
+        "daemon: discovery {:?}, {} marks, poll every {} ms, status socket {}{}; cgroup paths: {}",
         o.discovery,
         o.marks.name(),
         o.poll_interval.as_millis(),
-        cfg.socket.display()
+        cfg.socket.display(),
+        if o.follow.dry_run { "; DRY RUN (changes nothing)" } else { "" },
+        match cfg.cgroup_namespace {
+            config::CgroupNamespace::Host => "the host's",
+            config::CgroupNamespace::Own => "the daemon's own namespace's",
+        }
     );
+    if let Some(m) = &cfg.metrics {
+        let _ = writeln!(
+            out,
+            "metrics: http://{}/metrics{}",
+            m.listen,
+            if m.cgroups {
+                format!(
+                    ", per-cgroup series of the budgets (at most {})",
+                    m.max_cgroups
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
     let x = &cfg.scopes.exclude;
     if !x.processes.is_empty() || !x.paths.is_empty() {
         out.push_str("excluded everywhere (checked first):\n");
@@ -470,10 +505,14 @@ fn describe(cfg: &config::Config) -> String {
     for s in &cfg.scopes.scopes {
         let _ = writeln!(
             out,
-            "scope {}: window {}, files of at least {}",
+            "scope {}: window {}, files of at least {}{}",
             s.name,
             ubio::size::human(s.window),
-            ubio::size::human(s.files.min_size)
+            ubio::size::human(s.files.min_size),
+            s.budget.map_or(String::new(), |b| format!(
+                ", page-cache budget {} per cgroup",
+                b.describe()
+            ))
         );
         rules(&mut out, &s.processes, &s.files.paths);
         if !s.exclude.processes.is_empty() || !s.exclude.paths.is_empty() {

@@ -10,6 +10,7 @@ use std::process::{Command, Output, Stdio};
 pub use ubio_testenv::skip;
 
 pub mod gnu;
+pub mod policy;
 
 pub const UBIO: &str = env!("CARGO_BIN_EXE_ubio");
 
