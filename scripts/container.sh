@@ -51,8 +51,12 @@ tag=${tag:-localhost/ubio-policy:$version}
 # the daemon uses.
 r="$work/context/rootfs"
 mkdir -p "$r/usr/bin" "$r/etc/ubio" "$r/run/ubio" "$r/tmp"
-# Stripped, as the package's is (the workspace's keeps debug information).
-strip -o "$r/usr/bin/ubio" "$binary"
+if [ -n "$deb" ]; then
+    cp "$binary" "$r/usr/bin/ubio"
+else
+    # Stripped, as the package's is (the workspace's keeps debug information).
+    strip -o "$r/usr/bin/ubio" "$binary"
+fi
 for lib in $(ldd "$binary" | awk '/=> \// {print $3} /^\t\/lib64/ {print $1}'); do
     mkdir -p "$r$(dirname "$lib")"
     cp -L "$lib" "$r$lib"

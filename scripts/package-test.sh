@@ -24,7 +24,9 @@
 #      the wheel: pip installs it into a venv without cargo (--no-index), and
 #      ubio.open reads the file;
 #      ubio-bench: `ubio bench --help` lists the harness's commands;
-#      purge: dpkg --purge of the four leaves no file behind.
+#      purge: dpkg --purge of the four leaves no file behind;
+#   4. the policy daemon's container image built from the packaged binary
+#      (scripts/container.sh --deb) holds that binary.
 #   Everything mounted is unmounted and the root removed on exit, also on
 #   failure and Ctrl-C. Prints `PKGTEST <step>: ok (N s)` per step.
 #
@@ -262,5 +264,29 @@ if ! diff "$scratch/before" "$scratch/after" > "$scratch/diff"; then
     fail "the purge left files behind, or removed others"
 fi
 step "purge leaves nothing behind"
+
+# 4. The policy daemon's container image, from the packaged binary
+# (scripts/container.sh --deb), with podman's storage in the scratch
+# directory: it runs and names the package's version.
+if command -v podman >/dev/null; then
+    pod="$scratch/podman"
+    mkdir -p "$pod"
+    printf '[engine]\nruntime = "runc"\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\ntmp_dir = "%s/tmp"\n[containers]\ndefault_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]\n' "$pod" > "$pod/containers.conf"
+    printf '[storage]\ndriver = "vfs"\ngraphroot = "%s/graph"\nrunroot = "%s/run"\n' "$pod" "$pod" > "$pod/storage.conf"
+    export CONTAINERS_CONF="$pod/containers.conf" CONTAINERS_STORAGE_CONF="$pod/storage.conf"
+    tag=$("$repo/scripts/container.sh" --deb "$dist" --tag localhost/ubio-policy:pkgtest --out "$pod") ||
+        fail "scripts/container.sh --deb"
+    # Its binary is the package's (a container made, not started: nothing
+    # runs, so no cgroup is made; tests/policy_fleet.rs runs the image).
+    podman create --name pkgtest "$tag" >/dev/null || fail "podman create $tag"
+    podman cp pkgtest:/usr/bin/ubio "$pod/ubio" || fail "podman cp from $tag"
+    podman rm pkgtest >/dev/null
+    dpkg-deb --fsys-tarfile "$(deb ubio)" | tar -xO ./usr/bin/ubio > "$pod/packaged"
+    cmp -s "$pod/ubio" "$pod/packaged" || fail "the image's /usr/bin/ubio is not the package's"
+    said=$("$pod/ubio" --version)
+    podman rmi -f "$tag" >/dev/null
+    echo "  $tag: /usr/bin/ubio is the package's ($said); $(du -sh "$pod/graph" | cut -f1) of storage"
+    step "the policy daemon's image from the packaged binary"
+fi
 
 echo "PKGTEST all: ok, $version in a clean $suite root ($((SECONDS - started)) s)"
