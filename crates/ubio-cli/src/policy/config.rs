@@ -754,6 +754,73 @@ name = "everything"
     }
 
     #[test]
+    fn budgets_metrics_and_the_dry_run_are_read_and_checked() {
+        let c = parse_str(
+            "[daemon]\ndry_run = true\ncgroup_namespace = \"own\"\n[metrics]\nlisten = \"unix:/run/ubio/m.sock\"\ncgroups = true\nmax_cgroups = 7\n\
+             [[scope]]\nname = \"a\"\ncgroups = [\"/kubepods/*/pod*\"]\nbudget = \"25%\"\n\
+             [[scope]]\nname = \"b\"\ncgroups = [\"/b\"]\nbudget = \"256M\"\n",
+        )
+        .unwrap();
+        assert!(c.options.follow.dry_run);
+        assert_eq!(c.cgroup_namespace, CgroupNamespace::Own);
+        let m = c.metrics.unwrap();
+        assert_eq!(m.listen, Listen::Unix("/run/ubio/m.sock".into()));
+        assert_eq!((m.cgroups, m.max_cgroups, m.line), (true, 7, Some(5)));
+        use ubio_engine::budget::Size;
+        assert_eq!(c.scopes.scopes[0].budget, Some(Size::OfMax(0.25)));
+        assert_eq!(c.scopes.scopes[1].budget, Some(Size::Bytes(256 << 20)));
+        let tcp =
+            parse_str("[metrics]\nlisten = \"[::1]:9633\"\n[[scope]]\nname = \"a\"\n").unwrap();
+        assert_eq!(
+            tcp.metrics.unwrap().listen,
+            Listen::Tcp("[::1]:9633".parse().unwrap())
+        );
+        assert!(parse_str("[[scope]]\nname = \"a\"\n")
+            .unwrap()
+            .metrics
+            .is_none());
+    }
+
+    #[test]
+    fn bad_budgets_listens_and_cgroups_of_the_wrong_version_name_their_line() {
+        let line = |s: &str| {
+            let e = parse_str(s).unwrap_err();
+            (e.line, e.to_string())
+        };
+        let (l, m) = line("[[scope]]\nname = \"a\"\ncgroups = [\"/a\"]\nbudget = \"8M\"\n");
+        assert_eq!(l, Some(4), "{m}");
+        assert!(m.contains("below the scope's window (16.0 MiB)"), "{m}");
+        let (l, m) = line("[[scope]]\nname = \"a\"\nbudget = \"1G\"\n");
+        assert_eq!(l, Some(3), "{m}");
+        assert!(m.contains("must name cgroups"), "{m}");
+        let (_, m) = line("[[scope]]\nname = \"a\"\ncgroups = [\"/a\"]\nbudget = \"150%\"\n");
+        assert!(m.contains("at most 100%"), "{m}");
+        let (l, m) = line("[metrics]\nlisten = \"localhost\"\n[[scope]]\nname = \"a\"\n");
+        assert_eq!(l, Some(2), "{m}");
+        assert!(m.contains("an address and port"), "{m}");
+        let (_, m) = line("[metrics]\nlisten = \"unix:relative.sock\"\n[[scope]]\nname = \"a\"\n");
+        assert!(m.contains("must be absolute"), "{m}");
+        let (l, m) =
+            line("[metrics]\nlisten = \"127.0.0.1:1\"\nmax_cgroups = 0\n[[scope]]\nname = \"a\"\n");
+        assert_eq!(l, Some(3), "{m}");
+        let (l, m) = line("[daemon]\ncgroup_namespace = \"mine\"\n[[scope]]\nname = \"a\"\n");
+        assert_eq!(l, Some(2), "{m}");
+        // A v1 controller's pattern on a machine with cgroup v2 alone.
+        let v2 = Machine {
+            v1_controllers: Vec::new(),
+            unified: true,
+        };
+        let e = parse(
+            Path::new("/etc/ubio/policy.toml"),
+            "[[scope]]\nname = \"a\"\ncgroups = [\"/ok\", \"memory:/kubepods/*\"]\n",
+            &v2,
+        )
+        .unwrap_err();
+        assert_eq!(e.line, Some(3), "{e}");
+        assert!(e.to_string().contains("no cgroup v1 memory hierarchy is mounted here (this machine runs cgroup v2: name the path alone)"), "{e}");
+    }
+
+    #[test]
     fn a_configuration_others_can_write_is_refused() {
         if !ubio_testenv::is_root() {
             ubio_testenv::skip(
@@ -801,5 +868,28 @@ name = "everything"
         assert!(check_owner(&f)
             .unwrap_err()
             .contains("belongs to uid 65534"));
+        std::os::unix::fs::chown(&f, Some(0), None).unwrap();
+        // A Kubernetes ConfigMap: files and directory 0777, on a read-only
+        // mount (here a read-only bind mount of the directory onto itself).
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o777)).unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(check_owner(&f).is_err());
+        let d = dir.path().to_str().unwrap();
+        let mount = |args: &[&str]| {
+            let ok = std::process::Command::new("mount")
+                .args(args)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "mount {args:?}");
+        };
+        mount(&["--bind", d, d]);
+        let ro = std::process::Command::new("mount")
+            .args(["-o", "remount,ro,bind", d])
+            .status()
+            .is_ok_and(|s| s.success());
+        let res = check_owner(&f);
+        let _ = std::process::Command::new("umount").arg(d).status();
+        assert!(ro, "remount read-only");
+        assert_eq!(res, Ok(()), "on a read-only mount");
     }
 }
