@@ -181,7 +181,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => None,
         Err(e) => return Err(e).context("pidfd_open of the program"),
     };
-    keep_up();
+    let how = keep_up();
+    log::debug!("engine: {how}");
     loop {
         let wait = engine.look();
         let sig = caught.swap(0, Ordering::SeqCst) as i32;
@@ -205,7 +206,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let status = child.wait().context("waiting for the program")?;
     let stats = engine.finish(FINAL_WRITEBACK);
     if args.log {
-        report(&stats);
+        report(&stats, &how);
     }
     if let Some(code) = status.code() {
         return Ok(ExitCode::from(code as u8));
@@ -226,7 +227,8 @@ fn attach(pid: u32, opts: FollowOptions, log: bool) -> Result<ExitCode> {
     let caught = catch(&[SIGINT, SIGTERM, SIGHUP])?;
     let mut engine = Follower::new(opts);
     engine.add_root(pid);
-    keep_up();
+    let how = keep_up();
+    log::debug!("engine: {how}");
     loop {
         let wait = engine.look();
         if caught.load(Ordering::SeqCst) != 0 || ubio::sys::poll_readable(pidfd.as_fd(), wait)? {
@@ -235,18 +237,27 @@ fn attach(pid: u32, opts: FollowOptions, log: bool) -> Result<ExitCode> {
     }
     let stats = engine.finish(FINAL_WRITEBACK);
     if log {
-        report(&stats);
+        report(&stats, &how);
     }
     Ok(ExitCode::SUCCESS)
 }
 
 /// The engine must look every few milliseconds, also while the program
-/// and others keep both cores busy: it asks for a better nice value (for
-/// this thread only: the program keeps its own). Where not allowed, it runs
-/// as it is.
-fn keep_up() {
-    if let Err(e) = ubio::sys::set_nice(-10) {
-        log::debug!("engine: cannot raise its priority: {e}");
+/// and others keep both cores busy: the thread that looks runs SCHED_FIFO
+/// at the lowest priority, bounded (ubio_engine::realtime; the program,
+/// started before, and the threads started after keep their own), or where
+/// that is not allowed asks for a better nice value. Returns how it runs,
+/// for the log.
+fn keep_up() -> String {
+    match ubio_engine::realtime::make_looker_realtime() {
+        Ok(line) => line,
+        Err(why) => {
+            let nice = match ubio::sys::set_nice(-10) {
+                Ok(()) => "nice -10".to_string(),
+                Err(e) => format!("its nice value (-10 refused: {e})"),
+            };
+            format!("{why}; it runs at {nice}")
+        }
     }
 }
 
@@ -260,9 +271,10 @@ fn catch(signals: &[i32]) -> Result<Arc<AtomicUsize>> {
     Ok(caught)
 }
 
-/// The engine's work, per file and in total, with its own CPU time: to
-/// UBIO_LOG_FILE when set (with the shim's log), else to stderr.
-fn report(s: &FollowStats) {
+/// The engine's work, per file and in total, with its own CPU time, how it
+/// was scheduled (`how`) and how late its looks came: to UBIO_LOG_FILE when
+/// set (with the shim's log), else to stderr.
+fn report(s: &FollowStats, how: &str) {
     let mut out = String::new();
     const MIB: f64 = (1u64 << 20) as f64;
     for f in &s.files {
@@ -300,7 +312,23 @@ fn report(s: &FollowStats) {
         } else {
             String::new()
         }
-    ); // Where the shim's log goes (UBIO_LOG_FILE), else stderr.
+    );
+    let l = &s.lateness;
+    let _ = writeln!(
+        out,
+        "ubio run: engine: {how}; {} looks were due, late by {}",
+        l.count,
+        match (l.quantile(0.5), l.quantile(0.99)) {
+            (Some(p50), Some(p99)) => format!(
+                "at most {:.1} ms at the median, {:.1} ms at p99, {:.1} ms at worst",
+                p50 * 1e3,
+                p99 * 1e3,
+                l.max_s * 1e3
+            ),
+            _ => "nothing".into(),
+        }
+    );
+    // Where the shim's log goes (UBIO_LOG_FILE), else stderr.
     let to_file = std::env::var_os("UBIO_LOG_FILE").and_then(|p| {
         std::fs::OpenOptions::new()
             .append(true)

@@ -107,12 +107,16 @@ impl Hierarchy {
     }
 }
 
-/// Every cgroup hierarchy mounted in this mount namespace.
+/// Every cgroup hierarchy mounted in this mount namespace, those at the
+/// usual place (/sys/fs/cgroup) first: a container that binds the host's /
+/// elsewhere (/host) sees each twice.
 pub fn hierarchies() -> io::Result<Vec<Hierarchy>> {
-    Ok(mounts::mounts()?
+    let mut v: Vec<Hierarchy> = mounts::mounts()?
         .into_iter()
         .filter_map(Hierarchy::from_mount)
-        .collect())
+        .collect();
+    v.sort_by_key(|h| !h.mount_point.starts_with("/sys/fs/cgroup"));
+    Ok(v)
 }
 
 /// What this machine runs: v2 alone, v1 for the memory controller (alone or
@@ -402,6 +406,18 @@ fn no_v1(file: &str) -> io::Error {
         io::ErrorKind::Unsupported,
         format!("cgroup v1 has no {file} (cgroup v2 only)"),
     )
+}
+
+/// The real-time budget of this process's cgroup v1 cpu cgroup
+/// (cpu.rt_runtime_us, on kernels with RT_GROUP_SCHED) and its directory;
+/// None where there is none.
+pub fn rt_runtime_of_self() -> Option<(u64, PathBuf)> {
+    let lines = procfs::pid_cgroup("self").ok()?;
+    let line = lines.iter().find(|l| l.has_controller("cpu"))?;
+    let h = hierarchies().ok()?.into_iter().find(|h| h.has_v1("cpu"))?;
+    let dir = h.dir_of(&line.path)?;
+    let v = fs::read_to_string(dir.join("cpu.rt_runtime_us")).ok()?;
+    Some((v.trim().parse().ok()?, dir))
 }
 
 /// This process's view of cgroup paths.

@@ -28,6 +28,7 @@ pub mod discover;
 pub mod follow;
 pub mod lateness;
 pub mod policy;
+pub mod realtime;
 pub mod reclaim;
 pub mod scope;
 mod silent;

@@ -466,7 +466,7 @@ impl Tracker {
     /// ([`holds_pages_after_writeback`](sys::FsMagic::holds_pages_after_writeback):
     /// btrfs), up to about 60 ms in all.
     fn drop_held_pages(&self, fd: BorrowedFd<'_>, ranges: Vec<Range<u64>>) {
-        if ranges.is_empty() || self.is_dry_run() {
+        if ranges.is_empty() || self.is_dry_run() || self.never_waits() {
             return;
         }
         let real = self.real_file();
@@ -556,7 +556,7 @@ impl Tracker {
         let mut done = Vec::new();
         let mut left = Vec::new();
         // Through an overlay, dirty pages cannot be seen: wait for them all.
-        if self.fallback.get().is_some() && !self.is_dry_run() {
+        if self.fallback.get().is_some() && !self.is_dry_run() && !self.never_waits() {
             if let Err(e) = sys::fdatasync(fd) {
                 self.record_error(e);
             }
@@ -643,10 +643,14 @@ impl Tracker {
     /// Queue the writeback starts instead of making them: the caller takes
     /// them ([`take_starts`](Self::take_starts)) and makes them elsewhere
     /// ([`start_now`](Self::start_now)). For an observer that must not
-    /// block (the engine of `ubio run`): sync_file_range(WRITE) waits in
-    /// the block layer when the device's queue is throttled (blk-wbt) and,
-    /// on ext4, for a journal commit; 60-1040 ms were seen on a loop
-    /// device, while the engine, blocked, looked at nothing else.
+    /// block (the engine of `ubio run` and `ubio policy`):
+    /// sync_file_range(WRITE) waits in the block layer when the device's
+    /// queue is throttled (blk-wbt) and, on ext4, for a journal commit;
+    /// 60-1040 ms were seen on a loop device, while the engine, blocked,
+    /// looked at nothing else. Nor does such a tracker wait in any other
+    /// way: no writeback wait or fdatasync() before a drop at the end of a
+    /// stream, no retried drops of pages held a moment (the engine drops
+    /// again at its next looks what stays).
     pub fn defer_starts(&self) {
         self.defer_starts.store(true, Ordering::Relaxed);
     }
@@ -663,6 +667,11 @@ impl Tracker {
 
     fn is_dry_run(&self) -> bool {
         self.dry_run.load(Ordering::Relaxed)
+    }
+
+    /// The caller must not block ([`defer_starts`](Self::defer_starts)).
+    fn never_waits(&self) -> bool {
+        self.defer_starts.load(Ordering::Relaxed)
     }
 
     /// Dry run: count the cached pages of the parts of `r` not counted
@@ -785,7 +794,7 @@ impl Tracker {
             }
             return;
         }
-        let commit = written && self.needs_commit.load(Ordering::Relaxed);
+        let commit = written && self.needs_commit.load(Ordering::Relaxed) && !self.never_waits();
         if commit && !ranges.is_empty() {
             self.commit(fd);
         }
@@ -800,7 +809,7 @@ impl Tracker {
             // a hole punched or a truncation through its descriptor) would
             // only be queued for writeback by fadvise(DONTNEED), and stay
             // cached: write them back and wait first.
-            if closing && stat.is_ok_and(|c| c.dirty_writeback > 0) {
+            if closing && !self.never_waits() && stat.is_ok_and(|c| c.dirty_writeback > 0) {
                 if let Err(e) = self.wait_writeback(fd, &r) {
                     self.record_error(e);
                 }
@@ -815,7 +824,7 @@ impl Tracker {
                     .cached(fd, r.clone())
                     .map(|c| c.cached)
                     .unwrap_or(before);
-                if written && after > 0 && !commit {
+                if written && after > 0 && !commit && !self.never_waits() {
                     after = self.try_commit(fd, &r, after);
                 }
                 self.counts

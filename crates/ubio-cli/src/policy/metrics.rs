@@ -99,6 +99,14 @@ pub fn render(s: &DaemonStatus, m: &Metrics) -> String {
         &[],
         e.uptime_s,
     );
+    let realtime =
+        s.scheduling.contains("runs SCHED_FIFO") && !s.scheduling.starts_with("put back");
+    f.gauge(
+        "looker_realtime",
+        "1 while the thread that looks runs SCHED_FIFO.",
+        &[],
+        b(realtime),
+    );
     f.counter(
         "cpu_seconds_total",
         "The daemon's own CPU time, by mode.",

@@ -231,6 +231,7 @@ fn daemon(path: &Path, dry_run: bool) -> Result<ExitCode> {
             engine: policy.status(),
             machine_reclaim: machine.figures(),
             budgets: budgets.figures(),
+            scheduling: String::new(),
         },
         waker.try_clone()?,
     );
@@ -269,6 +270,11 @@ fn daemon(path: &Path, dry_run: bool) -> Result<ExitCode> {
         log(&n);
     }
     let (hup, term) = signals(&waker)?;
+    // This thread looks: real-time from here on, the others started before
+    // (the status and metrics servers, the budget's) keep their own; those
+    // it starts do not inherit it.
+    let scheduling = ubio_engine::realtime::make_looker_realtime().unwrap_or_else(|why| why);
+    log(&scheduling);
     sd_notify("READY=1");
     let socket = cfg.socket.clone();
     loop {
@@ -293,6 +299,7 @@ fn daemon(path: &Path, dry_run: bool) -> Result<ExitCode> {
                 engine,
                 machine_reclaim: machine.figures(),
                 budgets: budgets.figures(),
+                scheduling: looker_scheduling(&scheduling),
             });
         }
         let fds: Vec<_> = std::iter::once(wake.as_fd()).chain(policy.fd()).collect();
@@ -354,12 +361,23 @@ fn daemon(path: &Path, dry_run: bool) -> Result<ExitCode> {
         engine: last,
         machine_reclaim: machine.figures(),
         budgets: budgets.figures(),
+        scheduling: looker_scheduling(&scheduling),
     };
     log("exiting; the figures:");
     for line in status::render(&last).lines() {
         log(line);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How the thread that looks is scheduled: what [`daemon`] made it, or
+/// that it was put back to SCHED_OTHER since (it ran too long without
+/// blocking).
+fn looker_scheduling(made: &str) -> String {
+    match ubio_engine::realtime::demoted() {
+        true => format!("put back to SCHED_OTHER after running without blocking (was: {made})"),
+        false => made.to_string(),
+    }
 }
 
 /// Each scope's window (dirty + writeback per file), by name.

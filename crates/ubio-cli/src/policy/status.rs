@@ -34,6 +34,9 @@ pub struct DaemonStatus {
     /// Every cgroup a scope's page-cache budget is kept for, now or before.
     #[serde(default)]
     pub budgets: Vec<CgroupBudget>,
+    /// How the thread that looks is scheduled (SCHED_FIFO, or why not).
+    #[serde(default)]
+    pub scheduling: String,
 }
 
 impl DaemonStatus {
@@ -58,6 +61,7 @@ impl DaemonStatus {
             } else {
                 Vec::new()
             },
+            scheduling: self.scheduling.clone(),
         }
     }
 }
@@ -299,6 +303,9 @@ pub fn render(d: &DaemonStatus) -> String {
         }
     }
     render_budgets(&mut out, &d.budgets);
+    if !d.scheduling.is_empty() {
+        let _ = writeln!(out, "{}", d.scheduling);
+    }
     if let (Some(p50), Some(p99)) = (s.lateness.quantile(0.5), s.lateness.quantile(0.99)) {
         let _ = writeln!(
             out,

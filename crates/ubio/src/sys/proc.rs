@@ -5,6 +5,7 @@ use super::cvt;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// `pidfd_open(pid, 0)`: a descriptor for process `pid` that becomes
@@ -192,4 +193,113 @@ pub fn kill(pid: u32, sig: i32) -> io::Result<()> {
 pub fn set_nice(nice: i32) -> io::Result<()> {
     // SAFETY: no pointers are passed.
     cvt(unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } as libc::c_long).map(drop)
+}
+
+/// How the calling thread is scheduled ([`set_scheduler`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheduler {
+    /// SCHED_OTHER, the default, with the thread's nice value.
+    Other,
+    /// SCHED_FIFO at `priority` (1 to 99): it runs as soon as it is
+    /// runnable, ahead of every SCHED_OTHER thread.
+    Fifo { priority: i32 },
+}
+
+/// `sched_setscheduler(0, policy | SCHED_RESET_ON_FORK, &param)`: schedule
+/// the calling thread so; with `reset_on_fork` the threads and processes it
+/// starts get SCHED_OTHER back (and a nice of at least 0). SCHED_FIFO needs
+/// CAP_SYS_NICE or an RLIMIT_RTPRIO of at least the priority.
+///
+/// See sched_setscheduler(2), sched(7).
+pub fn set_scheduler(s: Scheduler, reset_on_fork: bool) -> io::Result<()> {
+    let (policy, priority) = match s {
+        Scheduler::Other => (libc::SCHED_OTHER, 0),
+        Scheduler::Fifo { priority } => (libc::SCHED_FIFO, priority),
+    };
+    let flags = if reset_on_fork {
+        libc::SCHED_RESET_ON_FORK
+    } else {
+        0
+    };
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: `param` is a valid struct sched_param for the call.
+    cvt(unsafe { libc::sched_setscheduler(0, policy | flags, &param) } as libc::c_long).map(drop)
+}
+
+/// `sched_getscheduler(0)` of the calling thread: SCHED_FIFO's priority, or
+/// None for any other policy.
+///
+/// See sched_getscheduler(2), sched_getparam(2).
+pub fn fifo_priority() -> io::Result<Option<i32>> {
+    // SAFETY: no pointers are passed.
+    let policy = cvt(unsafe { libc::sched_getscheduler(0) } as libc::c_long)? as i32;
+    if policy & !libc::SCHED_RESET_ON_FORK != libc::SCHED_FIFO {
+        return Ok(None);
+    }
+    let mut param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid out-pointer for struct sched_param.
+    cvt(unsafe { libc::sched_getparam(0, &mut param) } as libc::c_long)?;
+    Ok(Some(param.sched_priority))
+}
+
+/// `setrlimit(RLIMIT_RTTIME, {soft, hard})`: the CPU time, in microseconds,
+/// a real-time thread of this process may use without a blocking call; past
+/// the soft limit it gets SIGXCPU (each second more), past the hard limit
+/// SIGKILL.
+///
+/// See getrlimit(2).
+pub fn set_rttime_limit(soft_us: u64, hard_us: u64) -> io::Result<()> {
+    let r = libc::rlimit {
+        rlim_cur: soft_us as libc::rlim_t,
+        rlim_max: hard_us as libc::rlim_t,
+    };
+    // SAFETY: `r` is a valid struct rlimit.
+    cvt(unsafe { libc::setrlimit(libc::RLIMIT_RTTIME, &r) } as libc::c_long).map(drop)
+}
+
+/// `gettid()`: the calling thread's id.
+///
+/// See gettid(2).
+pub fn gettid() -> i32 {
+    // SAFETY: no pointers are passed; gettid cannot fail.
+    unsafe { libc::gettid() }
+}
+
+static DEMOTE: AtomicI32 = AtomicI32::new(0);
+static DEMOTED: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn demote(_: libc::c_int) {
+    let tid = DEMOTE.load(Ordering::Relaxed);
+    if tid > 0 {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: a system call with a valid struct sched_param: nothing a
+        // signal handler may not do.
+        unsafe { libc::sched_setscheduler(tid, libc::SCHED_OTHER, &param) };
+        DEMOTED.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// `sigaction(SIGXCPU, ...)`: on SIGXCPU (a real-time thread past
+/// RLIMIT_RTTIME's soft limit, [`set_rttime_limit`]), put thread `tid`
+/// back to SCHED_OTHER instead of ending the process; [`demotions`] counts
+/// how often.
+///
+/// See sigaction(2), getrlimit(2) (RLIMIT_RTTIME).
+pub fn demote_on_sigxcpu(tid: i32) -> io::Result<()> {
+    DEMOTE.store(tid, Ordering::Relaxed);
+    // SAFETY: a zeroed sigaction with a handler that only makes a system
+    // call and touches atomics.
+    let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+    sa.sa_sigaction = demote as *const () as libc::sighandler_t;
+    sa.sa_flags = libc::SA_RESTART;
+    // SAFETY: `sa` is a valid struct sigaction; the old one is not asked.
+    cvt(unsafe { libc::sigaction(libc::SIGXCPU, &sa, std::ptr::null_mut()) } as libc::c_long)
+        .map(drop)
+}
+
+/// How often [`demote_on_sigxcpu`] put its thread back to SCHED_OTHER.
+pub fn demotions() -> u64 {
+    DEMOTED.load(Ordering::Relaxed)
 }
