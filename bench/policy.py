@@ -145,13 +145,13 @@ class Cgroup:
 class Daemon:
     """`ubio policy run` with one scope: `pattern`."""
 
-    def __init__(self, a, pattern, nice=None):
+    def __init__(self, a, pattern, nice=None, daemon_lines=""):
         os.makedirs(os.path.join(a.dir, "run"), exist_ok=True)
         os.chmod(a.dir, 0o755)
         self.sock = os.path.join(a.dir, "run", "policy.sock")
         self.cfg = os.path.join(a.dir, "policy.toml")
         with open(self.cfg, "w") as f:
-            f.write(f'[daemon]\nsocket = "{self.sock}"\n\n[[scope]]\nname = "bench"\n'
+            f.write(f'[daemon]\nsocket = "{self.sock}"\n{daemon_lines}\n[[scope]]\nname = "bench"\n'
                     f'cgroups = ["{pattern}"]\n')
         os.chmod(self.cfg, 0o644)
         self.ubio = a.ubio

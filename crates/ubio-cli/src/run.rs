@@ -75,6 +75,13 @@ pub struct Args {
     /// command, until it exits or ubio is interrupted (Ctrl-C).
     #[arg(long, value_name = "PID", conflicts_with = "command")]
     pid: Option<u32>,
+    /// Hold every writer of every disk at this much dirty + writeback
+    /// (e.g. 64M) while the command runs: the kernel makes a writer faster
+    /// than its device wait, which the engine cannot (Linux 6.2+:
+    /// /sys/class/bdi strict_limit and max_bytes; machine-wide for those
+    /// devices, put back at the end; needs root).
+    #[arg(long, value_name = "SIZE", value_parser = crate::size::parse_nonzero)]
+    device_dirty_limit: Option<u64>,
     /// The command and its arguments.
     #[arg(
         required_unless_present = "pid",
@@ -105,6 +112,7 @@ pub fn attach_cmd(a: AttachArgs) -> Result<ExitCode> {
         backend: None,
         log: a.log,
         pid: Some(a.pid),
+        device_dirty_limit: None,
         command: Vec::new(),
     })
 }
@@ -117,6 +125,22 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let opts = FollowOptions {
         window: args.window.unwrap_or(ubio::DEFAULT_WINDOW),
         ..FollowOptions::default()
+    };
+    // Put back when dropped: at the end of this function, or before ubio
+    // dies of the program's signal.
+    let limits = match args.device_dirty_limit {
+        Some(bytes) => {
+            let (limits, lines) =
+                ubio_engine::bdi::limit_devices(ubio_engine::bdi::data_filesystems(), bytes);
+            for l in lines {
+                log::info!("{l}");
+            }
+            if limits.is_empty() {
+                bail!("--device-dirty-limit: no device could be limited (root and Linux 6.2 are needed; UBIO_LOG=info says why)");
+            }
+            limits
+        }
+        None => Vec::new(),
     };
     if let Some(pid) = args.pid {
         return attach(pid, opts, args.log);
@@ -212,6 +236,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         return Ok(ExitCode::from(code as u8));
     }
     let sig = status.signal().unwrap_or(libc::SIGKILL);
+    drop(limits);
     ubio::sys::raise_default(sig);
     Ok(ExitCode::from(128 + sig as u8))
 }

@@ -22,6 +22,7 @@
 // Unsafe code lives only in the library's system-call wrappers (ubio::sys).
 #![deny(unsafe_code)]
 
+pub mod bdi;
 pub mod budget;
 pub mod cgroup;
 pub mod discover;

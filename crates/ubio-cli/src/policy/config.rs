@@ -13,6 +13,7 @@
 //! window = "16M"              # default write-behind window of the scopes
 //! dry_run = false             # follow and report, change nothing
 //! cgroup_namespace = "host"   # host | own: whose cgroup paths the scopes name
+//! device_dirty_limit = "64M"  # opt-in: every writer of the watched devices held there
 //!
 //! [metrics]                   # a Prometheus endpoint (off without it)
 //! listen = "127.0.0.1:9633"   # or "unix:/run/ubio/metrics.sock"
@@ -79,6 +80,9 @@ pub struct Config {
     pub socket: PathBuf,
     pub metrics: Option<Metrics>,
     pub cgroup_namespace: CgroupNamespace,
+    /// A strict dirty limit on the devices of the watched filesystems
+    /// (ubio_engine::bdi), machine-wide for them: None, unless asked.
+    pub device_dirty_limit: Option<u64>,
 }
 
 /// The Prometheus endpoint.
@@ -173,6 +177,7 @@ struct RawDaemon {
     window: Option<Spanned<SizeSpec>>,
     dry_run: Option<bool>,
     cgroup_namespace: Option<Spanned<String>>,
+    device_dirty_limit: Option<Spanned<SizeSpec>>,
 }
 
 #[derive(Deserialize)]
@@ -389,6 +394,12 @@ pub fn parse(path: &Path, text: &str, machine: &Machine) -> Result<Config, Confi
         socket,
         metrics,
         cgroup_namespace,
+        device_dirty_limit: match &d.device_dirty_limit {
+            None => None,
+            Some(l) => Some(
+                window(l).map_err(|r| err(Some(l.span()), format!("device_dirty_limit: {r}")))?,
+            ),
+        },
     })
 }
 

@@ -80,6 +80,9 @@ The configuration is TOML; only root may be able to write it and its directories
   dry_run = false             # follow and report what would be done, change nothing (also: --dry-run)
   cgroup_namespace = \"host\"  # host: in a container's own cgroup namespace, enter the host's
                               # (CAP_SYS_ADMIN); own: name cgroups as the daemon's namespace shows them
+  device_dirty_limit = \"64M\" # opt-in (Linux 6.2+): the devices of the watched filesystems hold
+                              # dirty + writeback there for EVERY writer (strict_limit, max_bytes),
+                              # put back at exit; a writer faster than its device waits
 
   [metrics]                   # a Prometheus endpoint, GET /metrics (off without this table)
   listen = \"127.0.0.1:9633\"  # or \"unix:/run/ubio/metrics.sock\"
@@ -218,6 +221,11 @@ fn daemon(path: &Path, dry_run: bool) -> Result<ExitCode> {
     }
     let dry_run = cfg.options.follow.dry_run;
     let mut policy = Policy::start(cfg.scopes.clone(), cfg.options)?;
+    // Put back when dropped, at the end of this function.
+    let _limits = match cfg.device_dirty_limit {
+        Some(bytes) if !dry_run => device_limits(&policy.status(), bytes),
+        _ => Vec::new(),
+    };
     let mut windows = scope_windows(&cfg.scopes);
     let mut budgets = budget::BudgetThread::start(&cfg.scopes, dry_run);
     // Its trace instance is removed when it is dropped: at the end of this
@@ -368,6 +376,26 @@ fn daemon(path: &Path, dry_run: bool) -> Result<ExitCode> {
         log(line);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Strict dirty limits of `bytes` on the devices of the watched filesystems
+/// (or of every filesystem holding file data, when polling), each said in
+/// the log, or why not.
+fn device_limits(st: &Status, bytes: u64) -> Vec<ubio_engine::bdi::DeviceLimit> {
+    let paths: Vec<PathBuf> = match st.marks.iter().any(|m| m.how.is_ok()) {
+        true => st
+            .marks
+            .iter()
+            .filter(|m| m.how.is_ok())
+            .map(|m| m.path.clone())
+            .collect(),
+        false => ubio_engine::bdi::data_filesystems(),
+    };
+    let (limits, lines) = ubio_engine::bdi::limit_devices(paths, bytes);
+    for l in lines {
+        log(&l);
+    }
+    limits
 }
 
 /// How the thread that looks is scheduled: what [`daemon`] made it, or
