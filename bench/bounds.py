@@ -14,6 +14,8 @@ followed by the engine from outside:
           per round, each program runs in a cgroup of its own);
   policy-limited  the same with `device_dirty_limit = "64M"`: the kernel
           holds every writer of the device there (ubio_engine::bdi);
+  policy-nice  the daemon as before issue 38: its thread that looks at nice
+          -10 (`realtime = false`), not SCHED_FIFO;
   run     `ubio run -- PROGRAM`, the static programs only (the Go copier,
           busybox's dd: the shim cannot enter them): the engine alone;
   run-limited  the same with `--device-dirty-limit 64M`.
@@ -67,7 +69,11 @@ PROGRAMS = [
     ("static Go read/write loop", "./gocopy -rw in out", ["out"], True),
     ("dd bs=1M count=1024", "DD if=/dev/zero of=out bs=1M count=1024", ["out"], True),
 ]
+# Seed 004's demo (`dd if=/dev/zero of=dummy bs=1M count=3277`), run only
+# when asked (--only "seed 004").
+SEED_DD = ("seed 004 dd (3.2 GiB)", "DD if=/dev/zero of=out bs=1M count=3277", ["out"], True)
 LOADS = ("none", "busy4", "busy8", "writer")
+MODES = ("policy", "policy-limited", "policy-nice", "run", "run-limited")
 
 
 def prepare(a):
@@ -188,7 +194,7 @@ def run_one(a, name, cmd, outs, mode, daemon):
 
 
 def round_(a):
-    progs = [p for p in PROGRAMS if not a.only or a.only in p[0]]
+    progs = [p for p in PROGRAMS + [SEED_DD] if (a.only or p is not SEED_DD) and (not a.only or a.only in p[0])]
     if a.mode.startswith("run"):
         progs = [p for p in progs if p[3]]
     random.shuffle(progs)
@@ -200,8 +206,9 @@ def round_(a):
             # The scope takes every cgroup of the runs: siblings named so.
             pattern = base.pattern().rsplit("/", 1)[0] + "/ubio-bounds-*"
             base.close()
-            limit = 'device_dirty_limit = "64M"' if a.mode == "policy-limited" else ""
-            daemon = Daemon(a, pattern, daemon_lines=limit)
+            lines = {"policy-limited": 'device_dirty_limit = "64M"',
+                     "policy-nice": "realtime = false"}.get(a.mode, "")
+            daemon = Daemon(a, pattern, daemon_lines=lines)
         out = open(a.jsonl, "a")
         for name, cmd, outs, _ in progs:
             r = run_one(a, name, cmd, outs, a.mode, daemon)
@@ -239,10 +246,10 @@ def summary(a):
     daemons = [r for r in runs if r.get("daemon")]
     if daemons:
         print()
-        print("| load | daemon runs | looks due | late p50 / p99 / worst ms | daemon CPU s per GiB managed |")
-        print("| --- | --- | --- | --- | --- |")
-        for load in LOADS:
-            ds = [r for r in daemons if r["load"] == load]
+        print("| load | mode | daemon runs | looks due | late p50 / p99 / worst ms | daemon CPU s per GiB managed |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for load, mode in [(l, m) for l in LOADS for m in MODES]:
+            ds = [r for r in daemons if r["load"] == load and r.get("mode", "policy") == mode]
             if not ds:
                 continue
             count = sum(r["lateness"]["count"] for r in ds)
@@ -255,7 +262,7 @@ def summary(a):
             worst = max(r["lateness"]["max_s"] for r in ds) * 1e3
             gib = sum(r["managed_bytes"] for r in ds) / (1 << 30)
             cpu = sum(r["cpu_s"] for r in ds)
-            print(f"| {load} | {len(ds)} | {count} | {min(q(0.5), worst):.1f} / {min(q(0.99), worst):.1f} / {worst:.1f} | "
+            print(f"| {load} | {mode} | {len(ds)} | {count} | {min(q(0.5), worst):.1f} / {min(q(0.99), worst):.1f} / {worst:.1f} | "
                   f"{cpu / gib if gib else 0:.3f} |")
 
 
@@ -269,8 +276,7 @@ def main():
         if name == "round":
             p.add_argument("--jsonl", required=True)
             p.add_argument("--load", choices=LOADS, default="none")
-            p.add_argument("--mode", choices=("policy", "policy-limited", "run", "run-limited"),
-                           default="policy")
+            p.add_argument("--mode", choices=MODES, default="policy")
             p.add_argument("--only", default="")
     s = sub.add_parser("summary")
     s.add_argument("--jsonl", required=True)

@@ -14,6 +14,7 @@
 //! dry_run = false             # follow and report, change nothing
 //! cgroup_namespace = "host"   # host | own: whose cgroup paths the scopes name
 //! device_dirty_limit = "64M"  # opt-in: every writer of the watched devices held there
+//! realtime = true             # the thread that looks runs SCHED_FIFO 1
 //!
 //! [metrics]                   # a Prometheus endpoint (off without it)
 //! listen = "127.0.0.1:9633"   # or "unix:/run/ubio/metrics.sock"
@@ -83,6 +84,8 @@ pub struct Config {
     /// A strict dirty limit on the devices of the watched filesystems
     /// (ubio_engine::bdi), machine-wide for them: None, unless asked.
     pub device_dirty_limit: Option<u64>,
+    /// The thread that looks runs SCHED_FIFO (ubio_engine::realtime).
+    pub realtime: bool,
 }
 
 /// The Prometheus endpoint.
@@ -178,6 +181,7 @@ struct RawDaemon {
     dry_run: Option<bool>,
     cgroup_namespace: Option<Spanned<String>>,
     device_dirty_limit: Option<Spanned<SizeSpec>>,
+    realtime: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -400,6 +404,7 @@ pub fn parse(path: &Path, text: &str, machine: &Machine) -> Result<Config, Confi
                 window(l).map_err(|r| err(Some(l.span()), format!("device_dirty_limit: {r}")))?,
             ),
         },
+        realtime: d.realtime.unwrap_or(true),
     })
 }
 

@@ -83,6 +83,8 @@ The configuration is TOML; only root may be able to write it and its directories
   device_dirty_limit = \"64M\" # opt-in (Linux 6.2+): the devices of the watched filesystems hold
                               # dirty + writeback there for EVERY writer (strict_limit, max_bytes),
                               # put back at exit; a writer faster than its device waits
+  realtime = true             # the thread that looks runs SCHED_FIFO at priority 1, bounded
+                              # (CAP_SYS_NICE); false: at nice -10, as the other threads
 
   [metrics]                   # a Prometheus endpoint, GET /metrics (off without this table)
   listen = \"127.0.0.1:9633\"  # or \"unix:/run/ubio/metrics.sock\"
@@ -281,7 +283,10 @@ fn daemon(path: &Path, dry_run: bool) -> Result<ExitCode> {
     // This thread looks: real-time from here on, the others started before
     // (the status and metrics servers, the budget's) keep their own; those
     // it starts do not inherit it.
-    let scheduling = ubio_engine::realtime::make_looker_realtime().unwrap_or_else(|why| why);
+    let scheduling = match cfg.realtime {
+        true => ubio_engine::realtime::make_looker_realtime().unwrap_or_else(|why| why),
+        false => "the thread that looks runs at nice -10 (realtime = false)".to_string(),
+    };
     log(&scheduling);
     sd_notify("READY=1");
     let socket = cfg.socket.clone();
