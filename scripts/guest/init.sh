@@ -247,6 +247,24 @@ if [ -n "$PC_FS$DF_FS" ]; then
     fi
 fi
 
+# A Python script of the project's (run.sh's UBIO_GUEST_PYTHON), on an ext4.
+if [ -f /usr/share/ubio/script.py ]; then
+    if mkfs_for ext4 > /tmp/mkfs.log 2>&1 && mount_fs ext4 >> /tmp/mkfs.log 2>&1; then
+        mkdir -p /mnt/data
+        start=$(date +%s)
+        # shellcheck disable=SC2046
+        (cd /mnt && PATH=/opt/gnu/bin:$PATH python3 /usr/share/ubio/script.py --dir /mnt/data \
+            $(cat /usr/share/ubio/script.args) 2> /tmp/script.err; echo $? > /tmp/script.rc) |
+            sed 's/^/GUEST-SCRIPT /' > /dev/console
+        sed 's/^/script: /' /tmp/script.err > /dev/console
+        say "GUEST-SCRIPT-DONE exit $(cat /tmp/script.rc) ($(($(date +%s) - start))s)"
+        umount_fs ext4
+    else
+        cat /tmp/mkfs.log > /dev/console
+        say "GUEST-SCRIPT-DONE FAILED (no ext4 on the scratch disk)"
+    fi
+fi
+
 # A benchmark matrix (run.sh's UBIO_GUEST_MATRIX).
 [ -f /usr/share/ubio/matrix.sh ] && . /usr/share/ubio/matrix.sh
 finish

@@ -91,6 +91,11 @@
 # on cgroup v1) on an ext4, on cgroup v2, with the programs it runs (GNU
 # cp, tar and sha256sum, Python, setpriv and unshare from the host, the
 # static Go copier built here); one `GUEST-RESULT <kernel> policy` line.
+# A Python script of the project's in every guest after the tests
+# (bench/runs/2026-12-06-pods/run.sh): UBIO_GUEST_PYTHON="SCRIPT ARGS...",
+# run as `python3 SCRIPT --dir /work/data ARGS...` on an ext4 on the
+# scratch disk; each line it prints reaches the console as `GUEST-SCRIPT
+# <line>`. UBIO_GUEST_DISK_GB: the scratch disk's size (default 4).
 # A benchmark matrix in every guest after the tests (bench/kernel-ab.sh):
 # UBIO_GUEST_MATRIX, the arguments of `ubio-bench matrix` (empty: none);
 # scripts/guest/matrix.sh runs it and prints the matrix on the console.
@@ -103,6 +108,8 @@ KERNELS=${UBIO_GUEST_KERNELS:-"6.12 6.1"}
 FILESYSTEMS=${UBIO_GUEST_FS:-"f2fs ext4 xfs btrfs"}
 [ "$FILESYSTEMS" = none ] && FILESYSTEMS=
 MATRIX=${UBIO_GUEST_MATRIX:-}
+PYTHON_SCRIPT=${UBIO_GUEST_PYTHON:-}
+DISK_GB=${UBIO_GUEST_DISK_GB:-4}
 POWERCUT=${UBIO_GUEST_POWERCUT-"ext4@6.12 xfs@6.1"}
 POWERCUT_BACKENDS=${UBIO_GUEST_POWERCUT_BACKENDS:-emulated,direct}
 POWERCUT_WORKLOADS=${UBIO_GUEST_POWERCUT_WORKLOADS:-cp,tree,fsync,overwrite}
@@ -509,6 +516,12 @@ if [ -n "$CLI_TESTS" ] && [ -n "$POLICY_KERNELS" ]; then
     mkdir -p "$r$root/crates/ubio-cli" "$r$root/dist"
     cp -r dist/systemd "$r$root/dist/"
 fi
+if [ -n "$PYTHON_SCRIPT" ]; then
+    read -r script script_args <<< "$PYTHON_SCRIPT"
+    cp "$script" "$r/usr/share/ubio/script.py"
+    echo "$script_args" > "$r/usr/share/ubio/script.args"
+    echo "== guest: and python3 $script $script_args"
+fi
 if [ -n "$MATRIX" ]; then
     cargo build -q --release --target "$target" -p ubio-bench --bin ubio-bench
     strip -o "$r/usr/bin/ubio-bench" "$CARGO_TARGET_DIR/$target/release/ubio-bench"
@@ -550,7 +563,7 @@ qemu_start() { # accel kernel-series log cmdline-extra [outbox-image]; sets qemu
     local accel=$1 k=$2 log=$3 extra=$4 cpu=max
     [ "$accel" = kvm ] && cpu=host
     : > "$log"
-    truncate -s 4G "$work/disk-$k.img"
+    truncate -s "${DISK_GB}G" "$work/disk-$k.img"
     qemu-system-x86_64 -accel "$accel" -cpu "$cpu" -smp 2 -m 3072 \
         -nodefaults -display none -no-reboot \
         -kernel "$work/vmlinux-$k" -initrd "$work/initramfs-$k.cpio" \
