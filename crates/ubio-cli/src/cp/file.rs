@@ -251,7 +251,7 @@ pub fn preserve_metadata(
         owned_as_source = preserve_owner(chown, (now.uid(), now.gid()), src, true)
             .map_err(ctx("preserve ownership of", path))?;
     }
-    super::preserve_xattrs(src_path, file, path, what)?;
+    super::copier::preserve_xattrs(src_path, file, path, what)?;
     if what.mode {
         let mut mode = special_bits_kept(src.mode() & 0o7777, owned_as_source);
         // As GNU cp: a source without setuid, setgid and sticky gives its
