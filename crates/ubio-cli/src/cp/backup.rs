@@ -44,7 +44,7 @@ impl Backup {
         let words = [
             "none", "off", "simple", "never", "existing", "nil", "numbered", "t",
         ];
-        let control = match super::options::spell_out(&word, &words) {
+        let control = match super::words::spell_out(&word, &words) {
             "none" | "off" => Control::None,
             "simple" | "never" => Control::Simple,
             "numbered" | "t" => Control::Numbered,

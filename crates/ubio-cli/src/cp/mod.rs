@@ -23,6 +23,7 @@ mod progress;
 mod replace;
 mod same;
 mod tree;
+mod words;
 mod xattrconf;
 
 use crate::{msg, out};

@@ -2,6 +2,7 @@
 //! they come to for the copy ([`Options`]).
 
 use super::backup::Backup;
+use super::words::spell_out;
 use super::tree::{Deref, Walk};
 use super::try_help;
 use crate::size;
@@ -285,19 +286,6 @@ const PRESERVE_WORDS: &[&str] = &[
     "xattr",
     "all",
 ];
-
-/// `word`, or the one of `words` it is an unambiguous prefix of (GNU takes
-/// `--preserve=link` for links); else `word` as given, refused by its caller.
-pub fn spell_out<'a>(word: &'a str, words: &[&'a str]) -> &'a str {
-    if word.is_empty() || words.contains(&word) {
-        return word;
-    }
-    let mut matches = words.iter().filter(|w| w.starts_with(word));
-    match (matches.next(), matches.next()) {
-        (Some(one), None) => one,
-        _ => word,
-    }
-}
 
 /// What the copy needs from the command line.
 pub struct Options {
