@@ -3,6 +3,7 @@
 #
 #   scripts/install-deps.sh            # everything the test suite and benchmarks use
 #   scripts/install-deps.sh PKG...     # only these Debian packages (scripts/demo.sh), plus Rust
+#   scripts/install-deps.sh --pyenv    # only Rust and the Python venv (scripts/package.sh)
 #
 # Idempotent: a second run installs nothing and does not touch the network. Debian
 # packages: xfsprogs (mkfs.xfs), btrfs-progs (mkfs.btrfs), e2fsprogs (mkfs.ext4),
@@ -36,7 +37,12 @@ PACKAGES=(xfsprogs btrfs-progs e2fsprogs util-linux fio rsync gcc libc6-dev noca
     strace prometheus podman runc)
 command -v go >/dev/null 2>&1 || PACKAGES+=(golang-go)
 command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)
-if [ "$#" -gt 0 ]; then
+pyenv_only=
+if [ "${1:-}" = --pyenv ]; then
+    pyenv_only=1
+    shift
+    PACKAGES=(python3 python3-venv)
+elif [ "$#" -gt 0 ]; then
     PACKAGES=("$@")
 fi
 
@@ -101,7 +107,7 @@ echo "install-deps: $(cargo --version)"
 # dist/kubernetes), from PyPI into a venv of their own (Debian's Python
 # refuses pip installs, PEP 668); the tests look for it in the same place
 # (ubio_testenv::pyenv).
-if [ "$#" -eq 0 ]; then
+if [ "$#" -eq 0 ] || [ -n "$pyenv_only" ]; then
     pyenv="${UBIO_PYENV:-$HOME/.cache/ubio/pyenv}"
     if [ -x "$pyenv/bin/maturin" ] && [ -x "$pyenv/bin/kubernetes-validate" ] &&
         "$pyenv/bin/python" -c 'import pytest' 2>/dev/null; then

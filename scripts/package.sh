@@ -25,9 +25,9 @@
 # lintian checks the packages: an error, or a warning that is not explained
 # in packaging/lintian-explained, fails the script.
 #
-# Needs dpkg-dev, debhelper and lintian (installed here with
-# scripts/install-deps.sh), cargo, and for the wheel maturin in
-# ${UBIO_PYENV:-~/.cache/ubio/pyenv} (scripts/install-deps.sh makes it).
+# Installs what it needs with scripts/install-deps.sh: dpkg-dev, debhelper
+# and lintian, cargo, and for the wheel maturin in
+# ${UBIO_PYENV:-~/.cache/ubio/pyenv}.
 # Cargo's build directory is kept between runs in
 # ${UBIO_PACKAGE_TARGET_DIR:-target/package} (a cache: the sources come from
 # the export).
@@ -59,8 +59,7 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 pyenv="${UBIO_PYENV:-$HOME/.cache/ubio/pyenv}"
 if [ "$wheel" = 1 ] && [ ! -x "$pyenv/bin/maturin" ]; then
-    echo "package.sh: no maturin in $pyenv: run scripts/install-deps.sh (or --no-wheel)" >&2
-    exit 1
+    "$repo/scripts/install-deps.sh" --pyenv >&2
 fi
 
 commit=$(git -C "$repo" rev-parse --verify "$rev^{commit}")
