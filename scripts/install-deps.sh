@@ -123,7 +123,7 @@ fi
 # xcp (a parallel cp in Rust, from crates.io): a copy tool the benchmark
 # compares with (`ubio bench run --modes xcp`); a run without it leaves it out
 # with a warning.
-if [ "$#" -eq 0 ]; then
+if [ "$#" -eq 0 ] && [ -z "$pyenv_only" ]; then
     if command -v xcp >/dev/null 2>&1; then
         echo "install-deps: $(xcp --version 2>/dev/null || echo xcp) present"
     else
