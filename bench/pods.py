@@ -18,7 +18,9 @@ stdout (`sample` and `run` records).
 
 Runs as root on a cgroup v2 machine whose root cgroup enables the memory
 controller for children (scripts/guest/init.sh does): the QEMU guest of
-bench/runs/2026-12-06-pods/run.sh.
+bench/runs/2026-12-06-pods/run.sh, where it is the only file of bench/ (so it
+imports nothing from policy.py, whose Cgroup is v1's and below this
+process's own).
 """
 
 import argparse

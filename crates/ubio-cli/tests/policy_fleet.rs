@@ -360,7 +360,7 @@ fn the_daemon_in_a_podman_container_governs_sibling_cgroups() {
         let out = podman.output(&["logs", container]).unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
     };
-    let start = |container: &str, opts: Vec<String>| {
+    let launch = |container: &str, opts: &[String]| {
         let mut args: Vec<&str> = opts.iter().map(String::as_str).collect();
         args.push(image);
         let out = podman.run_detached(container, &args).unwrap();
@@ -369,6 +369,9 @@ fn the_daemon_in_a_podman_container_governs_sibling_cgroups() {
             "podman run: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+    };
+    let start = |container: &str, opts: Vec<String>| {
+        launch(container, &opts);
         let t = Instant::now();
         while status(container).is_none() {
             assert!(
@@ -479,14 +482,7 @@ fn the_daemon_in_a_podman_container_governs_sibling_cgroups() {
     ];
     for (container, opts, said) in lacking {
         // It starts and says so, or it cannot and ends saying why.
-        let mut args: Vec<&str> = opts.iter().map(String::as_str).collect();
-        args.push(image);
-        let out = podman.run_detached(container, &args).unwrap();
-        assert!(
-            out.status.success(),
-            "podman run: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        launch(container, &opts);
         let t = Instant::now();
         while status(container).is_none() && !logs(container).contains(said) {
             assert!(
