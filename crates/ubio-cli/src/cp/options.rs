@@ -2,9 +2,9 @@
 //! they come to for the copy ([`Options`]).
 
 use super::backup::Backup;
-use super::words::spell_out;
 use super::tree::{Deref, Walk};
 use super::try_help;
+use super::words::spell_out;
 use crate::size;
 use anyhow::{bail, Result};
 use std::ffi::OsString;
