@@ -6,6 +6,7 @@ and the dataset's page-cache peak.
 
     tables.py [DIR]   (DIR defaults to this directory)
 """
+import gzip
 import json
 import os
 import sys
@@ -34,9 +35,12 @@ def mib(b):
 
 def harness_table(part):
     path = os.path.join(root, part, "report.json")
-    if not os.path.exists(path):
+    if os.path.exists(path):
+        r = json.load(open(path))
+    elif os.path.exists(path + ".gz"):  # as committed (gzip-compressed on 2026-12-06)
+        r = json.load(gzip.open(path + ".gz", "rt"))
+    else:
         return None
-    r = json.load(open(path))
     modes = r["modes"]
     base = next((m for m in modes if m["speed_vs_baseline"] == 1.0), None)
     twin = next((m for m in modes if m.get("speed_vs_backed_baseline") == 1.0), None)

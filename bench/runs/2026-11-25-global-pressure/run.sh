@@ -10,8 +10,8 @@
 #   bench/runs/2026-11-25-global-pressure/run.sh [OUT]   (OUT defaults to this directory)
 #
 # SEED=N repeats the orders of an earlier run (default: from the clock).
-# NO_BUILD=1 skips the build (when run under /work/bin/measure, whose
-# exclusive lock a nested /work/bin/build would wait for forever).
+# NO_BUILD=1 skips the build (when the binaries are built already, for
+# example before taking a lock that keeps the machine quiet).
 # Needs root, ~24 GiB of memory available to lock and ~40 GiB free on the
 # disk for the loop devices' backing files. About 12 minutes.
 set -euo pipefail

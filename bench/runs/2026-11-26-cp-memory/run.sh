@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The address space `cp` needs: the least `ulimit -v` (KiB, found to 256 KiB
 # by bisection) under which each command succeeds, and its peak RSS
-# (GNU time's %M) without a limit, for GNU's cp and for each ubio given.
+# (GNU time's %M; here maxrss.c, built with gcc) without a limit, for GNU's cp and for each ubio given.
 #
 #   run.sh UBIO...      (each a path to a ubio binary; prints a table)
 #
@@ -11,6 +11,9 @@
 set -euo pipefail
 work=$(mktemp -d -t cpmem.XXXXXX)
 trap 'rm -rf "$work"' EXIT
+ubios=()
+for u in "$@"; do ubios+=("$(realpath "$u")"); done
+set -- "${ubios[@]}"
 cd "$work"
 a=$(printf %031d 0); b=$(printf %031d 1)
 (mkdir $a && cd $a && seq --format=%031g 10000 | xargs touch && seq --format=d%030g 10000 | xargs mkdir)
@@ -29,7 +32,25 @@ least() {
     done
     echo $hi
 }
-rss() { rm -rf out; /usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -1; }
+# Peak RSS in KiB, as GNU time's %M: a small C program (gcc) that runs the
+# command and prints its rusage's ru_maxrss.
+cat > maxrss.c <<'C'
+#include <stdio.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    (void)argc;
+    pid_t pid = fork();
+    if (pid == 0) { execvp(argv[1], argv + 1); _exit(127); }
+    int status; struct rusage ru;
+    if (pid < 0 || wait4(pid, &status, 0, &ru) < 0) return 1;
+    fprintf(stderr, "%ld\n", ru.ru_maxrss);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+C
+gcc -O2 -o maxrss maxrss.c
+rss() { rm -rf out; "$work/maxrss" "$@" 2>&1 >/dev/null | tail -1; }
 
 printf '%-40s %-28s %12s %14s\n' cp command "ulimit -v KiB" "peak RSS KiB"
 for cp in /bin/cp "$@"; do

@@ -11,10 +11,11 @@
 # JOURNAL: yes (default: mkfs.ext4's defaults) or no (mkfs.ext4 -O
 # ^has_journal, the control). The tree and the copies live on a fresh
 # ext4 of 8 GiB on a loop device over a sparse file under target/ (on the
-# VM's disk); it is unmounted and removed on exit. Run it under `quiet`.
+# VM's disk); it is unmounted and removed on exit. Run it alone on the
+# machine. The copies: bench/cp-tree.sh.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-before=$1 main=$2 fixed=$3 rounds=${4:-5} journal=${5:-yes}
+before=$(realpath "$1") main=$(realpath "$2") fixed=$(realpath "$3") rounds=${4:-5} journal=${5:-yes}
 work=$(realpath -m target/bench-cp-journal)
 mkdir -p "$work/mnt"
 img=$work/ext4.img
@@ -33,12 +34,6 @@ mkfs.ext4 -q -F "${opts[@]}" "$img"
 dev=$(losetup --find --show "$img")
 mount "$dev" "$work/mnt"
 echo "ext4 on $dev: journal_task $(cat /sys/fs/ext4/"${dev#/dev/}"/journal_task)"
-for b in before main fixed; do
-    mkdir -p "$work/mnt/$b"
-    cp "${!b}" "$work/mnt/$b/ubio"
-done
-cd "$work/mnt"
-for b in before main fixed; do echo "$b: $("$b/ubio" --version)"; done | tee "$here/versions-journal-$journal.txt"
-modes=cp,ubio-cp@before/ubio,ubio-cp@main/ubio,ubio-cp@fixed/ubio
-python3 "$here/../2026-11-24-truth/tree.py" fixed/ubio . "$here/journal-$journal" --rounds "$rounds" \
-    --seed 2622 --large-size 256 --modes "$modes" | tee "$here/journal-$journal.txt"
+VERSIONS=$here/versions-journal-$journal.txt \
+    "$here/../../cp-tree.sh" "$work/mnt" "$here/journal-$journal" before="$before" main="$main" fixed="$fixed" -- \
+    --rounds "$rounds" --seed 2622 --large-size 256

@@ -4,8 +4,12 @@
 # builds alternated: BEFORE MAIN BEFORE MAIN, each run `perf record -g` of the
 # copy, then `sync -f`; the tree is made once with tree.py's make_tree (seed 2622).
 #
-#   perf.sh BEFORE MAIN [DIR]      (under the helpers' `quiet` lock)
+#   perf.sh BEFORE MAIN [DIR]      (alone on the machine)
+#
+# Needs perf (Debian: linux-perf, for the running kernel), which
+# scripts/install-deps.sh does not install.
 set -euo pipefail
+command -v perf >/dev/null || { echo "perf.sh: needs perf (Debian: linux-perf)" >&2; exit 2; }
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 before=$(realpath "$1") main=$(realpath "$2") dir=${3:-target/bench-cp24-perf}
 mkdir -p "$dir" && cd "$dir"
@@ -16,11 +20,15 @@ run() { # NAME BINARY N
     rm -rf dst && sync -f .
     "$2" evict -r src >/dev/null
     perf record -q -g -F 499 -o "$1-$3.data" -- "$2" cp -r src dst 2>/dev/null
-    /usr/bin/time -f "$1 run $3: sync %e s" sync -f dst
+    local TIMEFORMAT="$1 run $3: sync %R s"
+    time sync -f dst
 }
 "$main" cp -r src dst   # so that the first measured run is after a removal too
 for n in 1 2; do
-    /usr/bin/time -f "before run $n: %e s, user %U s, sys %S s" bash -c "$(declare -f run); run before $before $n"
-    /usr/bin/time -f "main run $n: %e s, user %U s, sys %S s" bash -c "$(declare -f run); run main $main $n"
+    for b in before main; do
+        bin=$main; [ $b = before ] && bin=$before
+        TIMEFORMAT="$b run $n: %R s, user %U s, sys %S s"
+        time bash -c "$(declare -f run); run $b $bin $n"
+    done
 done
 rm -rf dst

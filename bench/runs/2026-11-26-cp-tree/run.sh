@@ -4,7 +4,7 @@
 # `cp -r` of bench/runs/2026-11-24-truth's tree (20,000 files of 1-63 KiB in
 # 200 directories and 4 of 256 MiB, 1.73 GB) to durability (`sync -f` ends
 # each run), GNU cp 9.1 and three ubio builds side by side, every round in a
-# new random order (tree.py), in two cases:
+# new random order (bench/cp-tree.sh), in two cases:
 #   fresh:   every run into a destination of its own, nothing removed
 #            before it (tree.py --fresh);
 #   after-rm: the previous run's copy removed (rm -rf, sync -f) just before
@@ -19,28 +19,19 @@
 # CASE: fresh or after-rm. BEFORE, MAIN, FIXED: ubio binaries, copied to
 # DIR/{before,main,fixed}/ubio (the modes' names). DIR (default
 # target/bench-cp24, on the disk) holds the data. Each case is one call, run
-# under the helpers' `quiet` lock.
+# alone on the machine.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-case=$1 before=$2 main=$3 fixed=$4 dir=${5:-target/bench-cp24} rounds=${6:-5}
-builds=(before main fixed)
-ahead=${AHEAD:-}
-[ -n "$ahead" ] && builds+=(ahead) && export UBIO_CP_AHEAD=100000
-for b in "${builds[@]}"; do
-    mkdir -p "$dir/$b"
-    [ "$(realpath "${!b}")" = "$(realpath "$dir/$b/ubio")" ] || cp "${!b}" "$dir/$b/ubio"
-done
-cd "$dir"
-for b in "${builds[@]}"; do echo "$b: $("$b/ubio" --version)"; done | tee "$here/versions.txt"
-modes=cp
-for b in "${builds[@]}"; do modes+=",ubio-cp@$b/ubio"; done
-modes=${MODES:-$modes}
-tag=${TAG:-$case}
-tree=$here/../2026-11-24-truth/tree.py
+case=$1 dir=${5:-target/bench-cp24} rounds=${6:-5}
+builds=(before="$2" main="$3" fixed="$4")
+if [ -n "${AHEAD:-}" ]; then
+    builds+=(ahead="$AHEAD")
+    export UBIO_CP_AHEAD=100000
+fi
 case $case in
 fresh) extra=(--fresh) seed=2621 ;;
 after-rm) extra=() seed=2622 ;;
 *) echo "run.sh: CASE is fresh or after-rm" >&2; exit 2 ;;
 esac
-python3 "$tree" fixed/ubio . "$here/$tag" --rounds "$rounds" --seed "$seed" --large-size 256 \
-    --modes "$modes" "${extra[@]}" | tee "$here/$tag.txt"
+TREE_UBIO=fixed "$here/../../cp-tree.sh" "$dir" "$here/${TAG:-$case}" "${builds[@]}" -- \
+    --rounds "$rounds" --seed "$seed" --large-size 256 "${extra[@]}"

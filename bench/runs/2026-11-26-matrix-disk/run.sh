@@ -13,14 +13,11 @@
 #   bench/runs/2026-11-26-matrix-disk/run.sh [MAX-MINUTES]
 #
 # Each call is one session of at most MAX-MINUTES (default 8); run it again
-# to go on with the points not done. UBIO_BIN_DIR: where ubio and
-# ubio-bench are (default target/release). Needs root.
+# to go on with the points not done (bench/matrix.sh). UBIO_BIN_DIR: where
+# ubio and ubio-bench are (default target/release). Needs root.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-cd "$here/../../.."
-bin=${UBIO_BIN_DIR:-$PWD/target/release}
-UBIO_EXE=$bin/ubio "$bin/ubio-bench" matrix \
+"$here/../../matrix.sh" "$here" \
     --targets ext4/disk --workloads seq-write,seq-read --blocks 1M --threads 1,2,4 \
     --datasets 0.5,1,2 --modes buffered,dontcache,odirect,ubio --memory 512M \
-    --pressure auto --seed-point --rounds 3 --seed 2612 --out "$here" \
-    --max-minutes "${1:-8}"
+    --pressure auto --seed-point --rounds 3 --seed 2612 --max-minutes "${1:-8}"

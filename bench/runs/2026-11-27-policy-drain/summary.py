@@ -1,10 +1,11 @@
 """Per variant: runs, failed runs; per program: the outputs' cached peak (MiB), median and max.
 Usage: python3 summary.py LOG_DIR"""
-import collections, glob, re, statistics, sys
+import collections, glob, gzip, re, statistics, sys
 d = collections.defaultdict(list); fails = collections.Counter(); runs = collections.Counter()
-for f in sorted(glob.glob(sys.argv[1] + '/*.log')):
+# The committed logs are gzip-compressed (2026-12-06); a new run's (ab.sh) are plain.
+for f in sorted(glob.glob(sys.argv[1] + '/*.log') + glob.glob(sys.argv[1] + '/*.log.gz')):
     v = f.split('/')[-1].split('-')[0]
-    s = open(f).read()
+    s = gzip.open(f, 'rt').read() if f.endswith('.gz') else open(f).read()
     runs[v] += 1
     if 'test result: FAILED' in s or 'panicked' in s:
         fails[v] += 1

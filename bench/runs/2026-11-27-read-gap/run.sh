@@ -4,11 +4,7 @@
 # target, memory and pressure, buffered/odirect/ubio, 5 rounds per point, plus a 4x dataset.
 #   bench/runs/2026-11-27-read-gap/run.sh OUT   (UBIO_BIN_DIR: default target/release; root)
 set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-out=$1
-cd "$here/../../.."
-bin=${UBIO_BIN_DIR:-$PWD/target/release}
-UBIO_EXE=$bin/ubio "$bin/ubio-bench" matrix \
+"$(dirname "$0")/../../matrix.sh" "$1" \
     --targets ext4/disk --workloads seq-read --blocks 1M --threads 1 \
     --datasets 0.5,1,2,4 --modes buffered,odirect,ubio --memory 512M \
-    --pressure auto --rounds 5 --seed 2712 --out "$out" --max-minutes 20
+    --pressure auto --rounds 5 --seed 2712 --max-minutes 20
