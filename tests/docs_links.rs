@@ -20,12 +20,18 @@ use std::path::{Component, Path, PathBuf};
 fn pages(root: &Path) -> Vec<PathBuf> {
     let mut out = vec![PathBuf::from("README.md"), PathBuf::from("CHANGELOG.md")];
     out.push(PathBuf::from("bench/runs/README.md"));
-    walk(root, Path::new("docs"), &mut |p| {
-        p.extension().is_some_and(|e| e == "md")
-    }, &mut out);
-    walk(root, Path::new("dist"), &mut |p| {
-        p.file_name().is_some_and(|n| n == "README.md")
-    }, &mut out);
+    walk(
+        root,
+        Path::new("docs"),
+        &mut |p| p.extension().is_some_and(|e| e == "md"),
+        &mut out,
+    );
+    walk(
+        root,
+        Path::new("dist"),
+        &mut |p| p.file_name().is_some_and(|n| n == "README.md"),
+        &mut out,
+    );
     out.retain(|p| root.join(p).is_file());
     out.sort();
     out
@@ -83,7 +89,11 @@ fn anchors(text: &str) -> Vec<String> {
                 if let Some(h) = heading.take() {
                     let base = slug(&h);
                     let n = seen.entry(base.clone()).or_insert(0);
-                    out.push(if *n == 0 { base.clone() } else { format!("{base}-{n}") });
+                    out.push(if *n == 0 {
+                        base.clone()
+                    } else {
+                        format!("{base}-{n}")
+                    });
                     *n += 1;
                 }
             }
@@ -152,9 +162,8 @@ fn broken_links(root: &Path, page: &Path) -> Vec<String> {
     let mut out = Vec::new();
     for (event, range) in Parser::new_ext(&text, options()).into_offset_iter() {
         let url = match event {
-            Event::Start(Tag::Link { dest_url, .. }) | Event::Start(Tag::Image { dest_url, .. }) => {
-                dest_url.to_string()
-            }
+            Event::Start(Tag::Link { dest_url, .. })
+            | Event::Start(Tag::Image { dest_url, .. }) => dest_url.to_string(),
             _ => continue,
         };
         if url.is_empty() || has_scheme(&url) {
@@ -180,7 +189,10 @@ fn broken_links(root: &Path, page: &Path) -> Vec<String> {
         };
         let full = root.join(&target);
         if !full.exists() {
-            out.push(format!("{at}: no such file or directory {}", target.display()));
+            out.push(format!(
+                "{at}: no such file or directory {}",
+                target.display()
+            ));
             continue;
         }
         let Some(fragment) = fragment else { continue };
@@ -191,11 +203,11 @@ fn broken_links(root: &Path, page: &Path) -> Vec<String> {
         let known = if target == page {
             own.get_or_insert_with(|| anchors(&text))
         } else {
-            cache.entry(target.clone()).or_insert_with(|| {
-                anchors(&fs::read_to_string(&full).unwrap_or_default())
-            })
+            cache
+                .entry(target.clone())
+                .or_insert_with(|| anchors(&fs::read_to_string(&full).unwrap_or_default()))
         };
-        if !known.iter().any(|a| *a == fragment) {
+        if !known.contains(&fragment) {
             out.push(format!(
                 "{at}: {} has no heading with the anchor #{fragment}",
                 target.display()
@@ -210,7 +222,8 @@ fn every_relative_link_of_the_documentation_resolves() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let pages = pages(root);
     assert!(
-        pages.iter().any(|p| p == Path::new("README.md")) && pages.iter().any(|p| p.starts_with("docs")),
+        pages.iter().any(|p| p == Path::new("README.md"))
+            && pages.iter().any(|p| p.starts_with("docs")),
         "no README.md or docs/ under {}",
         root.display()
     );
