@@ -410,6 +410,13 @@ impl Tracker {
     /// Start and wait for the writeback of everything written, drop it, and
     /// return any writeback error not yet reported.
     pub fn flush(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        self.write_back_all(fd);
+        self.take_deferred().map_or(Ok(()), Err)
+    }
+
+    /// Start and wait for the writeback of everything written, and drop
+    /// it; an error waits for the next write, flush or close.
+    pub fn write_back_all(&self, fd: BorrowedFd<'_>) {
         let real = self.real_file();
         let fd = real.as_deref().map_or(fd, AsFd::as_fd);
         let plan = {
@@ -418,7 +425,16 @@ impl Tracker {
             self.plan_write(&mut st, actions)
         };
         self.run(fd, plan);
-        self.take_deferred().map_or(Ok(()), Err)
+    }
+
+    /// Whether a write of `len` at `off` is over pages others had cached
+    /// (which it must keep).
+    pub fn keeps_cached(&self, fd: BorrowedFd<'_>, off: u64, len: u64) -> bool {
+        let real = self.real_file();
+        let fd = real.as_deref().map_or(fd, AsFd::as_fd);
+        let mut st = self.state();
+        st.residency.ensure_known(fd, off, off + len);
+        st.residency.overlaps_precached(&(off..off + len))
     }
 
     /// End of stream: flush, then drop everything the stream brought in
@@ -1136,7 +1152,11 @@ mod tests {
         for r in &starts {
             t.start_now(f.as_fd(), r);
         }
+        // The engine's tracker never waits, not even at the end: what is
+        // still under writeback then goes at its next look.
         t.finish(f.as_fd()).unwrap();
+        sys::fdatasync(f.as_fd()).unwrap();
+        t.drop_all(f.as_fd());
         assert_eq!(stat(0..8 * MIB).nr_cache, 0, "left cached after finish");
     }
 
