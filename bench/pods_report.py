@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tables and plots of bench/pods.py's records (issue 36's pod run).
 
-    pods_report.py pods.jsonl OUTDIR
+    pods_report.py pods.jsonl[.gz] OUTDIR
 
 Writes OUTDIR/summary.md (per configuration and MGLRU setting, the median
 over rounds [min-max] of: the copy's speed, pod A's page cache, working set
@@ -12,6 +12,7 @@ readers' rates, per second). Plots need matplotlib (run.sh installs it into
 a venv of its own).
 """
 
+import gzip
 import json
 import os
 import statistics
@@ -27,7 +28,9 @@ def span(xs, fmt="{:.0f}"):
 
 def main():
     path, out = sys.argv[1], sys.argv[2]
-    recs = [json.loads(line) for line in open(path) if line.startswith("{")]
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        recs = [json.loads(line) for line in f if line.startswith("{")]
     machine = next((r for r in recs if r["kind"] == "machine"), {})
     runs = [r for r in recs if r["kind"] == "run"]
     samples = [r for r in recs if r["kind"] == "sample"]

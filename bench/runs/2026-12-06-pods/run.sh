@@ -2,7 +2,7 @@
 # Issue 36's pod run: bench/pods.py in the Linux 6.12 guest of
 # scripts/guest/run.sh (cgroup v2 alone, TCG), ROUNDS rounds (default 3) of
 # the six configurations (no daemon, the daemon, the daemon with a 512 MiB
-# budget; MGLRU on and off) copying SIZE GiB (default 4); writes pods.jsonl,
+# budget; MGLRU on and off) copying SIZE GiB (default 4); writes pods.jsonl.gz,
 # summary.md and the plots (matplotlib, in a venv of its own under target/)
 # here, and keeps the guest's console log in console/.
 #
@@ -22,5 +22,5 @@ grep -a '^GUEST-SCRIPT ' "$here/console/console-6.12.log" | sed 's/^GUEST-SCRIPT
 venv=$repo/target/bench-venv
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/python" -c 'import matplotlib' 2>/dev/null || "$venv/bin/pip" install --quiet matplotlib
-"$venv/bin/python" bench/pods_report.py "$here/pods.jsonl" "$here"
-gzip -9f "$here/console/console-6.12.log"
+gzip -9f "$here/pods.jsonl" "$here/console/console-6.12.log"
+"$venv/bin/python" bench/pods_report.py "$here/pods.jsonl.gz" "$here"
