@@ -1,7 +1,9 @@
 //! Settings, read once from the environment in the constructor (`ubio run`
 //! sets them from its flags): UBIO_WINDOW (bytes, K/M/G suffixes allowed),
 //! UBIO_BACKEND (auto, kernel, emulated, direct, buffered),
-//! UBIO_DIRECT_READS (under-reclaim, never, always; `ubio::DirectReads`),
+//! UBIO_DIRECT_READS (never, under-reclaim, when-faster, always;
+//! `ubio::DirectReads`), UBIO_DIRECT_WRITES (never, when-faster, always;
+//! `ubio::DirectWrites`),
 //! UBIO_LOG=debug, UBIO_LOG_FILE and UBIO_ENGINE.
 
 use std::ffi::CString;
@@ -58,6 +60,12 @@ fn from_env() -> Config {
         match d.parse::<ubio::DirectReads>() {
             Ok(w) => stream.direct_reads = w,
             Err(e) => problems.push(format!("UBIO_DIRECT_READS: {e}; using the default")),
+        }
+    }
+    if let Some(d) = var("UBIO_DIRECT_WRITES") {
+        match d.parse::<ubio::DirectWrites>() {
+            Ok(w) => stream.direct_writes = w,
+            Err(e) => problems.push(format!("UBIO_DIRECT_WRITES: {e}; using the default")),
         }
     }
     let c = Config {

@@ -99,10 +99,16 @@ impl OpenOptions {
         self
     }
     /// When the emulated backend reads through O_DIRECT (default: while
-    /// the kernel reclaims the stream's own pages; see
-    /// [`crate::DirectReads`]).
+    /// the kernel reclaims the stream's own pages, or where it is faster;
+    /// see [`crate::DirectReads`]).
     pub fn direct_reads(&mut self, when: crate::DirectReads) -> &mut Self {
         self.stream.direct_reads = when;
+        self
+    }
+    /// When the emulated backend writes through O_DIRECT (default: where
+    /// it is faster; see [`crate::DirectWrites`]).
+    pub fn direct_writes(&mut self, when: crate::DirectWrites) -> &mut Self {
+        self.stream.direct_writes = when;
         self
     }
 

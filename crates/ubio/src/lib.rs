@@ -30,6 +30,7 @@ pub mod mounts;
 pub mod overlay;
 pub mod probe;
 pub mod procfs;
+pub mod race;
 pub mod read_switch;
 mod readbehind;
 pub mod reclaim;
@@ -46,8 +47,8 @@ pub use buffer::AlignedBuf;
 pub use file::{File, OpenOptions};
 pub use probe::{probe_path, Choice, Probe};
 pub use stream::{
-    DirectReads, Stats, Stream, StreamOptions, DEFAULT_READ_LAG, DEFAULT_WINDOW, DIRECT_READ_MIN,
-    PIECE,
+    DirectReads, DirectWrites, Stats, Stream, StreamOptions, DEFAULT_READ_LAG, DEFAULT_WINDOW,
+    DIRECT_MIN, PIECE,
 };
 
 /// `SKIP name: reason` for this crate's own tests, a failure with

@@ -36,6 +36,8 @@ pub struct Direct {
     /// False when only a write-only O_DIRECT descriptor could be had: then
     /// unaligned writes go through the page cache instead.
     dfd_readable: bool,
+    /// The caller's descriptor was opened for writing (so is `dfd`).
+    writable: bool,
     /// The caller's descriptor was opened for reading: reads of a
     /// write-only one fail with EBADF, as read(2) would, although the
     /// O_DIRECT descriptor may be readable (for the edges of writes).
@@ -79,6 +81,7 @@ impl Direct {
             dfd,
             dfd_readable,
             readable: access != libc::O_WRONLY,
+            writable: access != libc::O_RDONLY,
             align,
             fs_block,
             mem_align,
@@ -134,6 +137,46 @@ impl Direct {
         off.is_multiple_of(self.align)
             && (len as u64).is_multiple_of(self.align)
             && (ptr as usize).is_multiple_of(self.mem_align)
+    }
+
+    /// Whether O_DIRECT reads `len` bytes at `off` into the buffer at
+    /// `ptr` as they are, without a bounce buffer (short of the end of
+    /// file, which [`read`](Backend::read) handles).
+    pub fn takes_read(&self, ptr: *const u8, off: u64, len: usize) -> bool {
+        self.readable && self.aligned(ptr, off, len)
+    }
+
+    /// Whether O_DIRECT writes `len` bytes at `off` from the buffer at
+    /// `ptr` as they are, and in whole filesystem blocks: so a write of
+    /// the page cache's path never shares a block with one of O_DIRECT
+    /// (see [`write_direct`](Self::write_direct) for what sharing did).
+    pub fn takes_write(&self, ptr: *const u8, off: u64, len: usize) -> bool {
+        self.writable
+            && off.is_multiple_of(self.fs_block)
+            && (len as u64).is_multiple_of(self.fs_block)
+            && (ptr as usize).is_multiple_of(self.mem_align)
+    }
+
+    /// One O_DIRECT write of `bufs` (one buffer that
+    /// [`takes_write`](Self::takes_write)) at `at`, an offset or the file
+    /// position (which it moves past the data, as write(2)).
+    pub fn write_aligned(
+        &self,
+        fd: BorrowedFd<'_>,
+        bufs: &[IoSlice<'_>],
+        at: WriteAt,
+    ) -> io::Result<(u64, usize)> {
+        let off = match at {
+            WriteAt::Offset(o) | WriteAt::Position(o) => o,
+            WriteAt::End | WriteAt::EndPositional => {
+                return Err(io::Error::from_raw_os_error(libc::EINVAL))
+            }
+        };
+        let n = sys::pwritev2(self.dfd.as_fd(), bufs, Some(off), RwFlags::NONE)?;
+        if let WriteAt::Position(_) = at {
+            sys::lseek_set(fd, off + n as u64)?;
+        }
+        Ok((off, n))
     }
 }
 

@@ -7,16 +7,21 @@
 use crate::backend::{Backend, BackendKind, Buffered, Direct, Emulated, Kernel, ReadAt, WriteAt};
 use crate::overlay::RealFile;
 use crate::probe::{self, Choice};
-use crate::read_switch::ReadSwitch;
+use crate::race::Verdict;
 use crate::reclaim;
 use crate::residency::{self, Blindness};
-use crate::sys::{self, DioAlign};
+use crate::sys;
 use crate::tracker::{Tracker, TrackerConfig};
 use serde::Serialize;
 use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, MutexGuard};
+
+mod direct;
+
+use direct::{DirectPath, Route};
+pub use direct::{DirectReads, DirectWrites, DIRECT_MIN};
 
 /// Default write-behind window: dirty + writeback bytes per stream.
 pub const DEFAULT_WINDOW: u64 = 16 << 20;
@@ -28,11 +33,6 @@ pub const DEFAULT_READ_LAG: u64 = 4 << 20;
 /// dirty all of it before anything could be dropped or written back. A
 /// write's pieces are also at most half its window (the write-behind step).
 pub const PIECE: usize = 8 << 20;
-/// The smallest read the emulated backend makes through O_DIRECT
-/// ([`DirectReads`]): a direct read has no readahead, so a small one would
-/// wait for the device each time.
-pub const DIRECT_READ_MIN: usize = 512 << 10;
-
 /// How a stream manages the page cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamOptions {
@@ -46,58 +46,8 @@ pub struct StreamOptions {
     pub preserve_cached: bool,
     /// When the emulated backend reads through O_DIRECT.
     pub direct_reads: DirectReads,
-}
-
-/// When a stream of the emulated backend reads through O_DIRECT (a second
-/// descriptor, as the direct backend) instead of the page cache: a direct
-/// read allocates no page cache, so it cannot make the kernel reclaim
-/// others' pages (see [`crate::reclaim`]). Reads of at least
-/// [`DIRECT_READ_MIN`] (`Always`: any); ranges that hold pages others
-/// cached are read from the cache. `UnderReclaim` by default: it reads
-/// direct only where the page cache costs the stream (README, "How auto
-/// chooses").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum DirectReads {
-    Never,
-    /// While kswapd reclaims (it scanned within [`reclaim::ACTIVE_FOR`])
-    /// and takes the stream's own pages before the stream drops them
-    /// ([`crate::read_switch`]-judged, in phases): 1.61x the page cache's
-    /// speed and a sixteenth of its reclaim where that happened, unchanged
-    /// where it did not (bench/runs/2026-11-27-read-gap).
-    #[default]
-    UnderReclaim,
-    /// Always, whatever the read's size (where O_DIRECT works): for tests.
-    Always,
-}
-
-impl DirectReads {
-    pub const ALL: [DirectReads; 3] = [
-        DirectReads::Never,
-        DirectReads::UnderReclaim,
-        DirectReads::Always,
-    ];
-
-    /// As written in settings (UBIO_DIRECT_READS): never, under-reclaim,
-    /// always.
-    pub fn name(self) -> &'static str {
-        match self {
-            DirectReads::Never => "never",
-            DirectReads::UnderReclaim => "under-reclaim",
-            DirectReads::Always => "always",
-        }
-    }
-}
-
-impl std::str::FromStr for DirectReads {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        DirectReads::ALL
-            .into_iter()
-            .find(|w| w.name() == s)
-            .ok_or_else(|| {
-                format!("unknown direct reads '{s}' (expected never, under-reclaim or always)")
-            })
-    }
+    /// When the emulated backend writes through O_DIRECT.
+    pub direct_writes: DirectWrites,
 }
 
 impl Default for StreamOptions {
@@ -108,6 +58,7 @@ impl Default for StreamOptions {
             read_lag: DEFAULT_READ_LAG,
             preserve_cached: true,
             direct_reads: DirectReads::default(),
+            direct_writes: DirectWrites::default(),
         }
     }
 }
@@ -127,6 +78,13 @@ pub struct Stats {
     /// the stream's own pages before its drops.
     pub direct_read_phases: u64,
     pub bytes_written: u64,
+    /// Of `bytes_written`, written through O_DIRECT ([`DirectWrites`]).
+    pub bytes_written_direct: u64,
+    /// The last race of large aligned reads between the page cache and
+    /// O_DIRECT ([`crate::race`]), if one finished.
+    pub read_race: Option<Verdict>,
+    /// The same of writes.
+    pub write_race: Option<Verdict>,
     /// Pages this stream dropped from the page cache.
     pub pages_dropped: u64,
     /// Pages that were cached before the stream reached them and were kept.
@@ -183,22 +141,10 @@ pub struct Stream {
     /// direct backend's own descriptor, moves the position in several steps,
     /// and the kernel's read(2)/write(2) is one step for every other thread.
     position: Mutex<()>,
-    /// The emulated backend's reads through O_DIRECT, where they may be made.
-    direct_reads: Option<DirectReader>,
+    /// The emulated backend's calls through O_DIRECT, where they may be made.
+    direct: Option<DirectPath>,
     bytes_read: AtomicU64,
     bytes_written: AtomicU64,
-}
-
-/// The O_DIRECT side of a stream's reads ([`DirectReads`]).
-#[derive(Debug)]
-struct DirectReader {
-    when: DirectReads,
-    align: DioAlign,
-    /// Opened at the first direct read; None if it could not be.
-    direct: OnceLock<Option<Direct>>,
-    bytes: AtomicU64,
-    /// `UnderReclaim`: whether the kernel takes the stream's own pages.
-    switch: ReadSwitch,
 }
 
 impl Stream {
@@ -264,21 +210,17 @@ impl Stream {
             BackendKind::Buffered | BackendKind::Auto => Box::new(Buffered),
         };
         // Not through an overlay (its real file holds the pages).
-        let direct_reads = Some(opts.direct_reads)
-            .filter(|&when| when != DirectReads::Never)
+        let direct = fs
+            .direct_align()
             .filter(|_| {
-                backend.caps().direct_reads
+                regular
+                    && backend.caps().direct_reads
                     && choice.managed
                     && real.is_none()
                     && fallback.is_none()
             })
-            .zip(fs.direct_align())
-            .map(|(when, align)| DirectReader {
-                when,
-                align,
-                direct: OnceLock::new(),
-                bytes: AtomicU64::new(0),
-                switch: ReadSwitch::default(),
+            .and_then(|align| {
+                DirectPath::new(opts.direct_reads, opts.direct_writes, align, opts.window)
             });
         let tracker = choice.managed.then(|| {
             let cfg = TrackerConfig {
@@ -306,7 +248,7 @@ impl Stream {
             append: flags & libc::O_APPEND != 0,
             write_piece: half_window.clamp(page, PIECE),
             position: Mutex::new(()),
-            direct_reads,
+            direct,
             bytes_read: AtomicU64::new(0),
             bytes_written: AtomicU64::new(0),
         })
@@ -380,22 +322,39 @@ impl Stream {
             .as_ref()
             .map(|t| t.before_read(fd, at.offset(), len));
         // Looked at once per read, for the direct read and the switch.
-        let switch = self.read_switch_under_reclaim(len);
-        let (res, o_direct) = match self.direct_read_now(fd, at.offset(), len, switch) {
-            Some((direct, bytes)) => {
-                let res = direct.read(fd, bufs, at);
-                if let Ok(n) = res {
-                    bytes.fetch_add(n as u64, Ordering::Relaxed);
-                }
-                (res, true)
-            }
-            None => (
+        let switch = self
+            .direct
+            .as_ref()
+            .and_then(|d| d.reclaim_switch(len, reclaim::kswapd_active));
+        let route = match (&self.direct, &self.tracker) {
+            (Some(d), Some(t)) => d.read_route(fd, bufs, at.offset(), switch, || {
+                let range = at.offset()..at.offset() + len;
+                t.residency(|r| r.blindness().is_some() || r.overlaps_precached(&range))
+            }),
+            _ => Route::cache(),
+        };
+        let through_cache = |bufs: &mut [IoSliceMut<'_>]| {
+            (
                 self.backend.read(fd, bufs, at),
                 self.backend.caps().reads_o_direct,
-            ),
+            )
+        };
+        let (res, o_direct) = match route.direct {
+            Some(direct) => match direct.read(fd, bufs, at) {
+                Err(e) if self.direct.as_ref().is_some_and(|d| d.refused(&e)) => {
+                    through_cache(bufs)
+                }
+                res => (res, true),
+            },
+            None => through_cache(bufs),
         };
         match (&res, o_direct) {
-            (&Ok(n), true) => self.drop_fallback_pages(fd, at.offset()..at.offset() + n as u64),
+            (&Ok(n), true) => {
+                if let Some(d) = &self.direct {
+                    d.count_read(n as u64);
+                }
+                self.drop_fallback_pages(fd, at.offset()..at.offset() + n as u64)
+            }
             (&Ok(n), false) => {
                 if let Some(s) = switch {
                     s.read_through_cache(at.offset()..at.offset() + n as u64);
@@ -412,55 +371,9 @@ impl Stream {
             t.run(fd, plan);
         }
         let n = res?;
+        route.done(n as u64);
         self.bytes_read.fetch_add(n as u64, Ordering::Relaxed);
         Ok(n)
-    }
-
-    /// The O_DIRECT reader (and its byte count) if a read of `len` at
-    /// `off` is to go through it now ([`DirectReads`]).
-    fn direct_read_now(
-        &self,
-        fd: BorrowedFd<'_>,
-        off: u64,
-        len: u64,
-        switch: Option<&ReadSwitch>,
-    ) -> Option<(&Direct, &AtomicU64)> {
-        let dr = self.direct_reads.as_ref()?;
-        let now = match dr.when {
-            DirectReads::Always => len > 0,
-            DirectReads::UnderReclaim => switch.is_some_and(|s| s.take_direct(len)),
-            DirectReads::Never => false,
-        };
-        if !now {
-            return None;
-        }
-        // Others' pages there are read from the cache (a direct read would
-        // read the disk again). This stream's own (its readahead before the
-        // switch) are not: each buffered read of them would set off the
-        // next readahead, and the stream would never leave the page cache.
-        let t = self.tracker.as_ref()?;
-        let others =
-            t.residency(|r| r.blindness().is_some() || r.overlaps_precached(&(off..off + len)));
-        if others {
-            return None;
-        }
-        let direct = dr.direct.get_or_init(|| {
-            Direct::open(fd, dr.align)
-                .inspect_err(|e| log::debug!("no direct reads: O_DIRECT open: {e}"))
-                .ok()
-        });
-        direct.as_ref().map(|d| (d, &dr.bytes))
-    }
-
-    /// The switch of `UnderReclaim` direct reads, for a read of `len` that
-    /// could go direct while kswapd runs: it decides whether the read does,
-    /// and judges what is read through the cache ([`ReadSwitch`]).
-    fn read_switch_under_reclaim(&self, len: u64) -> Option<&ReadSwitch> {
-        self.direct_reads
-            .as_ref()
-            .filter(|d| d.when == DirectReads::UnderReclaim && len >= DIRECT_READ_MIN as u64)
-            .filter(|_| reclaim::kswapd_active())
-            .map(|d| &d.switch)
     }
 
     /// Drop what the kernel cached of an O_DIRECT read of `range` after
@@ -583,8 +496,42 @@ impl Stream {
             // Where the end is now; the backend reports where it was.
             WriteAt::End | WriteAt::EndPositional => sys::fstat(fd)?.st_size as u64,
         };
+        let mut route = match &self.direct {
+            Some(d) => d.write_route(fd, bufs, at, || t.keeps_cached(fd, start, len)),
+            None => Route::cache(),
+        };
+        if self
+            .direct
+            .as_ref()
+            .is_some_and(|d| d.switches_to_direct(&route))
+        {
+            // What the page cache's path left dirty is written back now,
+            // and counted against that path: the direct writes after it
+            // would otherwise wait for it in the device's queue.
+            let began = std::time::Instant::now();
+            t.write_back_all(fd);
+            if let Some(d) = &self.direct {
+                d.charge_cache_writes(began.elapsed());
+            }
+            route.restart_clock();
+        }
         let (keep_cached, plan) = t.before_write(fd, start, len);
-        let res = self.backend.write(fd, bufs, at, keep_cached);
+        let res = match route.direct {
+            // The write-behind counts the range all the same: a filesystem
+            // that falls back to the page cache for O_DIRECT (ext4 with
+            // data=journal, btrfs for compressed files) leaves it dirty.
+            Some(direct) if !keep_cached => match direct.write_aligned(fd, bufs, at) {
+                Err(e) if self.direct.as_ref().is_some_and(|d| d.refused(&e)) => {
+                    self.backend.write(fd, bufs, at, keep_cached)
+                }
+                res => res.inspect(|&(_, n)| {
+                    if let Some(d) = &self.direct {
+                        d.count_written(n as u64);
+                    }
+                }),
+            },
+            _ => self.backend.write(fd, bufs, at, keep_cached),
+        };
         if let Ok((at, n)) = res {
             if at != start {
                 // An append that landed past another writer's data.
@@ -593,6 +540,7 @@ impl Stream {
         }
         t.run(fd, plan);
         let (at, n) = res?;
+        route.done(n as u64);
         self.bytes_written.fetch_add(n as u64, Ordering::Relaxed);
         Ok((at, n))
     }
@@ -656,11 +604,11 @@ impl Stream {
             reason: self.choice.reason.clone(),
             managed: self.choice.managed,
             bytes_read: self.bytes_read.load(Ordering::Relaxed),
-            bytes_read_direct: self
-                .direct_reads
-                .as_ref()
-                .map_or(0, |d| d.bytes.load(Ordering::Relaxed)),
-            direct_read_phases: self.direct_reads.as_ref().map_or(0, |d| d.switch.phases()),
+            bytes_read_direct: self.direct.as_ref().map_or(0, DirectPath::bytes_read),
+            direct_read_phases: self.direct.as_ref().map_or(0, DirectPath::reclaim_phases),
+            bytes_written_direct: self.direct.as_ref().map_or(0, DirectPath::bytes_written),
+            read_race: self.direct.as_ref().and_then(DirectPath::read_verdict),
+            write_race: self.direct.as_ref().and_then(DirectPath::write_verdict),
             bytes_written: self.bytes_written.load(Ordering::Relaxed),
             pages_dropped: counts.pages_dropped,
             pages_preserved: preserved,
@@ -858,22 +806,27 @@ mod tests {
     }
 
     #[test]
-    fn direct_reads_settings_read_back_by_name() {
-        for w in DirectReads::ALL {
+    fn direct_settings_read_back_by_name() {
+        use direct::Setting;
+        for &w in DirectReads::ALL {
             assert_eq!(w.name().parse::<DirectReads>(), Ok(w));
         }
-        assert!("sometimes"
-            .parse::<DirectReads>()
-            .unwrap_err()
-            .contains("under-reclaim"));
+        for &w in DirectWrites::ALL {
+            assert_eq!(w.name().parse::<DirectWrites>(), Ok(w));
+        }
+        let e = "sometimes".parse::<DirectReads>().unwrap_err();
+        assert!(
+            e.contains("direct reads 'sometimes'") && e.contains("when-faster"),
+            "{e}"
+        );
     }
 
-    /// Direct reads are armed where asked for (`UnderReclaim` by default)
+    /// The direct side is armed where asked for (when faster, by default)
     /// and the backend is the emulated one (by name or `auto`'s choice);
     /// not where a backend reads without the page cache or the pages are
     /// the file (tmpfs).
     #[test]
-    fn direct_reads_are_armed_only_where_asked_on_the_emulated_backend() {
+    fn direct_calls_are_armed_only_where_asked_on_the_emulated_backend() {
         let dir =
             tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap();
         let path = dir.path().join("f");
@@ -884,41 +837,58 @@ mod tests {
             .direct_io
             .available
         {
-            return crate::test_skip("direct_reads_armed", "no O_DIRECT in target/");
+            return crate::test_skip("direct_calls_armed", "no O_DIRECT in target/");
         }
-        let armed = |backend, direct_reads| {
+        let armed = |backend, direct_reads, direct_writes| {
             let opts = StreamOptions {
                 backend,
                 direct_reads,
+                direct_writes,
                 ..StreamOptions::default()
             };
             let s = Stream::new(file.as_fd(), &opts).unwrap();
-            s.direct_reads.map(|d| d.when)
+            s.direct.map(|d| (d.reads(), d.writes()))
         };
         use BackendKind::*;
-        use DirectReads::*;
-        assert_eq!(StreamOptions::default().direct_reads, UnderReclaim);
-        assert_eq!(armed(Auto, Never), None);
-        assert_eq!(armed(Auto, UnderReclaim), Some(UnderReclaim));
-        assert_eq!(armed(Emulated, UnderReclaim), Some(UnderReclaim));
-        assert_eq!(armed(Emulated, Always), Some(Always));
+        use DirectReads as R;
+        use DirectWrites as W;
+        let defaults = StreamOptions::default();
+        assert_eq!(
+            (defaults.direct_reads, defaults.direct_writes),
+            (R::WhenFaster, W::WhenFaster)
+        );
+        assert_eq!(armed(Auto, R::Never, W::Never), None);
+        assert_eq!(
+            armed(Auto, R::Never, W::WhenFaster),
+            Some((R::Never, W::WhenFaster))
+        );
+        assert_eq!(
+            armed(Auto, R::UnderReclaim, W::Never),
+            Some((R::UnderReclaim, W::Never))
+        );
+        assert_eq!(
+            armed(Emulated, R::Always, W::Always),
+            Some((R::Always, W::Always))
+        );
         for backend in [Kernel, Direct, Buffered] {
             // Kernel may be refused here (no RWF_DONTCACHE).
             let opts = StreamOptions {
                 backend,
-                direct_reads: Always,
+                direct_reads: R::Always,
+                direct_writes: W::Always,
                 ..StreamOptions::default()
             };
             if let Ok(s) = Stream::new(file.as_fd(), &opts) {
-                assert!(s.direct_reads.is_none(), "{backend}");
+                assert!(s.direct.is_none(), "{backend}");
             }
         }
         let shm = tempfile::NamedTempFile::new_in("/dev/shm").unwrap();
         let opts = StreamOptions {
-            direct_reads: Always,
+            direct_reads: R::Always,
+            direct_writes: W::Always,
             ..StreamOptions::default()
         };
         let s = Stream::new(shm.as_file().as_fd(), &opts).unwrap();
-        assert!(s.direct_reads.is_none(), "tmpfs");
+        assert!(s.direct.is_none(), "tmpfs");
     }
 }
