@@ -360,6 +360,8 @@ pub struct Config {
     pub window: u64,
     /// When the emulated backend reads through O_DIRECT.
     pub direct_reads: ubio::DirectReads,
+    /// When the emulated backend writes through O_DIRECT.
+    pub direct_writes: ubio::DirectWrites,
     pub weights: Weights,
     /// A whole-file verify every this many operations (0: only at the end).
     pub verify_every: u64,
@@ -389,6 +391,7 @@ impl Config {
             max_len: 256 << 10,
             window: 256 << 10,
             direct_reads: ubio::DirectReads::default(),
+            direct_writes: ubio::DirectWrites::default(),
             weights: Weights::default(),
             verify_every: 1000,
             log_tail: 30,
@@ -531,6 +534,9 @@ pub struct Summary {
     pub ubio_pages_dropped: u64,
     /// Of `ubio_bytes_read`, read through O_DIRECT (`Config::direct_reads`).
     pub ubio_bytes_read_direct: u64,
+    /// Of `ubio_bytes_written`, written through O_DIRECT
+    /// (`Config::direct_writes`).
+    pub ubio_bytes_written_direct: u64,
     pub final_size: u64,
     pub mismatches: u64,
     pub elapsed_secs: f64,
@@ -566,6 +572,7 @@ struct Exerciser<'c> {
     ubio_written: u64,
     pages_dropped: u64,
     read_direct: u64,
+    written_direct: u64,
     second_written: u64,
     mmap_read: u64,
     mmap_written: u64,
@@ -577,7 +584,11 @@ struct Exerciser<'c> {
     touched: std::collections::BTreeSet<u64>,
     /// The backend asked for and the one chosen, for reports.
     backend: String,
-    buf: Vec<u8>,
+    /// The data of the current write, at `buf_at` in this page-aligned
+    /// buffer: 0 in half the writes (a buffer O_DIRECT takes as it is), 8
+    /// in the other half.
+    buf: ubio::AlignedBuf,
+    buf_at: std::ops::Range<usize>,
     got: Vec<u8>,
 }
 
@@ -612,6 +623,7 @@ impl<'c> Exerciser<'c> {
             .backend(cfg.backend)
             .window(cfg.window)
             .direct_reads(cfg.direct_reads)
+            .direct_writes(cfg.direct_writes)
             .open(&cfg.path)
     }
 
@@ -841,6 +853,7 @@ impl<'c> Exerciser<'c> {
         let stats = f.close().map_err(|e| self.io_fail(op, "close", e))?;
         self.pages_dropped += stats.pages_dropped;
         self.read_direct += stats.bytes_read_direct;
+        self.written_direct += stats.bytes_written_direct;
         let cached = self.check_cache_after_close(op, &stats)?;
         Ok((stats, cached))
     }
@@ -920,8 +933,18 @@ impl<'c> Exerciser<'c> {
     }
 
     fn write_buf(&mut self, data: u64, len: u64) {
-        self.buf.resize(len as usize, 0);
-        fill(data, &mut self.buf);
+        let at = if data & 1 == 0 { 0 } else { 8 };
+        let end = at + len as usize;
+        if self.buf.len() < end {
+            self.buf = ubio::AlignedBuf::page_aligned(end.next_multiple_of(PAGE as usize));
+        }
+        self.buf_at = at..end;
+        fill(data, &mut self.buf.as_mut_slice()[at..end]);
+    }
+
+    /// The current write's data.
+    fn wdata(&self) -> &[u8] {
+        &self.buf.as_slice()[self.buf_at.clone()]
     }
 
     fn apply(&mut self, op: &Op) -> Result<(), Error> {
@@ -931,10 +954,10 @@ impl<'c> Exerciser<'c> {
                 self.touch(off, len);
                 self.write_buf(data, len);
                 self.f()
-                    .write_all_at(&self.buf, off)
+                    .write_all_at(self.wdata(), off)
                     .map_err(|e| self.io_fail(op, "ubio write", e))?;
                 self.ubio_written += len;
-                model_write(&mut self.model, off, &self.buf);
+                model_write(&mut self.model, off, &self.buf[self.buf_at.clone()]);
             }
             Op::Truncate { size, via } => {
                 let file = match via {
@@ -984,10 +1007,10 @@ impl<'c> Exerciser<'c> {
             Op::BufferedWrite { off, len, data } => {
                 self.write_buf(data, len);
                 self.second
-                    .write_all_at(&self.buf, off)
+                    .write_all_at(self.wdata(), off)
                     .map_err(|e| self.io_fail(op, "pwrite (second handle)", e))?;
                 self.second_written += len;
-                model_write(&mut self.model, off, &self.buf);
+                model_write(&mut self.model, off, &self.buf[self.buf_at.clone()]);
             }
             Op::DirectWrite { off, len, data } => {
                 let Some(d) = &self.direct else {
@@ -1069,14 +1092,14 @@ impl<'c> Exerciser<'c> {
                 }
                 .map_err(|e| self.io_fail(op, "mmap", e))?;
                 map[(off - start) as usize..(off - start + len) as usize]
-                    .copy_from_slice(&self.buf);
+                    .copy_from_slice(self.wdata());
                 if msync {
                     map.flush_range((off - start) as usize, len as usize)
                         .map_err(|e| self.io_fail(op, "msync", e))?;
                 }
                 drop(map);
                 self.mmap_written += len;
-                model_write(&mut self.model, off, &self.buf);
+                model_write(&mut self.model, off, &self.buf[self.buf_at.clone()]);
             }
             Op::Verify => self.verify(op)?,
             Op::TamperFile { off } => {
@@ -1206,6 +1229,7 @@ pub fn run(cfg: &Config) -> Result<Summary, Error> {
         ubio_written: 0,
         pages_dropped: 0,
         read_direct: 0,
+        written_direct: 0,
         second_written: 0,
         mmap_read: 0,
         mmap_written: 0,
@@ -1215,7 +1239,8 @@ pub fn run(cfg: &Config) -> Result<Summary, Error> {
         leftovers_beside_preserved: 0,
         touched: Default::default(),
         backend: choice.backend.to_string(),
-        buf: Vec::new(),
+        buf: ubio::AlignedBuf::page_aligned(0),
+        buf_at: 0..0,
         got: Vec::new(),
     };
     while x.n < cfg.ops && cfg.duration.is_none_or(|d| t0.elapsed() < d) {
@@ -1267,6 +1292,7 @@ pub fn run(cfg: &Config) -> Result<Summary, Error> {
         bytes_verified: x.verified,
         ubio_pages_dropped: x.pages_dropped,
         ubio_bytes_read_direct: x.read_direct,
+        ubio_bytes_written_direct: x.written_direct,
         final_size: x.size(),
         mismatches: 0,
         elapsed_secs: t0.elapsed().as_secs_f64(),

@@ -9,7 +9,7 @@ use common::{scratch, target_dir, MIB};
 use std::io;
 use std::path::Path;
 use std::process::Command;
-use ubio::{BackendKind, DirectReads};
+use ubio::{BackendKind, DirectReads, DirectWrites};
 use ubio_fsx::{Config, Error, Summary, Tamper, Weights};
 
 /// The backend is refused on this filesystem: check that the refusal is the
@@ -52,19 +52,46 @@ fn exercise(cfg: &Config, fs: &str) -> Option<Summary> {
     }
 }
 
-/// Every backend, and the emulated backend with its reads of ranges
-/// others have not cached made through O_DIRECT (`DirectReads::Always`),
-/// each with the name its lines print.
-fn variants() -> Vec<(BackendKind, DirectReads, String)> {
-    BackendKind::ALL
-        .map(|b| (b, DirectReads::Never, b.to_string()))
-        .into_iter()
-        .chain([(
-            BackendKind::Emulated,
-            DirectReads::Always,
-            "emulated (direct reads)".to_string(),
-        )])
-        .collect()
+/// One way of opening the file under test.
+#[derive(Clone)]
+struct Variant {
+    backend: BackendKind,
+    direct_reads: DirectReads,
+    direct_writes: DirectWrites,
+    /// What its lines print.
+    name: String,
+}
+
+impl Variant {
+    fn apply(&self, cfg: &mut Config) {
+        cfg.backend = self.backend;
+        cfg.direct_reads = self.direct_reads;
+        cfg.direct_writes = self.direct_writes;
+    }
+}
+
+/// Every backend with the page cache alone, and the emulated backend with
+/// its reads of ranges others have not cached, and its aligned writes,
+/// made through O_DIRECT (`Always`: the race's choice forced).
+fn variants() -> Vec<Variant> {
+    let plain = |backend: BackendKind| Variant {
+        backend,
+        direct_reads: DirectReads::Never,
+        direct_writes: DirectWrites::Never,
+        name: backend.to_string(),
+    };
+    let mut all: Vec<Variant> = BackendKind::ALL.map(plain).into();
+    all.push(Variant {
+        direct_reads: DirectReads::Always,
+        name: "emulated (direct reads)".into(),
+        ..plain(BackendKind::Emulated)
+    });
+    all.push(Variant {
+        direct_writes: DirectWrites::Always,
+        name: "emulated (direct writes)".into(),
+        ..plain(BackendKind::Emulated)
+    });
+    all
 }
 
 /// Every variant on one filesystem: two seeds with every operation, one
@@ -72,12 +99,14 @@ fn variants() -> Vec<(BackendKind, DirectReads, String)> {
 fn every_backend_on(fs_name: &str) {
     let fs = scratch(fs_name);
     let mut total = 0;
-    for (backend, direct_reads, name) in variants() {
+    for variant in variants() {
+        let Variant {
+            backend, ref name, ..
+        } = variant;
         let mut line = Vec::new();
         for seed in [1u64, 2, 3] {
             let mut cfg = Config::new(fs.mount_point().join(format!("fsx-{backend}")), seed);
-            cfg.backend = backend;
-            cfg.direct_reads = direct_reads;
+            variant.apply(&mut cfg);
             cfg.ops = 2000;
             cfg.max_size = 2 * MIB;
             cfg.max_len = 256 << 10;
@@ -98,17 +127,23 @@ fn every_backend_on(fs_name: &str) {
             if backend == BackendKind::Direct || backend == BackendKind::Kernel {
                 assert_eq!(s.backend, backend.name(), "explicit backend honoured");
             }
-            if direct_reads == DirectReads::Always && managed {
+            if variant.direct_reads == DirectReads::Always && managed {
                 assert!(s.ubio_bytes_read_direct > 0, "{name}: no read went direct");
+            }
+            if variant.direct_writes == DirectWrites::Always && managed {
+                assert!(
+                    s.ubio_bytes_written_direct > 0,
+                    "{name}: no write went direct"
+                );
             }
             total += s.ops;
             line.push(format!(
                 "seed {seed}: {} ops as {}{} in {:.1} s{}",
                 s.ops,
                 s.backend,
-                match s.ubio_bytes_read_direct {
-                    0 => String::new(),
-                    n => format!(" ({n} bytes read direct)"),
+                match (s.ubio_bytes_read_direct, s.ubio_bytes_written_direct) {
+                    (0, 0) => String::new(),
+                    (r, w) => format!(" ({r} bytes read and {w} written direct)"),
                 },
                 s.elapsed_secs,
                 if s.cache.checked {
@@ -274,15 +309,17 @@ fn soak() {
     let mut total = 0;
     for fs_name in &filesystems {
         let fs = scratch(fs_name);
-        for (v, (backend, direct_reads, name)) in variants().into_iter().enumerate() {
+        for (v, variant) in variants().into_iter().enumerate() {
+            let Variant {
+                backend, ref name, ..
+            } = variant;
             let (mut ops, mut runs, mut refused) = (0, 0, false);
             let mut i = 0;
             while ops < per_combo && !refused {
                 let seed =
                     base + ubio_fsx::mix(i ^ (v as u64 * 1000) ^ fs_name.len() as u64) % 1_000_000;
                 let mut cfg = Config::new(fs.mount_point().join(format!("soak-{v}")), seed);
-                cfg.backend = backend;
-                cfg.direct_reads = direct_reads;
+                variant.apply(&mut cfg);
                 cfg.ops = RUN.min(per_combo - ops);
                 if i % 2 == 1 {
                     cfg.weights = Weights::default().ubio_only();
@@ -334,8 +371,9 @@ fn soak() {
 #[test]
 #[ignore = "by hand: replays UBIO_FSX_REPLAY"]
 fn replay() {
-    let spec = std::env::var("UBIO_FSX_REPLAY")
-        .expect("UBIO_FSX_REPLAY=\"FS BACKEND SEED OPS [ubio-only] [direct-reads]\"");
+    let spec = std::env::var("UBIO_FSX_REPLAY").expect(
+        "UBIO_FSX_REPLAY=\"FS BACKEND SEED OPS [ubio-only] [direct-reads] [direct-writes]\"",
+    );
     let w: Vec<&str> = spec.split_whitespace().collect();
     let fs = scratch(w[0]);
     let mut cfg = Config::new(fs.mount_point().join("replay"), w[2].parse().unwrap());
@@ -346,6 +384,9 @@ fn replay() {
     }
     if w[4..].contains(&"direct-reads") {
         cfg.direct_reads = DirectReads::Always;
+    }
+    if w[4..].contains(&"direct-writes") {
+        cfg.direct_writes = DirectWrites::Always;
     }
     if let Ok(n) = std::env::var("UBIO_FSX_REPLAY_LOG") {
         // Print the whole operation log of the first N operations.
