@@ -16,6 +16,8 @@ pub struct Args {
     /// Backend: auto, kernel, emulated, direct or buffered.
     #[arg(long, default_value = "auto")]
     backend: ubio::BackendKind,
+    #[command(flatten)]
+    direct: crate::direct::DirectArgs,
 }
 
 const BUF: usize = 1 << 20;
@@ -35,9 +37,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         let result = if path.as_os_str() == "-" {
             copy(&mut io::stdin().lock(), &mut out, &mut buf)
         } else {
-            match ubio::OpenOptions::new()
-                .read(true)
-                .backend(args.backend)
+            match args
+                .direct
+                .apply(ubio::OpenOptions::new().read(true).backend(args.backend))
                 .open(path)
             {
                 Ok(mut f) => copy(&mut f, &mut out, &mut buf)

@@ -4,6 +4,7 @@
 
 mod cat;
 mod cp;
+mod direct;
 mod evict;
 mod external;
 mod msg;

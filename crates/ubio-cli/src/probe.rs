@@ -85,6 +85,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
         )?;
     }
     writeln!(o, "auto backend:      {} ({})", p.auto, p.auto_reason)?;
+    if p.auto == ubio::BackendKind::Emulated && p.fs.dio_align.is_some() {
+        writeln!(
+            o,
+            "direct calls:      per stream, aligned calls of {} KiB or more race the page cache \
+             against O_DIRECT and go the faster way (--direct-reads, --direct-writes; the \
+             verdict is in the stream's stats: cp --json=files)",
+            ubio::DIRECT_MIN >> 10
+        )?;
+    }
     out::print(&o)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -124,9 +124,9 @@ pub fn copy_file_then(
     // Stat before opening: opening probes the file with a read at its end,
     // which updates its access time, and -p must keep the old one.
     let before_open = std::fs::metadata(src).ok();
-    let src_file = ubio::OpenOptions::new()
-        .read(true)
-        .backend(opts.backend)
+    let src_file = opts
+        .direct
+        .apply(ubio::OpenOptions::new().read(true).backend(opts.backend))
         .open(src)
         .map_err(|e| {
             CopyError::new(format!(
@@ -215,14 +215,17 @@ fn open_destination(
     opts: &Options,
 ) -> io::Result<ubio::File> {
     let open = || {
-        ubio::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .create_new(exclusive)
-            .truncate(!opts.attributes_only)
-            .mode(opts.preserve.new_file_mode(src_mode))
-            .backend(opts.backend)
-            .window(opts.window)
+        opts.direct
+            .apply(
+                ubio::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .create_new(exclusive)
+                    .truncate(!opts.attributes_only)
+                    .mode(opts.preserve.new_file_mode(src_mode))
+                    .backend(opts.backend)
+                    .window(opts.window),
+            )
             .open(dst)
     };
     match open() {

@@ -118,6 +118,8 @@ pub struct Args {
     /// Backend: auto, kernel, emulated, direct or buffered.
     #[arg(long, default_value = "auto")]
     backend: ubio::BackendKind,
+    #[command(flatten)]
+    direct: crate::direct::DirectArgs,
     /// Write-behind window (dirty + writeback bytes in flight), e.g. 16M.
     #[arg(long, value_parser = size::parse_nonzero, default_value = "16M")]
     window: u64,
@@ -304,6 +306,7 @@ pub struct Options {
     pub copy: ubio::copy::CopyOptions,
     pub sync: bool,
     pub backend: ubio::BackendKind,
+    pub direct: crate::direct::DirectArgs,
     pub window: u64,
 }
 
@@ -444,6 +447,7 @@ impl Args {
             },
             sync: self.sync,
             backend: self.backend,
+            direct: self.direct,
             window: self.window,
         })
     }

@@ -1,0 +1,37 @@
+//! `--direct-reads` and `--direct-writes` of the commands that stream files
+//! (`cat`, `cp`): when the emulated backend moves data through O_DIRECT
+//! instead of the page cache. The same names as the shim's environment
+//! (UBIO_DIRECT_READS, UBIO_DIRECT_WRITES), which set them here too.
+
+use ubio::{DirectReads, DirectWrites};
+
+#[derive(clap::Args, Clone, Copy, Debug)]
+pub struct DirectArgs {
+    /// When the emulated backend reads through O_DIRECT: never,
+    /// under-reclaim, when-faster (it races the page cache per stream) or
+    /// always.
+    #[arg(
+        long,
+        value_name = "WHEN",
+        env = "UBIO_DIRECT_READS",
+        default_value = "when-faster"
+    )]
+    direct_reads: DirectReads,
+    /// When the emulated backend writes whole aligned blocks through
+    /// O_DIRECT: never, when-faster (it races the page cache per stream,
+    /// writeback counted in) or always.
+    #[arg(
+        long,
+        value_name = "WHEN",
+        env = "UBIO_DIRECT_WRITES",
+        default_value = "when-faster"
+    )]
+    direct_writes: DirectWrites,
+}
+
+impl DirectArgs {
+    pub fn apply<'o>(&self, open: &'o mut ubio::OpenOptions) -> &'o mut ubio::OpenOptions {
+        open.direct_reads(self.direct_reads)
+            .direct_writes(self.direct_writes)
+    }
+}
