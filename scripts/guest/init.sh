@@ -227,7 +227,8 @@ if [ -n "$PC_FS$DF_FS" ]; then
         for fs in $PC_FS; do
             start=$(date +%s)
             /usr/bin/ubio-powercut --fs "$fs" --backends "$(arg pc_backends)" --workloads "$(arg pc_workloads)" \
-                --mib "$(arg pc_mib)" --work /work --keep /work/kept --ubio /usr/bin/ubio --cp /opt/gnu/bin/cp \
+                --mib "$(arg pc_mib)" --direct-writes "$(arg direct_writes)" \
+                --work /work --keep /work/kept --ubio /usr/bin/ubio --cp /opt/gnu/bin/cp \
                 > /dev/console 2>&1 ||
                 say "GUEST-POWERCUT: FAILED on $fs (exit $?, $(($(date +%s) - start))s)"
         done
@@ -237,6 +238,7 @@ if [ -n "$PC_FS$DF_FS" ]; then
         for fs in $DF_FS; do
             start=$(date +%s)
             /usr/bin/ubio-diskfault --fs "$fs" --backends "$(arg df_backends)" --mib "$(arg df_mib)" \
+                --direct-writes "$(arg direct_writes)" \
                 --work /work --ubio /usr/bin/ubio > /dev/console 2>&1 ||
                 say "GUEST-DISKFAULT: FAILED on $fs (exit $?, $(($(date +%s) - start))s)"
         done

@@ -76,6 +76,10 @@
 # same-size truncates, by hand), UBIO_GUEST_POWERCUT_MIB (MiB per
 # workload, default 5). A failing point's replayed image and log excerpt
 # are kept in the failed-logs directory.
+# UBIO_GUEST_DIRECT_WRITES_KERNELS (default 6.12): the guests whose
+# power-cut and disk-fault suites force the emulated backend's aligned writes
+# through O_DIRECT (`--direct-writes always`; the other guests run the
+# default, when-faster).
 # UBIO_GUEST_DISKFAULT (default "ext4@6.1 xfs@6.12"; empty: none; both
 # kernels pass it on both filesystems), UBIO_GUEST_DISKFAULT_KERNELS (the
 # guests of a bare entry, default 6.1), UBIO_GUEST_DISKFAULT_BACKENDS
@@ -117,6 +121,11 @@ POWERCUT_MIB=${UBIO_GUEST_POWERCUT_MIB:-5}
 DISKFAULT=${UBIO_GUEST_DISKFAULT-"ext4@6.1 xfs@6.12"}
 DISKFAULT_BACKENDS=${UBIO_GUEST_DISKFAULT_BACKENDS:-emulated,direct}
 DISKFAULT_MIB=${UBIO_GUEST_DISKFAULT_MIB:-24}
+# The guests whose power-cut and disk-fault suites run the emulated backend
+# with every aligned write forced through O_DIRECT (--direct-writes always,
+# the race's other path; `ubio cp` then copies through its buffers); the
+# others run it as users get it (when-faster).
+DIRECT_WRITES_KERNELS=${UBIO_GUEST_DIRECT_WRITES_KERNELS-6.12}
 STREAM_MB=${UBIO_GUEST_STREAM_MB:-128}
 CGROUP=${UBIO_GUEST_CGROUP:-v2}
 POLICY_KERNELS=${UBIO_GUEST_POLICY-6.12}
@@ -635,17 +644,22 @@ for k in $KERNELS; do
         echo "== guest: $k: and the command's tests ($CLI_TESTS) on ext4, cgroup $CGROUP"
     fi
     outbox=
+    direct_writes=when-faster
+    case " $DIRECT_WRITES_KERNELS " in *" $k "*) direct_writes=always ;; esac
+    if runs_powercut "$k" || runs_diskfault "$k"; then
+        extra+=" ubio.direct_writes=$direct_writes"
+    fi
     if runs_powercut "$k"; then
         # The power-cut suite's failing images come back on a second disk.
         outbox="$work/outbox-$k.img"
         truncate -s 4G "$outbox"
         extra+=" ubio.powercut=$(pc_fs_of "$k" | tr ' ' ,) ubio.pc_backends=$POWERCUT_BACKENDS"
         extra+=" ubio.pc_workloads=$POWERCUT_WORKLOADS ubio.pc_mib=$POWERCUT_MIB"
-        echo "== guest: $k: and the power-cut suite on $(pc_fs_of "$k") (backends $POWERCUT_BACKENDS; workloads $POWERCUT_WORKLOADS; $POWERCUT_MIB MiB each)"
+        echo "== guest: $k: and the power-cut suite on $(pc_fs_of "$k") (backends $POWERCUT_BACKENDS; workloads $POWERCUT_WORKLOADS; $POWERCUT_MIB MiB each; direct writes $direct_writes)"
     fi
     if runs_diskfault "$k"; then
         extra+=" ubio.diskfault=$(df_fs_of "$k" | tr ' ' ,) ubio.df_backends=$DISKFAULT_BACKENDS ubio.df_mib=$DISKFAULT_MIB"
-        echo "== guest: $k: and the disk-fault suite on $(df_fs_of "$k") (backends $DISKFAULT_BACKENDS; streams of $DISKFAULT_MIB MiB)"
+        echo "== guest: $k: and the disk-fault suite on $(df_fs_of "$k") (backends $DISKFAULT_BACKENDS; streams of $DISKFAULT_MIB MiB; direct writes $direct_writes)"
     fi
     qemu_start "$accel" "$k" "$work/console-$k.log" "$extra" "$outbox"
     pids+=("$qemu_pid")

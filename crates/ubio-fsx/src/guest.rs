@@ -38,6 +38,28 @@ pub struct SuiteArgs {
     /// The ubio binary (`ubio cp`, `ubio cat`, `ubio run`).
     #[arg(long, default_value = "ubio")]
     pub ubio: PathBuf,
+    /// When the emulated backend writes through O_DIRECT (never,
+    /// when-faster, always): `always` puts every aligned write of 512 KiB or
+    /// more on the O_DIRECT path, which the race takes only where it wins.
+    #[arg(long, default_value = "when-faster")]
+    pub direct_writes: ubio::DirectWrites,
+}
+
+impl SuiteArgs {
+    /// A ubio file opened with the suite's settings for `backend`.
+    pub fn open_options(&self, backend: BackendKind) -> ubio::OpenOptions {
+        let mut o = ubio::OpenOptions::new();
+        o.backend(backend).direct_writes(self.direct_writes);
+        o
+    }
+
+    /// The ubio command, with the suite's settings in its environment (the
+    /// shim of `ubio run` reads them too).
+    pub fn ubio_command(&self) -> std::process::Command {
+        let mut c = std::process::Command::new(&self.ubio);
+        c.env("UBIO_DIRECT_WRITES", self.direct_writes.name());
+        c
+    }
 }
 
 /// Why ubio refuses `backend` on the filesystem holding `dir` (the refusal

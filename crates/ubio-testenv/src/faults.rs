@@ -20,7 +20,9 @@ pub fn write_until_error(
     mut fill: impl FnMut(u64, &mut [u8]),
 ) -> Result<ubio::Stats, Met> {
     const MIB: u64 = 1 << 20;
-    let mut buf = vec![0u8; MIB as usize];
+    // Page-aligned: O_DIRECT takes its writes as they are (the emulated
+    // backend's direct writes, where they are on).
+    let mut buf = ubio::AlignedBuf::page_aligned(MIB as usize);
     let mut off = from;
     while off < end {
         let piece = &mut buf[..MIB.min(end - off) as usize];

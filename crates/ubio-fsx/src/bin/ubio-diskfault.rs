@@ -30,7 +30,7 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 use ubio::BackendKind;
 use ubio_fsx::guest::{self, check_fs, fs_bytes, mkfs, mount, pattern, Dm, Loop, SuiteArgs};
@@ -224,10 +224,7 @@ fn read_cases(a: &Args, disk: &Disk, backend: BackendKind, report: &mut Report) 
 
     report.case(&a.suite.fs, backend, "read (library)", || {
         drop_caches()?;
-        let mut f = ubio::OpenOptions::new()
-            .read(true)
-            .backend(backend)
-            .open(&path)?;
+        let mut f = a.suite.open_options(backend).read(true).open(&path)?;
         let mut buf = vec![0u8; MIB as usize];
         let mut got = 0u64;
         let err = loop {
@@ -259,7 +256,9 @@ fn read_cases(a: &Args, disk: &Disk, backend: BackendKind, report: &mut Report) 
     report.case(&a.suite.fs, backend, "read (ubio cat)", || {
         drop_caches()?;
         let out_path = a.suite.work.join("cat.out");
-        let out = Command::new(&a.suite.ubio)
+        let out = a
+            .suite
+            .ubio_command()
             .args(["cat", "--backend", backend.name()])
             .arg(&path)
             .stdout(File::create(&out_path)?)
@@ -289,7 +288,9 @@ fn read_cases(a: &Args, disk: &Disk, backend: BackendKind, report: &mut Report) 
     report.case(&a.suite.fs, backend, "read (ubio cp)", || {
         drop_caches()?;
         let dst = a.suite.work.join("cp-from-bad.out");
-        let out = Command::new(&a.suite.ubio)
+        let out = a
+            .suite
+            .ubio_command()
             .args(["cp", "--backend", backend.name()])
             .arg(&path)
             .arg(&dst)
@@ -320,11 +321,12 @@ fn read_cases(a: &Args, disk: &Disk, backend: BackendKind, report: &mut Report) 
 fn write_case(a: &Args, disk: &Disk, backend: BackendKind) -> Result<String> {
     let data = pattern(a.seed + 1, (a.mib * MIB) as usize + 555);
     let path = disk.mnt.join(format!("write-{backend}"));
-    let mut f = ubio::OpenOptions::new()
+    let mut f = a
+        .suite
+        .open_options(backend)
         .write(true)
         .create(true)
         .truncate(true)
-        .backend(backend)
         .open(&path)?;
     f.write_all(&data[..FLUSHED as usize])?;
     f.sync_all()?;
@@ -391,7 +393,9 @@ fn cp_write_case(a: &Args, disk: &Disk, backend: BackendKind) -> Result<String> 
     let src = a.suite.work.join("cp-src");
     std::fs::write(&src, &data)?;
     let dst = disk.mnt.join(format!("cp-{backend}"));
-    let mut child = Command::new(&a.suite.ubio)
+    let mut child = a
+        .suite
+        .ubio_command()
         .args(["cp", "--backend", backend.name()])
         .arg(&src)
         .arg(&dst)

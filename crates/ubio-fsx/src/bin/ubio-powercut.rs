@@ -210,8 +210,13 @@ fn workload(a: &Args, name: &str, backend: BackendKind, mnt: &Path) -> Result<Op
             let (src, dst) = (mnt.join("src"), mnt.join("dst"));
             sh("sync", &[])?;
             mark("setup")?;
-            let mut cmd = Command::new(&a.suite.ubio);
+            let mut cmd = a.suite.ubio_command();
             cmd.args(["cp", "--sync", "--backend", backend.name()]);
+            if a.suite.direct_writes == ubio::DirectWrites::Always {
+                // Through the copy's own buffers, whose aligned writes go
+                // direct, not copy_file_range (no extents shared either).
+                cmd.arg("--reflink=never");
+            }
             if name == "cp" {
                 std::fs::create_dir_all(&dst)?;
                 cmd.arg(src.join("f0")).arg(dst.join("f0"));
@@ -247,10 +252,11 @@ fn workload(a: &Args, name: &str, backend: BackendKind, mnt: &Path) -> Result<Op
                         let models = &models;
                         s.spawn(move || -> Result<()> {
                             for (i, m) in models.iter().enumerate().filter(|(i, _)| i % 2 == w) {
-                                let f = ubio::OpenOptions::new()
+                                let f = a
+                                    .suite
+                                    .open_options(backend)
                                     .write(true)
                                     .create_new(true)
-                                    .backend(backend)
                                     .open(mnt.join(&m.path))?;
                                 f.write_all_at(&m.new, 0)?;
                                 if (i / 2) % 2 == 1 {
@@ -283,7 +289,7 @@ fn workload(a: &Args, name: &str, backend: BackendKind, mnt: &Path) -> Result<Op
             let mut cmd = if backend == BackendKind::Buffered {
                 Command::new(&a.cp)
             } else {
-                let mut c = Command::new(&a.suite.ubio);
+                let mut c = a.suite.ubio_command();
                 c.args(["run", "--backend", backend.name(), "--"])
                     .arg(&a.cp);
                 c
@@ -343,11 +349,12 @@ fn workload(a: &Args, name: &str, backend: BackendKind, mnt: &Path) -> Result<Op
             sh("sync", &[])?;
             mark("setup")?;
             let path = mnt.join("journal.dat");
-            let f = ubio::OpenOptions::new()
+            let f = a
+                .suite
+                .open_options(backend)
                 .write(true)
                 .create(true)
                 .truncate(true)
-                .backend(backend)
                 .open(&path)?;
             // Pieces of 256 KiB + 17 bytes (unaligned), fsync about every MiB.
             let piece = (256 << 10) + 17;
@@ -397,10 +404,7 @@ fn workload(a: &Args, name: &str, backend: BackendKind, mnt: &Path) -> Result<Op
                 new[rg.start as usize..rg.end as usize]
                     .copy_from_slice(&newer[rg.start as usize..rg.end as usize]);
             }
-            let f = ubio::OpenOptions::new()
-                .write(true)
-                .backend(backend)
-                .open(&path)?;
+            let f = a.suite.open_options(backend).write(true).open(&path)?;
             let mut acked = Vec::new();
             for (i, rg) in ranges.iter().enumerate() {
                 f.write_all_at(&new[rg.start as usize..rg.end as usize], rg.start)?;
