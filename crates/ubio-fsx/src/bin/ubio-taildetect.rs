@@ -8,8 +8,15 @@
 //! call for call, as strace showed it (bench/runs/2026-12-06-ext4-tail has
 //! the traces), on new files in a scratch ext4 (a loop device, mounted
 //! `commit=1`), many times over, with the flusher woken every
-//! `--writeback-centisecs` and writing every dirty inode older than
-//! `--expire-centisecs`, so that it races with the sequence. After each
+//! `--writeback-centisecs` (default 1: 10 ms) and writing every dirty inode
+//! older than `--expire-centisecs` (default 0: every one it finds), so that
+//! it races with the copy's own writeback (`--probe` counts how often it got
+//! to the tail's page first). New files, not one file rewritten: the loss
+//! was of a new file whose O_DIRECT write allocated its blocks and whose
+//! tail went into (i3, pre) or after (cur) them; a rewrite would overwrite
+//! allocated blocks or go through truncation, other paths. Each worker
+//! unlinks its files `--keep` iterations later, so blocks freed by earlier
+//! files are reused, as on a filesystem in use. After each
 //! fsync returns, the file is read back with O_DIRECT (which writes dirty
 //! pages of the range first: zeroes or other foreign bytes there mean a page
 //! that was made clean without its data reaching the disk) and its dirty
@@ -19,24 +26,26 @@
 //! extents and the iteration's calls, timed.
 //!
 //! Variants (`--variants`, taken in turn, iteration by iteration):
-//! - `old`: the build that lost the tail (96cc7a3, `cp -r`): O_DIRECT body up
-//!   to the last 512-byte boundary, the rest buffered, in the block the
-//!   O_DIRECT write allocated (and zeroed past its end);
-//! - `old-trunc`: `old` with the same-size ftruncate after the tail that
-//!   96cc7a3's single-file `ubio cp` made (removed in f27acfa);
+//! - `i3`: the build that lost the tail (96cc7a3, integrity-3's `cp -r`):
+//!   O_DIRECT body up to the last 512-byte boundary, the rest buffered, in
+//!   the block the O_DIRECT write allocated (and zeroed past the body), then
+//!   a same-size ftruncate (removed in f27acfa);
+//! - `pre`: the build just before the fix (bc8cb83, d434527's first
+//!   parent): `i3` without the ftruncate;
 //! - `cur`: main (d434527 and later): O_DIRECT body up to the last
 //!   filesystem-block boundary, the whole last block buffered;
 //! - `lib`: not a transcription: the library itself (`ubio::File`, direct
 //!   backend) reads the source, writes the file in one call, `sync_all`,
 //!   closes;
 //! - controls, which must be reported every time (the detector sees what it
-//!   claims to): `ctl-lost`, `old` with the tail never written (ftruncate
-//!   sets the size: zeroes where the tail belongs), and `ctl-dirty`, `old`
+//!   claims to): `ctl-lost`, `pre` with the tail never written (ftruncate
+//!   sets the size: zeroes where the tail belongs), and `ctl-dirty`, `pre`
 //!   checked before any sync (dirty pages counted; the O_DIRECT read flushes
 //!   them first, so its bytes match).
 //!
 //! The calls of a copy (dst: the new file, dio: its O_RDWR|O_DIRECT
-//! reopening, src/srcdio: the source's), with `cur`'s additions marked:
+//! reopening, src/srcdio: the source's), with the variants' differences
+//! marked:
 //!   open(src) fstat getfl fstatfs getfl preadv2(src,1@size,RWF_DONTCACHE)
 //!   reopen(src,O_DIRECT)+statx(DIOALIGN)+close cachestat(src,0..4K) getfl
 //!   srcdio=reopen(src,O_RDONLY|O_DIRECT) [cur: fadvise(srcdio,RANDOM)
@@ -49,7 +58,7 @@
 //!   fstat(srcdio) preadv2(srcdio,whole)
 //!   cachestat(dst,0..2M) fstat(dst) pwritev2(dio,body,0) fstat(dst)
 //!   pwritev2(dst,tail,body) fstat(srcdio) statx(dst) statx(src)
-//!   [old-trunc: ftruncate(dst,size) instead of statx(dst)]
+//!   [i3: ftruncate(dst,size) instead of statx(dst)]
 //!   sync_file_range(dst,0,page_up(size),WRITE)
 //!   sync_file_range(dst,0,page_up(size),WAIT_BEFORE|WRITE|WAIT_AFTER)
 //!   cachestat(dst,0..2M) fadvise(dst,0,2M,DONTNEED) cachestat(dst,0..2M)
@@ -57,7 +66,10 @@
 //!   cachestat(src) x3 close(src) close(srcdio) cachestat(dst,0..2M) x2
 //!   close(dst) close(dio)
 //! Left out: the source's read of /sys/class/bdi/*/read_ahead_kb (it touches
-//! neither file nor the device). The bytes written are the iteration's own
+//! neither file nor the device). The source's residency queries (cachestat,
+//! mincore) depend on what of it is cached (one cachestat in 96cc7a3's
+//! trace of a cached source); those of main's trace are made: pure queries,
+//! they change no page. The bytes written are the iteration's own
 //! (seeded, no zero byte), not the source's: a block of an earlier file
 //! reused without being written is then told apart. Sizes up to 2 MiB (the
 //! traced ranges are those of one 2 MiB window).
@@ -102,9 +114,9 @@ struct Args {
     /// Copies in all (shared by the workers, variants in turn).
     #[arg(long, default_value_t = 100_000)]
     iterations: u64,
-    /// Sequences, comma separated: old, old-trunc, cur, lib (controls:
-    /// ctl-lost, ctl-dirty).
-    #[arg(long, value_delimiter = ',', default_value = "old,cur")]
+    /// Sequences, comma separated: i3, pre, cur, lib (controls: ctl-lost,
+    /// ctl-dirty).
+    #[arg(long, value_delimiter = ',', default_value = "i3,pre,cur")]
     variants: Vec<Variant>,
     /// Bytes per file (at most 2 MiB). 59798: integrity-3's dst/f9.
     #[arg(long, default_value_t = 59_798)]
@@ -125,11 +137,25 @@ struct Args {
     /// vm.dirty_writeback_centisecs for the run (the flusher's period).
     #[arg(long, default_value_t = 1)]
     writeback_centisecs: u32,
-    /// vm.dirty_expire_centisecs for the run (the age at which the flusher
-    /// writes a dirty inode; at the default 3000 it never would touch these
-    /// files, which live for milliseconds). 0: left as it is.
-    #[arg(long, default_value_t = 1)]
-    expire_centisecs: u32,
+    /// vm.dirty_expire_centisecs for the run: the age at which the flusher
+    /// writes a dirty inode (0: every dirty inode it finds, so that it races
+    /// with the copy's own writeback; at the default 3000 it never touches
+    /// these files, which live for milliseconds); `keep`: left as it is.
+    #[arg(long, default_value = "0")]
+    expire_centisecs: String,
+    /// Diagnostic, not in the copy's sequence: just before the copy's
+    /// sync_file_range, count the tail page's state (cachestat): dirty (the
+    /// copy writes it), under writeback or clean (someone else, the flusher,
+    /// got there first). Says whether the race is exercised.
+    #[arg(long)]
+    probe: bool,
+    /// Stress, not in the copy's sequence: one more thread starts the
+    /// writeback of every file being copied (sync_file_range WRITE, without
+    /// waiting, through a descriptor of its own), over and over, so that
+    /// writeback meets the copy's every step, not only the flusher's 10 ms
+    /// ticks.
+    #[arg(long)]
+    racer: bool,
     #[arg(long, default_value_t = 37)]
     seed: u64,
     /// Seconds between progress lines.
@@ -142,14 +168,14 @@ struct Args {
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, ValueEnum)]
 enum Variant {
-    Old,
-    OldTrunc,
+    I3,
+    Pre,
     Cur,
     Lib,
-    /// Control: `old` without the tail's write (the size set by ftruncate):
+    /// Control: `pre` without the tail's write (the size set by ftruncate):
     /// what a lost tail looks like; every iteration must be reported.
     CtlLost,
-    /// Control: `old` without sync_file_range, DONTNEED and fsync: the tail's
+    /// Control: `pre` without sync_file_range, DONTNEED and fsync: the tail's
     /// page is still dirty at the check; every iteration must be reported.
     CtlDirty,
 }
@@ -157,8 +183,8 @@ enum Variant {
 impl Variant {
     fn name(self) -> &'static str {
         match self {
-            Variant::Old => "old",
-            Variant::OldTrunc => "old-trunc",
+            Variant::I3 => "i3",
+            Variant::Pre => "pre",
             Variant::Cur => "cur",
             Variant::Lib => "lib",
             Variant::CtlLost => "ctl-lost",
@@ -188,6 +214,13 @@ struct Shared {
     /// Per variant: iterations done, mismatches.
     done: Vec<AtomicU64>,
     bad: Vec<AtomicU64>,
+    /// Per variant, with --probe: the tail page before the copy's
+    /// sync_file_range was dirty, under writeback, clean, not cached.
+    probed: Vec<[AtomicU64; 4]>,
+    /// The file each worker is copying now (for --racer).
+    current: Vec<Mutex<Option<PathBuf>>>,
+    /// Writebacks the racer started.
+    raced: AtomicU64,
     /// Worker errors (not mismatches).
     errors: Mutex<Vec<String>>,
 }
@@ -588,7 +621,7 @@ fn copy_traced(
         }
     }
     tl.step("fstat(srcdio)", || sys::fstat(srcdio.as_fd()))?;
-    if v == Variant::OldTrunc || v == Variant::CtlLost {
+    if v == Variant::I3 || v == Variant::CtlLost {
         tl.step(&format!("ftruncate(dst, {size})"), || {
             sys::ftruncate(fd, size)
         })
@@ -598,6 +631,19 @@ fn copy_traced(
     }
     tl.step("statx(src)", || src.metadata())?;
     let end = read_len(size) as u64;
+    if sh.args.probe {
+        let page = (size - 1) / BLOCK * BLOCK;
+        let c = tl.step("probe: cachestat(dst, tail page)", || {
+            sys::cachestat(fd, page..page + BLOCK)
+        })?;
+        let state = match c {
+            c if c.nr_writeback > 0 => 1,
+            c if c.nr_dirty > 0 => 0,
+            c if c.nr_cache > 0 => 2,
+            _ => 3,
+        };
+        sh.probed[v as usize][state].fetch_add(1, Ordering::Relaxed);
+    }
     if v == Variant::CtlDirty {
         let found = check_after_fsync(dio.as_fd(), fd, size, b, tl)?;
         return Ok(found.map(|f| format!("{f}; extents {}", extents(fd))));
@@ -822,10 +868,16 @@ fn worker(sh: &Shared, id: usize) -> Result<()> {
             let path = dir.join(format!("f{i}"));
             fill(a.seed, i, &mut b.want);
             tl.start();
+            if a.racer {
+                *sh.current[id].lock().unwrap() = Some(path.clone());
+            }
             let found = match v {
                 Variant::Lib => copy_lib(sh, &src_path, &path, &mut b, &mut tl)?,
                 _ => copy_traced(sh, v, &src_path, &path, &mut b, &mut tl)?,
             };
+            if a.racer {
+                *sh.current[id].lock().unwrap() = None;
+            }
             let mut w = Written {
                 i,
                 variant: v,
@@ -856,6 +908,34 @@ fn worker(sh: &Shared, id: usize) -> Result<()> {
         late(sh, &w, &mut b)?;
     }
     Ok(())
+}
+
+/// `--racer`: while the workers run, start the writeback of the files they
+/// are copying, again and again (the file may not exist yet, or be gone:
+/// then the next one).
+fn racer(sh: &Shared, finished: &AtomicUsize) {
+    while finished.load(Ordering::SeqCst) < sh.args.threads && !sh.stop.load(Ordering::SeqCst) {
+        let mut any = false;
+        for slot in &sh.current {
+            let Some(path) = slot.lock().unwrap().clone() else {
+                continue;
+            };
+            let Ok(f) = File::open(&path) else {
+                continue;
+            };
+            any = true;
+            // This file for as long as the worker is on it, in bursts.
+            while slot.lock().unwrap().as_ref() == Some(&path) {
+                for _ in 0..16 {
+                    let _ = sys::sync_file_range(f.as_fd(), 0, 0, SyncFlags::WRITE);
+                    sh.raced.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        if !any {
+            std::thread::yield_now();
+        }
+    }
 }
 
 /// Set a vm sysctl for the run; the returned pair restores it.
@@ -935,15 +1015,26 @@ fn run(a: Args) -> Result<bool> {
         fs.backing_file(),
         fs.direct_io()
     );
-    for name in ["dirty_writeback_centisecs", "dirty_expire_centisecs"] {
-        let v = if name == "dirty_writeback_centisecs" {
-            a.writeback_centisecs
-        } else {
-            a.expire_centisecs
-        };
-        if v > 0 {
-            let pair = sysctl_set(name, v)?;
-            saved.lock().unwrap().push(pair);
+    let expire = match a.expire_centisecs.as_str() {
+        "keep" => None,
+        n => Some(n.parse::<u32>().with_context(|| {
+            format!("--expire-centisecs {n}: a number of centiseconds or `keep`")
+        })?),
+    };
+    let settings = [
+        ("dirty_writeback_centisecs", Some(a.writeback_centisecs)),
+        ("dirty_expire_centisecs", expire),
+    ];
+    for (name, value) in settings {
+        match value {
+            Some(v) => {
+                let pair = sysctl_set(name, v)?;
+                saved.lock().unwrap().push(pair);
+            }
+            None => println!(
+                "TAILDETECT-SYSCTL vm.{name} {} (kept)",
+                std::fs::read_to_string(format!("/proc/sys/vm/{name}"))?.trim()
+            ),
         }
     }
     let nv = a.variants.len();
@@ -955,6 +1046,9 @@ fn run(a: Args) -> Result<bool> {
         mismatches: AtomicU64::new(0),
         done: (0..6).map(|_| AtomicU64::new(0)).collect(),
         bad: (0..6).map(|_| AtomicU64::new(0)).collect(),
+        probed: (0..6).map(|_| Default::default()).collect(),
+        current: (0..a.threads).map(|_| Mutex::new(None)).collect(),
+        raced: AtomicU64::new(0),
         errors: Mutex::new(Vec::new()),
         args: a,
     });
@@ -996,6 +1090,10 @@ fn run(a: Args) -> Result<bool> {
                 finished.fetch_add(1, Ordering::SeqCst);
             });
         }
+        if sh.args.racer {
+            let (sh, finished) = (&sh, &finished);
+            s.spawn(move || racer(sh, finished));
+        }
         let mut last = Instant::now();
         while finished.load(Ordering::SeqCst) < sh.args.threads {
             std::thread::sleep(Duration::from_millis(200));
@@ -1023,8 +1121,19 @@ fn run(a: Args) -> Result<bool> {
     {
         let d = sh.done[v as usize].load(Ordering::SeqCst);
         total += d;
+        let p: Vec<u64> = sh.probed[v as usize]
+            .iter()
+            .map(|c| c.load(Ordering::SeqCst))
+            .collect();
+        let probed = match sh.args.probe && v != Variant::Lib {
+            true => format!(
+                " (probe, the tail page before sync_file_range: dirty {}, under writeback {}, clean {}, not cached {})",
+                p[0], p[1], p[2], p[3]
+            ),
+            false => String::new(),
+        };
         println!(
-            "TAILDETECT-RESULT {kernel} {}: {d} iterations, {} mismatches",
+            "TAILDETECT-RESULT {kernel} {}: {d} iterations, {} mismatches{probed}",
             v.name(),
             sh.bad[v as usize].load(Ordering::SeqCst)
         );
@@ -1032,6 +1141,12 @@ fn run(a: Args) -> Result<bool> {
     let errors = sh.errors.lock().unwrap().clone();
     for e in &errors {
         println!("TAILDETECT-ERROR {e}");
+    }
+    if sh.args.racer {
+        println!(
+            "TAILDETECT-RACER {} writebacks started by the racer",
+            sh.raced.load(Ordering::SeqCst)
+        );
     }
     let mismatches = sh.mismatches.load(Ordering::SeqCst);
     let signal = cleanup::signal_caught();
