@@ -44,8 +44,11 @@ guest() { # part kernel timeout detector-args...
     shift 3
     keep=$(mktemp -d)
     echo "== $part: scripts/guest/run.sh, Linux $kernel, ubio-taildetect $*"
+    # As the recorded runs were made (before c0362ba): the kernel's default
+    # cgroup mounts, and no policy tests (main's guests now boot cgroup v2
+    # alone and run the policy tests in 6.12 by default).
     UBIO_GUEST_KERNELS=$kernel UBIO_GUEST_FS=none UBIO_GUEST_NFS= UBIO_GUEST_POWERCUT= UBIO_GUEST_DISKFAULT= \
-        UBIO_GUEST_TIMEOUT=$timeout UBIO_GUEST_KEEP_LOG="$keep" UBIO_GUEST_TAILDETECT="$*" \
+        UBIO_GUEST_POLICY= UBIO_GUEST_CGROUP=hybrid UBIO_GUEST_TIMEOUT=$timeout UBIO_GUEST_KEEP_LOG="$keep" UBIO_GUEST_TAILDETECT="$*" \
         scripts/guest/run.sh > "$here/$part.log" 2>&1 || rc=$?
     echo "== $part: exit $rc"
     cp "$keep/console-$kernel.log" "$here/$part.console-$kernel.log" 2>/dev/null || true
