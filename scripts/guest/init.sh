@@ -249,6 +249,22 @@ if [ -n "$PC_FS$DF_FS" ]; then
     fi
 fi
 
+# The ext4 tail detector (run.sh's UBIO_GUEST_TAILDETECT: its arguments,
+# '+' for spaces): its scratch ext4's backing file on an xfs on the scratch
+# disk, as the power-cut suite's images.
+TD_ARGS=$(arg taildetect | tr + ' ')
+if [ -n "$TD_ARGS" ]; then
+    if /usr/sbin/mkfs.xfs -q -f /dev/vda > /tmp/mkfs.log 2>&1 && mkdir -p /work && mount -t xfs /dev/vda /work; then
+        # shellcheck disable=SC2086
+        /usr/bin/ubio-taildetect --backing-dir /work $TD_ARGS > /dev/console 2>&1 ||
+            say "GUEST-TAILDETECT: exit $?"
+        umount /work
+    else
+        cat /tmp/mkfs.log > /dev/console
+        say "GUEST-TAILDETECT: FAILED (no xfs for the backing file)"
+    fi
+fi
+
 # A Python script of the project's (run.sh's UBIO_GUEST_PYTHON), on an ext4.
 if [ -f /usr/share/ubio/script.py ]; then
     if mkfs_for ext4 > /tmp/mkfs.log 2>&1 && mount_fs ext4 >> /tmp/mkfs.log 2>&1; then

@@ -100,6 +100,10 @@
 # run as `python3 SCRIPT --dir /work/data ARGS...` on an ext4 on the
 # scratch disk; each line it prints reaches the console as `GUEST-SCRIPT
 # <line>`. UBIO_GUEST_DISK_GB: the scratch disk's size (default 4).
+# The ext4 tail detector in every guest after the power-cut and disk-fault
+# suites (issue 37; default off): UBIO_GUEST_TAILDETECT, the arguments of
+# ubio-taildetect (e.g. "--iterations 20000"; empty: not run); its result is
+# one GUEST-RESULT line per kernel (ok: every iteration ran, no mismatch).
 # A benchmark matrix in every guest after the tests (bench/kernel-ab.sh):
 # UBIO_GUEST_MATRIX, the arguments of `ubio-bench matrix` (empty: none);
 # scripts/guest/matrix.sh runs it and prints the matrix on the console.
@@ -126,6 +130,7 @@ DISKFAULT_MIB=${UBIO_GUEST_DISKFAULT_MIB:-24}
 # the race's other path; `ubio cp` then copies through its buffers); the
 # others run it as users get it (when-faster).
 DIRECT_WRITES_KERNELS=${UBIO_GUEST_DIRECT_WRITES_KERNELS-6.12}
+TAILDETECT=${UBIO_GUEST_TAILDETECT:-}
 STREAM_MB=${UBIO_GUEST_STREAM_MB:-128}
 CGROUP=${UBIO_GUEST_CGROUP:-v2}
 POLICY_KERNELS=${UBIO_GUEST_POLICY-6.12}
@@ -552,6 +557,10 @@ if [ -n "$POWERCUT$DISKFAULT" ]; then
         strip "$r/usr/bin/libubio_preload.so"
     fi
 fi
+if [ -n "$TAILDETECT" ]; then
+    cargo build -q --release --target "$target" -p ubio-fsx --bin ubio-taildetect
+    strip -o "$r/usr/bin/ubio-taildetect" "$CARGO_TARGET_DIR/$target/release/ubio-taildetect"
+fi
 for t in $TESTS; do
     exe=$(sed -n "s|.*Executable tests/$t.rs (\(.*\))|\1|p" "$work/build.log" | tail -1)
     [ -n "$exe" ] || { echo "guest: no executable for $t in cargo's output" >&2; cat "$work/build.log" >&2; exit 1; }
@@ -660,6 +669,10 @@ for k in $KERNELS; do
     if runs_diskfault "$k"; then
         extra+=" ubio.diskfault=$(df_fs_of "$k" | tr ' ' ,) ubio.df_backends=$DISKFAULT_BACKENDS ubio.df_mib=$DISKFAULT_MIB"
         echo "== guest: $k: and the disk-fault suite on $(df_fs_of "$k") (backends $DISKFAULT_BACKENDS; streams of $DISKFAULT_MIB MiB; direct writes $direct_writes)"
+    fi
+    if [ -n "$TAILDETECT" ]; then
+        extra+=" ubio.taildetect=${TAILDETECT// /+}"
+        echo "== guest: $k: and the ext4 tail detector ($TAILDETECT)"
     fi
     qemu_start "$accel" "$k" "$work/console-$k.log" "$extra" "$outbox"
     pids+=("$qemu_pid")
@@ -834,6 +847,16 @@ for k in $KERNELS; do
             kfail=1
         else
             echo "GUEST-RESULT $k diskfault: ok ($cases cases on $(df_fs_of "$k"), none failed, ${secs}s; $notes backend(s) that cannot run there noted)"
+        fi
+    fi
+    if [ -n "$TAILDETECT" ]; then
+        grep -E '^TAILDETECT-(SETUP|SYSCTL|START|RESULT|DONE|FAILED|ERROR)|^GUEST-TAILDETECT' "$log" | sed 's/^/  /' || true
+        n=$(grep -c '^TAILDETECT-MISMATCH ' "$log" || true)
+        if grep -q '^TAILDETECT-DONE .* 0 mismatches$' "$log" && ! grep -q '^GUEST-TAILDETECT' "$log"; then
+            echo "GUEST-RESULT $k taildetect: ok ($(sed -n 's/^TAILDETECT-DONE [^:]*: //p' "$log"))"
+        else
+            echo "GUEST-RESULT $k taildetect: FAILED ($n mismatches printed; see the console log)"
+            kfail=1
         fi
     fi
     if ! grep -q '^GUEST-DONE' "$log"; then
