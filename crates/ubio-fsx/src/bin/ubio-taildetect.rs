@@ -37,6 +37,11 @@
 //! - `lib`: not a transcription: the library itself (`ubio::File`, direct
 //!   backend) reads the source, writes the file in one call, `sync_all`,
 //!   closes;
+//! - `race`: the library's emulated backend with every aligned write forced
+//!   through O_DIRECT (`DirectWrites::Always`, the path its race takes
+//!   where O_DIRECT wins): the body in one call of whole blocks from an
+//!   aligned buffer, then the tail in a second call (through the page
+//!   cache), as `ubio cp` copies through its buffers; `sync_all`, close;
 //! - controls, which must be reported every time (the detector sees what it
 //!   claims to): `ctl-lost`, `pre` with the tail never written (ftruncate
 //!   sets the size: zeroes where the tail belongs), and `ctl-dirty`, `pre`
@@ -114,7 +119,7 @@ struct Args {
     /// Copies in all (shared by the workers, variants in turn).
     #[arg(long, default_value_t = 100_000)]
     iterations: u64,
-    /// Sequences, comma separated: i3, pre, cur, lib (controls: ctl-lost,
+    /// Sequences, comma separated: i3, pre, cur, lib, race (controls: ctl-lost,
     /// ctl-dirty).
     #[arg(long, value_delimiter = ',', default_value = "i3,pre,cur")]
     variants: Vec<Variant>,
@@ -172,6 +177,7 @@ enum Variant {
     Pre,
     Cur,
     Lib,
+    Race,
     /// Control: `pre` without the tail's write (the size set by ftruncate):
     /// what a lost tail looks like; every iteration must be reported.
     CtlLost,
@@ -187,6 +193,7 @@ impl Variant {
             Variant::Pre => "pre",
             Variant::Cur => "cur",
             Variant::Lib => "lib",
+            Variant::Race => "race",
             Variant::CtlLost => "ctl-lost",
             Variant::CtlDirty => "ctl-dirty",
         }
@@ -379,7 +386,7 @@ fn read_len(size: u64) -> usize {
 /// filesystem block.
 fn body_end(v: Variant, size: u64) -> u64 {
     match v {
-        Variant::Cur | Variant::Lib => size / BLOCK * BLOCK,
+        Variant::Cur | Variant::Lib | Variant::Race => size / BLOCK * BLOCK,
         _ => size / 512 * 512,
     }
 }
@@ -718,9 +725,10 @@ fn check_after_fsync(
     Ok((!wrong.is_empty()).then(|| wrong.join("; ")))
 }
 
-/// The `lib` variant: the library itself, direct backend.
+/// The `lib` and `race` variants: the library itself.
 fn copy_lib(
     sh: &Shared,
+    v: Variant,
     src_path: &Path,
     path: &Path,
     b: &mut Bufs,
@@ -729,7 +737,12 @@ fn copy_lib(
     let ctx = |what: &str| format!("{what} {}", path.display());
     let direct = || {
         let mut o = ubio::OpenOptions::new();
-        o.backend(BackendKind::Direct);
+        match v {
+            Variant::Race => o
+                .backend(BackendKind::Emulated)
+                .direct_writes(ubio::DirectWrites::Always),
+            _ => o.backend(BackendKind::Direct),
+        };
         o
     };
     let src = tl
@@ -745,10 +758,30 @@ fn copy_lib(
         src.read_exact_at(&mut b.data.as_mut_slice()[..size], 0)
     })
     .with_context(|| format!("read {}", src_path.display()))?;
-    tl.step("ubio write_all_at(dst, whole file, 0)", || {
-        dst.write_all_at(&b.want, 0)
-    })
-    .with_context(|| ctx("write"))?;
+    if v == Variant::Race {
+        let body = body_end(v, sh.args.size) as usize;
+        let data = &mut b.data.as_mut_slice()[..size];
+        data.copy_from_slice(&b.want);
+        tl.step("ubio write_all_at(dst, aligned body, 0)", || {
+            dst.write_all_at(&data[..body], 0)
+        })
+        .with_context(|| ctx("write"))?;
+        tl.step("ubio write_all_at(dst, tail, body)", || {
+            dst.write_all_at(&data[body..], body as u64)
+        })
+        .with_context(|| ctx("write"))?;
+        if dst.stats().bytes_written_direct != body as u64 {
+            bail!(
+                "race: {} of the body's {body} bytes went through O_DIRECT",
+                dst.stats().bytes_written_direct
+            );
+        }
+    } else {
+        tl.step("ubio write_all_at(dst, whole file, 0)", || {
+            dst.write_all_at(&b.want, 0)
+        })
+        .with_context(|| ctx("write"))?;
+    }
     tl.step("ubio sync_all(dst)", || dst.sync_all())
         .with_context(|| ctx("sync_all"))?;
     let dio = tl
@@ -872,7 +905,7 @@ fn worker(sh: &Shared, id: usize) -> Result<()> {
                 *sh.current[id].lock().unwrap() = Some(path.clone());
             }
             let found = match v {
-                Variant::Lib => copy_lib(sh, &src_path, &path, &mut b, &mut tl)?,
+                Variant::Lib | Variant::Race => copy_lib(sh, v, &src_path, &path, &mut b, &mut tl)?,
                 _ => copy_traced(sh, v, &src_path, &path, &mut b, &mut tl)?,
             };
             if a.racer {
@@ -1044,9 +1077,9 @@ fn run(a: Args) -> Result<bool> {
         stop: AtomicBool::new(false),
         active: AtomicUsize::new(0),
         mismatches: AtomicU64::new(0),
-        done: (0..6).map(|_| AtomicU64::new(0)).collect(),
-        bad: (0..6).map(|_| AtomicU64::new(0)).collect(),
-        probed: (0..6).map(|_| Default::default()).collect(),
+        done: (0..Variant::value_variants().len()).map(|_| AtomicU64::new(0)).collect(),
+        bad: (0..Variant::value_variants().len()).map(|_| AtomicU64::new(0)).collect(),
+        probed: (0..Variant::value_variants().len()).map(|_| Default::default()).collect(),
         current: (0..a.threads).map(|_| Mutex::new(None)).collect(),
         raced: AtomicU64::new(0),
         errors: Mutex::new(Vec::new()),
@@ -1125,7 +1158,7 @@ fn run(a: Args) -> Result<bool> {
             .iter()
             .map(|c| c.load(Ordering::SeqCst))
             .collect();
-        let probed = match sh.args.probe && v != Variant::Lib {
+        let probed = match sh.args.probe && !matches!(v, Variant::Lib | Variant::Race) {
             true => format!(
                 " (probe, the tail page before sync_file_range: dirty {}, under writeback {}, clean {}, not cached {})",
                 p[0], p[1], p[2], p[3]
