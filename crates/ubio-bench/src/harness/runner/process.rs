@@ -241,57 +241,6 @@ impl ProcessExecutor {
         Ok(VictimSolo { ops_per_s })
     }
 
-    /// Inflates the balloon of a global-pressure run, for `dataset` bytes
-    /// of files (all the run puts in the page cache): what it leaves, its
-    /// floor and its size are refused if unsafe (see [`balloon::plan`]).
-    /// Whether the dataset is large enough to be pressed is the caller's
-    /// question (a matrix measures small datasets on purpose).
-    fn inflate(
-        &self,
-        p: GlobalPressure,
-        dataset: u64,
-        progress: &dyn Progress,
-    ) -> io::Result<(Balloon, PressureRecord)> {
-        let plan = balloon::plan_here(p.leave_bytes, p.floor_bytes)?;
-        progress.message(&format!(
-            "global pressure: locking {} MiB of memory so that {} MiB of the {} MiB available remain \
-             (floor {} MiB; the dataset is {:.1}x what remains)",
-            plan.balloon_bytes >> 20,
-            plan.leave_bytes >> 20,
-            plan.available_bytes >> 20,
-            plan.floor_bytes >> 20,
-            dataset as f64 / plan.leave_bytes as f64
-        ));
-        let mut holder = Command::new(&self.options.worker_exe);
-        holder
-            .args(["__worker", "balloon"])
-            .stderr(Stdio::inherit());
-        let since = Instant::now();
-        let b = Balloon::inflate(holder, plan.balloon_bytes, plan.floor_bytes)
-            .map_err(|e| io::Error::new(e.kind(), format!("global pressure: {e}")))?;
-        let inflate_secs = since.elapsed().as_secs_f64();
-        let after = ubio::procfs::meminfo()?
-            .get("MemAvailable")
-            .copied()
-            .unwrap_or(0);
-        progress.message(&format!(
-            "global pressure: the balloon holds {} MiB (in {inflate_secs:.1} s); {} MiB available now",
-            b.held_bytes() >> 20,
-            after >> 20
-        ));
-        let record = PressureRecord {
-            balloon_bytes: plan.balloon_bytes,
-            leave_bytes: plan.leave_bytes,
-            floor_bytes: plan.floor_bytes,
-            available_before_bytes: plan.available_bytes,
-            available_after_bytes: after,
-            inflate_secs,
-            held_at_end_bytes: b.held_bytes(),
-            shrinks: Vec::new(),
-        };
-        Ok((b, record))
-    }
-
     /// For a backed mode, right before its run: memory of the size of the
     /// page cache the run will take (the dataset; source and copy for
     /// copies), as much as is free to spare, faulted in and released, so
@@ -410,8 +359,12 @@ impl Executor for ProcessExecutor {
                 )?)
             }
             Some(p) => {
-                let (b, record) =
-                    self.inflate(p, w.kind.copies() * w.dataset_bytes + hot, progress)?;
+                let (b, record) = inflate(
+                    &self.options.worker_exe,
+                    p,
+                    w.kind.copies() * w.dataset_bytes + hot,
+                    progress,
+                )?;
                 self.balloon = Some(b);
                 let made = self.target.as_ref().expect("check_modes made it");
                 let filler = made.dir.join("filler");
@@ -719,6 +672,57 @@ impl Executor for ProcessExecutor {
     }
 }
 
+/// Inflates the balloon of a global-pressure run, for `dataset` bytes
+/// of files (all the run puts in the page cache): what it leaves, its
+/// floor and its size are refused if unsafe (see [`balloon::plan`]).
+/// Whether the dataset is large enough to be pressed is the caller's
+/// question (a matrix measures small datasets on purpose).
+pub(crate) fn inflate(
+    worker_exe: &Path,
+    p: GlobalPressure,
+    dataset: u64,
+    progress: &dyn Progress,
+) -> io::Result<(Balloon, PressureRecord)> {
+    let plan = balloon::plan_here(p.leave_bytes, p.floor_bytes)?;
+    progress.message(&format!(
+        "global pressure: locking {} MiB of memory so that {} MiB of the {} MiB available remain \
+         (floor {} MiB; the dataset is {:.1}x what remains)",
+        plan.balloon_bytes >> 20,
+        plan.leave_bytes >> 20,
+        plan.available_bytes >> 20,
+        plan.floor_bytes >> 20,
+        dataset as f64 / plan.leave_bytes as f64
+    ));
+    let mut holder = Command::new(worker_exe);
+    holder
+        .args(["__worker", "balloon"])
+        .stderr(Stdio::inherit());
+    let since = Instant::now();
+    let b = Balloon::inflate(holder, plan.balloon_bytes, plan.floor_bytes)
+        .map_err(|e| io::Error::new(e.kind(), format!("global pressure: {e}")))?;
+    let inflate_secs = since.elapsed().as_secs_f64();
+    let after = ubio::procfs::meminfo()?
+        .get("MemAvailable")
+        .copied()
+        .unwrap_or(0);
+    progress.message(&format!(
+        "global pressure: the balloon holds {} MiB (in {inflate_secs:.1} s); {} MiB available now",
+        b.held_bytes() >> 20,
+        after >> 20
+    ));
+    let record = PressureRecord {
+        balloon_bytes: plan.balloon_bytes,
+        leave_bytes: plan.leave_bytes,
+        floor_bytes: plan.floor_bytes,
+        available_before_bytes: plan.available_bytes,
+        available_after_bytes: after,
+        inflate_secs,
+        held_at_end_bytes: b.held_bytes(),
+        shrinks: Vec::new(),
+    };
+    Ok((b, record))
+}
+
 /// A run that failed before it moved anything.
 fn failed_run(mode: BenchMode, round: u32, error: String) -> Run {
     let summary = summary::summarize_run(&RunInput::NOTHING_MOVED);
@@ -738,7 +742,7 @@ fn failed_run(mode: BenchMode, round: u32, error: String) -> Run {
 }
 
 /// fsync, then POSIX_FADV_DONTNEED of the whole file; the pages still cached.
-fn drop_cached(path: &Path) -> io::Result<u64> {
+pub(crate) fn drop_cached(path: &Path) -> io::Result<u64> {
     let f = std::fs::OpenOptions::new()
         .write(true)
         .open(path)
@@ -755,7 +759,7 @@ fn drop_cached(path: &Path) -> io::Result<u64> {
 /// down to `keep` (or the file ends): the memory just freed taken at once
 /// by clean cache, before free page reporting hands it to the host.
 /// Returns the free memory left.
-fn refill(filler: &Path, keep: u64) -> io::Result<u64> {
+pub(crate) fn refill(filler: &Path, keep: u64) -> io::Result<u64> {
     use std::io::Read;
     const CHUNK: usize = 8 << 20;
     let free = || ubio::procfs::meminfo_field("MemFree");
@@ -777,7 +781,7 @@ fn refill(filler: &Path, keep: u64) -> io::Result<u64> {
     }
 }
 
-fn remove_if_exists(path: &Path) -> io::Result<()> {
+pub(crate) fn remove_if_exists(path: &Path) -> io::Result<()> {
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(path_context(e, "remove", path)),
         _ => Ok(()),
@@ -785,7 +789,7 @@ fn remove_if_exists(path: &Path) -> io::Result<()> {
 }
 
 /// A file of `bytes` (the fill pattern), durable.
-fn write_plain(path: &Path, bytes: u64) -> io::Result<()> {
+pub(crate) fn write_plain(path: &Path, bytes: u64) -> io::Result<()> {
     use std::io::Write;
     let mut f = std::fs::File::create(path).map_err(|e| path_context(e, "create", path))?;
     let mut buf = ubio::AlignedBuf::page_aligned(1 << 20);

@@ -89,7 +89,7 @@ pub fn render(record: &MatrixRecord) -> String {
 }
 
 /// A CSV field, quoted when it holds a comma, a quote or a line break.
-fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
