@@ -1,6 +1,7 @@
 //! `ubio-bench` (also reached as `ubio bench` and `ubio demo`): the limits
 //! of buffered I/O, measured (`run`, the seeds' `suite`, a short `demo`,
-//! a `matrix` of them),
+//! a `matrix` of them, real
+//! services beside real backups: `neighbours`),
 //! and the results rendered (`report`) and tracked (`compare`). It is a
 //! program of its own so that the `ubio` a user installs to copy files
 //! carries no benchmark, memory cgroups or balloon; it runs its worker
@@ -12,6 +13,7 @@ mod compare;
 mod demo;
 mod interrupt;
 mod matrix;
+mod neighbours;
 mod report;
 mod run;
 mod suite;
@@ -57,6 +59,10 @@ enum Command {
         after_help = "Examples:\n  ubio-bench matrix --estimate\n  ubio-bench matrix --out bench/out/m --max-minutes 15   (again to go on)\n  ubio-bench matrix --workloads seq-read --threads 1,2 --datasets 0.5,2 --targets xfs/shm\n  ubio-bench matrix --preset release --out bench/runs/release/DATE-COMMIT\n  ubio-bench compare old-matrix/ new-matrix/"
     )]
     Matrix(matrix::Args),
+    #[command(
+        after_help = "Examples:\n  ubio-bench neighbours --memory 1G --rounds 3 --out bench/runs/DATE-neighbours\n  ubio-bench neighbours --pressure cgroup --loads wrk --streams tar --modes plain,ubio-run --memory 256M --rounds 1"
+    )]
+    Neighbours(neighbours::Args),
     #[command(name = "__worker", hide = true)]
     Worker(worker::Args),
     #[command(name = "__generate-docs", hide = true)]
@@ -72,6 +78,7 @@ impl Command {
             Command::Suite(_) => "suite",
             Command::Demo(_) => "demo",
             Command::Matrix(_) => "matrix",
+            Command::Neighbours(_) => "neighbours",
             Command::Worker(_) => "__worker",
             Command::GenerateDocs(_) => "__generate-docs",
         }
@@ -89,6 +96,7 @@ fn main() -> ExitCode {
         Command::Suite(a) => suite::run(a),
         Command::Demo(a) => demo::run(a),
         Command::Matrix(a) => matrix::run(a),
+        Command::Neighbours(a) => neighbours::run(a),
         Command::Worker(a) => worker::run(a),
         Command::GenerateDocs(a) => ubio_cmd::docs::run(a, Cli::command(), "ubio-bench", &[]),
     };

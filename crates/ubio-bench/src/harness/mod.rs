@@ -18,6 +18,7 @@ pub mod matrix;
 /// A synthetic report for tests of the results side (no disk needed).
 pub mod mock;
 pub mod mode;
+pub mod neighbours;
 pub mod runner;
 pub mod sampler;
 pub mod schedule;

@@ -13,6 +13,7 @@ pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod matrix;
+pub mod neighbours;
 mod svg;
 pub mod table;
 
