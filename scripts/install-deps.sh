@@ -23,7 +23,10 @@
 # checks the packages, scripts/package-test.sh tests them in a clean Debian
 # root), prometheus (its server and promtool: the policy daemon's metrics
 # endpoint scraped for real), podman and runc (the daemon in a container:
-# scripts/container.sh and its test), and golang-go and nodejs where no go
+# scripts/container.sh and its test), postgresql, nginx, wrk and restic
+# (`ubio-bench neighbours`: a database and a web server of its own beside a
+# restic backup; installing them starts no service, see policy-rc.d below),
+# and golang-go and nodejs where no go
 # or node is on the PATH already. Runs
 # `apt-get update` only when something is missing. Also makes sure cargo exists
 # (rustup's stable toolchain; Debian's own cargo is too old for this project).
@@ -34,7 +37,7 @@ export DEBIAN_FRONTEND=noninteractive
 PACKAGES=(xfsprogs btrfs-progs e2fsprogs util-linux fio rsync gcc libc6-dev nocache valgrind man-db
     make pkg-config python3 python3-venv bindfs zstd xz-utils musl-tools
     acl attr libacl1-dev libattr1-dev libcap-dev perl dpkg-dev debhelper lintian mmdebstrap
-    strace prometheus podman runc)
+    strace prometheus podman runc postgresql nginx wrk restic)
 command -v go >/dev/null 2>&1 || PACKAGES+=(golang-go)
 command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)
 pyenv_only=
@@ -72,8 +75,24 @@ fi
 
 if [ "${#missing[@]}" -gt 0 ]; then
     echo "install-deps: installing ${missing[*]}"
+    # Debian's postgresql and nginx start their service when installed
+    # (invoke-rc.d, deb-systemd-invoke); the benchmarks start their own in a
+    # scratch directory and must not find the system's running. A
+    # policy-rc.d that refuses every action (invoke-rc.d(8)) keeps this
+    # install from starting any; one the machine already has stays as it is.
+    policy_rc=/usr/sbin/policy-rc.d
+    if [ ! -e "$policy_rc" ]; then
+        printf '#!/bin/sh\n# ubio scripts/install-deps.sh, for one apt-get run: start no service.\nexit 101\n' |
+            as_root tee "$policy_rc" >/dev/null
+        as_root chmod 755 "$policy_rc"
+        trap 'as_root rm -f "$policy_rc"' EXIT
+    fi
     as_root apt-get update -q
     as_root apt-get install -y -q --no-install-recommends "${missing[@]}"
+    if [ -n "$(trap -p EXIT)" ]; then
+        as_root rm -f "$policy_rc"
+        trap - EXIT
+    fi
 else
     echo "install-deps: system packages present (${PACKAGES[*]})"
 fi

@@ -5,7 +5,7 @@
 
 use crate::run::{default_out, run_options, TermProgress};
 use crate::size;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use ubio_bench::harness::export::neighbours::markdown;
@@ -95,7 +95,7 @@ fn neighbours(a: Args) -> Result<ExitCode> {
     let opts = options(&a)?;
     let out = opts.out.clone().expect("options() sets it");
     let progress = TermProgress::new(false);
-    let report = neighbours::run(&opts, &progress).context("ubio-bench neighbours")?;
+    let report = neighbours::run(&opts, &progress)?;
     progress.line(&format!("report in {}", out.display()));
     let text = markdown::render(&report);
     if a.json {

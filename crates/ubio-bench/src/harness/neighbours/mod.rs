@@ -346,6 +346,7 @@ impl BlockEnv {
         // daemon's scope names it.
         let service_cg = MemCgroup::create("ubio-bench-service", service_limit)?;
         let stream_cg = MemCgroup::create("ubio-bench-stream", stream_limit)?;
+        let mut warnings = Vec::new();
         let (mut pg, mut web) = (None, None);
         let set_dir = match block.service {
             Service::Postgres => {
@@ -383,7 +384,6 @@ impl BlockEnv {
             .filter_map(|f| f.metadata().ok())
             .map(|m| m.len())
             .sum();
-        let mut warnings = Vec::new();
         let (mut balloon, mut record, mut filler) = (None, None, None);
         if block.pressure == Pressure::Global {
             let p = GlobalPressure {
@@ -392,7 +392,7 @@ impl BlockEnv {
                     ubio::procfs::meminfo_field("MemTotal").unwrap_or(0),
                 )),
             };
-            let (b, rec) = process::inflate(&opts.worker_exe, p, s.data_bytes, progress)?;
+            let (b, rec) = inflate(&opts.worker_exe, p, s.data_bytes, progress, &mut warnings)?;
             // The runner's filler: the clean cache that holds free memory
             // small before every run (see process::FREE_KEPT).
             let f = dir.join("filler");
@@ -634,6 +634,33 @@ impl BlockEnv {
             });
         }
         Ok(run)
+    }
+}
+
+/// The balloon, planned again from what is available now when others took
+/// memory while it inflated (the holder then refuses to pass its floor):
+/// on a shared machine that happens.
+fn inflate(
+    worker_exe: &Path,
+    p: GlobalPressure,
+    dataset: u64,
+    progress: &dyn Progress,
+    warnings: &mut Vec<String>,
+) -> io::Result<(Balloon, crate::harness::schema::PressureRecord)> {
+    const TRIES: u32 = 3;
+    let mut attempt = 1;
+    loop {
+        match process::inflate(worker_exe, p, dataset, progress) {
+            Err(e) if attempt < TRIES && e.to_string().contains("less to spare than planned") => {
+                let w =
+                    format!("global pressure, attempt {attempt} of {TRIES}: {e}; planning again");
+                progress.warning(&w);
+                warnings.push(w);
+                attempt += 1;
+                std::thread::sleep(Duration::from_secs(2));
+            }
+            r => return r,
+        }
     }
 }
 
