@@ -6,8 +6,8 @@
 # ROUNDS rounds (default 3), each in a new random order. Writes neighbours.md,
 # neighbours.html (the plots), runs.csv and seconds.csv here, and
 # neighbours.json.gz and run.log.gz (bench/runs/README.md: raw records and logs
-# gzip-compressed). Needs root and about 20 GiB free under target/. Extra
-# arguments go to ubio-bench neighbours.
+# gzip-compressed), or into $UBIO_NEIGHBOURS_OUT if set. Needs root and about
+# 20 GiB free under target/. Extra arguments go to ubio-bench neighbours.
 #
 #   bench/runs/2026-12-06-neighbours/run.sh [ROUNDS] [args...]
 #       the committed run (about 35 minutes on a 2-core machine): global
@@ -34,6 +34,8 @@ if [ "$what" = full ]; then
 else
     set -- --pressure global --loads pgbench-ro,wrk --streams tar,image-cp --lead-secs 3 "$@"
 fi
+out=${UBIO_NEIGHBOURS_OUT:-$here}
+mkdir -p "$out"
 cd "$repo"
 scripts/install-deps.sh postgresql nginx wrk restic rsync
 nice -n 10 cargo build --release -p ubio-bench -p ubio-cli -p ubio-preload
@@ -43,6 +45,6 @@ mkdir -p "$scratch"
 chmod 755 "$repo/target" "$scratch"
 UBIO_EXE=$repo/target/release/ubio target/release/ubio-bench neighbours \
     --memory 1G --data 4G --rounds "$rounds" --modes plain,ubio-run,policy,own --alone-secs 20 \
-    --dir "$scratch" --out "$here" "$@" 2>&1 | tee "$here/run.log"
+    --dir "$scratch" --out "$out" "$@" 2>&1 | tee "$out/run.log"
 rmdir "$scratch" 2>/dev/null || true
-gzip -9f "$here/neighbours.json" "$here/run.log"
+gzip -9f "$out/neighbours.json" "$out/run.log"
