@@ -10,7 +10,7 @@
 # 20 GiB free under target/. Extra arguments go to ubio-bench neighbours.
 #
 #   bench/runs/2026-12-06-neighbours/run.sh [ROUNDS] [args...]
-#       the committed run (about 35 minutes on a 2-core machine): global
+#       the committed run (about 25 minutes on a 2-core machine): global
 #       pressure only (a balloon leaves 1 GiB to the whole machine), pgbench -S
 #       and wrk, beside tar of a 4 GiB tree and cp of a 4 GiB image; 48 runs
 #   bench/runs/2026-12-06-neighbours/run.sh full [ROUNDS] [args...]
