@@ -12,6 +12,7 @@
 //! {"event":"ready","bytes":134217728,"seconds":0.41}             victim: hot file read through
 //! {"event":"tick","t0":812.20,"t1":812.30,"reads":14210}          victim: reads in [t0, t1)
 //! {"event":"error","message":"read /x/hot: Input/output error"}   either: why it failed
+//! {"event":"bench_ready"}                                          bench: waiting for go (a group)
 //! {"event":"bench_started","start_mono_secs":812.2}               bench: the clock starts
 //! {"event":"bench_progress","t_mono_secs":812.3,"bytes":..,...}   bench: every 100 ms
 //! {"event":"bench_done","bytes":..,"end_mono_secs":..,...}        bench: an EngineResult
@@ -19,7 +20,10 @@
 //!
 //! On stdin the victim takes lines: `warm` (read the hot file through again,
 //! then `ready`) and end of file (stop). So a victim whose parent dies stops
-//! by itself.
+//! by itself. A bench worker of a group (the streams of one run spread over
+//! several processes, [`EngineJob::wait_go`]) says `bench_ready` and waits
+//! for a line on stdin before it starts; [`BenchClient::group`] sends it
+//! once every worker of the group is ready ([`combine`]).
 //!
 //! Arguments: `victim [--tick-ms N] FILE`, `bench JOB` (an
 //! [`EngineJob`] as JSON, for `ubio bench` and `ubio demo`) and `balloon
@@ -38,6 +42,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+pub mod combine;
+
 /// One line of a worker's output.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -45,6 +51,7 @@ pub enum Event {
     Ready(Ready),
     Tick(Tick),
     Error { message: String },
+    BenchReady,
     BenchStarted(EngineStart),
     BenchProgress(EngineProgress),
     BenchDone(EngineResult),
@@ -171,6 +178,24 @@ pub fn main(args: &[OsString]) -> i32 {
         out.flush()
     };
     let result = match job {
+        Job::Bench(job) if job.wait_go => emit(&Event::BenchReady)
+            .and_then(|()| {
+                let mut line = String::new();
+                match io::stdin().lock().read_line(&mut line)? {
+                    0 => Err(io::Error::new(
+                        io::ErrorKind::BrokenPipe,
+                        "the parent went away before go",
+                    )),
+                    _ => Ok(()),
+                }
+            })
+            .and_then(|()| {
+                engine::run(&job, |r| match r {
+                    engine::Report::Started(s) => emit(&Event::BenchStarted(s)),
+                    engine::Report::Progress(p) => emit(&Event::BenchProgress(p)),
+                })
+            })
+            .and_then(|r| emit(&Event::BenchDone(r))),
         Job::Bench(job) => engine::run(&job, |r| match r {
             engine::Report::Started(s) => emit(&Event::BenchStarted(s)),
             engine::Report::Progress(p) => emit(&Event::BenchProgress(p)),
@@ -340,73 +365,133 @@ impl VictimClient {
 }
 
 /// The parent's side of a running bench worker (spawned with piped
-/// stdout): a thread forwards its events; the last one is `Err` (its
-/// `error` event, a bad line, or the end of its output).
+/// stdout), or of a group of them that together run one run's streams
+/// (spawned with piped stdin too, their jobs with `wait_go`): a thread per
+/// worker forwards its events, and [`Combine`](combine::Combine) makes of a
+/// group's events those one worker would have sent; the last one is `Err`
+/// (an `error` event, a bad line, or the end of a worker's output).
 pub struct BenchClient {
-    child: Child,
-    events: Receiver<Result<Event, String>>,
-    reader: Option<JoinHandle<()>>,
+    children: Vec<Child>,
+    stdins: Vec<ChildStdin>,
+    events: Receiver<(usize, Result<Event, String>)>,
+    combine: Mutex<combine::Combine>,
+    readers: Vec<JoinHandle<()>>,
 }
 
 impl BenchClient {
     /// Takes over `child`'s stdout.
-    pub fn new(mut child: Child) -> io::Result<BenchClient> {
-        let stdout = child.stdout.take().ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "bench worker spawned without piped stdout",
-            )
-        })?;
+    pub fn new(child: Child) -> io::Result<BenchClient> {
+        BenchClient::group(vec![child])
+    }
+
+    /// Takes over the stdout (and stdin, where piped) of every child.
+    pub fn group(mut children: Vec<Child>) -> io::Result<BenchClient> {
         let (tx, events) = mpsc::channel();
-        let reader = std::thread::Builder::new()
-            .name("bench-reader".into())
-            .spawn(move || {
-                for line in BufReader::new(stdout).lines() {
-                    let ev = match line {
-                        Ok(l) => parse_line(&l),
-                        Err(e) => Err(format!("reading bench worker output: {e}")),
-                    };
-                    let ev = match ev {
-                        Ok(Event::Error { message }) => Err(message),
-                        other => other,
-                    };
-                    let last = ev.is_err();
-                    if tx.send(ev).is_err() || last {
-                        return;
-                    }
-                }
-                let _ = tx.send(Err("the bench worker exited".into()));
+        let mut readers = Vec::new();
+        let mut stdins = Vec::new();
+        for (i, child) in children.iter_mut().enumerate() {
+            let stdout = child.stdout.take().ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "bench worker spawned without piped stdout",
+                )
             })?;
+            stdins.extend(child.stdin.take());
+            let tx = tx.clone();
+            readers.push(
+                std::thread::Builder::new()
+                    .name(format!("bench-reader-{i}"))
+                    .spawn(move || {
+                        for line in BufReader::new(stdout).lines() {
+                            let ev = match line {
+                                Ok(l) => parse_line(&l),
+                                Err(e) => Err(format!("reading bench worker output: {e}")),
+                            };
+                            let last = ev.is_err() || matches!(ev, Ok(Event::Error { .. }));
+                            if tx.send((i, ev)).is_err() || last {
+                                return;
+                            }
+                        }
+                        let _ = tx.send((i, Err("the bench worker exited".into())));
+                    })?,
+            );
+        }
+        let n = children.len();
         Ok(BenchClient {
-            child,
+            children,
+            stdins,
             events,
-            reader: Some(reader),
+            combine: Mutex::new(combine::Combine::new(n)),
+            readers,
         })
     }
 
+    /// The first worker's pid.
     pub fn id(&self) -> u32 {
-        self.child.id()
+        self.children.first().map_or(0, Child::id)
     }
 
-    /// The next event, or `None` if none came within `timeout`.
+    /// The next event of the worker (or of the group, combined), or `None`
+    /// if none came within `timeout`.
     pub fn next(&self, timeout: Duration) -> Option<Result<Event, String>> {
-        match self.events.recv_timeout(timeout) {
-            Ok(ev) => Some(ev),
-            Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => Some(Err("the bench worker exited".into())),
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let (i, ev) = match self.events.recv_timeout(left) {
+                Ok(x) => x,
+                Err(RecvTimeoutError::Timeout) => return None,
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Some(Err("the bench worker exited".into()))
+                }
+            };
+            let step = self
+                .combine
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .on(i, ev);
+            match step {
+                combine::Step::Wait => {}
+                combine::Step::Go => {
+                    if let Err(e) = self.go() {
+                        return Some(Err(format!("starting the bench workers: {e}")));
+                    }
+                }
+                combine::Step::Pass(ev) => return Some(Ok(ev)),
+                combine::Step::Fail(e) => return Some(Err(e)),
+            }
         }
     }
 
-    /// Waits for the worker to exit (kills it first if `kill`).
+    /// Every worker of the group is ready: start them all.
+    fn go(&self) -> io::Result<()> {
+        for mut stdin in &self.stdins {
+            stdin.write_all(b"go\n")?;
+            stdin.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Waits for every worker to exit (kills them first if `kill`); the
+    /// first status that is not success, else success.
     pub fn wait(mut self, kill: bool) -> io::Result<ExitStatus> {
         if kill {
-            let _ = self.child.kill();
+            for c in &mut self.children {
+                let _ = c.kill();
+            }
         }
-        let status = self.child.wait()?;
-        if let Some(r) = self.reader.take() {
+        drop(std::mem::take(&mut self.stdins));
+        let mut status = None;
+        for c in &mut self.children {
+            let s = c.wait()?;
+            if status.is_none() || (!s.success() && status.is_some_and(|x: ExitStatus| x.success()))
+            {
+                status = Some(s);
+            }
+        }
+        for r in self.readers.drain(..) {
             let _ = r.join();
         }
-        Ok(status)
+        status.ok_or_else(|| io::Error::other("a group of no bench workers"))
     }
 }
 

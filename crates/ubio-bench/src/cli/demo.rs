@@ -289,6 +289,8 @@ fn configs(a: &Args) -> Result<Vec<Config>> {
                 duration_secs: None,
                 queue_depth: 16,
                 seed: 1,
+                processes: 1,
+                shared_file: false,
             },
             modes: modes.clone(),
             rounds: a.rounds,

@@ -49,6 +49,15 @@ pub struct Args {
     /// Thread counts, comma-separated [default: 1 to 2 x the CPUs, by powers of two].
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=256))]
     threads: Vec<u32>,
+    /// How the streams (threads) of a point run, comma-separated: threads
+    /// (of one worker process), processes (a worker process each; not at
+    /// 1 thread, the same point as threads) [default: threads].
+    #[arg(long, value_delimiter = ',')]
+    streams: Vec<matrix::Streams>,
+    /// Which files the streams work on, comma-separated: own (a file each),
+    /// shared (each its own region of one file) [default: own].
+    #[arg(long, value_delimiter = ',')]
+    files: Vec<matrix::Files>,
     /// Files per thread, comma-separated [default: 1].
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=10000))]
     files_per_thread: Vec<u32>,
@@ -244,6 +253,12 @@ fn spec(a: &Args, seed: u64) -> Result<Spec> {
     }
     if !a.threads.is_empty() {
         s.threads = a.threads.clone();
+    }
+    if !a.streams.is_empty() {
+        s.streams = a.streams.clone();
+    }
+    if !a.files.is_empty() {
+        s.files = a.files.clone();
     }
     if !a.files_per_thread.is_empty() {
         s.files_per_thread = a.files_per_thread.clone();

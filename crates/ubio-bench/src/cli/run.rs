@@ -38,6 +38,15 @@ pub struct Args {
     threads: u32,
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100000))]
     files_per_thread: u32,
+    /// Run the --threads streams in this many worker processes (--threads
+    /// divided evenly: --processes equal to --threads makes every stream a
+    /// process of its own), started together.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+    processes: u32,
+    /// Every stream works on its own region of one shared file (instead of
+    /// files of its own).
+    #[arg(long)]
+    shared_file: bool,
     /// Total size of the files [default: 4 x --limit, or 2G without a limit].
     #[arg(long, value_parser = size::parse_nonzero)]
     dataset: Option<u64>,
@@ -229,6 +238,8 @@ fn config(a: &Args) -> Result<Config> {
         duration_secs: a.duration,
         queue_depth: a.qd,
         seed: a.offset_seed,
+        processes: a.processes,
+        shared_file: a.shared_file,
     };
     let global_pressure = global.then(|| GlobalPressure {
         leave_bytes: a.limit,
@@ -255,6 +266,9 @@ fn config(a: &Args) -> Result<Config> {
             }
         }
     };
+    if let Err(e) = runner::check_streams(&workload) {
+        bail!("{e}");
+    }
     if a.duration.is_some_and(|d| d.is_nan() || d <= 0.0) {
         bail!("--duration must be more than 0 seconds");
     }

@@ -49,6 +49,21 @@ pub struct EngineJob {
     /// The `ubio` binary, for the ubio-cat, ubio-cp and ubio-run-* tools
     /// (None: not found, and no such mode runs).
     pub ubio_exe: Option<PathBuf>,
+    /// The threads (streams) this process runs, when the workload's streams
+    /// are spread over several processes (None: all of them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lanes: Option<std::ops::Range<u32>>,
+    /// Say `bench_ready` and wait for a line on stdin before starting the
+    /// clock: the parent starts the processes of one run together.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub wait_go: bool,
+}
+
+impl EngineJob {
+    /// The threads this process runs.
+    pub fn lanes(&self) -> std::ops::Range<u32> {
+        self.lanes.clone().unwrap_or(0..self.layout.threads)
+    }
 }
 
 /// The engine has opened nothing yet and is about to start the clock.
@@ -154,7 +169,8 @@ pub fn run(
     }))?;
     let deadline = job.workload.duration_secs.map(|d| start + d);
     let (outcomes, report_error) = std::thread::scope(|s| {
-        let lanes: io::Result<Vec<_>> = (0..job.layout.threads)
+        let lanes: io::Result<Vec<_>> = job
+            .lanes()
             .map(|t| {
                 let shared = &shared;
                 std::thread::Builder::new()
@@ -242,7 +258,7 @@ pub fn run(
         backend,
         reason,
         ubio_stats: (!stats.is_empty()).then_some(serde_json::Value::Array(stats)),
-        capped: bytes < job.layout.total_bytes(),
+        capped: bytes < job.layout.lane_bytes(job.lanes().len() as u32),
     })
 }
 
@@ -308,6 +324,19 @@ fn check_job(job: &EngineJob) -> io::Result<()> {
             job.mode, w.kind
         ));
     }
+    if job.lanes().end > job.layout.threads || job.lanes().is_empty() {
+        return bad(format!(
+            "threads {:?} of a workload of {}",
+            job.lanes(),
+            job.layout.threads
+        ));
+    }
+    if job.layout.shared && matches!(job.mode, BenchMode::Tool(_)) {
+        return bad(format!(
+            "{}: a tool reads or writes whole files, not a region of a shared file",
+            job.mode
+        ));
+    }
     if job.layout.block_bytes < data::STAMP_BYTES as u64 || job.layout.block_bytes > 1 << 30 {
         return bad(format!(
             "block size {} out of range (16 B to 1 GiB)",
@@ -340,6 +369,11 @@ pub fn check_mode(
         m => m,
     };
     if let BenchMode::Tool(tool) = mode {
+        if w.shared_file {
+            return Err(unsupported(format!(
+                "{mode} reads or writes whole files, not a region of a shared file"
+            )));
+        }
         return check_tool(tool, ubio_exe);
     }
     let probe = dir.join(".ubio-bench-probe");

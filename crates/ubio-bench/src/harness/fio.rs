@@ -286,6 +286,8 @@ mod tests {
             duration_secs: None,
             queue_depth: 8,
             seed: 1,
+            processes: 1,
+            shared_file: false,
         }
     }
 

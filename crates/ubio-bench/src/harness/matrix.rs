@@ -116,6 +116,56 @@ pub enum Pressure {
     Global { floor_bytes: u64 },
 }
 
+/// How a point's streams (its threads) run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Streams {
+    /// Threads of one worker process.
+    Threads,
+    /// A worker process each.
+    Processes,
+}
+
+impl FromStr for Streams {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Streams, String> {
+        match s {
+            "threads" => Ok(Streams::Threads),
+            "processes" => Ok(Streams::Processes),
+            _ => Err(format!("'{s}': expected threads or processes")),
+        }
+    }
+}
+
+/// Which files a point's streams work on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Files {
+    /// Files of their own.
+    Own,
+    /// Each its own region of one shared file.
+    Shared,
+}
+
+impl FromStr for Files {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Files, String> {
+        match s {
+            "own" => Ok(Files::Own),
+            "shared" => Ok(Files::Shared),
+            _ => Err(format!("'{s}': expected own or shared")),
+        }
+    }
+}
+
+fn threads_only() -> Vec<Streams> {
+    vec![Streams::Threads]
+}
+
+fn own_files() -> Vec<Files> {
+    vec![Files::Own]
+}
+
 /// What a matrix measures: its axes and how each point runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Spec {
@@ -123,6 +173,12 @@ pub struct Spec {
     pub workloads: Vec<WorkloadKind>,
     pub blocks_bytes: Vec<u64>,
     pub threads: Vec<u32>,
+    /// How the streams run: threads of one process, or processes.
+    #[serde(default = "threads_only")]
+    pub streams: Vec<Streams>,
+    /// Which files the streams work on: their own, or a shared one.
+    #[serde(default = "own_files")]
+    pub files: Vec<Files>,
     pub files_per_thread: Vec<u32>,
     /// Datasets as fractions of `memory_bytes` (0.5, 1, 2, ...).
     pub dataset_fractions: Vec<f64>,
@@ -172,6 +228,8 @@ impl Spec {
             workloads: vec![WorkloadKind::SeqWrite, WorkloadKind::SeqRead],
             blocks_bytes: vec![MIB],
             threads,
+            streams: threads_only(),
+            files: own_files(),
             files_per_thread: vec![1],
             dataset_fractions: vec![0.5, 1.0, 2.0],
             modes: vec![
@@ -211,6 +269,8 @@ impl Spec {
             ("workloads", self.workloads.is_empty()),
             ("block sizes", self.blocks_bytes.is_empty()),
             ("threads", self.threads.is_empty()),
+            ("streams", self.streams.is_empty()),
+            ("files", self.files.is_empty()),
             ("files per thread", self.files_per_thread.is_empty()),
             ("datasets", self.dataset_fractions.is_empty()),
             ("modes", self.modes.is_empty()),
@@ -244,6 +304,8 @@ impl Spec {
             ("workload", dupes(&self.workloads)),
             ("block size", dupes(&self.blocks_bytes)),
             ("thread count", dupes(&self.threads)),
+            ("streams", dupes(&self.streams)),
+            ("files", dupes(&self.files)),
             ("files per thread", dupes(&self.files_per_thread)),
             ("dataset fraction", dupes(&self.dataset_fractions)),
         ] {
@@ -263,11 +325,20 @@ impl Spec {
                     for &threads in &self.threads {
                         for &files in &self.files_per_thread {
                             for &fraction in &self.dataset_fractions {
-                                points.push(
-                                    self.point(
-                                        target, kind, block, threads, files, fraction, false,
-                                    ),
-                                );
+                                for &streams in &self.streams {
+                                    for &sharing in &self.files {
+                                        // One stream in a process of its own
+                                        // is the threads' point.
+                                        if threads == 1 && streams == Streams::Processes {
+                                            continue;
+                                        }
+                                        let mut p = self.point(
+                                            target, kind, block, threads, files, fraction, false,
+                                        );
+                                        p.streams(streams, sharing);
+                                        points.push(p);
+                                    }
+                                }
                             }
                         }
                     }
@@ -316,6 +387,8 @@ impl Spec {
                 .then_some(self.random_secs),
             queue_depth: self.queue_depth,
             seed: 1,
+            processes: 1,
+            shared_file: false,
         };
         let name = if seed_job { "seed003" } else { kind.name() };
         let id = format!(
@@ -402,13 +475,26 @@ pub struct Point {
 }
 
 impl Point {
+    /// Makes the point's streams processes and its files shared, as asked
+    /// (its id says so; the defaults keep the ids matrices always had).
+    fn streams(&mut self, streams: Streams, files: Files) {
+        if streams == Streams::Processes {
+            self.workload.processes = self.workload.threads;
+            self.id.push_str("_procs");
+        }
+        if files == Files::Shared {
+            self.workload.shared_file = true;
+            self.id.push_str("_shared");
+        }
+    }
+
     /// "ext4/shm seq-read, 1 MiB x 2 threads x 1 file, 0.5x = 512.0 MiB".
     pub fn describe(&self) -> String {
         let w = &self.workload;
         let plural =
             |n: u32, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
         format!(
-            "{} {}{}, {} x {} x {}, {}x = {}",
+            "{} {}{}, {} x {}{} x {}, {}x = {}",
             self.target,
             w.kind,
             if self.seed_job {
@@ -418,6 +504,10 @@ impl Point {
             },
             human_bytes(w.block_bytes),
             plural(w.threads, "thread", "threads"),
+            match w.streams_note() {
+                n if n.is_empty() => n,
+                n => format!(" ({n})"),
+            },
             plural(w.files_per_thread, "file", "files"),
             self.dataset_fraction,
             human_bytes(w.dataset_bytes)

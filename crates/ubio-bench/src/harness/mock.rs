@@ -100,6 +100,8 @@ pub fn report(seed: u64) -> Report {
             duration_secs: None,
             queue_depth: 1,
             seed: 42,
+            processes: 1,
+            shared_file: false,
         },
         modes: PROFILES.iter().map(|p| p.mode).collect(),
         rounds: ROUNDS,

@@ -26,8 +26,9 @@ pub(crate) mod fake;
 pub mod process;
 pub mod target;
 
+use super::mode::WorkloadKind;
 use super::schedule::Schedule;
-use super::schema::{Config, LeftOut, Report, Run, Sample};
+use super::schema::{Config, LeftOut, Report, Run, Sample, Workload};
 use super::{sampler, summary};
 use executor::{BalloonState, Ended, Executor, RunSpec};
 use std::io;
@@ -300,6 +301,7 @@ fn validate(c: &Config) -> io::Result<()> {
     if w.duration_secs.is_some_and(|d| d.is_nan() || d <= 0.0) {
         return bad("the duration must be positive".into());
     }
+    check_streams(w).or_else(bad)?;
     if let Some(p) = c.global_pressure {
         if c.memory_limit_bytes.is_some() {
             return bad(
@@ -315,6 +317,21 @@ fn validate(c: &Config) -> io::Result<()> {
                 p.leave_bytes >> 20
             ));
         }
+    }
+    Ok(())
+}
+
+/// The streams' processes divide the threads evenly; a shared file holds
+/// regions, which copies (a whole file to a whole file) have none of.
+pub fn check_streams(w: &Workload) -> Result<(), String> {
+    if w.processes == 0 || !w.threads.is_multiple_of(w.processes) {
+        return Err(format!(
+            "{} threads cannot be spread evenly over {} processes: give a divisor of the threads",
+            w.threads, w.processes
+        ));
+    }
+    if w.shared_file && w.kind == WorkloadKind::Copy {
+        return Err("a copy copies whole files: a shared file is for reads and writes".into());
     }
     Ok(())
 }
@@ -373,6 +390,8 @@ mod tests {
                 duration_secs: None,
                 queue_depth: 1,
                 seed: 1,
+                processes: 1,
+                shared_file: false,
             },
             modes: modes.to_vec(),
             rounds,

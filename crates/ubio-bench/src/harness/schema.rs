@@ -209,6 +209,44 @@ pub struct Workload {
     pub queue_depth: u32,
     /// Seed of the random offsets.
     pub seed: u64,
+    /// The `threads` streams run in this many worker processes, `threads /
+    /// processes` threads each (1: every stream a thread of one process).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub processes: u32,
+    /// Every stream works on its own region of one shared file instead of
+    /// files of its own.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shared_file: bool,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
+impl Workload {
+    /// How the streams are laid out, when not as they always were (threads
+    /// of one process, a file each): "4 processes", "shared file", "4
+    /// processes, shared file"; empty otherwise.
+    pub fn streams_note(&self) -> String {
+        let mut parts = Vec::new();
+        if self.processes > 1 {
+            parts.push(format!("{} processes", self.processes));
+        }
+        if self.shared_file {
+            parts.push("shared file".to_owned());
+        }
+        parts.join(", ")
+    }
+
+    /// Which threads (streams) worker process `i` of `self.processes` runs.
+    pub fn process_lanes(&self, i: u32) -> std::ops::Range<u32> {
+        let per = self.threads / self.processes.max(1);
+        i * per..(i + 1) * per
+    }
 }
 
 /// Where the dataset lives.

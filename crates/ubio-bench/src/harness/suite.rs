@@ -185,6 +185,8 @@ fn workload(kind: WorkloadKind, block: u64, threads: u32, files: u32, bytes: u64
         duration_secs: None,
         queue_depth: 1,
         seed: 1,
+        processes: 1,
+        shared_file: false,
     }
 }
 

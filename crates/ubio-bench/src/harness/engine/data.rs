@@ -2,7 +2,10 @@
 //!
 //! Every thread owns `files_per_thread` files of the same size (the dataset
 //! split evenly, rounded down to whole blocks, so every request is a whole
-//! block and O_DIRECT needs no tail handling). Every block starts with a
+//! block and O_DIRECT needs no tail handling); or, with a shared file, every
+//! thread's files are regions of the same size, one after the other, in one
+//! file (`data/shared`), as many streams of one program working on their
+//! own parts of one file. Every block starts with a
 //! stamp (file id, block index) over an incompressible pattern, so a block
 //! written or copied to the wrong place is caught by [`check_file`], at the
 //! cost of 16 bytes per block in the workload.
@@ -28,6 +31,10 @@ pub struct Layout {
     /// Size of every file: a whole number of blocks.
     pub file_bytes: u64,
     pub block_bytes: u64,
+    /// Every (thread, file) is a region of `file_bytes` of one shared file,
+    /// at `file_id * file_bytes`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shared: bool,
 }
 
 impl Layout {
@@ -43,6 +50,7 @@ impl Layout {
             files_per_thread: w.files_per_thread.max(1),
             file_bytes: blocks * block,
             block_bytes: block,
+            shared: w.shared_file,
         }
     }
 
@@ -59,14 +67,36 @@ impl Layout {
         self.dir.join("copy")
     }
 
-    /// Source file `file` of thread `thread`.
+    /// Source file `file` of thread `thread` (with a shared file, the
+    /// file that holds its region).
     pub fn source(&self, thread: u32, file: u32) -> PathBuf {
+        if self.shared {
+            return self.data_dir().join("shared");
+        }
         self.data_dir().join(format!("t{thread}-f{file}"))
     }
 
     /// Where a copy of [`Layout::source`] goes.
     pub fn copy(&self, thread: u32, file: u32) -> PathBuf {
+        if self.shared {
+            return self.copy_dir().join("shared");
+        }
         self.copy_dir().join(format!("t{thread}-f{file}"))
+    }
+
+    /// Where the region of file `file_id` starts in its file: 0, or with a
+    /// shared file `file_id * file_bytes`.
+    pub fn base(&self, file_id: u64) -> u64 {
+        if self.shared {
+            file_id * self.file_bytes
+        } else {
+            0
+        }
+    }
+
+    /// Bytes of the files of `threads` threads.
+    pub fn lane_bytes(&self, threads: u32) -> u64 {
+        self.file_bytes * u64::from(threads) * u64::from(self.files_per_thread)
     }
 
     /// A number unique to each file of the dataset (its stamp).
@@ -74,13 +104,19 @@ impl Layout {
         u64::from(thread) * u64::from(self.files_per_thread) + u64::from(file)
     }
 
-    /// Every source file, thread by thread.
+    /// Every source file, thread by thread (a shared file once).
     pub fn sources(&self) -> Vec<PathBuf> {
+        if self.shared {
+            return vec![self.source(0, 0)];
+        }
         self.each(|t, f| self.source(t, f))
     }
 
     /// Every copy, in the order of [`Layout::sources`].
     pub fn copies(&self) -> Vec<PathBuf> {
+        if self.shared {
+            return vec![self.copy(0, 0)];
+        }
         self.each(|t, f| self.copy(t, f))
     }
 
@@ -114,9 +150,10 @@ pub fn stamp(buf: &mut [u8], file_id: u64, block: u64) {
     }
 }
 
-/// The block offsets a thread visits in one file: in order for sequential
-/// workloads and copies; for random ones a permutation (each block once,
-/// as fio's random map does), seeded by `seed` and the file.
+/// The block offsets a thread visits in one file (or its region of the
+/// shared file): in order for sequential workloads and copies; for random
+/// ones a permutation (each block once, as fio's random map does), seeded
+/// by `seed` and the file.
 pub fn offsets(kind: WorkloadKind, layout: &Layout, file_id: u64, seed: u64) -> Vec<u64> {
     let blocks = layout.blocks_per_file();
     let mut v: Vec<u64> = (0..blocks).collect();
@@ -127,25 +164,34 @@ pub fn offsets(kind: WorkloadKind, layout: &Layout, file_id: u64, seed: u64) -> 
             v.swap(i, j);
         }
     }
-    v.iter_mut().for_each(|b| *b *= layout.block_bytes);
+    let base = layout.base(file_id);
+    v.iter_mut()
+        .for_each(|b| *b = base + *b * layout.block_bytes);
     v
 }
 
 /// Checks that `path` holds what the dataset writer (and every write mode)
 /// puts in file `file_id`: `layout.file_bytes` bytes, each block stamped
-/// with its place over the pattern of [`crate::harness::engine::support::fill`]. The error
-/// says which block differs.
+/// with its place over the pattern of [`crate::harness::engine::support::fill`] (with a
+/// shared file: its region, and the file as long as every region). The
+/// error says which block differs.
 pub fn check_file(path: &Path, layout: &Layout, file_id: u64) -> io::Result<()> {
+    use std::io::{Seek, SeekFrom};
     let bad = |msg: String| Err(io::Error::new(io::ErrorKind::InvalidData, msg));
     let mut f = File::open(path)?;
     let len = f.metadata()?.len();
-    if len != layout.file_bytes {
+    let expected = if layout.shared {
+        layout.total_bytes()
+    } else {
+        layout.file_bytes
+    };
+    if len != expected {
         return bad(format!(
-            "{}: {len} bytes, expected {}",
+            "{}: {len} bytes, expected {expected}",
             path.display(),
-            layout.file_bytes
         ));
     }
+    f.seek(SeekFrom::Start(layout.base(file_id)))?;
     let block = layout.block_bytes as usize;
     let mut expect = vec![0u8; block];
     crate::harness::engine::support::fill(&mut expect);
@@ -157,7 +203,7 @@ pub fn check_file(path: &Path, layout: &Layout, file_id: u64) -> io::Result<()> 
             return bad(format!(
                 "{}: block {b} (offset {}) is not what was written",
                 path.display(),
-                b * layout.block_bytes
+                layout.base(file_id) + b * layout.block_bytes
             ));
         }
     }
@@ -178,6 +224,8 @@ mod tests {
             duration_secs: None,
             queue_depth: 1,
             seed: 7,
+            processes: 1,
+            shared_file: false,
         }
     }
 
@@ -222,5 +270,49 @@ mod tests {
         std::fs::write(&p, &data).unwrap();
         let e = check_file(&p, &l, 5).unwrap_err().to_string();
         assert!(e.contains("block 3"), "{e}");
+    }
+
+    #[test]
+    fn a_shared_file_holds_every_stream_in_a_region_of_its_own() {
+        let w = Workload {
+            shared_file: true,
+            ..workload(WorkloadKind::SeqRead)
+        };
+        let l = Layout::new(Path::new("/x"), &w);
+        assert!(l.shared);
+        assert_eq!(l.source(1, 2), Path::new("/x/data/shared"));
+        assert_eq!(l.sources(), [PathBuf::from("/x/data/shared")], "once");
+        assert_eq!(l.watched(WorkloadKind::Copy).len(), 2);
+        // Regions one after the other, in file-id order.
+        let offs = offsets(WorkloadKind::SeqRead, &l, 5, 7);
+        assert_eq!(offs.first(), Some(&(5 * 10 * 4096)));
+        assert_eq!(offs.last(), Some(&(6 * 10 * 4096 - 4096)));
+        let mut r = offsets(WorkloadKind::RandRead, &l, 1, 7);
+        r.sort();
+        assert_eq!(r, offsets(WorkloadKind::SeqRead, &l, 1, 7));
+        assert_eq!(l.lane_bytes(1), 3 * 10 * 4096);
+
+        // check_file reads the region of the id it is given.
+        let dir = tempfile::tempdir().unwrap();
+        let l = Layout::new(dir.path(), &w);
+        let mut data = Vec::new();
+        let mut buf = vec![0u8; 4096];
+        crate::harness::engine::support::fill(&mut buf);
+        for id in 0..6 {
+            for b in 0..10 {
+                stamp(&mut buf, id, b);
+                data.extend_from_slice(&buf);
+            }
+        }
+        let p = dir.path().join("shared");
+        std::fs::write(&p, &data).unwrap();
+        for id in 0..6 {
+            check_file(&p, &l, id).unwrap();
+        }
+        data[4 * 10 * 4096 + 2 * 4096] ^= 1;
+        std::fs::write(&p, &data).unwrap();
+        check_file(&p, &l, 3).unwrap();
+        let e = check_file(&p, &l, 4).unwrap_err().to_string();
+        assert!(e.contains("block 2"), "{e}");
     }
 }

@@ -23,6 +23,20 @@ pub(crate) enum Access {
     Create,
     /// Write over an existing file.
     Overwrite,
+    /// Create if missing, without truncating: a region of a shared file.
+    Region,
+}
+
+impl Access {
+    /// How a sequential write opens its file: fresh, or (a shared file)
+    /// created by whichever stream comes first.
+    pub(crate) fn create(shared: bool) -> Access {
+        if shared {
+            Access::Region
+        } else {
+            Access::Create
+        }
+    }
 }
 
 /// An open file of one mode.
@@ -42,6 +56,7 @@ pub(crate) fn open_std(path: &Path, access: Access, flags: i32) -> io::Result<Fi
         Access::Read => o.read(true),
         Access::Create => o.write(true).create(true).truncate(true),
         Access::Overwrite => o.write(true),
+        Access::Region => o.write(true).create(true),
     };
     o.custom_flags(flags)
         .open(path)
@@ -58,6 +73,7 @@ impl Handle {
                     Access::Read => o.read(true),
                     Access::Create => o.write(true).create(true).truncate(true),
                     Access::Overwrite => o.write(true),
+                    Access::Region => o.write(true).create(true),
                 };
                 Handle::Ubio(Box::new(o.backend(kind).open(path)?))
             }
@@ -216,7 +232,7 @@ pub(super) fn lane(job: &EngineJob, thread: u32, shared: &Shared) -> io::Result<
             }
             WorkloadKind::SeqWrite | WorkloadKind::RandWrite => {
                 let access = if kind == WorkloadKind::SeqWrite {
-                    Access::Create
+                    Access::create(layout.shared)
                 } else {
                     Access::Overwrite
                 };
@@ -226,7 +242,7 @@ pub(super) fn lane(job: &EngineJob, thread: u32, shared: &Shared) -> io::Result<
                     if shared.stopped() {
                         break;
                     }
-                    stamp(&mut buf, id, off / layout.block_bytes);
+                    stamp(&mut buf, id, (off - layout.base(id)) / layout.block_bytes);
                     h.write_all(&buf, off, &src)?;
                     shared.add(buf.len() as u64);
                 }
@@ -235,7 +251,7 @@ pub(super) fn lane(job: &EngineJob, thread: u32, shared: &Shared) -> io::Result<
             WorkloadKind::Copy => {
                 let dst = layout.copy(thread, f);
                 let r = Handle::open(mode, &src, Access::Read)?;
-                let w = Handle::open(mode, &dst, Access::Create)?;
+                let w = Handle::open(mode, &dst, Access::create(layout.shared))?;
                 (out.backend, out.reason) = w.describe();
                 for &off in &offs {
                     if shared.stopped() {

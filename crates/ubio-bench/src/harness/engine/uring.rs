@@ -37,7 +37,7 @@ pub(super) fn lane(job: &EngineJob, thread: u32, shared: &Shared) -> io::Result<
 
     // Sources (read, or written for write workloads) and copies.
     let src_access = match kind {
-        WorkloadKind::SeqWrite => Access::Create,
+        WorkloadKind::SeqWrite => Access::create(layout.shared),
         WorkloadKind::RandWrite => Access::Overwrite,
         _ => Access::Read,
     };
@@ -52,7 +52,7 @@ pub(super) fn lane(job: &EngineJob, thread: u32, shared: &Shared) -> io::Result<
         ));
         if kind == WorkloadKind::Copy {
             let d = layout.copy(thread, f);
-            dsts.push((open_std(&d, Access::Create, open_flags)?, d));
+            dsts.push((open_std(&d, Access::create(layout.shared), open_flags)?, d));
         }
     }
     let mut ops = srcs.iter().enumerate().flat_map(|(i, (_, _, id))| {
@@ -108,7 +108,7 @@ pub(super) fn lane(job: &EngineJob, thread: u32, shared: &Shared) -> io::Result<
             let (first, linked) = match kind {
                 WorkloadKind::SeqRead | WorkloadKind::RandRead => (read(src), None),
                 WorkloadKind::SeqWrite | WorkloadKind::RandWrite => {
-                    stamp(buf, *id, op.off / layout.block_bytes);
+                    stamp(buf, *id, (op.off - layout.base(*id)) / layout.block_bytes);
                     (write(src), None)
                 }
                 WorkloadKind::Copy => (

@@ -188,6 +188,10 @@ pub fn config(report: &Report) -> Vec<(String, String)> {
         human_bytes(w.dataset_bytes),
         w.queue_depth,
     );
+    let streams = w.streams_note();
+    if !streams.is_empty() {
+        workload += &format!(" ({streams})");
+    }
     if let Some(d) = w.duration_secs {
         workload += &format!(", at most {d} s");
     }

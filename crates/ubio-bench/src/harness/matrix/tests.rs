@@ -482,3 +482,88 @@ fn points_missing_from_one_run_are_listed_not_judged() {
         .to_markdown()
         .contains("warning: the new matrix is not complete"));
 }
+
+/// The many-streams matrix of issue 37: threads against processes, files of
+/// their own against one shared file.
+fn streams_spec(seed: u64) -> Spec {
+    Spec {
+        targets: vec!["ext4/shm".parse().unwrap()],
+        threads: vec![1, 4, 16, 64],
+        streams: vec![Streams::Threads, Streams::Processes],
+        files: vec![Files::Own, Files::Shared],
+        dataset_fractions: vec![4.0],
+        ..spec(seed)
+    }
+}
+
+#[test]
+fn streams_and_files_are_axes_and_one_stream_is_never_a_process_point() {
+    let s = streams_spec(3);
+    let points = s.points();
+    // 2 workloads x (1 thread x 2 files + 3 thread counts x 2 streams x 2 files).
+    assert_eq!(points.len(), 2 * (2 + 3 * 2 * 2));
+    let ids: std::collections::HashSet<&str> = points.iter().map(|p| p.id.as_str()).collect();
+    assert_eq!(ids.len(), points.len(), "ids are unique");
+    for id in [
+        "ext4-shm_seq-read_bs1M_t1_f1_x4",
+        "ext4-shm_seq-read_bs1M_t1_f1_x4_shared",
+        "ext4-shm_seq-write_bs1M_t64_f1_x4_procs",
+        "ext4-shm_seq-write_bs1M_t16_f1_x4_procs_shared",
+    ] {
+        assert!(ids.contains(id), "{id} in {ids:?}");
+    }
+    assert!(!ids.contains("ext4-shm_seq-read_bs1M_t1_f1_x4_procs"));
+    for p in &points {
+        let w = &p.workload;
+        assert_eq!(w.processes > 1, p.id.contains("_procs"), "{}", p.id);
+        if w.processes > 1 {
+            assert_eq!(w.processes, w.threads, "a process per stream");
+        }
+        assert_eq!(w.shared_file, p.id.ends_with("_shared"), "{}", p.id);
+        crate::harness::runner::check_streams(w).unwrap();
+    }
+    // The axes' defaults keep the ids and the spec of matrices made before them.
+    let old: Spec = {
+        let mut v = serde_json::to_value(spec(3)).unwrap();
+        let o = v.as_object_mut().unwrap();
+        o.remove("streams");
+        o.remove("files");
+        serde_json::from_value(v).unwrap()
+    };
+    assert_eq!(old, spec(3));
+    assert!(spec(3).points().iter().all(|p| !p.id.contains("_procs")
+        && !p.id.contains("_shared")
+        && p.workload.processes == 1
+        && !p.workload.shared_file));
+}
+
+#[test]
+fn the_ratios_name_the_fastest_other_mode_and_compare_cpu_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = streams_spec(5);
+    s.threads = vec![4];
+    s.workloads = vec![WorkloadKind::SeqRead];
+    s.rounds = 1;
+    // O_DIRECT the fastest, ubio at 0.9 of it.
+    let script = |_: &Point, f: &mut Fake| {
+        f.attempts
+            .insert(BenchMode::Odirect, vec![Attempt::Done(1000.0)]);
+        f.attempts.insert(UBIO, vec![Attempt::Done(900.0)]);
+    };
+    let (outcome, _) = session(&s, &options(dir.path()), &script);
+    let r = outcome.unwrap().record;
+    let t = crate::harness::export::matrix::figures::ratios(&r);
+    let col = t
+        .header
+        .iter()
+        .position(|h| h.starts_with("ubio / best of"))
+        .expect("a ubio / best column");
+    assert_eq!(t.rows.len(), 4);
+    for row in &t.rows {
+        assert_eq!(row[col], "0.90 (odirect)", "{row:?}");
+    }
+    assert!(t
+        .rows
+        .iter()
+        .any(|r| r[3] == "4 (4 processes, shared file)"));
+}

@@ -139,16 +139,48 @@ impl ProcessExecutor {
             mode,
             layout: self.layout().clone(),
             ubio_exe: self.options.ubio_exe.clone(),
+            lanes: None,
+            wait_go: false,
         }
     }
 
+    /// The run's worker: one process, or with `processes` above 1 a group
+    /// of processes that each run their share of the streams and start
+    /// together (see [`crate::worker::combine`]).
     fn spawn(&self, job: EngineJob) -> io::Result<BenchClient> {
-        let mut cmd = Command::new(&self.options.worker_exe);
-        cmd.arg("__worker")
-            .args(Job::Bench(Box::new(job)).to_args())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped());
-        BenchClient::new(spawn_in(self.cg.as_ref(), &mut cmd)?)
+        let procs = job.workload.processes.max(1);
+        if procs == 1 {
+            let mut cmd = Command::new(&self.options.worker_exe);
+            cmd.arg("__worker")
+                .args(Job::Bench(Box::new(job)).to_args())
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped());
+            return BenchClient::new(spawn_in(self.cg.as_ref(), &mut cmd)?);
+        }
+        let mut children = Vec::new();
+        for i in 0..procs {
+            let part = EngineJob {
+                lanes: Some(job.workload.process_lanes(i)),
+                wait_go: true,
+                ..job.clone()
+            };
+            let mut cmd = Command::new(&self.options.worker_exe);
+            cmd.arg("__worker")
+                .args(Job::Bench(Box::new(part)).to_args())
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped());
+            match spawn_in(self.cg.as_ref(), &mut cmd) {
+                Ok(c) => children.push(c),
+                Err(e) => {
+                    for mut c in children {
+                        let _ = c.kill();
+                        let _ = c.wait();
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        BenchClient::group(children)
     }
 
     /// An untimed buffered pass of `kind` (the dataset writer, the
@@ -417,7 +449,10 @@ impl Executor for ProcessExecutor {
             self.victim_solo = Some(self.victim_alone(&v, progress)?);
             self.victim = Some(v);
         }
-        if self.options.fio {
+        if self.options.fio && (w.shared_file || w.processes > 1) {
+            warnings
+                .push("no fio cross-check: its jobs are a file per thread of one process".into());
+        } else if self.options.fio {
             match Fio::find(w.kind) {
                 Ok(f) => self.fio = Some(f),
                 Err(e) => warnings.push(e),

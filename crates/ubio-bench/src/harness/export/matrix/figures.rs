@@ -38,6 +38,8 @@ fn sorted(record: &MatrixRecord) -> Vec<&PointRecord> {
                 p.workload.kind.name(),
                 p.workload.block_bytes,
                 p.workload.files_per_thread,
+                p.workload.shared_file,
+                p.workload.processes > 1,
                 p.workload.threads,
             )
         };
@@ -78,7 +80,10 @@ fn point_cells(p: &Point) -> Vec<String> {
             p.workload.kind.to_string()
         },
         block_label(p.workload.block_bytes),
-        p.workload.threads.to_string(),
+        match p.workload.streams_note() {
+            n if n.is_empty() => p.workload.threads.to_string(),
+            n => format!("{} ({n})", p.workload.threads),
+        },
         p.workload.files_per_thread.to_string(),
         format!(
             "{}x ({})",
@@ -155,8 +160,22 @@ pub fn ratios(record: &MatrixRecord) -> Table {
     .into_iter()
     .filter(|(a, b)| modes(record).contains(a) && modes(record).contains(b))
     .collect();
+    let others: Vec<BenchMode> = [
+        BenchMode::Buffered,
+        BenchMode::Dontcache,
+        BenchMode::Odirect,
+    ]
+    .into_iter()
+    .filter(|m| modes(record).contains(m))
+    .collect();
+    let best = modes(record).contains(&UBIO) && !others.is_empty();
     let mut header: Vec<String> = POINT_COLUMNS.map(str::to_owned).to_vec();
     header.extend(pairs.iter().map(|(a, b)| format!("{a} / {b}")));
+    if best {
+        let names: Vec<String> = others.iter().map(BenchMode::to_string).collect();
+        header.push(format!("ubio / best of {}", names.join(", ")));
+        header.push("ubio CPU/GB / best's CPU/GB".into());
+    }
     let rows = sorted(record)
         .into_iter()
         .map(|p| {
@@ -169,10 +188,37 @@ pub fn ratios(record: &MatrixRecord) -> Table {
                         _ => dash(),
                     }),
             );
+            if best {
+                row.extend(ubio_against_best(p, &others));
+            }
             row
         })
         .collect();
     Table { header, rows }
+}
+
+/// ubio's median throughput over the fastest of `others` at the point
+/// (named), and its CPU per GB over that mode's.
+fn ubio_against_best(p: &PointRecord, others: &[BenchMode]) -> [String; 2] {
+    let fastest = others
+        .iter()
+        .filter_map(|&m| speed(p, m).map(|s| (m, s)))
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    let cpu = |m: BenchMode| {
+        summary(p, m)
+            .and_then(|s| s.cpu_secs_per_gb)
+            .map(|c| c.median)
+    };
+    match (speed(p, UBIO), fastest) {
+        (Some(u), Some((m, b))) if b > 0.0 => [
+            format!("{:.2} ({m})", u / b),
+            match (cpu(UBIO), cpu(m)) {
+                (Some(u), Some(c)) if c > 0.0 => format!("{:.2}", u / c),
+                _ => dash(),
+            },
+        ],
+        _ => [dash(), dash()],
+    }
 }
 
 /// A curve plot: one series per mode, the ceiling as its limit.
@@ -236,15 +282,28 @@ fn curves(
 /// files, and `rest` (what else stays the same along the curve's axis).
 fn group_key(p: &Point, rest: impl std::fmt::Display) -> String {
     format!(
-        "{} {} {} {} {} {rest}",
-        p.target, p.seed_job, p.workload.kind, p.workload.block_bytes, p.workload.files_per_thread
+        "{} {} {} {} {} {} {} {rest}",
+        p.target,
+        p.seed_job,
+        p.workload.kind,
+        p.workload.block_bytes,
+        p.workload.files_per_thread,
+        p.workload.processes > 1,
+        p.workload.shared_file
     )
 }
 
-/// The start of a curve's title: target, workload and block.
+/// The start of a curve's title: target, workload and block (and how the
+/// streams run, where not as threads with files of their own).
 fn title_head(p: &Point) -> String {
+    let streams = match (p.workload.processes > 1, p.workload.shared_file) {
+        (false, false) => "",
+        (true, false) => ", a process per stream",
+        (false, true) => ", one shared file",
+        (true, true) => ", a process per stream, one shared file",
+    };
     format!(
-        "{} {}{}, {} blocks",
+        "{} {}{}, {} blocks{streams}",
         p.target,
         p.workload.kind,
         if p.seed_job { " (seed 003)" } else { "" },
