@@ -37,6 +37,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -103,7 +104,8 @@ class Load:
         self.procs, self.loop, self.mnt = [], None, None
         if load.startswith("busy"):
             for _ in range(int(load[4:])):
-                self.procs.append(subprocess.Popen(["sh", "-c", "while :; do :; done"]))
+                self.procs.append(subprocess.Popen(["sh", "-c", "while :; do :; done"],
+                                                   start_new_session=True))
         elif load == "writer":
             self.mnt = os.path.join(a.dir, "other")
             os.makedirs(self.mnt, exist_ok=True)
@@ -113,15 +115,26 @@ class Load:
             subprocess.run(["mount", self.loop, self.mnt], check=True)
             self.procs.append(subprocess.Popen(
                 ["sh", "-c", f"while :; do dd if=/dev/zero of={self.mnt}/w bs=1M count=4096 "
-                             f"status=none; rm -f {self.mnt}/w; done"]))
+                             f"status=none; rm -f {self.mnt}/w; done"], start_new_session=True))
 
     def close(self):
+        # Each load is a process group of its own: kill all of it. The
+        # writer's dd, killed in the middle of a write, can take a while to
+        # exit and keeps the mount busy until then: unmount again until it
+        # goes (a mount left behind made the next writer round fail).
         for p in self.procs:
-            subprocess.run(["pkill", "-KILL", "-P", str(p.pid)])
-            p.kill()
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
             p.wait()
         if self.mnt:
-            subprocess.run(["umount", self.mnt])
+            t = time.monotonic()
+            while subprocess.run(["umount", self.mnt], stderr=subprocess.DEVNULL).returncode:
+                if time.monotonic() - t > 60:
+                    subprocess.run(["umount", self.mnt])  # says why
+                    break
+                time.sleep(0.1)
         if self.loop:
             subprocess.run(["losetup", "-d", self.loop])
 
