@@ -256,6 +256,42 @@ def summary(a):
         print(f"| {load} | {mode} | {prog} | {len(rs)} | {sum(r['within'] for r in rs)} | "
               f"{statistics.median(ip):.1f} / {max(ip):.1f} | {statistics.median(dw):.1f} / {max(dw):.1f} | "
               f"{max(sum(r['left']) for r in rs)} |")
+    # Per (load, mode), the policy test's programs together (seed 004's dd
+    # apart: it runs only at no load, and its own table follows).
+    print()
+    print("| load | mode | program runs | within the bounds | worst input cache MiB | "
+          "worst outputs' cache MiB | worst outputs' dirty+wb MiB | left B (max) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    test = [r for r in progs if r["program"] != SEED_DD[0]]
+    for load, mode in [(l, m) for l in LOADS for m in MODES]:
+        rs = [r for r in test if r["load"] == load and r["mode"] == mode]
+        if not rs:
+            continue
+        print(f"| {load} | {mode} | {len(rs)} | {sum(r['within'] for r in rs)} | "
+              f"{max(r['input_peak'] for r in rs) / MiB:.1f} | {max(r['outputs_peak'] for r in rs) / MiB:.1f} | "
+              f"{max(r['outputs_dirty_wb_peak'] for r in rs) / MiB:.1f} | {max(sum(r['left']) for r in rs)} |")
+    seed = [r for r in progs if r["program"] == SEED_DD[0]]
+    if seed:
+        print()
+        print("| seed 004's dd, mode | runs | within the bounds | dirty+wb peak per run MiB (in run order) | "
+              "outputs' cache peak per run MiB |")
+        print("| --- | --- | --- | --- | --- |")
+        for mode in MODES:
+            rs = [r for r in seed if r["mode"] == mode]
+            if rs:
+                dwb = ", ".join(f"{r['outputs_dirty_wb_peak'] / MiB:.0f}" for r in rs)
+                cache = ", ".join(f"{r['outputs_peak'] / MiB:.0f}" for r in rs)
+                print(f"| {mode} | {len(rs)} | {sum(r['within'] for r in rs)} | {dwb} | {cache} |")
+    failed = [r for r in runs if r.get("round_failed")]
+    if failed:
+        print()
+        print(f"Rounds that failed (the run went on): {len(failed)}")
+        for r in failed:
+            print(f"- {r['load']} {r['mode']} {r.get('args', '')}: exit {r['rc']}")
+    for r in runs:
+        if r.get("rounds_skipped"):
+            print()
+            print(f"Rounds not started (STOP_AT {r['stop_at']}): {r['rounds_skipped']}")
     daemons = [r for r in runs if r.get("daemon")]
     if daemons:
         print()
