@@ -533,7 +533,7 @@ fn wait_pid(pid: i32) -> Option<i32> {
 fn run_program(dir: &Path, program: &str, stdout: File) -> (Child, i32) {
     let pidfile = dir.join("pid");
     let _ = std::fs::remove_file(&pidfile);
-    let child = Command::new(UBIO)
+    let mut child = Command::new(UBIO)
         .args(["run", "--", "sh", "-c"])
         .arg(format!(
             "echo $$ > {}.tmp && mv {0}.tmp {0} && exec {program}",
@@ -546,16 +546,22 @@ fn run_program(dir: &Path, program: &str, stdout: File) -> (Child, i32) {
         .spawn()
         .unwrap();
     let t = Instant::now();
-    loop {
+    let pid = loop {
         if let Ok(s) = std::fs::read_to_string(&pidfile) {
-            return (child, s.trim().parse().unwrap());
+            break Some(s.trim().parse().unwrap());
         }
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "{program}: never started"
-        );
+        if t.elapsed() >= Duration::from_secs(20) {
+            break None;
+        }
         std::thread::sleep(Duration::from_millis(1));
-    }
+    };
+    let Some(pid) = pid else {
+        // Not left running, nor a zombie, by the failed test.
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("{program}: never started");
+    };
+    (child, pid)
 }
 
 /// The engine (`ubio run` itself) killed while its program reads (stdio:

@@ -17,7 +17,7 @@ use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::os::unix::fs::FileExt;
 
-pub const MAGIC: u64 = 0x6A73_6677_7368_72;
+pub const MAGIC: u64 = 0x006A_7366_7773_6872;
 pub const VERSION: u64 = 1;
 pub const FLUSH: u64 = 1 << 0;
 pub const FUA: u64 = 1 << 1;

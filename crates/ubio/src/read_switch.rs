@@ -157,7 +157,7 @@ mod tests {
             s.read_through_cache(off..off + MIB);
             if off >= 4 * MIB {
                 let d = off - 4 * MIB;
-                s.judge(&[d..d + MIB], |r| {
+                s.judge(std::slice::from_ref(&(d..d + MIB)), |r| {
                     Some(((r.end - r.start) / PAGE) as f64 * share_left).map(|p| p as u64)
                 });
             }
@@ -238,7 +238,7 @@ mod tests {
         let s = ReadSwitch::default();
         for i in 0..64 {
             s.read_through_cache(i * MIB..(i + 1) * MIB);
-            s.judge(&[i * MIB..(i + 1) * MIB], |_| None);
+            s.judge(std::slice::from_ref(&(i * MIB..(i + 1) * MIB)), |_| None);
         }
         assert_eq!(s.phases(), 0);
         assert!(!s.has_unjudged());

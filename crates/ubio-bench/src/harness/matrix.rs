@@ -451,9 +451,9 @@ fn dupes<T: PartialEq + fmt::Debug>(list: &[T]) -> Option<String> {
 
 /// "1M", "64K", "2M", "4096".
 pub fn block_label(bytes: u64) -> String {
-    if bytes % MIB == 0 {
+    if bytes.is_multiple_of(MIB) {
         format!("{}M", bytes / MIB)
-    } else if bytes % 1024 == 0 {
+    } else if bytes.is_multiple_of(1024) {
         format!("{}K", bytes / 1024)
     } else {
         bytes.to_string()

@@ -539,7 +539,7 @@ impl Copier {
                     msg::quote(&step.dst)
                 ))
             }
-            same::Same::FromBackup => return self.from_backup(step),
+            same::Same::FromBackup => return self.copy_from_backup(step),
         }
         let target = target.unwrap_or_else(|| here.clone());
         // GNU's order: -n, -u and -i may keep a directory in the way before
@@ -622,7 +622,7 @@ impl Copier {
 
     /// `cp -bf f f` (and -bfl): the source moves to its backup and is copied
     /// back from there (with -l the backup is one more link to it).
-    fn from_backup(&mut self, step: &Step) -> Result<(Go, Option<PathBuf>), String> {
+    fn copy_from_backup(&mut self, step: &Step) -> Result<(Go, Option<PathBuf>), String> {
         let name = self.opts.backup.name(&step.dst).expect("backups are on");
         let cannot = |e: io::Error| {
             format!(

@@ -615,7 +615,7 @@ fn duration(s: &str) -> Result<Duration, String> {
         return Err(bad());
     };
     let v: f64 = num.trim().parse().map_err(|_| bad())?;
-    if !(v > 0.0) || v * unit > 3600.0 {
+    if v.is_nan() || v <= 0.0 || v * unit > 3600.0 {
         return Err(format!(
             "duration {s:?}: must be more than 0 and at most an hour"
         ));

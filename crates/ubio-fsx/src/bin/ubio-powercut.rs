@@ -172,8 +172,16 @@ fn all_of(models: &[Model]) -> Acked {
     models
         .iter()
         .enumerate()
-        .map(|(i, m)| (i, vec![0..m.new.len() as u64]))
+        .map(|(i, m)| (i, first(m.new.len())))
         .collect()
+}
+
+/// The ranges of a file's first `len` bytes: one range.
+fn first(len: usize) -> Vec<Range<u64>> {
+    vec![Range {
+        start: 0,
+        end: len as u64,
+    }]
 }
 
 /// Set up the workload's old files on `mnt` (made durable before the
@@ -334,7 +342,7 @@ fn workload(a: &Args, name: &str, backend: BackendKind, mnt: &Path) -> Result<Op
                 f.write_all(&data)?;
                 f.sync_all()?;
                 File::open(&dir)?.sync_all()?;
-                acked.insert(models.len(), vec![0..data.len() as u64]);
+                acked.insert(models.len(), first(data.len()));
                 models.push(Model {
                     path,
                     old: None,
@@ -367,7 +375,7 @@ fn workload(a: &Args, name: &str, backend: BackendKind, mnt: &Path) -> Result<Op
                 since += n;
                 if since >= 1 << 20 || at == data.len() {
                     f.sync_all()?;
-                    commit([(0, vec![0..at as u64])].into_iter().collect())?;
+                    commit([(0, first(at))].into_iter().collect())?;
                     since = 0;
                 }
             }

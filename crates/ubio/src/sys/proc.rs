@@ -94,7 +94,7 @@ pub fn raise_open_files_limit() -> io::Result<u64> {
     r.rlim_cur = r.rlim_max;
     // SAFETY: `r` is a valid struct rlimit.
     cvt(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) } as libc::c_long)?;
-    Ok(r.rlim_cur as u64)
+    Ok(r.rlim_cur)
 }
 
 /// `getrlimit(RLIMIT_AS)`: the soft limit of the process's address space

@@ -41,11 +41,7 @@ impl Ceiling {
     /// The median MB/s at `threads` (the nearest measured count below it,
     /// else above it).
     pub fn at(&self, threads: u32) -> Option<f64> {
-        let below = self
-            .by_threads
-            .iter()
-            .filter(|c| c.threads <= threads)
-            .last();
+        let below = self.by_threads.iter().rfind(|c| c.threads <= threads);
         below
             .or_else(|| self.by_threads.first())
             .map(|c| c.mb_per_s.median)

@@ -236,7 +236,7 @@ fn an_interrupted_point_runs_again_from_its_start() {
     // The next session runs that point alone, whole.
     let (outcome, made) = session(&s, &o, &plain);
     let r = outcome.unwrap().record;
-    assert_eq!(made, [victim.clone()]);
+    assert_eq!(made, std::slice::from_ref(&victim));
     assert!(r.complete);
     let report = r.point(&victim).unwrap().load_report(dir.path()).unwrap();
     assert_eq!((report.runs.len(), report.complete), (12, true));

@@ -52,7 +52,7 @@ fn sorted(record: &MatrixRecord) -> Vec<&PointRecord> {
     points
 }
 
-fn summary<'a>(p: &'a PointRecord, mode: BenchMode) -> Option<&'a ModeSummary> {
+fn summary(p: &PointRecord, mode: BenchMode) -> Option<&ModeSummary> {
     p.modes.iter().find(|m| m.mode == mode && m.runs_ok > 0)
 }
 
