@@ -157,3 +157,66 @@ fn report_of_a_bad_file_exits_2() {
         .unwrap();
     assert_exits_2_saying(&out, &["missing.json"]);
 }
+
+/// `path` gzipped into `path.gz` (as bench/runs keeps its reports), and
+/// `path` removed.
+fn gzip(path: &Path) -> PathBuf {
+    use std::io::Write;
+    let gz = PathBuf::from(format!("{}.gz", path.display()));
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(&std::fs::read(path).unwrap()).unwrap();
+    std::fs::write(&gz, e.finish().unwrap()).unwrap();
+    std::fs::remove_file(path).unwrap();
+    gz
+}
+
+/// A gzipped report (report.json.gz) is read as it is by compare and
+/// report, named by its .gz or by the plain name; report rewrites the
+/// JSON gzipped beside it, with no uncompressed copy.
+#[test]
+fn a_gzipped_report_is_read_and_rewritten_gzipped() {
+    let dir = workdir();
+    let report = mock::report(2);
+    let old = write_report(dir.path(), "old.json", &report);
+    let gz = gzip(&write_report(dir.path(), "report.json", &report));
+    for new in [gz.clone(), dir.path().join("report.json")] {
+        let out = compare(&old, &new, &[]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert!(stdout(&out).contains("no regression"), "{}", stdout(&out));
+    }
+    let out = ubio_bench().arg("report").arg(&gz).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(&gz.display().to_string()),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!dir.path().join("report.json").exists(), "no second copy");
+    let back = ubio_bench::harness::gz::read_to_string(&gz).unwrap();
+    assert!(Report::from_json(&back).unwrap() == report);
+    assert!(dir.path().join("report.md").is_file());
+    // Not gzip: said, with the file's name.
+    std::fs::write(dir.path().join("bad.json.gz"), "not gzip").unwrap();
+    let out = compare(&old, &dir.path().join("bad.json.gz"), &[]);
+    assert_exits_2_saying(&out, &["bad.json.gz"]);
+}
+
+/// A report committed under bench/runs (gzipped there) renders again.
+#[test]
+fn a_committed_gzipped_report_renders_again() {
+    let gz = Path::new(env!("CARGO_MANIFEST_DIR")).join(
+        "../../bench/runs/2026-11-26-matrix-shm/points/ext4-shm_seq-read_bs1M_t1_f1_x2/report.json.gz",
+    );
+    let dir = workdir();
+    let out = ubio_bench()
+        .arg("report")
+        .arg(&gz)
+        .arg("--out")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for name in export::FILES {
+        assert!(dir.path().join(name).is_file(), "{name} written");
+    }
+}

@@ -11,6 +11,7 @@ use anyhow::Result;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use ubio_bench::harness::compare::{compare, CompareOptions};
+use ubio_bench::harness::gz;
 use ubio_bench::harness::matrix::ab;
 use ubio_bench::harness::matrix::record::{self, MatrixRecord};
 
@@ -25,7 +26,7 @@ use ubio_bench::harness::matrix::record::{self, MatrixRecord};
 #[derive(clap::Args)]
 pub struct Args {
     /// The earlier result: a report.json, or a matrix (its directory or
-    /// its matrix.json).
+    /// its matrix.json); either gzipped (.json.gz) or not.
     old: PathBuf,
     /// The later result.
     new: PathBuf,
@@ -106,11 +107,12 @@ fn verdict<C: serde::Serialize>(
     })
 }
 
-/// The matrix's directory, if `path` is one (or its matrix.json).
+/// The matrix's directory, if `path` is one (or its matrix.json, gzipped
+/// or not).
 fn matrix_dir(path: &Path) -> Option<PathBuf> {
-    if path.is_dir() && path.join(record::FILE).exists() {
+    if path.is_dir() && gz::existing(&path.join(record::FILE)).is_some() {
         Some(path.to_owned())
-    } else if path.file_name() == Some(std::ffi::OsStr::new(record::FILE)) {
+    } else if gz::is_named(path, record::FILE) {
         Some(path.parent().map_or(PathBuf::from("."), Path::to_owned))
     } else {
         None

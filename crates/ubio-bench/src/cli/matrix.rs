@@ -25,12 +25,16 @@ use ubio_bench::harness::schedule;
 /// side, each round in a new random order, the points in a random order.
 ///
 /// Writes matrix.json (and the point's report) after every point (and run);
-/// run the same command again to go on where it stopped. Needs root.
+/// run the same command again to go on where it stopped. In a directory
+/// that holds them gzipped (matrix.json.gz, points/*/report.json.gz: the
+/// runs committed under bench/runs), they are read and rewritten gzipped.
+/// Needs root.
 #[derive(clap::Args)]
 pub struct Args {
     /// A fixed matrix: `standard` (the axes' defaults below) or `release`
     /// (small: seq-write and seq-read, 1 and 2 threads, 2x the memory, on
-    /// ext4 over /dev/shm; tracked in the README's history table).
+    /// ext4 over /dev/shm; tracked in docs/results.md's history table,
+    /// which bench/release.sh rewrites).
     #[arg(long, value_parser = ["standard", "release"], default_value = "standard")]
     preset: String,
     /// Targets, comma-separated FS/BACKING: a filesystem (ext4, xfs,
@@ -115,7 +119,8 @@ pub struct Args {
     #[arg(long, short)]
     verbose: bool,
     /// Print the history table of the matrices in DIR's subdirectories
-    /// (each with a matrix.json), oldest first, and run nothing.
+    /// (each with a matrix.json or matrix.json.gz), oldest first, and run
+    /// nothing.
     #[arg(long, value_name = "DIR", conflicts_with = "estimate")]
     history: Option<PathBuf>,
 }

@@ -7,6 +7,7 @@ use anyhow::Result;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use ubio_bench::harness::export;
+use ubio_bench::harness::gz;
 use ubio_bench::harness::matrix::record;
 use ubio_bench::harness::schema::Report;
 
@@ -18,9 +19,11 @@ use ubio_bench::harness::schema::Report;
 #[derive(clap::Args)]
 pub struct Args {
     /// A report.json written by `ubio bench run`, or a matrix.json
-    /// written by `ubio bench matrix`.
+    /// written by `ubio bench matrix`; gzipped (report.json.gz, as the runs
+    /// under bench/runs keep them) or not.
     result: PathBuf,
-    /// Where to write the files [default: the directory of RESULT].
+    /// Where to write the files [default: the directory of RESULT; beside a
+    /// report.json.gz, the JSON is rewritten gzipped there].
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
 }
@@ -30,13 +33,12 @@ pub const BAD_INPUT: u8 = 2;
 
 /// Reads and checks a report; the error names the file.
 pub fn load(path: &Path) -> Result<Report, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = gz::read_to_string(path).map_err(|e| format!("cannot {e}"))?;
     Report::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    if args.result.file_name() == Some(std::ffi::OsStr::new(record::FILE)) {
+    if gz::is_named(&args.result, record::FILE) {
         return matrix(&args);
     }
     let report = match load(&args.result) {

@@ -249,7 +249,8 @@ impl Spec {
     }
 
     /// The release matrix: small and fixed, so that its figures can be
-    /// tracked from release to release (the README's history table).
+    /// tracked from release to release (docs/results.md's history table,
+    /// "Release tracking").
     pub fn release(order_seed: u64) -> Spec {
         Spec {
             targets: vec![TargetSpec {
@@ -831,6 +832,7 @@ fn write_point(report: &Report, dir: &Path) -> io::Result<()> {
         &dir.join("report.md"),
         super::export::markdown::render(report).as_bytes(),
     )
+    .map(drop)
 }
 
 /// matrix.json, then the exports (a failure of those is a warning: the

@@ -13,6 +13,7 @@ pub mod compare;
 pub mod engine;
 pub mod export;
 pub mod fio;
+pub mod gz;
 pub mod judge;
 pub mod matrix;
 /// A synthetic report for tests of the results side (no disk needed).

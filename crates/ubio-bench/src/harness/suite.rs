@@ -25,6 +25,7 @@
 //! the figure "not reproduced here", with the reason).
 
 use super::export::write_atomically;
+use super::gz;
 use super::judge::{self, median_over_runs, missing, modes, num, ratio, Figure, Metric};
 pub use super::judge::{Outcome, Verdict};
 use super::mode::{BenchMode, Tool, WorkloadKind};
@@ -639,7 +640,7 @@ pub fn write_report(
     };
     let json = serde_json::to_vec_pretty(&report)?;
     write_atomically(&out.join("suite.json"), &json)?;
-    write_atomically(&out.join("suite.md"), render_markdown(results).as_bytes())
+    write_atomically(&out.join("suite.md"), render_markdown(results).as_bytes()).map(drop)
 }
 
 /// Judges the reports of an earlier suite run in `out` (its suite.json)
@@ -648,7 +649,7 @@ pub fn write_report(
 /// results.
 pub fn rejudge(out: &Path) -> io::Result<Vec<ExperimentResult>> {
     let path = out.join("suite.json");
-    let text = std::fs::read_to_string(&path).map_err(|e| path_context(e, "read", &path))?;
+    let text = gz::read_to_string(&path)?;
     let bad = |what: String| {
         io::Error::new(
             io::ErrorKind::InvalidData,
@@ -673,8 +674,7 @@ pub fn rejudge(out: &Path) -> io::Result<Vec<ExperimentResult>> {
                 ))
             })?;
         let report_path = out.join(&e.report);
-        let report_text = std::fs::read_to_string(&report_path)
-            .map_err(|err| path_context(err, "read", &report_path))?;
+        let report_text = gz::read_to_string(&report_path)?;
         let report = Report::from_json(&report_text)
             .map_err(|err| bad(format!("{}: {err}", report_path.display())))?;
         results.push(ExperimentResult {

@@ -17,6 +17,7 @@ pub mod neighbours;
 mod svg;
 pub mod table;
 
+use super::gz;
 use super::schema::Report;
 use crate::path_context;
 use std::fs;
@@ -54,11 +55,7 @@ pub(crate) fn write_files<'a>(
     fs::create_dir_all(dir).map_err(|e| path_context(e, "mkdir", dir))?;
     files
         .into_iter()
-        .map(|(name, text)| {
-            let path = dir.join(name);
-            write_atomically(&path, text.as_bytes())?;
-            Ok(path)
-        })
+        .map(|(name, text)| write_atomically(&dir.join(name), text.as_bytes()))
         .collect()
 }
 
@@ -69,17 +66,21 @@ pub fn headline_markdown(report: &Report) -> String {
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same directory
-/// and a rename: the old file or the new one, never a torn one.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+/// and a rename: the old file or the new one, never a torn one. Where only
+/// `path.gz` exists (a committed run), that is rewritten, gzipped, instead
+/// ([`gz::write_target`]); returns the path written.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<PathBuf> {
+    let path = gz::write_target(path);
+    let bytes = gz::encode(&path, bytes).map_err(|e| path_context(e, "compress", &path))?;
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let tmp = path.with_file_name(format!(".{name}.tmp.{}", std::process::id()));
     let written = fs::File::create(&tmp)
-        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_data()))
+        .and_then(|mut f| f.write_all(&bytes).and_then(|()| f.sync_data()))
         .map_err(|e| path_context(e, "write", &tmp));
-    let renamed =
-        written.and_then(|()| fs::rename(&tmp, path).map_err(|e| path_context(e, "rename", path)));
+    let renamed = written
+        .and_then(|()| fs::rename(&tmp, &path).map_err(|e| path_context(e, "rename", &path)));
     if renamed.is_err() {
         let _ = fs::remove_file(&tmp);
     }
-    renamed
+    renamed.map(|()| path)
 }

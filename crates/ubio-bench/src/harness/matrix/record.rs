@@ -6,6 +6,7 @@
 use super::ceiling::Ceiling;
 use super::{Point, Spec};
 use crate::harness::export::write_atomically;
+use crate::harness::gz;
 use crate::harness::schema::{Environment, FioCheck, ModeSummary, Report};
 use crate::path_context;
 use serde::{Deserialize, Serialize};
@@ -198,7 +199,7 @@ impl PointRecord {
     /// Loads the point's report.json from the matrix's directory `dir`.
     pub fn load_report(&self, dir: &Path) -> io::Result<Report> {
         let path = dir.join(&self.report);
-        let text = std::fs::read_to_string(&path).map_err(|e| path_context(e, "read", &path))?;
+        let text = gz::read_to_string(&path)?;
         Report::from_json(&text).map_err(|e| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -213,10 +214,10 @@ pub fn point_dir(point: &Point) -> PathBuf {
     Path::new("points").join(&point.id)
 }
 
-/// The matrix in `dir`, if there is one.
+/// The matrix in `dir` (its matrix.json, or matrix.json.gz), if there is one.
 pub fn load(dir: &Path) -> io::Result<Option<MatrixRecord>> {
     let path = dir.join(FILE);
-    match std::fs::read_to_string(&path) {
+    match gz::read_to_string(&path) {
         Ok(text) => MatrixRecord::from_json(&text).map(Some).map_err(|e| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -224,7 +225,7 @@ pub fn load(dir: &Path) -> io::Result<Option<MatrixRecord>> {
             )
         }),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(path_context(e, "read", &path)),
+        Err(e) => Err(e),
     }
 }
 
@@ -233,7 +234,7 @@ pub fn save(record: &MatrixRecord, dir: &Path) -> io::Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| path_context(e, "mkdir", dir))?;
     let mut text = serde_json::to_string_pretty(record).map_err(io::Error::other)?;
     text.push('\n');
-    write_atomically(&dir.join(FILE), text.as_bytes())
+    write_atomically(&dir.join(FILE), text.as_bytes()).map(drop)
 }
 
 pub fn now_unix_secs() -> u64 {
