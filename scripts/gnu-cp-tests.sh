@@ -3,7 +3,7 @@
 #
 #   scripts/gnu-cp-tests.sh [--reference] [TEST...]
 #
-# The judge of `ubio cp` (README: "`ubio cp` and GNU cp"): the tests GNU
+# The judge of `ubio cp` (docs/guide/commands.md: "`ubio cp` and GNU cp"): the tests GNU
 # ships for its cp, from the coreutils source Debian ships for the version
 # installed here, run as GNU intends them to run:
 #

@@ -201,7 +201,8 @@ fn a_process_from_before_the_start_and_a_cgroup_made_after_are_covered() {
     // A cgroup made after the start. (sha256sum, which advises
     // POSIX_FADV_SEQUENTIAL as cat does but reads more slowly: cat's page
     // cache peaks at 54-70 MiB under the daemon on this loaded machine, its
-    // readahead running twice as far ahead; README, ubio policy.)
+    // readahead running twice as far ahead; docs/guide/policy.md, "What the
+    // tests show".)
     let late = MemCgroup::create("ubio-policy-late", u64::MAX).unwrap();
     evict(&input);
     let si = ResidencySampler::follow_all(vec![input.clone()], SAMPLE_EVERY);

@@ -632,7 +632,8 @@ fn check_kept(
     // The stream's own pages went: nothing beyond what was cached before,
     // for the shim; the engine keeps what the stream passed before it
     // first saw the file when the rest of the file is not cold (best
-    // effort, README): the first read and its readahead, a few MiB.
+    // effort, docs/guide/commands.md, "The engine"): the first read and its
+    // readahead, a few MiB.
     let slack = if name.starts_with("engine") {
         FIRST_SIGHT
     } else {
@@ -1083,7 +1084,7 @@ fn kernel_copies_from_a_slow_source() {
     const LEN: u64 = 128 * MIB;
     const WINDOW: u64 = 16 * MIB;
     /// What the copy adds at RATE in a look and the device's latency (the
-    /// engine's rule: README, "The engine"), a quarter of a second on a
+    /// engine's rule: docs/guide/commands.md, "The engine"), a quarter of a second on a
     /// busy machine.
     const SLACK: u64 = RATE / 4;
     let Some((_serial, _dir, built)) = root_and_programs(NAME) else {

@@ -1,4 +1,5 @@
-//! `ubio-fsx`: the exerciser's command line (see the crate docs and README).
+//! `ubio-fsx`: the exerciser's command line (see the crate docs and
+//! crates/ubio-fsx/README.md).
 //!
 //! Exit status: 0 all checks passed, 1 a mismatch or an unexpected error
 //! (the report names the seed, the operation and the differing bytes),

@@ -1,7 +1,7 @@
 //! The exerciser on every backend and filesystem (ext4, xfs, btrfs on loop
 //! devices made here, and a tmpfs), a bounded number of operations each;
 //! proof that its checker fails when it should; replay of a seed; and the
-//! soak (ignored; see the README).
+//! soak (ignored; see crates/ubio-fsx/README.md, "Soak").
 
 mod common;
 
@@ -290,7 +290,7 @@ fn fsx_binary_reports_a_mismatch() {
 ///
 ///     cargo test --release -p ubio-fsx --test fsx -- --ignored soak --nocapture
 #[test]
-#[ignore = "soak: minutes; run by hand (README)"]
+#[ignore = "soak: minutes; run by hand (crates/ubio-fsx/README.md)"]
 fn soak() {
     let per_combo: u64 = std::env::var("UBIO_FSX_SOAK_OPS")
         .map(|v| v.parse().expect("UBIO_FSX_SOAK_OPS: a number"))

@@ -499,8 +499,8 @@ fn scratch_file(dir: &Path) -> io::Result<(File, Option<PathBuf>)> {
 /// flags (F_GETFL); `residency_known`: cachestat() (or a truthful mincore())
 /// works on it. A backend named explicitly that cannot work is an error.
 ///
-/// `auto` prefers `emulated`: measured on Linux 6.18 (README, "How auto
-/// chooses"), it reads about twice as fast as RWF_DONTCACHE (which drops
+/// `auto` prefers `emulated`: measured on Linux 6.18 (docs/guide/library.md,
+/// "How auto chooses"), it reads about twice as fast as RWF_DONTCACHE (which drops
 /// each folio in the reader's context; ubio drops 8 MiB at a time) and
 /// writes as fast. Where residency cannot be known, only the kernel can
 /// tell the stream's pages from others', so `auto` takes RWF_DONTCACHE there.

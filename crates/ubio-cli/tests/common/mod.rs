@@ -143,7 +143,7 @@ pub fn write_cold(path: &Path, bytes: &[u8]) {
 }
 
 /// The bounds every program the engine follows keeps (`ubio run` and `ubio
-/// policy`): README, `ubio run --help`.
+/// policy`): docs/guide/commands.md ("The engine"), `ubio run --help`.
 pub mod engine {
     use std::path::Path;
     use std::process::Command;
@@ -162,7 +162,7 @@ pub mod engine {
     pub const WRITE_BOUND: u64 = 64 * MIB;
     pub const SAMPLE_EVERY: Duration = Duration::from_millis(2);
     /// What the engine may keep of a stream's own pages when it first sees
-    /// a file that is not cold (best effort, README: what the stream read
+    /// a file that is not cold (best effort, docs/guide/commands.md: what the stream read
     /// before the engine's first look at the file is taken as others' when
     /// others' pages are cached further on): the stream's first reads and
     /// their readahead (8 MiB here) before that look, on a slow machine a
