@@ -29,7 +29,8 @@
 # and golang-go and nodejs where no go
 # or node is on the PATH already. Runs
 # `apt-get update` only when something is missing. Also makes sure cargo exists
-# (rustup's stable toolchain; Debian's own cargo is too old for this project).
+# (rustup's stable toolchain; Debian's own cargo is too old for this project),
+# with clippy (scripts/test.sh runs it).
 set -euo pipefail
 
 export DEBIAN_FRONTEND=noninteractive
@@ -105,7 +106,7 @@ fi
 if ! command -v cargo >/dev/null 2>&1; then
     if command -v rustup >/dev/null 2>&1; then
         echo "install-deps: cargo missing, installing the stable toolchain with rustup"
-        rustup toolchain install stable --profile minimal
+        rustup toolchain install stable --profile minimal --component clippy
         rustup default stable
     else
         echo "install-deps: cargo missing, installing Rust with rustup (minimal profile)"
@@ -114,12 +115,17 @@ if ! command -v cargo >/dev/null 2>&1; then
             as_root apt-get install -y -q --no-install-recommends curl ca-certificates
         fi
         curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs |
-            sh -s -- -y --profile minimal --default-toolchain stable --no-modify-path
+            sh -s -- -y --profile minimal --component clippy --default-toolchain stable --no-modify-path
         # shellcheck disable=SC1091
         . "$HOME/.cargo/env"
     fi
 fi
-echo "install-deps: $(cargo --version)"
+# clippy: not in rustup's minimal profile, which an existing toolchain may have.
+if ! cargo clippy --version >/dev/null 2>&1 && command -v rustup >/dev/null 2>&1; then
+    echo "install-deps: clippy missing, adding rustup's clippy component"
+    rustup component add clippy
+fi
+echo "install-deps: $(cargo --version); $(cargo clippy --version 2>/dev/null || echo 'no clippy')"
 
 # maturin (builds the Python wheel), pytest (python/tests) and
 # kubernetes-validate (Kubernetes' schemas, offline: the DaemonSet of
