@@ -1077,9 +1077,15 @@ fn run(a: Args) -> Result<bool> {
         stop: AtomicBool::new(false),
         active: AtomicUsize::new(0),
         mismatches: AtomicU64::new(0),
-        done: (0..Variant::value_variants().len()).map(|_| AtomicU64::new(0)).collect(),
-        bad: (0..Variant::value_variants().len()).map(|_| AtomicU64::new(0)).collect(),
-        probed: (0..Variant::value_variants().len()).map(|_| Default::default()).collect(),
+        done: (0..Variant::value_variants().len())
+            .map(|_| AtomicU64::new(0))
+            .collect(),
+        bad: (0..Variant::value_variants().len())
+            .map(|_| AtomicU64::new(0))
+            .collect(),
+        probed: (0..Variant::value_variants().len())
+            .map(|_| Default::default())
+            .collect(),
         current: (0..a.threads).map(|_| Mutex::new(None)).collect(),
         raced: AtomicU64::new(0),
         errors: Mutex::new(Vec::new()),
