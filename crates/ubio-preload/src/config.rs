@@ -20,22 +20,15 @@ pub struct Config {
     /// The socket of `ubio run`'s engine (UBIO_ENGINE): files managed here
     /// are claimed there, so that the engine leaves them alone.
     pub engine: Option<String>,
+    /// Settings that could not be read, each with the default used instead
+    /// (logged at load with UBIO_LOG=debug).
+    pub problems: Vec<String>,
 }
 
 static CONFIG: OnceLock<Config> = OnceLock::new();
 
 pub fn get() -> &'static Config {
     CONFIG.get_or_init(from_env)
-}
-
-pub fn load() {
-    let c = get();
-    if c.debug {
-        crate::log::debug(&format!(
-            "loaded: backend {}, window {} bytes",
-            c.stream.backend, c.stream.window
-        ));
-    }
 }
 
 fn from_env() -> Config {
@@ -68,18 +61,13 @@ fn from_env() -> Config {
             Err(e) => problems.push(format!("UBIO_DIRECT_WRITES: {e}; using the default")),
         }
     }
-    let c = Config {
+    Config {
         stream,
         debug,
         log_file,
         engine: var(ubio::claims::ENV),
-    };
-    if debug {
-        for p in problems {
-            crate::log::write_line(&c, &p);
-        }
+        problems,
     }
-    c
 }
 
 /// "16777216", "16M", "16MiB", "1g", "512k": the library's parser.

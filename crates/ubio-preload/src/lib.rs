@@ -27,6 +27,7 @@ mod guard;
 mod interpose;
 mod log;
 mod real;
+mod registry;
 
 /// Runs when the dynamic loader maps the library, before the program's main.
 #[used]
@@ -40,7 +41,7 @@ extern "C" fn init() {
         log::debug(&format!("internal panic: {info}"))
     }));
     real::resolve_all();
-    config::load();
+    log::settings_loaded();
     // SAFETY: registering plain `extern "C"` functions without arguments.
     unsafe {
         libc::pthread_atfork(None, None, Some(after_fork_child));
@@ -62,6 +63,6 @@ extern "C" fn after_fork_child() {
 /// (flush the write-behind tail, drop what the streams brought in).
 extern "C" fn at_exit() {
     if let Some(_g) = guard::enter() {
-        let _ = std::panic::catch_unwind(desc::finish_all);
+        let _ = std::panic::catch_unwind(registry::finish_all);
     }
 }

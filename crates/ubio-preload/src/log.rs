@@ -17,7 +17,25 @@ pub fn debug(msg: &str) {
     }
 }
 
-pub fn write_line(c: &Config, msg: &str) {
+/// Read the settings now (in the constructor) and log them, and what in
+/// them could not be read.
+pub fn settings_loaded() {
+    let c = config::get();
+    if c.debug {
+        write_line(
+            c,
+            &format!(
+                "loaded: backend {}, window {} bytes",
+                c.stream.backend, c.stream.window
+            ),
+        );
+        for p in &c.problems {
+            write_line(c, p);
+        }
+    }
+}
+
+fn write_line(c: &Config, msg: &str) {
     // SAFETY: getpid has no preconditions.
     let line = format!("ubio-preload[{}]: {msg}\n", unsafe { libc::getpid() });
     match &c.log_file {

@@ -10,6 +10,7 @@
 use super::{bfd, shim};
 use crate::desc::{self, errno, set_errno, Desc};
 use crate::real::f;
+use crate::registry;
 use libc::{c_int, c_uint, off64_t, off_t, size_t, ssize_t};
 use std::sync::Arc;
 use ubio::PIECE;
@@ -26,7 +27,7 @@ impl Side {
     fn new(fd: c_int, off: *mut i64) -> Option<Side> {
         Some(Side {
             fd,
-            d: desc::managed_io(fd)?,
+            d: registry::managed_io(fd)?,
             off,
         })
     }

@@ -7,13 +7,14 @@
 use super::{bfd, shim};
 use crate::desc::{self, set_errno};
 use crate::real::f;
+use crate::registry;
 use crate::{fdtable, interpose};
 use libc::{c_int, c_uint, c_ulong};
 
 /// Before a dup: the state of `old` (made now for a regular file, so that
 /// both descriptors share one stream from the start).
 fn source(old: c_int) -> Option<std::sync::Arc<desc::Desc>> {
-    shim(|| desc::lookup_or_create(old))
+    shim(|| registry::lookup_or_create(old))
 }
 
 /// After a dup: `new` refers to `old`'s description.
@@ -21,8 +22,8 @@ fn dup_done(d: Option<std::sync::Arc<desc::Desc>>, new: c_int) -> c_int {
     if new >= 0 {
         shim(|| {
             match d {
-                Some(d) => desc::share(d, new),
-                None => desc::forget(new),
+                Some(d) => registry::share(d, new),
+                None => registry::forget(new),
             }
             Some(())
         });
@@ -40,8 +41,8 @@ pub unsafe extern "C" fn dup(old: c_int) -> c_int {
 /// dup2/dup3 close `new` first if it is open: finish its stream then.
 fn before_dup_onto(old: c_int, new: c_int) -> Option<std::sync::Arc<desc::Desc>> {
     shim(|| {
-        let d = desc::lookup_or_create(old);
-        let _ = desc::before_close(new);
+        let d = registry::lookup_or_create(old);
+        let _ = registry::before_close(new);
         d
     })
 }
@@ -113,7 +114,7 @@ pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
-    let finished = interpose::shim(|| Some(desc::before_close(fd)));
+    let finished = interpose::shim(|| Some(registry::before_close(fd)));
     // SAFETY: the caller's argument, passed on unchanged.
     let r = unsafe { f::close()(fd) };
     match finished {
@@ -131,7 +132,7 @@ pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) 
     if flags & libc::CLOSE_RANGE_CLOEXEC as c_int == 0 && first <= last {
         shim(|| {
             for fd in fdtable::fds_in(first, last) {
-                let _ = desc::before_close(fd);
+                let _ = registry::before_close(fd);
             }
             Some(())
         });

@@ -16,9 +16,10 @@
 //! passed on. Advice changes no data, only caching.
 
 use super::{bfd, shim};
-use crate::desc::{self, set_errno};
+use crate::desc::set_errno;
 use crate::fdtable;
 use crate::real::f;
+use crate::registry;
 use libc::{c_int, c_void, off_t, size_t};
 
 /// mmap of a file: the description becomes pass-through, then the real
@@ -35,7 +36,7 @@ macro_rules! mmap_fns {
             off: off_t,
         ) -> *mut c_void {
             if fd >= 0 && flags & libc::MAP_ANONYMOUS == 0 {
-                shim(|| desc::lookup_or_create(fd).map(|d| d.pass_through(bfd(fd))));
+                shim(|| registry::lookup_or_create(fd).map(|d| d.pass_through(bfd(fd))));
             }
             // SAFETY: the caller's arguments, passed on unchanged.
             unsafe { f::$name()(addr, len, prot, flags, fd, off) }
@@ -75,7 +76,7 @@ unsafe fn fadvise_common(
     len: off_t,
     advice: c_int,
 ) -> c_int {
-    if advice == libc::POSIX_FADV_SEQUENTIAL && shim(|| desc::managed(fd)).is_some() {
+    if advice == libc::POSIX_FADV_SEQUENTIAL && shim(|| registry::managed(fd)).is_some() {
         return 0;
     }
     // SAFETY: the caller's arguments, passed on unchanged.

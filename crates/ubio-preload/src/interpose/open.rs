@@ -8,14 +8,15 @@
 //! it is passed on unchanged (open ignores it without O_CREAT/O_TMPFILE).
 
 use super::shim;
-use crate::desc::{self, set_errno};
+use crate::desc::set_errno;
 use crate::real::f;
+use crate::registry;
 use libc::{c_char, c_int, c_long, c_uint, FILE};
 
 fn new_fd(fd: c_int) -> c_int {
     if fd >= 0 {
         shim(|| {
-            desc::forget(fd);
+            registry::forget(fd);
             Some(())
         });
     }
@@ -149,7 +150,7 @@ pub unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
             // Push stdio's buffer out first so the write-behind sees the tail.
             // SAFETY: as above.
             unsafe { libc::fflush(fp) };
-            Some(desc::before_close(fd))
+            Some(registry::before_close(fd))
         })
     };
     // SAFETY: the caller's argument, passed on unchanged.

@@ -13,14 +13,15 @@
 //! of the data anyway).
 
 use super::{bfd, io_call};
-use crate::desc::{self, buf, buf_mut, iov, iov_mut};
+use crate::desc::{buf, buf_mut, iov, iov_mut};
 use crate::real::f;
+use crate::registry;
 use libc::{c_int, c_void, iovec, off_t, size_t, ssize_t};
 
 fn read_cur(fd: c_int, bufs: Option<&mut [std::io::IoSliceMut<'_>]>) -> Option<isize> {
     io_call(|| {
         let bufs = bufs?;
-        let d = desc::managed_io(fd)?;
+        let d = registry::managed_io(fd)?;
         Some(d.stream()?.read(bfd(fd), bufs, None))
     })
 }
@@ -29,7 +30,7 @@ fn read_at(fd: c_int, bufs: Option<&mut [std::io::IoSliceMut<'_>]>, off: i64) ->
     io_call(|| {
         let bufs = bufs?;
         let off = u64::try_from(off).ok()?;
-        let d = desc::managed_io(fd)?;
+        let d = registry::managed_io(fd)?;
         Some(d.stream()?.read_at(bfd(fd), bufs, off))
     })
 }
@@ -38,7 +39,7 @@ fn read_at(fd: c_int, bufs: Option<&mut [std::io::IoSliceMut<'_>]>, off: i64) ->
 fn write_at(fd: c_int, bufs: Option<&[std::io::IoSlice<'_>]>, off: Option<i64>) -> Option<isize> {
     io_call(|| {
         let bufs = bufs?;
-        let d = desc::managed_io(fd)?;
+        let d = registry::managed_io(fd)?;
         let s = d.stream()?;
         let off = match off {
             None => None,
