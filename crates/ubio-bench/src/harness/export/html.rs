@@ -3,6 +3,7 @@
 //! (throughput, the dataset's page cache, its dirty + writeback, the
 //! victim's reads), and the tables of the Markdown report.
 
+pub use super::markup::escape;
 use super::svg::{self, Plot, Series};
 use super::table::{self, Table};
 use crate::harness::mode::BenchMode;
@@ -190,22 +191,6 @@ pub(crate) fn lines_html(lines: &[(String, String)]) -> String {
         let _ = writeln!(out, "<li><b>{}</b>: {}</li>", escape(k), escape(v));
     }
     out + "</ul>\n"
-}
-
-/// Text made safe for HTML content and attribute values.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ pub mod csv;
 pub mod html;
 pub mod json;
 pub mod markdown;
+mod markup;
 pub mod matrix;
 pub mod neighbours;
 mod svg;

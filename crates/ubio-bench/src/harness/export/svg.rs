@@ -3,7 +3,7 @@
 //! exactly the markup the HTML needs, with no dependency, no fonts or
 //! scripts to load, and every label escaped in one place.
 
-use super::html::escape;
+use super::markup::escape;
 use std::fmt::Write;
 
 /// Distinct colours (Tableau 10), by series position, so one mode has the

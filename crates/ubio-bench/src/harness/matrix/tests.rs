@@ -11,6 +11,7 @@ use crate::harness::runner::fake::{Attempt, Fake};
 use crate::harness::runner::Quiet;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::path::Path;
 
 const GIB: u64 = 1 << 30;
 const UBIO: BenchMode = BenchMode::Ubio(BackendKind::Auto);
