@@ -268,12 +268,20 @@ pub fn pgbench_window(log: &PgbenchLog, from_us: u64, to_us: u64) -> WindowFigur
     }
 }
 
-/// wrk's figures over the slices that started in [from_us, to_us).
+/// wrk's figures over the slices that started in [from_us, to_us); a
+/// window shorter than a slice that none started in (a stream done in a
+/// tenth of a second), over the slices that overlap it.
 pub fn wrk_window(slices: &[WrkSlice], from_us: u64, to_us: u64) -> WindowFigures {
-    let inside: Vec<&WrkSlice> = slices
+    let mut inside: Vec<&WrkSlice> = slices
         .iter()
         .filter(|s| s.start_us >= from_us && s.start_us < to_us)
         .collect();
+    if inside.is_empty() {
+        inside = slices
+            .iter()
+            .filter(|s| s.start_us < to_us && s.end_us > from_us)
+            .collect();
+    }
     let mut h = histogram();
     for s in &inside {
         // Same bounds (auto-resizing): adding cannot fail.
@@ -432,8 +440,19 @@ mod tests {
         assert!((w.worst_second_p99_ms.unwrap() - 5.0).abs() < 0.01);
         // Only the slices that started inside count.
         assert_eq!(
-            wrk_window(&[a.clone(), b], 1_000_000, 3_000_000).rate,
+            wrk_window(&[a.clone(), b.clone()], 1_000_000, 3_000_000).rate,
             500.0
+        );
+        // A window shorter than a slice that none started in (a stream done
+        // in 0.1 s, inside `a`): the slice it fell in.
+        assert_eq!(
+            wrk_window(&[a.clone(), b.clone()], 400_000, 500_000).rate,
+            1000.0
+        );
+        // Between the slices: nothing.
+        assert_eq!(
+            wrk_window(&[a.clone(), b], 1_000_500, 1_005_000).latency,
+            None
         );
         let s = wrk_seconds(&[a], 500_000);
         assert_eq!((s[0].t_secs, s[0].rate), (-0.5, 1000.0));
