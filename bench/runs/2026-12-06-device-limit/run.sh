@@ -8,8 +8,11 @@
 #
 #   bench/runs/2026-12-06-device-limit/run.sh
 set -euo pipefail
+# UBIO_BENCH_PREFIX="CMD ARGS": a command each measured step runs under (for
+# example a lock that keeps a shared machine quiet); default none.
+read -r -a prefix <<< "${UBIO_BENCH_PREFIX:-}"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$here/../../.."
 nice -n 10 cargo build -q --release -p ubio-cli -p ubio-bench
-flock /tmp/ubio-measure.lock bench/matrix.sh "$here/matrix" --preset release \
+"${prefix[@]}" bench/matrix.sh "$here/matrix" --preset release \
     --targets ext4/shm,xfs/shm,ext4/disk --threads 1,2,4 --rounds 3

@@ -12,6 +12,9 @@
 #
 #   bench/runs/2026-12-06-many-streams/run.sh [OUT]     (root; about 30 minutes here)
 set -euo pipefail
+# UBIO_BENCH_PREFIX="CMD ARGS": a command each measured step runs under (for
+# example a lock that keeps a shared machine quiet); default none.
+read -r -a prefix <<< "${UBIO_BENCH_PREFIX:-}"
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 out=${1:-$here/matrix}
@@ -29,7 +32,7 @@ complete() {
 }
 for _ in $(seq 1 60); do
     complete && break
-    flock /tmp/ubio-measure.lock "${bench[@]}" --max-points 1 || true
+    "${prefix[@]}" "${bench[@]}" --max-points 1 || true
 done
 complete || { echo "the matrix is not complete: run again" >&2; exit 1; }
 python3 "$here/report.py" "$out" > "$here/tables.md"

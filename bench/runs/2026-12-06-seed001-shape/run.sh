@@ -10,11 +10,14 @@
 #
 #   bench/runs/2026-12-06-seed001-shape/run.sh       (root; about 10 minutes here)
 set -euo pipefail
+# UBIO_BENCH_PREFIX="CMD ARGS": a command each measured step runs under (for
+# example a lock that keeps a shared machine quiet); default none.
+read -r -a prefix <<< "${UBIO_BENCH_PREFIX:-}"
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 cd "$root"
 nice -n 10 cargo build --release -p ubio-bench -p ubio-cli
-flock /tmp/ubio-measure.lock target/release/ubio-bench run \
+"${prefix[@]}" target/release/ubio-bench run \
     --workload seq-read --block 64K --threads 2 --dataset 24G \
     --fs ext4 --backing disk --pressure global --limit 6G \
     --modes buffered,buffered+backed,ubio --rounds 3 --no-victim --seed 1001 \

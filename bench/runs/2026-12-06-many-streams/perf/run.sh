@@ -11,18 +11,21 @@
 #
 #   bench/runs/2026-12-06-many-streams/perf/run.sh     (root, from the repository; ~3 min)
 set -euo pipefail
+# UBIO_BENCH_PREFIX="CMD ARGS": a command each measured step runs under (for
+# example a lock that keeps a shared machine quiet); default none.
+read -r -a prefix <<< "${UBIO_BENCH_PREFIX:-}"
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/../../../.."
 export UBIO_BENCH=$PWD/target/release/ubio-bench
 mkdir -p /tmp/streams-perf
 cp "$here"/{job.py,drop.py} /tmp/streams-perf/
 trap 'bash "$here/teardown.sh" 2>/dev/null || true' EXIT
-flock /tmp/ubio-measure.lock bash "$here/setup.sh"
+"${prefix[@]}" bash "$here/setup.sh"
 # Reads before writes: a write rewrites the files to its own layout.
 for c in "seq-read 64 own" "seq-read 64 shared" "seq-write 64 own" "seq-write 64 shared" \
          "seq-write 16 own" "seq-read 16 own" "seq-read 16 shared" "seq-write 16 shared"; do
     set -- $c
-    (cd /tmp/streams-perf && flock /tmp/ubio-measure.lock bash "$here/prof.sh" "$1" "$2" "$3" ubio)
+    (cd /tmp/streams-perf && "${prefix[@]}" bash "$here/prof.sh" "$1" "$2" "$3" ubio)
 done
 cd /tmp/streams-perf
 for f in seq-read-64-own seq-read-64-shared seq-write-64-own seq-write-64-shared \
@@ -32,7 +35,7 @@ for f in seq-read-64-own seq-read-64-shared seq-write-64-own seq-write-64-shared
     python3 "$here/flat.py" "$f-ubio.data" | sed -n '1p;/contended/,$p' | head -7
 done > "$here/analysis.txt"
 python3 drop.py
-flock /tmp/ubio-measure.lock perf lock record -o lock.data -a -- "$UBIO_BENCH" __worker bench \
+"${prefix[@]}" perf lock record -o lock.data -a -- "$UBIO_BENCH" __worker bench \
     "$(python3 job.py seq-read 64 shared ubio)" > /dev/null
 { perf lock contention -i lock.data -E 12; perf lock contention -i lock.data -t -E 20; } \
     > "$here/lock-contention-read-64-shared.txt" 2>&1
