@@ -223,26 +223,26 @@ fi
 PC_FS=$(arg powercut | tr , ' ')
 DF_FS=$(arg diskfault | tr , ' ')
 if [ -n "$PC_FS$DF_FS" ]; then
-    if /usr/sbin/mkfs.xfs -q -f /dev/vda > /tmp/mkfs.log 2>&1 && mkdir -p /work && mount -t xfs /dev/vda /work; then
+    if /usr/sbin/mkfs.xfs -q -f /dev/vda > /tmp/mkfs.log 2>&1 && mkdir -p /scratch && mount -t xfs /dev/vda /scratch; then
         for fs in $PC_FS; do
             start=$(date +%s)
             /usr/bin/ubio-powercut --fs "$fs" --backends "$(arg pc_backends)" --workloads "$(arg pc_workloads)" \
                 --mib "$(arg pc_mib)" --direct-writes "$(arg direct_writes)" \
-                --work /work --keep /work/kept --ubio /usr/bin/ubio --cp /opt/gnu/bin/cp \
+                --work /scratch --keep /scratch/kept --ubio /usr/bin/ubio --cp /opt/gnu/bin/cp \
                 > /dev/console 2>&1 ||
                 say "GUEST-POWERCUT: FAILED on $fs (exit $?, $(($(date +%s) - start))s)"
         done
-        if [ -d /work/kept ] && [ -b /dev/vdb ]; then
-            tar -cf /dev/vdb -C /work kept && say "GUEST-POWERCUT: kept images written to the second disk"
+        if [ -d /scratch/kept ] && [ -b /dev/vdb ]; then
+            tar -cf /dev/vdb -C /scratch kept && say "GUEST-POWERCUT: kept images written to the second disk"
         fi
         for fs in $DF_FS; do
             start=$(date +%s)
             /usr/bin/ubio-diskfault --fs "$fs" --backends "$(arg df_backends)" --mib "$(arg df_mib)" \
                 --direct-writes "$(arg direct_writes)" \
-                --work /work --ubio /usr/bin/ubio > /dev/console 2>&1 ||
+                --work /scratch --ubio /usr/bin/ubio > /dev/console 2>&1 ||
                 say "GUEST-DISKFAULT: FAILED on $fs (exit $?, $(($(date +%s) - start))s)"
         done
-        umount /work
+        umount /scratch
     else
         cat /tmp/mkfs.log > /dev/console
         say "GUEST-POWERCUT: FAILED (no xfs for the images)"
@@ -254,11 +254,11 @@ fi
 # disk, as the power-cut suite's images.
 TD_ARGS=$(arg taildetect | tr + ' ')
 if [ -n "$TD_ARGS" ]; then
-    if /usr/sbin/mkfs.xfs -q -f /dev/vda > /tmp/mkfs.log 2>&1 && mkdir -p /work && mount -t xfs /dev/vda /work; then
+    if /usr/sbin/mkfs.xfs -q -f /dev/vda > /tmp/mkfs.log 2>&1 && mkdir -p /scratch && mount -t xfs /dev/vda /scratch; then
         # shellcheck disable=SC2086
-        /usr/bin/ubio-taildetect --backing-dir /work $TD_ARGS > /dev/console 2>&1 ||
+        /usr/bin/ubio-taildetect --backing-dir /scratch $TD_ARGS > /dev/console 2>&1 ||
             say "GUEST-TAILDETECT: exit $?"
-        umount /work
+        umount /scratch
     else
         cat /tmp/mkfs.log > /dev/console
         say "GUEST-TAILDETECT: FAILED (no xfs for the backing file)"

@@ -10,25 +10,25 @@
 matrix_run() {
     local start rc
     start=$(date +%s)
-    mkdir -p /sys/fs/cgroup /dev/shm /work
+    mkdir -p /sys/fs/cgroup /dev/shm /scratch
     mount -t cgroup2 none /sys/fs/cgroup 2>/dev/null
     mount -t tmpfs -o size=80% tmpfs /dev/shm
     mount -t tracefs none /sys/kernel/tracing 2>/dev/null
     if ! /usr/sbin/mkfs.ext4 -q -F -b 4096 -E lazy_itable_init=1,lazy_journal_init=1 /dev/vda > /tmp/mkfs.log 2>&1 ||
-        ! mount -t ext4 -o noinit_itable /dev/vda /work; then
+        ! mount -t ext4 -o noinit_itable /dev/vda /scratch; then
         cat /tmp/mkfs.log > /dev/console
         say "GUEST-MATRIX: FAILED (no ext4 on the scratch disk)"
         return
     fi
-    mkdir -p /work/tmp
+    mkdir -p /scratch/tmp
     # shellcheck disable=SC2046
-    (cd /work && TMPDIR=/work/tmp UBIO_EXE=/usr/bin/ubio /usr/bin/ubio-bench matrix \
-        $(cat /usr/share/ubio/matrix.args) --out /work/matrix; echo $? > /tmp/matrix.rc) 2>&1 |
+    (cd /scratch && TMPDIR=/scratch/tmp UBIO_EXE=/usr/bin/ubio /usr/bin/ubio-bench matrix \
+        $(cat /usr/share/ubio/matrix.args) --out /scratch/matrix; echo $? > /tmp/matrix.rc) 2>&1 |
         sed 's/^/matrix: /' > /dev/console
     rc=$(cat /tmp/matrix.rc)
-    if [ -f /work/matrix/matrix.json ]; then
+    if [ -f /scratch/matrix/matrix.json ]; then
         say "GUEST-MATRIX-BEGIN"
-        (cd /work/matrix && tar -cf - matrix.json points/*/report.json) | gzip -c | base64 > /dev/console
+        (cd /scratch/matrix && tar -cf - matrix.json points/*/report.json) | gzip -c | base64 > /dev/console
         say "GUEST-MATRIX-END"
     fi
     if [ "$rc" = 0 ]; then
@@ -36,6 +36,6 @@ matrix_run() {
     else
         say "GUEST-MATRIX: FAILED (ubio-bench matrix exited $rc after $(($(date +%s) - start))s)"
     fi
-    umount /work
+    umount /scratch
 }
 matrix_run

@@ -98,7 +98,7 @@
 # static Go copier built here); one `GUEST-RESULT <kernel> policy` line.
 # A Python script of the project's in every guest after the tests
 # (bench/runs/2026-12-06-pods/run.sh): UBIO_GUEST_PYTHON="SCRIPT ARGS...",
-# run as `python3 SCRIPT --dir /work/data ARGS...` on an ext4 on the
+# run as `python3 SCRIPT --dir /mnt/data ARGS...` on an ext4 on the
 # scratch disk; each line it prints reaches the console as `GUEST-SCRIPT
 # <line>`. UBIO_GUEST_DISK_GB: the scratch disk's size (default 4).
 # The ext4 tail detector in every guest after the power-cut and disk-fault
