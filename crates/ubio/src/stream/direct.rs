@@ -284,24 +284,27 @@ impl DirectPath {
             DirectReads::WhenFaster => (len >= DIRECT_MIN as u64, false),
             DirectReads::Never | DirectReads::UnderReclaim => (false, false),
         };
-        // Others' pages there are read from the cache. This stream's own
-        // (its readahead before a switch) are not: each buffered read of
-        // them would set off the next readahead, and the stream would
-        // never leave the page cache.
-        if !(raced || forced) || others() {
+        if !(raced || forced) {
             return Route::cache();
         }
         let Some(direct) = self.direct(fd) else {
             return Route::cache();
         };
-        if forced {
-            return self.direct_route(direct, None);
+        // A forced read goes direct whatever its buffer (the direct backend
+        // bounces what O_DIRECT does not take); a raced one only as it is.
+        let takes =
+            forced || matches!(bufs, [buf] if direct.takes_read(buf.as_ptr(), off, buf.len()));
+        // Others' pages there are read from the cache (looked at last: it
+        // takes the tracker's lock). This stream's own (its readahead
+        // before a switch) are not: each buffered read of them would set
+        // off the next readahead, and the stream would never leave the
+        // page cache.
+        if !takes || others() {
+            return Route::cache();
         }
-        match bufs {
-            [buf] if direct.takes_read(buf.as_ptr(), off, buf.len()) => {
-                self.raced(direct, &self.read_race, len)
-            }
-            _ => Route::cache(),
+        match forced {
+            true => self.direct_route(direct, None),
+            false => self.raced(direct, &self.read_race, len),
         }
     }
 

@@ -500,19 +500,17 @@ impl Stream {
             Some(d) => d.write_route(fd, bufs, at, || t.keeps_cached(fd, start, len)),
             None => Route::cache(),
         };
-        if self
+        if let Some(d) = self
             .direct
             .as_ref()
-            .is_some_and(|d| d.switches_to_direct(&route))
+            .filter(|d| d.switches_to_direct(&route))
         {
             // What the page cache's path left dirty is written back now,
             // and counted against that path: the direct writes after it
             // would otherwise wait for it in the device's queue.
             let began = std::time::Instant::now();
             t.write_back_all(fd);
-            if let Some(d) = &self.direct {
-                d.charge_cache_writes(began.elapsed());
-            }
+            d.charge_cache_writes(began.elapsed());
             route.restart_clock();
         }
         let (keep_cached, plan) = t.before_write(fd, start, len);
