@@ -27,8 +27,13 @@ use std::time::{Duration, Instant};
 /// small one waits for the device each time.
 pub const DIRECT_MIN: usize = 512 << 10;
 
-/// Bytes of each slice of a read race ([`Race`]).
-const READ_SLICE: u64 = 8 << 20;
+/// Bytes of each slice of a read race ([`Race`]): long enough that one
+/// call that waited for a CPU does not decide it (32 MiB take about 5 ms
+/// at the speeds of /dev/shm here).
+const READ_SLICE: u64 = 32 << 20;
+/// Bytes read through the cache before a read race, untimed: readahead's
+/// first windows after a direct run.
+const READ_WARM_UP: u64 = 8 << 20;
 
 /// When a stream of the emulated backend reads through O_DIRECT. Reads
 /// of at least [`DIRECT_MIN`] (`Always`: any); ranges that hold pages
@@ -218,8 +223,8 @@ impl DirectPath {
             bytes_read: AtomicU64::new(0),
             bytes_written: AtomicU64::new(0),
             switch: ReadSwitch::default(),
-            read_race: Race::new(READ_SLICE),
-            write_race: Race::new(window.max(16 << 20)),
+            read_race: Race::new(READ_SLICE, READ_WARM_UP),
+            write_race: Race::new(window.max(16 << 20), 0),
             last_write: AtomicU8::new(0),
             refused: AtomicBool::new(false),
         })
