@@ -113,7 +113,9 @@ fn programs_in_scope_keep_the_contract_and_others_are_untouched() {
     };
     write_input(&fx.path("in"), SIZE);
     let cfg = fx.config("policy.toml", "", "");
-    let daemon = Daemon::start(&fx, &cfg, &[]);
+    // The daemon's debug log (each first sight and what it took as the
+    // stream's) is printed below: a run beyond the bounds says why.
+    let daemon = Daemon::start(&fx, &cfg, &["env", "UBIO_LOG=ubio_engine=debug"]);
     let mut failures = Vec::new();
     let mut ran = 0;
     for case in cases(&gocopy) {
