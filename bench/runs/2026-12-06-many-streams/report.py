@@ -7,7 +7,9 @@ Per workload, one row per point (streams, threads or processes, own files or a s
 file): each mode's median MB/s [min-max] over its rounds and median CPU s/GB, ubio over
 the fastest of buffered, dontcache and odirect (named), ubio's CPU per GB over that mode's,
 ubio's dataset cache peak, and what the VM handed to its host during buffered's runs."""
+import gzip
 import json
+import os
 import sys
 
 MODES = ["buffered", "dontcache", "odirect", "ubio"]
@@ -18,7 +20,9 @@ def mib(b):
 
 
 def main(d):
-    rec = json.load(open(f"{d}/matrix.json"))
+    path = f"{d}/matrix.json"
+    # The committed run keeps it gzip-compressed (bench/runs/README.md).
+    rec = json.load(open(path) if os.path.exists(path) else gzip.open(path + ".gz", "rt"))
     rows = {}
     for p in rec["points"]:
         if p["state"]["state"] != "done":

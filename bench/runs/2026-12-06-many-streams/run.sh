@@ -27,7 +27,8 @@ bench=(target/release/ubio-bench matrix
     --modes buffered,dontcache,odirect,ubio --rounds 3 --no-ceiling --seed 37
     --out "$out")
 complete() {
-    python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["complete"] else 1)' \
+    python3 -c 'import gzip,json,os,sys; p=sys.argv[1]
+sys.exit(0 if json.load(open(p) if os.path.exists(p) else gzip.open(p + ".gz", "rt"))["complete"] else 1)' \
         "$out/matrix.json" 2>/dev/null
 }
 for _ in $(seq 1 60); do
