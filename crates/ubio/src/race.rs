@@ -27,6 +27,11 @@
 //!   steady state. A write slice through the cache is charged the wait
 //!   for its writeback when the direct slice after it begins
 //!   ([`Race::charge`]), or the direct slice would pay for it.
+//! - The faster path (direct also when even: it costs less CPU and no page
+//!   cache) then runs for a phase of [`FIRST_PHASE`] bytes, twice as long
+//!   after each race with the same winner, up to [`LONGEST_PHASE`]; then
+//!   the paths race again, since what runs beside the stream changes.
+
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -129,10 +134,11 @@ impl Race {
     /// A race in slices of `slice` bytes (and [`SLICE_CALLS`] calls),
     /// each after `warm_up` bytes through the page cache, untimed.
     pub fn new(slice: u64, warm_up: u64) -> Race {
-        let race = Race {
+        Race {
             slice,
             warm_up,
             state: Mutex::new(State {
+                // An empty run: the first call starts the first race.
                 phase: Phase::Run {
                     path: Path::Cache,
                     left: 0,
@@ -142,9 +148,7 @@ impl Race {
                 next_run: FIRST_PHASE,
                 verdict: None,
             }),
-        };
-        race.lock().phase = race.start();
-        race
+        }
     }
 
     /// The first phase of a race.
