@@ -429,6 +429,57 @@ fn destination_uncached_and_source_pages_cached_before_stay() {
     );
 }
 
+/// A large file whose destination may be written through O_DIRECT is
+/// copied by the pipeline, whose streams race the page cache against
+/// O_DIRECT (copy_file_range only goes through the cache); with direct
+/// writes off, by copy_file_range. Either way the copy is exact, the
+/// destination uncached, and the source's pages cached before stay.
+#[test]
+fn a_large_copy_races_o_direct_and_keeps_the_contract() {
+    let dir = workdir();
+    let src = dir.path().join("src");
+    let size = ubio::copy::PIPELINE_FROM as usize + 32 * MIB;
+    let bytes = data(size, 9);
+    write_cold(&src, &bytes);
+    let hot = 8 * MIB as u64;
+    for (i, (direct_writes, method)) in [("when-faster", "stream"), ("never", "copy_file_range")]
+        .into_iter()
+        .enumerate()
+    {
+        let dst = dir.path().join(format!("dst{i}"));
+        with_damon_retries("a_large_copy_races_o_direct_and_keeps_the_contract", || {
+            let _ = std::fs::remove_file(&dst);
+            let f = std::fs::File::open(&src).unwrap();
+            ubio::sys::fadvise(f.as_fd(), 0, 0, ubio::sys::Advice::DontNeed).unwrap();
+            let mut buf = vec![0u8; hot as usize];
+            use std::os::unix::fs::FileExt;
+            f.read_exact_at(&mut buf, 0).unwrap();
+            let before = ubio::sys::cachestat(f.as_fd(), 0..hot).unwrap().nr_cache;
+            let before_all = ubio::sys::cachestat(f.as_fd(), ubio::sys::FileRange::WHOLE)
+                .unwrap()
+                .nr_cache;
+            let out = cp(&[&"--json=files", &"--direct-writes", &direct_writes, &src, &dst]);
+            assert_ok(&out);
+            let v = json(&out);
+            assert_eq!(v["copied"][0]["method"], method, "{direct_writes}: {v}");
+            assert_eq!(count(&dst).cached, 0, "{direct_writes}: destination left cached");
+            let kept = ubio::sys::cachestat(f.as_fd(), 0..hot).unwrap().nr_cache;
+            let after_all = ubio::sys::cachestat(f.as_fd(), ubio::sys::FileRange::WHOLE)
+                .unwrap()
+                .nr_cache;
+            assert!(
+                after_all <= before_all,
+                "{direct_writes}: source pages the copy brought in stayed: {after_all} cached, {before_all} before"
+            );
+            assert!(std::fs::read(&dst).unwrap() == bytes, "{direct_writes}: the copy differs");
+            match kept == before {
+                true => Ok(()),
+                false => Err(format!("{direct_writes}: {kept} of {before} hot pages stayed")),
+            }
+        });
+    }
+}
+
 /// A copy onto a full filesystem names the destination as incomplete with
 /// the byte counts, exits 1, and leaves the source intact.
 #[test]

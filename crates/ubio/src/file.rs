@@ -199,6 +199,12 @@ impl File {
         self.stream.choice()
     }
 
+    /// Large aligned writes to this file may go through O_DIRECT (the
+    /// emulated backend's race, or `DirectWrites::Always`).
+    pub fn may_write_direct(&self) -> bool {
+        self.stream.may_write_direct()
+    }
+
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()
     }

@@ -235,7 +235,6 @@ impl DirectPath {
         self.reads
     }
 
-    #[cfg(test)]
     pub fn writes(&self) -> DirectWrites {
         self.writes
     }

@@ -259,6 +259,14 @@ impl Stream {
         &self.choice
     }
 
+    /// Large aligned writes may go through O_DIRECT (where faster, or
+    /// always).
+    pub fn may_write_direct(&self) -> bool {
+        self.direct
+            .as_ref()
+            .is_some_and(|d| d.writes() != DirectWrites::Never)
+    }
+
     /// A regular file (positional I/O); otherwise a pipe, socket or device.
     pub fn is_regular(&self) -> bool {
         self.regular
