@@ -366,9 +366,9 @@ fn kernel_copy(
 /// The smallest file copied through the pipeline rather than by
 /// copy_file_range where the destination may be written through O_DIRECT:
 /// large enough for the streams' races (a write race moves 32 MiB, a read
-/// race 72). A 2 GiB copy on ext4 went from 2,967 to 3,623 MB/s over
-/// /dev/shm and from 1,807 to 2,482 on the disk, its CPU from 0.32 s/GB
-/// to 0.12-0.13 (bench/runs/2026-12-06-cp-device-limit); copy_file_range
+/// race 72). A 2 GiB copy on ext4 went from 2,692 to 3,657 MB/s over
+/// /dev/shm and from 2,000 to 2,307 on the disk, its CPU from 0.32-0.33
+/// s/GB to 0.11-0.14 (bench/runs/2026-12-06-cp-device-limit); copy_file_range
 /// stays for smaller files, where no race ends and the kernel's copy
 /// saves the user-space one.
 pub const PIPELINE_FROM: u64 = 64 << 20;
