@@ -305,7 +305,9 @@ pub fn copy(
 /// where it cannot be used, before anything was copied: `--reflink=never`
 /// and `--sparse=never` (it may share extents or keep holes), blocks of
 /// zeros to skip, the direct backend, a size of 0 (a /proc file: the kernel
-/// would copy nothing), or a kernel or filesystem pair that refuses it.
+/// would copy nothing), or a kernel or filesystem pair that refuses it;
+/// and where the pipeline is faster: [`PIPELINE_FROM`] bytes or more to a
+/// destination that may be written through O_DIRECT.
 fn kernel_copy(
     src: &File,
     dst: &File,
