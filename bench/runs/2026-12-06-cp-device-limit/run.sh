@@ -22,8 +22,6 @@ cleanup() {
     rmdir "$mnt"
 }
 trap cleanup EXIT
-# A signal ends the script through its EXIT trap (bash does not run it on one).
-trap 'exit 143' TERM INT
 for target in shm disk; do
     case $target in
         shm) img=$(mktemp /dev/shm/ubio-cp-limit.XXXXXX) ;;
