@@ -9,12 +9,16 @@
 # runs.jsonl and summary.md here. A round that fails is said in runs.jsonl
 # ("round_failed") and in the summary, and the run goes on. With STOP_AT
 # (a time `date -d` reads) no round starts after it: the rounds left are
-# counted in runs.jsonl ("rounds_skipped") and the summary.
+# counted in runs.jsonl ("rounds_skipped") and the summary. LOADS="none busy4"
+# runs those loads only; OUT=DIR writes runs.jsonl and summary.md there
+# (default: this directory).
 #
-#   [STOP_AT=TIME] bench/runs/2026-12-06-engine-bounds/run.sh [ROUNDS] [COMPARE] [SEED]
+#   [STOP_AT=TIME] [LOADS=...] [OUT=DIR] bench/runs/2026-12-06-engine-bounds/run.sh [ROUNDS] [COMPARE] [SEED]
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
+out=${OUT:-$here}
+read -r -a loads <<< "${LOADS:-none busy4 busy8 writer}"
 rounds=${1:-50}
 compare=${2:-10}
 seed=${3:-10}
@@ -25,7 +29,7 @@ ubio=$repo/target/release/ubio
 (cd "$repo" && nice -n 10 cargo build --release -p ubio-cli -p ubio-preload)
 python3 "$repo/bench/bounds.py" prepare --dir "$work" --ubio "$ubio"
 plan=()
-for load in none busy4 busy8 writer; do
+for load in "${loads[@]}"; do
     for mode in policy-limited run-limited; do
         for _ in $(seq "$rounds"); do plan+=("$load $mode"); done
     done
@@ -34,7 +38,7 @@ for load in none busy4 busy8 writer; do
     done
 done
 mapfile -t plan < <(printf '%s\n' "${plan[@]}" | shuf)
-: > "$here/runs.jsonl"
+: > "$out/runs.jsonl"
 round() {  # LOAD MODE [ARGS]: one round; a failure is recorded, not fatal
     local load=$1 mode=$2 rc=0
     shift 2
@@ -42,11 +46,11 @@ round() {  # LOAD MODE [ARGS]: one round; a failure is recorded, not fatal
         skipped=$((skipped + 1))
         return
     fi
-    python3 "$repo/bench/bounds.py" round --dir "$work" --ubio "$ubio" --jsonl "$here/runs.jsonl" \
+    python3 "$repo/bench/bounds.py" round --dir "$work" --ubio "$ubio" --jsonl "$out/runs.jsonl" \
         --load "$load" --mode "$mode" "$@" || rc=$?
     if [ "$rc" != 0 ]; then
         printf '{"round_failed": true, "load": "%s", "mode": "%s", "rc": %d, "args": "%s"}\n' \
-            "$load" "$mode" "$rc" "$*" >> "$here/runs.jsonl"
+            "$load" "$mode" "$rc" "$*" >> "$out/runs.jsonl"
     fi
 }
 echo "start $(date -u +%FT%TZ), load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -63,8 +67,8 @@ for _ in $(seq "$seed"); do
     done
 done
 if [ "$skipped" != 0 ]; then
-    printf '{"rounds_skipped": %d, "stop_at": "%s"}\n' "$skipped" "$STOP_AT" >> "$here/runs.jsonl"
+    printf '{"rounds_skipped": %d, "stop_at": "%s"}\n' "$skipped" "$STOP_AT" >> "$out/runs.jsonl"
 fi
 echo "end $(date -u +%FT%TZ), load average $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 "$repo/bench/bounds.py" summary --jsonl "$here/runs.jsonl" > "$here/summary.md"
-cat "$here/summary.md"
+python3 "$repo/bench/bounds.py" summary --jsonl "$out/runs.jsonl" > "$out/summary.md"
+cat "$out/summary.md"
