@@ -12,7 +12,7 @@ use std::io;
 use std::path::Path;
 use std::time::Duration;
 use ubio::copy::{Change, CopyError, CopyOptions, Method, Reflink, SourceChanged};
-use ubio::BackendKind;
+use ubio::{BackendKind, DirectWrites};
 use ubio_testenv::residency_sampler::ResidencySampler;
 
 const SAMPLE_EVERY: Duration = Duration::from_millis(1);
@@ -20,6 +20,16 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(1);
 const BOUND: u64 = 64 * MIB;
 
 fn open_pair(src: &Path, dst: &Path, backend: BackendKind) -> (ubio::File, ubio::File) {
+    open_pair_writing(src, dst, backend, DirectWrites::default())
+}
+
+/// The same with the destination's O_DIRECT writes as `direct_writes`.
+fn open_pair_writing(
+    src: &Path,
+    dst: &Path,
+    backend: BackendKind,
+    direct_writes: DirectWrites,
+) -> (ubio::File, ubio::File) {
     let input = ubio::OpenOptions::new()
         .read(true)
         .backend(backend)
@@ -30,6 +40,7 @@ fn open_pair(src: &Path, dst: &Path, backend: BackendKind) -> (ubio::File, ubio:
         .create(true)
         .truncate(true)
         .backend(backend)
+        .direct_writes(direct_writes)
         .open(dst)
         .unwrap();
     (input, output)
@@ -45,13 +56,16 @@ fn streamed() -> CopyOptions {
 
 /// A cold file of 256 MiB copied with the default (auto) backend on ext4,
 /// xfs, btrfs and tmpfs, through the reader/writer pipeline and with the
-/// default options (a clone on xfs and btrfs, copy_file_range in pieces on
-/// ext4 and tmpfs): identical bytes; on block filesystems each file's cached
-/// pages stay under the bound during the copy and none are left after
-/// close. Control: the pipeline through the buffered backend leaves the
-/// destination cached, so the samples can see a copy that fills the cache.
+/// default options (a clone on xfs and btrfs; else, where the destination
+/// may be written through O_DIRECT, the pipeline, whose streams race it,
+/// and copy_file_range in pieces where not: tmpfs, or direct writes off):
+/// identical bytes; on block filesystems each file's cached pages stay
+/// under the bound during the copy and none are left after close. Control:
+/// the pipeline through the buffered backend leaves the destination
+/// cached, so the samples can see a copy that fills the cache.
 #[test]
 fn copies_keep_the_contract_on_every_filesystem() {
+    use DirectWrites::{Never, WhenFaster};
     let size = 256 * MIB;
     for t in targets("copies_keep_the_contract", 3 * GIB) {
         let src = t.path("src");
@@ -59,29 +73,41 @@ fn copies_keep_the_contract_on_every_filesystem() {
         make_cold_file(&src, 31, size);
         let clones = matches!(t.name, "xfs" | "btrfs");
         let by_default = |otherwise| if clones { Method::Clone } else { otherwise };
+        // None: the pipeline where the destination may be written through
+        // O_DIRECT, else copy_file_range.
         let mut cases = vec![
-            (BackendKind::Auto, streamed(), Method::Stream),
+            (BackendKind::Auto, WhenFaster, streamed(), Some(Method::Stream)),
+            (BackendKind::Auto, WhenFaster, CopyOptions::default(), None),
             (
                 BackendKind::Auto,
+                Never,
                 CopyOptions::default(),
-                by_default(Method::CopyFileRange),
+                Some(by_default(Method::CopyFileRange)),
             ),
             // O_DIRECT descriptors: the pipeline, not copy_file_range.
             (
                 BackendKind::Direct,
+                WhenFaster,
                 CopyOptions::default(),
-                by_default(Method::Stream),
+                Some(by_default(Method::Stream)),
             ),
         ];
         if t.name == "ext4" {
-            cases.push((BackendKind::Buffered, streamed(), Method::Stream));
+            cases.push((BackendKind::Buffered, WhenFaster, streamed(), Some(Method::Stream)));
         }
         if t.name == "tmpfs" {
             cases.retain(|c| c.0 != BackendKind::Direct); // no O_DIRECT on tmpfs
         }
-        for (backend, opts, method) in cases {
+        for (backend, direct_writes, opts, method) in cases {
             evict(&src);
-            let (input, output) = open_pair(&src, &dst, backend);
+            let (input, output) = open_pair_writing(&src, &dst, backend, direct_writes);
+            if t.name == "ext4" && backend == BackendKind::Auto {
+                assert_eq!(output.may_write_direct(), direct_writes != Never, "ext4");
+            }
+            let method = method.unwrap_or(by_default(match output.may_write_direct() {
+                true => Method::Stream,
+                false => Method::CopyFileRange,
+            }));
             let src_samples = ResidencySampler::start(&src, SAMPLE_EVERY).unwrap();
             let dst_samples = ResidencySampler::start(&dst, SAMPLE_EVERY).unwrap();
             let mut seen = 0;
@@ -92,8 +118,9 @@ fn copies_keep_the_contract_on_every_filesystem() {
             let (src_peak, dst_peak) =
                 (src_samples.finish().unwrap(), dst_samples.finish().unwrap());
             eprintln!(
-                "{} {backend} {:?}: peak cached src {} MiB, dst {} MiB, dst dirty+writeback {} MiB ({} samples); after close src {} dst {} pages",
+                "{} {backend} (direct writes {}) {:?}: peak cached src {} MiB, dst {} MiB, dst dirty+writeback {} MiB ({} samples); after close src {} dst {} pages",
                 t.name,
+                direct_writes.name(),
                 copied.method,
                 src_peak.max_cached * PAGE / MIB,
                 dst_peak.max_cached * PAGE / MIB,
