@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
-"""The README's table from matrix/points.csv: per point the four modes' median
+"""The README's table from a matrix's points.csv: per point the four modes' median
 MB/s, ubio's min-max, ubio over the best of the other three, and the CPU per GB.
 
-    python3 bench/runs/2026-12-06-device-limit/table.py > table.md
+    python3 bench/runs/2026-12-06-device-limit/table.py [MATRIX_DIR] > table.md
+
+MATRIX_DIR defaults to this run's matrix/ (2026-12-06-device-limit-2 passes its own).
 """
 import collections
 import csv
 import os
 import statistics
+import sys
 
 here = os.path.dirname(os.path.abspath(__file__))
+matrix = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "matrix")
 points = collections.defaultdict(dict)
-for r in csv.DictReader(open(os.path.join(here, "matrix", "points.csv"))):
+for r in csv.DictReader(open(os.path.join(matrix, "points.csv"))):
     points[(r["target"], r["workload"], int(r["threads"]))][r["mode"]] = r
 
 
