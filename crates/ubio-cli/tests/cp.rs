@@ -385,6 +385,48 @@ fn json_summary_shape() {
     assert!(v["errors"].as_array().unwrap().is_empty());
 }
 
+/// Pages of the source cached before a copy, as another user of the file
+/// would cache them, and after it: the first `hot` bytes, and the whole file.
+struct HotSource {
+    hot_before: u64,
+    hot_after: u64,
+    all_before: u64,
+    all_after: u64,
+}
+
+/// Evict `src`, read its first `hot` bytes as another user would, copy it
+/// with `ubio cp ARGS` (which must succeed, returning its output) and
+/// count the source's pages before and after.
+fn copy_beside_hot_source(
+    src: &Path,
+    hot: u64,
+    args: &[&dyn AsRef<std::ffi::OsStr>],
+) -> (Output, HotSource) {
+    let f = std::fs::File::open(src).unwrap();
+    ubio::sys::fadvise(f.as_fd(), 0, 0, ubio::sys::Advice::DontNeed).unwrap();
+    let mut buf = vec![0u8; hot as usize];
+    use std::os::unix::fs::FileExt;
+    f.read_exact_at(&mut buf, 0).unwrap();
+    let hot_cached = || ubio::sys::cachestat(f.as_fd(), 0..hot).unwrap().nr_cache;
+    let all_cached = || {
+        ubio::sys::cachestat(f.as_fd(), ubio::sys::FileRange::WHOLE)
+            .unwrap()
+            .nr_cache
+    };
+    // Readahead cached some pages past the hot range too: those count as
+    // cached before the copy.
+    let (hot_before, all_before) = (hot_cached(), all_cached());
+    let out = cp(args);
+    assert_ok(&out);
+    let pages = HotSource {
+        hot_before,
+        hot_after: hot_cached(),
+        all_before,
+        all_after: all_cached(),
+    };
+    (out, pages)
+}
+
 /// The destination is not left in the cache; source pages that were cached
 /// before the copy stay cached. DAMON may reclaim a few of them on its own:
 /// retried, as in the library's contract tests.
@@ -397,34 +439,19 @@ fn destination_uncached_and_source_pages_cached_before_stay() {
     with_damon_retries(
         "destination_uncached_and_source_pages_cached_before_stay",
         || {
-            let f = std::fs::File::open(&src).unwrap();
-            ubio::sys::fadvise(f.as_fd(), 0, 0, ubio::sys::Advice::DontNeed).unwrap();
-            // Cache the first 8 MiB as another user of the file would.
-            let mut buf = vec![0u8; hot as usize];
-            use std::os::unix::fs::FileExt;
-            f.read_exact_at(&mut buf, 0).unwrap();
-            let before = ubio::sys::cachestat(f.as_fd(), 0..hot).unwrap().nr_cache;
-            assert_eq!(before, hot / 4096, "setup: the hot range is not cached");
-            // Readahead cached some pages past the hot range too: those count
-            // as cached before the copy.
-            let before_all = ubio::sys::cachestat(f.as_fd(), ubio::sys::FileRange::WHOLE)
-                .unwrap()
-                .nr_cache;
-            let out = cp(&[&src, &dst]);
-            assert_ok(&out);
-            let kept = ubio::sys::cachestat(f.as_fd(), 0..hot).unwrap().nr_cache;
-            let after_all = ubio::sys::cachestat(f.as_fd(), ubio::sys::FileRange::WHOLE)
-                .unwrap()
-                .nr_cache;
+            let (_, p) = copy_beside_hot_source(&src, hot, &[&src, &dst]);
+            assert_eq!(p.hot_before, hot / 4096, "setup: the hot range is not cached");
             assert_eq!(count(&dst).cached, 0, "destination left cached");
             assert!(
-                after_all <= before_all,
-                "source pages the copy brought in stayed: {after_all} cached, {before_all} before"
+                p.all_after <= p.all_before,
+                "source pages the copy brought in stayed: {} cached, {} before",
+                p.all_after,
+                p.all_before
             );
-            if kept == before {
+            if p.hot_after == p.hot_before {
                 return Ok(());
             }
-            Err(format!("{kept} of {before} hot pages stayed"))
+            Err(format!("{} of {} hot pages stayed", p.hot_after, p.hot_before))
         },
     );
 }
@@ -449,32 +476,25 @@ fn a_large_copy_races_o_direct_and_keeps_the_contract() {
         let dst = dir.path().join(format!("dst{i}"));
         with_damon_retries("a_large_copy_races_o_direct_and_keeps_the_contract", || {
             let _ = std::fs::remove_file(&dst);
-            let f = std::fs::File::open(&src).unwrap();
-            ubio::sys::fadvise(f.as_fd(), 0, 0, ubio::sys::Advice::DontNeed).unwrap();
-            let mut buf = vec![0u8; hot as usize];
-            use std::os::unix::fs::FileExt;
-            f.read_exact_at(&mut buf, 0).unwrap();
-            let before = ubio::sys::cachestat(f.as_fd(), 0..hot).unwrap().nr_cache;
-            let before_all = ubio::sys::cachestat(f.as_fd(), ubio::sys::FileRange::WHOLE)
-                .unwrap()
-                .nr_cache;
-            let out = cp(&[&"--json=files", &"--direct-writes", &direct_writes, &src, &dst]);
-            assert_ok(&out);
+            let args: [&dyn AsRef<std::ffi::OsStr>; 5] =
+                [&"--json=files", &"--direct-writes", &direct_writes, &src, &dst];
+            let (out, p) = copy_beside_hot_source(&src, hot, &args);
             let v = json(&out);
             assert_eq!(v["copied"][0]["method"], method, "{direct_writes}: {v}");
             assert_eq!(count(&dst).cached, 0, "{direct_writes}: destination left cached");
-            let kept = ubio::sys::cachestat(f.as_fd(), 0..hot).unwrap().nr_cache;
-            let after_all = ubio::sys::cachestat(f.as_fd(), ubio::sys::FileRange::WHOLE)
-                .unwrap()
-                .nr_cache;
             assert!(
-                after_all <= before_all,
-                "{direct_writes}: source pages the copy brought in stayed: {after_all} cached, {before_all} before"
+                p.all_after <= p.all_before,
+                "{direct_writes}: source pages the copy brought in stayed: {} cached, {} before",
+                p.all_after,
+                p.all_before
             );
             assert!(std::fs::read(&dst).unwrap() == bytes, "{direct_writes}: the copy differs");
-            match kept == before {
+            match p.hot_after == p.hot_before {
                 true => Ok(()),
-                false => Err(format!("{direct_writes}: {kept} of {before} hot pages stayed")),
+                false => Err(format!(
+                    "{direct_writes}: {} of {} hot pages stayed",
+                    p.hot_after, p.hot_before
+                )),
             }
         });
     }
