@@ -440,7 +440,11 @@ fn destination_uncached_and_source_pages_cached_before_stay() {
         "destination_uncached_and_source_pages_cached_before_stay",
         || {
             let (_, p) = copy_beside_hot_source(&src, hot, &[&src, &dst]);
-            assert_eq!(p.hot_before, hot / 4096, "setup: the hot range is not cached");
+            assert_eq!(
+                p.hot_before,
+                hot / 4096,
+                "setup: the hot range is not cached"
+            );
             assert_eq!(count(&dst).cached, 0, "destination left cached");
             assert!(
                 p.all_after <= p.all_before,
@@ -451,7 +455,10 @@ fn destination_uncached_and_source_pages_cached_before_stay() {
             if p.hot_after == p.hot_before {
                 return Ok(());
             }
-            Err(format!("{} of {} hot pages stayed", p.hot_after, p.hot_before))
+            Err(format!(
+                "{} of {} hot pages stayed",
+                p.hot_after, p.hot_before
+            ))
         },
     );
 }
@@ -476,19 +483,31 @@ fn a_large_copy_races_o_direct_and_keeps_the_contract() {
         let dst = dir.path().join(format!("dst{i}"));
         with_damon_retries("a_large_copy_races_o_direct_and_keeps_the_contract", || {
             let _ = std::fs::remove_file(&dst);
-            let args: [&dyn AsRef<std::ffi::OsStr>; 5] =
-                [&"--json=files", &"--direct-writes", &direct_writes, &src, &dst];
+            let args: [&dyn AsRef<std::ffi::OsStr>; 5] = [
+                &"--json=files",
+                &"--direct-writes",
+                &direct_writes,
+                &src,
+                &dst,
+            ];
             let (out, p) = copy_beside_hot_source(&src, hot, &args);
             let v = json(&out);
             assert_eq!(v["copied"][0]["method"], method, "{direct_writes}: {v}");
-            assert_eq!(count(&dst).cached, 0, "{direct_writes}: destination left cached");
+            assert_eq!(
+                count(&dst).cached,
+                0,
+                "{direct_writes}: destination left cached"
+            );
             assert!(
                 p.all_after <= p.all_before,
                 "{direct_writes}: source pages the copy brought in stayed: {} cached, {} before",
                 p.all_after,
                 p.all_before
             );
-            assert!(std::fs::read(&dst).unwrap() == bytes, "{direct_writes}: the copy differs");
+            assert!(
+                std::fs::read(&dst).unwrap() == bytes,
+                "{direct_writes}: the copy differs"
+            );
             match p.hot_after == p.hot_before {
                 true => Ok(()),
                 false => Err(format!(
