@@ -76,7 +76,12 @@ fn copies_keep_the_contract_on_every_filesystem() {
         // None: the pipeline where the destination may be written through
         // O_DIRECT, else copy_file_range.
         let mut cases = vec![
-            (BackendKind::Auto, WhenFaster, streamed(), Some(Method::Stream)),
+            (
+                BackendKind::Auto,
+                WhenFaster,
+                streamed(),
+                Some(Method::Stream),
+            ),
             (BackendKind::Auto, WhenFaster, CopyOptions::default(), None),
             (
                 BackendKind::Auto,
@@ -93,7 +98,12 @@ fn copies_keep_the_contract_on_every_filesystem() {
             ),
         ];
         if t.name == "ext4" {
-            cases.push((BackendKind::Buffered, WhenFaster, streamed(), Some(Method::Stream)));
+            cases.push((
+                BackendKind::Buffered,
+                WhenFaster,
+                streamed(),
+                Some(Method::Stream),
+            ));
         }
         if t.name == "tmpfs" {
             cases.retain(|c| c.0 != BackendKind::Direct); // no O_DIRECT on tmpfs

@@ -632,7 +632,11 @@ impl Follower {
                             true => size.saturating_sub(pos),
                             false => 0,
                         };
-                        Some(((c.nr_dirty + c.nr_writeback) * page).max(walked).max(grown))
+                        Some(
+                            ((c.nr_dirty + c.nr_writeback) * page)
+                                .max(walked)
+                                .max(grown),
+                        )
                     }
                     // Not followed: nothing of it was dropped; its pages
                     // past the position, written back ones too, within

@@ -304,9 +304,15 @@ mod tests {
         let race = Race::new(2 * MIB, 0);
         let paths: Vec<Path> = (0..20).map(|_| race.take(MIB)).collect();
         let calls = SLICE_CALLS as usize;
-        assert!(paths[..calls].iter().all(|&p| p == Path::Cache), "{paths:?}");
+        assert!(
+            paths[..calls].iter().all(|&p| p == Path::Cache),
+            "{paths:?}"
+        );
         // Even: direct runs.
-        assert!(paths[calls..].iter().all(|&p| p == Path::Direct), "{paths:?}");
+        assert!(
+            paths[calls..].iter().all(|&p| p == Path::Direct),
+            "{paths:?}"
+        );
     }
 
     #[test]
