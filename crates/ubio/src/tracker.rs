@@ -726,6 +726,40 @@ impl Tracker {
         }
     }
 
+    /// Wait for the writeback in flight in `r` (a range whose writeback
+    /// was started) chunk by chunk, dropping each chunk once it is written
+    /// back. For a thread that may wait, beside one that never does (the
+    /// engine's: its looks drain only what the write-behind let go, a
+    /// window behind, and only when they come, so pages written back in
+    /// between stayed cached and a fast writer's clean pages went past its
+    /// window). The pages go as their writeback completes (waited for as a
+    /// whole, the range's first chunks would wait, clean, for its last);
+    /// the drain that comes later finds nothing left. Nothing in a dry run,
+    /// nor through an overlay (where the dirty pages cannot be told).
+    pub fn drop_when_written_back(&self, fd: BorrowedFd<'_>, r: &Range<u64>) {
+        if self.is_dry_run() || self.fallback.get().is_some() {
+            return;
+        }
+        let real = self.real_file();
+        let real_fd = real.as_deref().map_or(fd, AsFd::as_fd);
+        for part in chunks(r.clone()) {
+            let len = part.end - part.start;
+            if let Err(e) = sys::sync_file_range(real_fd, part.start, len, SyncFlags::WAIT_BEFORE) {
+                self.record_error(e);
+                return;
+            }
+            if let Ok(c) = self.cached(real_fd, part.clone()) {
+                if c.cached > 0 && c.dirty_writeback == 0 {
+                    let plan = Plan {
+                        drop: droppable(&self.state().residency, vec![part]),
+                        ..Plan::default()
+                    };
+                    self.run(fd, plan);
+                }
+            }
+        }
+    }
+
     /// Count a writeback start of `r` and make it, or queue it ([`defer_starts`](Self::defer_starts)).
     fn start_or_defer(&self, fd: BorrowedFd<'_>, r: &Range<u64>) {
         self.counts.writeback_starts.fetch_add(1, Ordering::Relaxed);
@@ -1077,6 +1111,52 @@ mod tests {
             "the starts were not made: {c:?}"
         );
         t.flush(f.as_fd()).unwrap();
+    }
+
+    /// The engine's writeback thread drops a started range once it is
+    /// written back, without a drain: the range is not yet one the
+    /// write-behind let go (a look's drain would keep it), its pages go,
+    /// and those another user had cached before stay.
+    #[test]
+    fn a_started_range_is_dropped_when_written_back() {
+        let (_dir, f) = residency::cold_file();
+        let t = tracker_on(&f, 16 * MIB);
+        t.defer_starts();
+        let others = 3 * MIB..3 * MIB + 64 * 1024;
+        let mut buf = vec![0u8; (others.end - others.start) as usize];
+        f.read_exact_at(&mut buf, others.start).unwrap();
+        t.snapshot_range(f.as_fd(), 0..16 * MIB);
+        f.write_all_at(&vec![4u8; 8 * MIB as usize], 0).unwrap();
+        t.after_write_nowait(f.as_fd(), 0, 8 * MIB);
+        let starts = t.take_starts();
+        assert_eq!(starts, vec![0..8 * MIB], "half a window, one start");
+        t.start_now(f.as_fd(), &starts[0]);
+        assert!(
+            !t.drain(f.as_fd()),
+            "the write-behind let the range go already"
+        );
+        let stat = |r: Range<u64>| sys::cachestat(f.as_fd(), r).unwrap();
+        assert!(
+            stat(0..8 * MIB).nr_cache > 0,
+            "control: dropped by the drain"
+        );
+        t.drop_when_written_back(f.as_fd(), &starts[0]);
+        let others_pages = (others.end - others.start) / sys::page_size();
+        assert_eq!(
+            stat(others.clone()).nr_cache,
+            others_pages,
+            "others' pages dropped"
+        );
+        assert_eq!(
+            stat(0..8 * MIB).nr_cache,
+            others_pages,
+            "written-back pages of the stream left"
+        );
+        assert_eq!(
+            t.report().0.pages_dropped,
+            8 * MIB / sys::page_size() - others_pages
+        );
+        t.finish(f.as_fd()).unwrap();
     }
 
     /// A dry run makes the plans and counts what they would drop, once,
