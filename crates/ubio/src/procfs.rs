@@ -114,11 +114,13 @@ pub struct PidStat {
     /// CPU time in user and system mode, in clock ticks (sysconf CLK_TCK).
     pub utime_ticks: u64,
     pub stime_ticks: u64,
+    /// When the process started, in clock ticks since boot (CLOCK_BOOTTIME).
+    pub start_ticks: u64,
 }
 
 /// `pid (comm) state ppid ...`: the command name may hold spaces and
 /// parentheses, so fields are counted after the last `)`; utime and stime
-/// are fields 14 and 15.
+/// are fields 14 and 15, starttime 22.
 pub fn parse_pid_stat(text: &str) -> Option<PidStat> {
     let rest = &text[text.rfind(')')? + 1..];
     let f: Vec<&str> = rest.split_whitespace().collect();
@@ -128,6 +130,7 @@ pub fn parse_pid_stat(text: &str) -> Option<PidStat> {
         ppid: u32::try_from(num(1)?).ok()?,
         utime_ticks: num(11)?,
         stime_ticks: num(12)?,
+        start_ticks: num(19)?,
     })
 }
 
@@ -397,7 +400,8 @@ mod tests {
                 state: 'S',
                 ppid: 7,
                 utime_ticks: 25,
-                stime_ticks: 13
+                stime_ticks: 13,
+                start_ticks: 99
             })
         );
         assert_eq!(parse_pid_stat("42 (x"), None);

@@ -7,6 +7,7 @@ use std::fs::File;
 use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd};
+use std::time::Duration;
 
 /// A filesystem's magic number (`statfs.f_type`), with names for the ones
 /// ubio treats specially.
@@ -193,6 +194,33 @@ pub fn statx_dio_align(fd: BorrowedFd<'_>) -> io::Result<Option<DioAlign>> {
         mem_align: buf.stx_dio_mem_align,
         offset_align: buf.stx_dio_offset_align,
     }))
+}
+
+const STATX_BTIME: u32 = 0x800;
+
+/// `statx(fd, "", AT_EMPTY_PATH, STATX_BTIME)`: when the file was created,
+/// as time since the epoch. `Ok(None)` where the filesystem does not keep
+/// it (ext2/3, older NFS, some FUSE).
+///
+/// See statx(2); `STATX_BTIME` since Linux 4.11.
+pub fn statx_birth(fd: BorrowedFd<'_>) -> io::Result<Option<Duration>> {
+    let mut buf = MaybeUninit::<libc::statx>::zeroed();
+    // SAFETY: the path is a valid empty C string and `buf` a valid
+    // out-pointer for struct statx.
+    cvt(unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            STATX_BTIME,
+            buf.as_mut_ptr(),
+        )
+    } as libc::c_long)?;
+    // SAFETY: statx succeeded; the buffer was zeroed so unset fields are 0.
+    let buf = unsafe { buf.assume_init() };
+    let t = buf.stx_btime;
+    Ok((buf.stx_mask & STATX_BTIME != 0 && t.tv_sec >= 0)
+        .then(|| Duration::new(t.tv_sec as u64, t.tv_nsec)))
 }
 
 /// Whether the running kernel is `major.minor` or later (its release's
