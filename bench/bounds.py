@@ -145,6 +145,9 @@ class Peaks:
     def __init__(self, inp, outs):
         self.inp, self.outs = inp, outs
         self.input_cache = self.out_cache = self.out_dirty_wb = 0
+        # At the outputs' cache peak: how much of it was dirty + writeback
+        # (the rest was clean: written back, not dropped yet).
+        self.out_dirty_wb_at_peak = 0
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run)
         self._t.start()
@@ -160,7 +163,8 @@ class Peaks:
                 if c:
                     cache += c.cache
                     dwb += c.dirty + c.writeback
-            self.out_cache = max(self.out_cache, cache)
+            if cache > self.out_cache:
+                self.out_cache, self.out_dirty_wb_at_peak = cache, dwb
             self.out_dirty_wb = max(self.out_dirty_wb, dwb)
             self._stop.wait(0.002)
 
@@ -197,6 +201,7 @@ def run_one(a, name, cmd, outs, mode, daemon):
             cg.close()
     r = {"program": name, "mode": mode, "rc": rc, "secs": secs,
          "input_peak": peaks.input_cache * PAGE, "outputs_peak": peaks.out_cache * PAGE,
+         "outputs_dirty_wb_at_peak": peaks.out_dirty_wb_at_peak * PAGE,
          "outputs_dirty_wb_peak": peaks.out_dirty_wb * PAGE, "left": left}
     r["within"] = (rc == 0 and r["input_peak"] <= BOUND and r["outputs_peak"] <= BOUND
                    and r["outputs_dirty_wb_peak"] <= BOUND and sum(left) == 0)
@@ -229,7 +234,8 @@ def round_(a):
             out.write(json.dumps(r) + "\n")
             out.flush()
             print(f"{a.load:6} {a.mode:6} {name:28} {r['secs']:5.1f} s  input {r['input_peak'] / MiB:5.1f}  "
-                  f"outputs {r['outputs_peak'] / MiB:5.1f}  dirty+wb {r['outputs_dirty_wb_peak'] / MiB:5.1f} MiB"
+                  f"outputs {r['outputs_peak'] / MiB:5.1f} (dirty+wb there {r['outputs_dirty_wb_at_peak'] / MiB:5.1f})  "
+                  f"dirty+wb {r['outputs_dirty_wb_peak'] / MiB:5.1f} MiB"
                   f"  left {sum(r['left'])}  {'ok' if r['within'] else 'BEYOND'}", flush=True)
         if daemon:
             cpu, st = daemon.stop()
