@@ -525,7 +525,6 @@ impl Follower {
             }
             if let Some(t) = &f.tracker {
                 t.drain(f.file.as_fd());
-                t.drop_started_written_back(f.file.as_fd());
                 if self.opts.sample_dirty && f.bytes_written > 0 {
                     f.sample_dirty();
                 }

@@ -730,11 +730,12 @@ impl Tracker {
     /// was started) chunk by chunk, dropping each chunk once it is written
     /// back. For a thread that may wait, beside one that never does (the
     /// engine's: its looks drain only what the write-behind let go, a
-    /// window behind, so pages written back in between stayed cached and a
-    /// fast writer's clean pages went past its window). The pages go as
-    /// their writeback completes (waited for as a whole, the range's first
-    /// chunks would wait, clean, for its last). Nothing in a dry run, nor
-    /// through an overlay (where the dirty pages cannot be told).
+    /// window behind, and only when they come, so pages written back in
+    /// between stayed cached and a fast writer's clean pages went past its
+    /// window). The pages go as their writeback completes (waited for as a
+    /// whole, the range's first chunks would wait, clean, for its last);
+    /// the drain that comes later finds nothing left. Nothing in a dry run,
+    /// nor through an overlay (where the dirty pages cannot be told).
     pub fn drop_when_written_back(&self, fd: BorrowedFd<'_>, r: &Range<u64>) {
         if self.is_dry_run() || self.fallback.get().is_some() {
             return;
@@ -747,55 +748,16 @@ impl Tracker {
                 self.record_error(e);
                 return;
             }
-            self.drop_written_back(fd, real_fd, std::iter::once(part));
+            if let Ok(c) = self.cached(real_fd, part.clone()) {
+                if c.cached > 0 && c.dirty_writeback == 0 {
+                    let plan = Plan {
+                        drop: droppable(&self.state().residency, vec![part]),
+                        ..Plan::default()
+                    };
+                    self.run(fd, plan);
+                }
+            }
         }
-    }
-
-    /// Drop the chunks of the ranges whose writeback was started, and that
-    /// the write-behind has not let go yet, that are written back now;
-    /// without waiting. For the engine's looks, which come on time: beside
-    /// the thread that drops at completion ([`drop_when_written_back`],
-    /// in range order, at the default priority), they take what completed
-    /// out of order or while that thread waited for a CPU (with that thread
-    /// alone, dd beside a second writer had its output cached 1 MiB past its
-    /// 64 MiB bound once in 400 runs, dirty + writeback within it).
-    ///
-    /// [`drop_when_written_back`]: Self::drop_when_written_back
-    pub fn drop_started_written_back(&self, fd: BorrowedFd<'_>) {
-        if self.is_dry_run() || self.fallback.get().is_some() {
-            return;
-        }
-        let started: Vec<Range<u64>> = self.state().write_behind.inflight().cloned().collect();
-        if started.is_empty() {
-            return;
-        }
-        let real = self.real_file();
-        let real_fd = real.as_deref().map_or(fd, AsFd::as_fd);
-        self.drop_written_back(fd, real_fd, started.into_iter().flat_map(chunks));
-    }
-
-    /// Drop those of `parts` that hold pages and none dirty or under
-    /// writeback.
-    fn drop_written_back(
-        &self,
-        fd: BorrowedFd<'_>,
-        real_fd: BorrowedFd<'_>,
-        parts: impl Iterator<Item = Range<u64>>,
-    ) {
-        let written_back: Vec<Range<u64>> = parts
-            .filter(|part| {
-                matches!(self.cached(real_fd, part.clone()),
-                    Ok(c) if c.cached > 0 && c.dirty_writeback == 0)
-            })
-            .collect();
-        if written_back.is_empty() {
-            return;
-        }
-        let plan = Plan {
-            drop: droppable(&self.state().residency, written_back),
-            ..Plan::default()
-        };
-        self.run(fd, plan);
     }
 
     /// Count a writeback start of `r` and make it, or queue it ([`defer_starts`](Self::defer_starts)).
@@ -1193,42 +1155,6 @@ mod tests {
         assert_eq!(
             t.report().0.pages_dropped,
             8 * MIB / sys::page_size() - others_pages
-        );
-        t.finish(f.as_fd()).unwrap();
-    }
-
-    /// The look's drop of what was started and is written back: no wait,
-    /// the range need not be let go by the write-behind yet, others' pages
-    /// stay, and a range still dirty is not dropped.
-    #[test]
-    fn a_look_drops_what_was_started_and_is_written_back() {
-        let (_dir, f) = residency::cold_file();
-        let t = tracker_on(&f, 16 * MIB);
-        t.defer_starts();
-        let others = 3 * MIB..3 * MIB + 64 * 1024;
-        f.read_exact_at(&mut vec![0u8; 64 * 1024], others.start)
-            .unwrap();
-        t.snapshot_range(f.as_fd(), 0..16 * MIB);
-        f.write_all_at(&vec![4u8; 8 * MIB as usize], 0).unwrap();
-        t.after_write_nowait(f.as_fd(), 0, 8 * MIB);
-        let stat = |r: Range<u64>| sys::cachestat(f.as_fd(), r).unwrap();
-        t.drop_started_written_back(f.as_fd());
-        assert_eq!(
-            stat(0..8 * MIB).nr_cache,
-            8 * MIB / sys::page_size(),
-            "dirty pages dropped"
-        );
-        for r in t.take_starts() {
-            t.start_now(f.as_fd(), &r);
-        }
-        sys::sync_file_range(f.as_fd(), 0, 8 * MIB, SyncFlags::WAIT_BEFORE).unwrap();
-        t.drop_started_written_back(f.as_fd());
-        let others_pages = (others.end - others.start) / sys::page_size();
-        assert_eq!(stat(others).nr_cache, others_pages, "others' pages dropped");
-        assert_eq!(
-            stat(0..8 * MIB).nr_cache,
-            others_pages,
-            "written-back pages left"
         );
         t.finish(f.as_fd()).unwrap();
     }

@@ -54,11 +54,6 @@ impl WriteBehind {
         self.window / 2
     }
 
-    /// The ranges whose writeback was started and that are not let go yet.
-    pub fn inflight(&self) -> impl Iterator<Item = &Range<u64>> {
-        self.inflight.iter()
-    }
-
     pub fn pending_bytes(&self) -> u64 {
         self.pending.iter().map(len).sum()
     }
