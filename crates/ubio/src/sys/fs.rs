@@ -167,12 +167,9 @@ pub struct DioAlign {
 
 const STATX_DIOALIGN: u32 = 0x2000;
 
-/// `statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &buf)`: the direct I/O
-/// alignment of an open regular file. `Ok(None)` when the kernel or the
-/// filesystem does not report it, or reports that direct I/O is unsupported.
-///
-/// See statx(2); `STATX_DIOALIGN` since Linux 6.1.
-pub fn statx_dio_align(fd: BorrowedFd<'_>) -> io::Result<Option<DioAlign>> {
+/// `statx(fd, "", AT_EMPTY_PATH, mask, &buf)`: the fields of `mask` of an
+/// open file; the caller checks `stx_mask` for those the kernel filled.
+fn statx_fd(fd: BorrowedFd<'_>, mask: u32) -> io::Result<libc::statx> {
     let mut buf = MaybeUninit::<libc::statx>::zeroed();
     // SAFETY: the path is a valid empty C string and `buf` a valid
     // out-pointer for struct statx.
@@ -181,12 +178,21 @@ pub fn statx_dio_align(fd: BorrowedFd<'_>) -> io::Result<Option<DioAlign>> {
             fd.as_raw_fd(),
             c"".as_ptr(),
             libc::AT_EMPTY_PATH,
-            STATX_DIOALIGN,
+            mask,
             buf.as_mut_ptr(),
         )
     } as libc::c_long)?;
     // SAFETY: statx succeeded; the buffer was zeroed so unset fields are 0.
-    let buf = unsafe { buf.assume_init() };
+    Ok(unsafe { buf.assume_init() })
+}
+
+/// `statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &buf)`: the direct I/O
+/// alignment of an open regular file. `Ok(None)` when the kernel or the
+/// filesystem does not report it, or reports that direct I/O is unsupported.
+///
+/// See statx(2); `STATX_DIOALIGN` since Linux 6.1.
+pub fn statx_dio_align(fd: BorrowedFd<'_>) -> io::Result<Option<DioAlign>> {
+    let buf = statx_fd(fd, STATX_DIOALIGN)?;
     if buf.stx_mask & STATX_DIOALIGN == 0 || buf.stx_dio_offset_align == 0 {
         return Ok(None);
     }
@@ -204,20 +210,7 @@ const STATX_BTIME: u32 = 0x800;
 ///
 /// See statx(2); `STATX_BTIME` since Linux 4.11.
 pub fn statx_birth(fd: BorrowedFd<'_>) -> io::Result<Option<Duration>> {
-    let mut buf = MaybeUninit::<libc::statx>::zeroed();
-    // SAFETY: the path is a valid empty C string and `buf` a valid
-    // out-pointer for struct statx.
-    cvt(unsafe {
-        libc::statx(
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH,
-            STATX_BTIME,
-            buf.as_mut_ptr(),
-        )
-    } as libc::c_long)?;
-    // SAFETY: statx succeeded; the buffer was zeroed so unset fields are 0.
-    let buf = unsafe { buf.assume_init() };
+    let buf = statx_fd(fd, STATX_BTIME)?;
     let t = buf.stx_btime;
     Ok((buf.stx_mask & STATX_BTIME != 0 && t.tv_sec >= 0)
         .then(|| Duration::new(t.tv_sec as u64, t.tv_nsec)))
