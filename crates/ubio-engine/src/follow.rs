@@ -741,11 +741,15 @@ impl Follower {
             // file may hold pages others read since it was made.
             let at_end = pos >= st.st_size as u64;
             let young = is_writable(s.info.flags) && at_end && born_after_start(fd, s.pid);
-            let passed = match young {
-                true => pos.max(st.st_size as u64),
-                false => pos + lookahead,
-            };
-            snapshot_first_sight(&t, &file, s, st.st_size as u64, passed, young, progress);
+            snapshot_first_sight(
+                &t,
+                &file,
+                s,
+                st.st_size as u64,
+                pos + lookahead,
+                young,
+                progress,
+            );
             Arc::new(t)
         });
         log::debug!(
