@@ -5,6 +5,9 @@
 //! wakes, ahead of every ordinary thread; it never waits behind a blocking
 //! call (writeback starts and the retirement of files are made elsewhere,
 //! [`crate::submit`]), so it holds a CPU only for the looks themselves.
+//! The thread that drops pages as their writeback completes runs so too
+//! ([`like_the_looker`]): it sleeps in the wait for the device, and a drop
+//! that waits for a CPU leaves a fast writer's written-back pages cached.
 //!
 //! Bounded so that it can never starve the machine: RLIMIT_RTTIME's soft
 //! limit ([`RUNS_AT_MOST`] of CPU without blocking) sends SIGXCPU, on which
@@ -17,8 +20,12 @@
 //! container keep CAP_SYS_NICE for this); without either the looks run at
 //! the process's nice value, and [`make_looker_realtime`] says why.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use ubio::sys::{self, Scheduler};
+
+/// Whether the looker was made real-time ([`make_looker_realtime`]).
+static LOOKER_REALTIME: AtomicBool = AtomicBool::new(false);
 
 /// SCHED_FIFO's lowest priority: above every SCHED_OTHER thread, below
 /// every real-time thread of the system's own.
@@ -41,17 +48,52 @@ pub fn make_looker_realtime() -> Result<String, String> {
     .map_err(|e| format!("RLIMIT_RTTIME: {e}"))?;
     sys::demote_on_sigxcpu(sys::gettid()).map_err(|e| format!("SIGXCPU: {e}"))?;
     match sys::set_scheduler(Scheduler::Fifo { priority: PRIORITY }, true) {
-        Ok(()) => Ok(format!(
-            "the thread that looks runs SCHED_FIFO at priority {PRIORITY} (back to SCHED_OTHER \
-             after {} ms of CPU without blocking)",
-            RUNS_AT_MOST.as_millis()
-        )),
+        Ok(()) => {
+            LOOKER_REALTIME.store(true, Ordering::Relaxed);
+            Ok(format!(
+                "the thread that looks and the one that drops run SCHED_FIFO at priority \
+                 {PRIORITY} (back to SCHED_OTHER after {} ms of CPU without blocking)",
+                RUNS_AT_MOST.as_millis()
+            ))
+        }
         Err(e) if e.raw_os_error() == Some(libc::EPERM) => Err(format!(
             "SCHED_FIFO refused ({e}): {}; the looks run at the process's nice value and come \
              late on a loaded machine",
             why_refused()
         )),
         Err(e) => Err(format!("SCHED_FIFO: {e}")),
+    }
+}
+
+/// The calling thread real-time like the looker, if the looker is (and
+/// still as the process started it: not put back since), until the value
+/// returned is dropped; bounded the same way. For a thread of the engine
+/// that must run on time and blocks between its runs.
+pub fn like_the_looker() -> Option<Realtime> {
+    if !LOOKER_REALTIME.load(Ordering::Relaxed) || demoted() {
+        return None;
+    }
+    let tid = sys::gettid();
+    sys::demote_on_sigxcpu(tid).ok()?;
+    match sys::set_scheduler(Scheduler::Fifo { priority: PRIORITY }, true) {
+        Ok(()) => Some(Realtime { tid }),
+        Err(e) => {
+            log::debug!("engine: SCHED_FIFO for thread {tid} refused ({e}): it runs as before");
+            sys::forget_on_sigxcpu(tid);
+            None
+        }
+    }
+}
+
+/// A thread made real-time by [`like_the_looker`]: taken out of those put
+/// back on SIGXCPU when dropped (its id may be reused after it ends).
+pub struct Realtime {
+    tid: i32,
+}
+
+impl Drop for Realtime {
+    fn drop(&mut self) {
+        sys::forget_on_sigxcpu(self.tid);
     }
 }
 
@@ -91,9 +133,9 @@ pub fn demoted() -> bool {
 mod tests {
     use super::*;
 
-    /// As root the thread becomes SCHED_FIFO 1 and a thread it starts does
-    /// not inherit it; a busy loop past the limit is put back to
-    /// SCHED_OTHER, not killed.
+    /// As root the thread becomes SCHED_FIFO 1, a thread it starts does
+    /// not inherit it, one that asks to run like it does; a busy loop past
+    /// the limit is put back to SCHED_OTHER, not killed.
     #[test]
     fn the_looker_is_real_time_bounded_and_alone() {
         let name = "the_looker_is_real_time_bounded_and_alone";
@@ -104,6 +146,14 @@ mod tests {
             let child = std::thread::spawn(|| sys::fifo_priority().unwrap())
                 .join()
                 .unwrap();
+            // One that asks to run like the looker does.
+            let like = std::thread::spawn(|| {
+                let _rt = like_the_looker();
+                sys::fifo_priority().unwrap()
+            })
+            .join()
+            .unwrap();
+            assert_eq!(like, prio, "a thread like the looker");
             // Busy past RUNS_AT_MOST: SIGXCPU comes within a second after.
             let t = std::time::Instant::now();
             while sys::demotions() == 0 && t.elapsed() < RUNS_AT_MOST * 2 + Duration::from_secs(2) {

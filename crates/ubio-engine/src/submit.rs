@@ -45,7 +45,8 @@ type Shared = Arc<(Mutex<Queue>, Condvar)>;
 
 /// A thread that does one thing to each job queued, in order; started with
 /// the first job, from the thread that queues it (the first from the
-/// thread that looks, whose SCHED_FIFO it does not inherit: reset on fork).
+/// thread that looks, whose SCHED_FIFO it does not inherit: reset on fork;
+/// the one that drops asks for it, [`crate::realtime::like_the_looker`]).
 #[derive(Default)]
 struct Lane {
     shared: Shared,
@@ -174,6 +175,7 @@ fn start_writeback(shared: &Shared) {
 /// it. What is queued when the engine ends is left to its last drains
 /// (this thread does not hold the end up waiting for a device).
 fn drop_when_written_back(shared: &Shared) {
+    let _realtime = crate::realtime::like_the_looker();
     while let Some(job) = Lane::next(shared, false) {
         job.tracker
             .drop_when_written_back(job.file.as_fd(), &job.range);

@@ -34,9 +34,9 @@ pub use fs::{
 pub use ids::{group_id, peer_cred, user_id, PeerCred};
 pub use proc::{
     address_space_limit, clock_boottime, clock_monotonic, clock_ticks, cpu_time, demote_on_sigxcpu,
-    demotions, fifo_priority, gettid, kill, pidfd_getfd, pidfd_open, poll_readable,
-    poll_readable_any, raise_default, raise_open_files_limit, set_nice, set_rttime_limit,
-    set_scheduler, setns, Namespaces, Scheduler, Usage,
+    demotions, fifo_priority, forget_on_sigxcpu, gettid, kill, pidfd_getfd, pidfd_open,
+    poll_readable, poll_readable_any, raise_default, raise_open_files_limit, set_nice,
+    set_rttime_limit, set_scheduler, setns, Namespaces, Scheduler, Usage,
 };
 pub use rw::{max_rw_count, preadv2, pwritev2, RwFlags};
 

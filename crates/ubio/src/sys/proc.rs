@@ -280,30 +280,51 @@ pub fn gettid() -> i32 {
     unsafe { libc::gettid() }
 }
 
-static DEMOTE: AtomicI32 = AtomicI32::new(0);
+/// The threads put back on SIGXCPU (0: a free slot): the engine's few
+/// real-time threads.
+static DEMOTE: [AtomicI32; 4] = [const { AtomicI32::new(0) }; 4];
 static DEMOTED: AtomicU64 = AtomicU64::new(0);
 
 extern "C" fn demote(_: libc::c_int) {
-    let tid = DEMOTE.load(Ordering::Relaxed);
-    if tid > 0 {
-        let param = libc::sched_param { sched_priority: 0 };
-        // SAFETY: a system call with a valid struct sched_param: nothing a
-        // signal handler may not do.
-        unsafe { libc::sched_setscheduler(tid, libc::SCHED_OTHER, &param) };
+    // The signal is the process's, not the thread's that ran too long:
+    // every thread registered is put back.
+    let param = libc::sched_param { sched_priority: 0 };
+    let mut any = false;
+    for slot in &DEMOTE {
+        let tid = slot.load(Ordering::Relaxed);
+        if tid > 0 {
+            // SAFETY: a system call with a valid struct sched_param:
+            // nothing a signal handler may not do.
+            unsafe { libc::sched_setscheduler(tid, libc::SCHED_OTHER, &param) };
+            any = true;
+        }
+    }
+    if any {
         DEMOTED.fetch_add(1, Ordering::Relaxed);
     }
 }
 
 /// `sigaction(SIGXCPU, ...)`: on SIGXCPU (a real-time thread past
-/// RLIMIT_RTTIME's soft limit, [`set_rttime_limit`]), put thread `tid`
-/// back to SCHED_OTHER instead of ending the process; [`demotions`] counts
-/// how often.
+/// RLIMIT_RTTIME's soft limit, [`set_rttime_limit`]), put thread `tid`,
+/// and every other thread registered so, back to SCHED_OTHER instead of
+/// ending the process; [`demotions`] counts how often. Up to four threads;
+/// [`forget_on_sigxcpu`] takes one out (before it ends: its id may be
+/// reused).
 ///
 /// See sigaction(2), getrlimit(2) (RLIMIT_RTTIME).
 pub fn demote_on_sigxcpu(tid: i32) -> io::Result<()> {
-    DEMOTE.store(tid, Ordering::Relaxed);
-    // SAFETY: a zeroed sigaction with a handler that only makes a system
-    // call and touches atomics.
+    let registered = DEMOTE
+        .iter()
+        .any(|slot| slot.load(Ordering::Relaxed) == tid)
+        || DEMOTE.iter().any(|slot| {
+            slot.compare_exchange(0, tid, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        });
+    if !registered {
+        return Err(io::Error::from_raw_os_error(libc::EBUSY));
+    }
+    // SAFETY: a zeroed sigaction with a handler that only makes system
+    // calls and touches atomics.
     let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
     sa.sa_sigaction = demote as *const () as libc::sighandler_t;
     sa.sa_flags = libc::SA_RESTART;
@@ -312,7 +333,14 @@ pub fn demote_on_sigxcpu(tid: i32) -> io::Result<()> {
         .map(drop)
 }
 
-/// How often [`demote_on_sigxcpu`] put its thread back to SCHED_OTHER.
+/// Take thread `tid` out of those [`demote_on_sigxcpu`] puts back.
+pub fn forget_on_sigxcpu(tid: i32) {
+    for slot in &DEMOTE {
+        let _ = slot.compare_exchange(tid, 0, Ordering::Relaxed, Ordering::Relaxed);
+    }
+}
+
+/// How often [`demote_on_sigxcpu`] put its threads back to SCHED_OTHER.
 pub fn demotions() -> u64 {
     DEMOTED.load(Ordering::Relaxed)
 }
