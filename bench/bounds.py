@@ -12,13 +12,14 @@ followed by the engine from outside:
   policy  the daemon (`ubio policy run`), its scope the program's cgroup (a
           memory cgroup below this process's; the daemon is started once
           per round, each program runs in a cgroup of its own);
-  policy-limited  the same with `device_dirty_limit = "64M"`: the kernel
-          holds every writer of the device there (ubio_engine::bdi);
+  policy-limited  the same with `device_dirty_limit = "64M"` (or
+          --device-limit's size): the kernel holds every writer of the
+          device there (ubio_engine::bdi);
   policy-nice  the daemon as before issue 38: its thread that looks at nice
           -10 (`realtime = false`), not SCHED_FIFO;
   run     `ubio run -- PROGRAM`, the static programs only (the Go copier,
           busybox's dd: the shim cannot enter them): the engine alone;
-  run-limited  the same with `--device-dirty-limit 64M`.
+  run-limited  the same with `--device-dirty-limit 64M` (or --device-limit's).
 
 Loads: `none`; `busy4` and `busy8` (that many busy loops at nice 0 beside
 it); `writer` (a second writer, dd to another filesystem: an xfs image on a
@@ -183,7 +184,7 @@ def run_one(a, name, cmd, outs, mode, daemon):
     cmd = cmd.replace("DD ", dd + " ")
     policy = mode.startswith("policy")
     cg = Cgroup("ubio-bounds") if policy else None
-    limit = ["--device-dirty-limit", "64M"] if mode == "run-limited" else []
+    limit = ["--device-dirty-limit", a.device_limit] if mode == "run-limited" else []
     argv = ["sh", "-c", cmd] if policy else [a.ubio, "run", *limit, "--", "sh", "-c", cmd]
     try:
         peaks = Peaks(inp, outs)
@@ -224,13 +225,15 @@ def round_(a):
             # The scope takes every cgroup of the runs: siblings named so.
             pattern = base.pattern().rsplit("/", 1)[0] + "/ubio-bounds-*"
             base.close()
-            lines = {"policy-limited": 'device_dirty_limit = "64M"',
+            lines = {"policy-limited": f'device_dirty_limit = "{a.device_limit}"',
                      "policy-nice": "realtime = false"}.get(a.mode, "")
             daemon = Daemon(a, pattern, daemon_lines=lines)
         out = open(a.jsonl, "a")
         for name, cmd, outs, _ in progs:
             r = run_one(a, name, cmd, outs, a.mode, daemon)
             r["load"] = a.load
+            if a.mode.endswith("-limited"):
+                r["device_limit"] = a.device_limit
             out.write(json.dumps(r) + "\n")
             out.flush()
             print(f"{a.load:6} {a.mode:6} {name:28} {r['secs']:5.1f} s  input {r['input_peak'] / MiB:5.1f}  "
@@ -250,6 +253,10 @@ def round_(a):
 def summary(a):
     runs = [json.loads(line) for line in open(a.jsonl)]
     progs = [r for r in runs if "program" in r]
+    limits = sorted({r["device_limit"] for r in progs if "device_limit" in r})
+    if limits:
+        print(f"Device dirty limit of the -limited modes: {', '.join(limits)}.")
+        print()
     print("| load | mode | program | runs | within the bounds | input peak MiB (median / max) | "
           "outputs' dirty+wb MiB (median / max) | left B (max) |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -333,6 +340,8 @@ def main():
             p.add_argument("--load", choices=LOADS, default="none")
             p.add_argument("--mode", choices=MODES, default="policy")
             p.add_argument("--only", default="")
+            p.add_argument("--device-limit", default="64M",
+                           help="the device dirty limit of the -limited modes")
     s = sub.add_parser("summary")
     s.add_argument("--jsonl", required=True)
     a = ap.parse_args()

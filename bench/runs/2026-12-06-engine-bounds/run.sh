@@ -11,9 +11,10 @@
 # (a time `date -d` reads) no round starts after it: the rounds left are
 # counted in runs.jsonl ("rounds_skipped") and the summary. LOADS="none busy4"
 # runs those loads only; OUT=DIR writes runs.jsonl and summary.md there
-# (default: this directory).
+# (default: this directory). DEVICE_LIMIT=32M sets the device dirty limit of
+# the -limited modes (default 64M, the cache bound).
 #
-#   [STOP_AT=TIME] [LOADS=...] [OUT=DIR] bench/runs/2026-12-06-engine-bounds/run.sh [ROUNDS] [COMPARE] [SEED]
+#   [STOP_AT=TIME] [LOADS=...] [OUT=DIR] [DEVICE_LIMIT=SIZE] bench/runs/2026-12-06-engine-bounds/run.sh [ROUNDS] [COMPARE] [SEED]
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
@@ -47,7 +48,7 @@ round() {  # LOAD MODE [ARGS]: one round; a failure is recorded, not fatal
         return
     fi
     python3 "$repo/bench/bounds.py" round --dir "$work" --ubio "$ubio" --jsonl "$out/runs.jsonl" \
-        --load "$load" --mode "$mode" "$@" || rc=$?
+        --load "$load" --mode "$mode" --device-limit "${DEVICE_LIMIT:-64M}" "$@" || rc=$?
     if [ "$rc" != 0 ]; then
         printf '{"round_failed": true, "load": "%s", "mode": "%s", "rc": %d, "args": "%s"}\n' \
             "$load" "$mode" "$rc" "$*" >> "$out/runs.jsonl"
