@@ -13,7 +13,7 @@
 //! window = "16M"              # default write-behind window of the scopes
 //! dry_run = false             # follow and report, change nothing
 //! cgroup_namespace = "host"   # host | own: whose cgroup paths the scopes name
-//! device_dirty_limit = "64M"  # opt-in: every writer of the watched devices held there
+//! device_dirty_limit = "32M"  # opt-in: every writer of the watched devices held there
 //! realtime = true             # the thread that looks runs SCHED_FIFO 1
 //!
 //! [metrics]                   # a Prometheus endpoint (off without it)

@@ -80,7 +80,7 @@ The configuration is TOML; only root may be able to write it and its directories
   dry_run = false             # follow and report what would be done, change nothing (also: --dry-run)
   cgroup_namespace = \"host\"  # host: in a container's own cgroup namespace, enter the host's
                               # (CAP_SYS_ADMIN); own: name cgroups as the daemon's namespace shows them
-  device_dirty_limit = \"64M\" # opt-in (Linux 6.2+): the devices of the watched filesystems hold
+  device_dirty_limit = \"32M\" # opt-in (Linux 6.2+): the devices of the watched filesystems hold
                               # dirty + writeback there for EVERY writer (strict_limit, max_bytes),
                               # put back at exit; a writer faster than its device waits
   realtime = true             # the thread that looks runs SCHED_FIFO at priority 1, bounded
