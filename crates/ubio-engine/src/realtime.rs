@@ -51,8 +51,8 @@ pub fn make_looker_realtime() -> Result<String, String> {
         Ok(()) => {
             LOOKER_REALTIME.store(true, Ordering::Relaxed);
             Ok(format!(
-                "the thread that looks and the one that drops run SCHED_FIFO at priority \
-                 {PRIORITY} (back to SCHED_OTHER after {} ms of CPU without blocking)",
+                "the thread that looks runs SCHED_FIFO at priority {PRIORITY}, and so does the \
+                 one that drops (back to SCHED_OTHER after {} ms of CPU without blocking)",
                 RUNS_AT_MOST.as_millis()
             ))
         }
