@@ -46,9 +46,8 @@ pub fn make_looker_realtime() -> Result<String, String> {
         HARD_LIMIT.as_micros() as u64,
     )
     .map_err(|e| format!("RLIMIT_RTTIME: {e}"))?;
-    sys::demote_on_sigxcpu(sys::gettid()).map_err(|e| format!("SIGXCPU: {e}"))?;
-    match sys::set_scheduler(Scheduler::Fifo { priority: PRIORITY }, true) {
-        Ok(()) => {
+    match fifo_put_back_on_sigxcpu() {
+        Ok(_) => {
             LOOKER_REALTIME.store(true, Ordering::Relaxed);
             Ok(format!(
                 "the thread that looks runs SCHED_FIFO at priority {PRIORITY}, and so does the \
@@ -73,16 +72,23 @@ pub fn like_the_looker() -> Option<Realtime> {
     if !LOOKER_REALTIME.load(Ordering::Relaxed) || demoted() {
         return None;
     }
-    let tid = sys::gettid();
-    sys::demote_on_sigxcpu(tid).ok()?;
-    match sys::set_scheduler(Scheduler::Fifo { priority: PRIORITY }, true) {
-        Ok(()) => Some(Realtime { tid }),
+    match fifo_put_back_on_sigxcpu() {
+        Ok(tid) => Some(Realtime { tid }),
         Err(e) => {
-            log::debug!("engine: SCHED_FIFO for thread {tid} refused ({e}): it runs as before");
-            sys::forget_on_sigxcpu(tid);
+            log::debug!("engine: SCHED_FIFO refused ({e}): the thread runs as before");
             None
         }
     }
+}
+
+/// The calling thread SCHED_FIFO at [`PRIORITY`] (reset on fork), put back
+/// to SCHED_OTHER on SIGXCPU; its id, or the error (then it is as before).
+fn fifo_put_back_on_sigxcpu() -> std::io::Result<i32> {
+    let tid = sys::gettid();
+    sys::demote_on_sigxcpu(tid)?;
+    sys::set_scheduler(Scheduler::Fifo { priority: PRIORITY }, true)
+        .inspect_err(|_| sys::forget_on_sigxcpu(tid))?;
+    Ok(tid)
 }
 
 /// A thread made real-time by [`like_the_looker`]: taken out of those put
