@@ -18,12 +18,15 @@
 #       cgroups of 512 MiB each for the service and the stream), pgbench -S and
 #       read-write and wrk, beside tar and restic backups of the tree and rsync
 #       and cp of the image; 252 runs
+#   bench/runs/2026-12-06-neighbours/run.sh custom [ROUNDS] args...
+#       only what the arguments say (--pressure, --loads, --streams...): how
+#       later runs (bench/runs/2026-12-07-neighbours) call it
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
 what=reduced
-if [ "${1:-}" = full ]; then
-    what=full
+if [ "${1:-}" = full ] || [ "${1:-}" = custom ]; then
+    what=$1
     shift
 fi
 rounds=${1:-3}
@@ -31,7 +34,7 @@ shift || true
 if [ "$what" = full ]; then
     set -- --pressure global,cgroup --loads pgbench-ro,pgbench-rw,wrk \
         --streams tar,restic,rsync,image-cp --lead-secs 5 "$@"
-else
+elif [ "$what" = reduced ]; then
     set -- --pressure global --loads pgbench-ro,wrk --streams tar,image-cp --lead-secs 3 "$@"
 fi
 out=${UBIO_NEIGHBOURS_OUT:-$here}

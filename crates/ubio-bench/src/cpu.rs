@@ -59,11 +59,26 @@ fn rusage(who: Usage) -> io::Result<CpuTimes> {
 /// stime of /proc/PID/stat); `None` once it is gone.
 pub fn pid_times(pid: u32) -> Option<CpuTimes> {
     let stat = ubio::procfs::pid_stat(pid).ok()?;
+    Some(ticks(stat.utime_ticks, stat.stime_ticks))
+}
+
+/// The CPU time of a process and of the children it waited for (utime +
+/// cutime, stime + cstime). Read from an exited child before it is reaped
+/// (a zombie keeps its figures), it is the whole command's.
+pub fn pid_tree_times(pid: u32) -> Option<CpuTimes> {
+    let stat = ubio::procfs::pid_stat(pid).ok()?;
+    Some(ticks(
+        stat.utime_ticks + stat.cutime_ticks,
+        stat.stime_ticks + stat.cstime_ticks,
+    ))
+}
+
+fn ticks(user: u64, sys: u64) -> CpuTimes {
     let hz = ubio::sys::clock_ticks() as f64;
-    Some(CpuTimes {
-        user_secs: stat.utime_ticks as f64 / hz,
-        sys_secs: stat.stime_ticks as f64 / hz,
-    })
+    CpuTimes {
+        user_secs: user as f64 / hz,
+        sys_secs: sys as f64 / hz,
+    }
 }
 
 #[cfg(test)]
@@ -99,5 +114,30 @@ mod tests {
     fn a_process_and_its_children_have_times() {
         assert!(pid_times(std::process::id()).is_some());
         assert!(children_times().is_ok());
+    }
+
+    #[test]
+    fn an_exited_command_has_its_childrens_time_until_reaped() {
+        // The work is done by a grandchild the child waits for: it is in
+        // cutime/cstime, not in the child's own utime.
+        let mut child = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "sh -c 'i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done'; true",
+            ])
+            .spawn()
+            .unwrap();
+        let pidfd = ubio::sys::pidfd_open(child.id()).unwrap();
+        use std::os::fd::AsFd;
+        while !ubio::sys::poll_readable(pidfd.as_fd(), std::time::Duration::from_secs(60)).unwrap()
+        {
+        }
+        let tree = pid_tree_times(child.id()).expect("a zombie keeps its /proc/PID/stat");
+        let own = pid_times(child.id()).unwrap();
+        assert!(child.wait().unwrap().success());
+        assert!(
+            tree.total_secs() > own.total_secs(),
+            "tree {tree:?}, own {own:?}"
+        );
     }
 }

@@ -110,6 +110,11 @@ fn neighbours_tiny_run_measures_every_cell_and_leaves_nothing() {
             let st = &run["stream"];
             assert_eq!(st["bytes"], 64 << 20, "{run:#}");
             assert!(st["mb_per_s"].as_f64().unwrap() > 0.0, "{run:#}");
+            // CPU times are read (a 64 MiB copy may take under a tick).
+            assert!(st["cpu_secs"].as_f64().unwrap() >= 0.0, "{run:#}");
+            assert!(st["kswapd_cpu_secs"].as_f64().unwrap() >= 0.0, "{run:#}");
+            let policy = run["cell"]["beside"]["mode"] == "policy";
+            assert_eq!(st["daemon_cpu_secs"].is_f64(), policy, "{run:#}");
         }
     }
     assert_eq!(r["summaries"].as_array().unwrap().len(), 10);

@@ -114,13 +114,16 @@ pub struct PidStat {
     /// CPU time in user and system mode, in clock ticks (sysconf CLK_TCK).
     pub utime_ticks: u64,
     pub stime_ticks: u64,
+    /// The same of its children that it has waited for (and theirs).
+    pub cutime_ticks: u64,
+    pub cstime_ticks: u64,
     /// When the process started, in clock ticks since boot (CLOCK_BOOTTIME).
     pub start_ticks: u64,
 }
 
 /// `pid (comm) state ppid ...`: the command name may hold spaces and
-/// parentheses, so fields are counted after the last `)`; utime and stime
-/// are fields 14 and 15, starttime 22.
+/// parentheses, so fields are counted after the last `)`; utime, stime,
+/// cutime and cstime are fields 14 to 17, starttime 22.
 pub fn parse_pid_stat(text: &str) -> Option<PidStat> {
     let rest = &text[text.rfind(')')? + 1..];
     let f: Vec<&str> = rest.split_whitespace().collect();
@@ -130,6 +133,8 @@ pub fn parse_pid_stat(text: &str) -> Option<PidStat> {
         ppid: u32::try_from(num(1)?).ok()?,
         utime_ticks: num(11)?,
         stime_ticks: num(12)?,
+        cutime_ticks: num(13)?,
+        cstime_ticks: num(14)?,
         start_ticks: num(19)?,
     })
 }
@@ -393,7 +398,7 @@ mod tests {
 
     #[test]
     fn a_command_name_with_spaces_and_parentheses_is_passed_over() {
-        let s = "42 (a (b) c) S 7 42 42 0 -1 4194560 100 0 0 0 25 13 0 0 20 0 1 0 99 0 0";
+        let s = "42 (a (b) c) S 7 42 42 0 -1 4194560 100 0 0 0 25 13 5 2 20 0 1 0 99 0 0";
         assert_eq!(
             parse_pid_stat(s),
             Some(PidStat {
@@ -401,6 +406,8 @@ mod tests {
                 ppid: 7,
                 utime_ticks: 25,
                 stime_ticks: 13,
+                cutime_ticks: 5,
+                cstime_ticks: 2,
                 start_ticks: 99
             })
         );

@@ -36,6 +36,7 @@ pub mod services;
 pub mod streams;
 
 use crate::clock::monotonic_secs;
+use crate::cpu::{self, CpuTimes};
 use crate::harness::runner::{environment, process, target, Progress};
 use crate::harness::sampler::{self, SystemSampler};
 use crate::harness::schema::{GlobalPressure, Sample, Target};
@@ -45,6 +46,7 @@ use plan::{Block, Cell, Load, Mode, Pressure, Service, Stream};
 use report::{BlockSetup, CellRun, MachineSecond, NeighboursReport, Settings, StreamFigures};
 use services::{Nginx, Postgres};
 use std::io::{self, Read};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use streams::{Data, PolicyDaemon};
@@ -511,6 +513,8 @@ impl BlockEnv {
         let set_files = services::files_under(&self.set_dir)?;
         let reported = page_reporting::Reported::start(Path::new(page_reporting::SYSFS));
         let (t0_us, t0) = (services::now_us(), monotonic_secs());
+        let daemon_cpu_at_start = daemon.as_ref().and_then(PolicyDaemon::cpu_times);
+        let mut stream_cpu: Option<CpuTimes> = None;
         let mut sampler =
             SystemSampler::start(Some(&self.stream_cg), trace, set_files.clone(), t0)?;
         run.set_cached_start_bytes = sampler::dataset_cache(&set_files).0;
@@ -549,8 +553,15 @@ impl BlockEnv {
                     .map_err(|e| path_context(e, "create", &err_path))?;
                 cmd.stderr(err);
                 let mut child = self.stream_cg.spawn(&mut cmd)?;
+                let exited = ubio::sys::pidfd_open(child.id())?;
                 let mut status = None;
                 let mut done = || -> io::Result<bool> {
+                    if !ubio::sys::poll_readable(exited.as_fd(), Duration::ZERO)? {
+                        return Ok(false);
+                    }
+                    // Exited, not reaped yet: its /proc/PID/stat still
+                    // holds the whole command's CPU time.
+                    stream_cpu = cpu::pid_tree_times(child.id());
                     status = child.try_wait()?;
                     Ok(status.is_some())
                 };
@@ -581,10 +592,15 @@ impl BlockEnv {
             samples.push(sampler.sample(t1.max(next - 1.0 + 1e-3), 0, sampler::cpu(0.0, 0.0))?);
         }
         run.set_cached_end_bytes = sampler::dataset_cache(&set_files).0;
+        let mut daemon_cpu = None;
         if let Some(d) = daemon {
             if !d.wait_idle(DAEMON_IDLE) {
                 self.warnings.push(format!("{label}: the policy daemon still managed files {DAEMON_IDLE:?} after the stream"));
             }
+            daemon_cpu = d
+                .cpu_times()
+                .zip(daemon_cpu_at_start)
+                .map(|(b, a)| b.since(a));
         }
         sleep(s.lead_secs);
         let measured = load.finish();
@@ -631,6 +647,9 @@ impl BlockEnv {
                 reclaimed_pages_per_gb: pages as f64 / (bytes as f64 / 1e9),
                 cgroup_cache_peak_bytes: samples.iter().filter_map(|x| x.cgroup_cached_bytes).max(),
                 reported_to_host_bytes: reported.bytes_since(),
+                cpu_secs: stream_cpu.map(CpuTimes::total_secs),
+                daemon_cpu_secs: daemon_cpu.map(CpuTimes::total_secs),
+                kswapd_cpu_secs: Some(samples.iter().map(|x| x.kswapd_cpu_secs).sum()),
             });
         }
         Ok(run)
@@ -705,6 +724,9 @@ pub fn run_line(label: &str, run: &CellRun) -> String {
             "; stream {:.0} MB/s in {:.1} s, {:.0} pages reclaimed/GB",
             st.mb_per_s, st.secs, st.reclaimed_pages_per_gb
         );
+        if let Some(c) = st.cpu_secs_per_gb() {
+            line += &format!(", CPU {c:.2} s/GB");
+        }
     }
     line
 }

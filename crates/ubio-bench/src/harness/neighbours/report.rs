@@ -7,9 +7,10 @@ use crate::harness::schema::{Environment, PressureRecord};
 use crate::stats::Summary;
 use serde::{Deserialize, Serialize};
 
-/// The schema's name and version.
+/// The schema's name and version (2: the stream's, the daemon's and
+/// kswapd's CPU; a version 1 record reads with them absent).
 pub const SCHEMA: &str = "ubio-neighbours";
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The sizes and settings of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -67,6 +68,34 @@ pub struct StreamFigures {
     pub cgroup_cache_peak_bytes: Option<u64>,
     /// Memory the VM handed back to its host during it.
     pub reported_to_host_bytes: Option<u64>,
+    /// CPU seconds (user + system) of the stream's command and every
+    /// process it waited for, `ubio run` and its engine included.
+    #[serde(default)]
+    pub cpu_secs: Option<f64>,
+    /// The policy daemon's CPU seconds from the stream's start until it
+    /// managed nothing (policy mode only).
+    #[serde(default)]
+    pub daemon_cpu_secs: Option<f64>,
+    /// kswapd's CPU seconds during it (every kswapd thread).
+    #[serde(default)]
+    pub kswapd_cpu_secs: Option<f64>,
+}
+
+impl StreamFigures {
+    fn per_gb(&self, secs: f64) -> f64 {
+        secs / (self.bytes as f64 / 1e9)
+    }
+
+    /// What the stream cost in CPU per GB it read: its own processes and,
+    /// under the policy daemon, the daemon's.
+    pub fn cpu_secs_per_gb(&self) -> Option<f64> {
+        let own = self.cpu_secs?;
+        Some(self.per_gb(own + self.daemon_cpu_secs.unwrap_or(0.0)))
+    }
+
+    pub fn kswapd_cpu_secs_per_gb(&self) -> Option<f64> {
+        Some(self.per_gb(self.kswapd_cpu_secs?))
+    }
 }
 
 /// One second of the machine during a run.
@@ -121,6 +150,11 @@ pub struct CellSummary {
     pub set_cached_min_bytes: Option<Summary>,
     pub stream_mb_per_s: Option<Summary>,
     pub reclaimed_pages_per_gb: Option<Summary>,
+    /// [`StreamFigures::cpu_secs_per_gb`] and kswapd's per GB.
+    #[serde(default)]
+    pub cpu_secs_per_gb: Option<Summary>,
+    #[serde(default)]
+    pub kswapd_cpu_secs_per_gb: Option<Summary>,
 }
 
 /// The whole record.
@@ -191,6 +225,10 @@ pub fn summarize(runs: &[CellRun]) -> Vec<CellSummary> {
                 reclaimed_pages_per_gb: of(ok
                     .iter()
                     .filter_map(|r| Some(r.stream?.reclaimed_pages_per_gb))),
+                cpu_secs_per_gb: of(ok.iter().filter_map(|r| r.stream?.cpu_secs_per_gb())),
+                kswapd_cpu_secs_per_gb: of(ok
+                    .iter()
+                    .filter_map(|r| r.stream?.kswapd_cpu_secs_per_gb())),
             }
         })
         .collect();

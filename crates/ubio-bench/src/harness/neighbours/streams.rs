@@ -324,6 +324,17 @@ impl PolicyDaemon {
             .flatten()
     }
 
+    /// Its CPU time so far (every thread), None once it has exited.
+    pub fn cpu_times(&self) -> Option<crate::cpu::CpuTimes> {
+        let pid = self
+            .child
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()?
+            .id();
+        crate::cpu::pid_times(pid)
+    }
+
     /// Waits (up to `timeout`) until it manages no file: what the stream
     /// left is dropped. False if it still manages some.
     pub fn wait_idle(&self, timeout: Duration) -> bool {

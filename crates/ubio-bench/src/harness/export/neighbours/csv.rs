@@ -31,6 +31,9 @@ pub const RUN_COLUMNS: &[&str] = &[
     "reclaimed_pages",
     "reclaimed_pages_per_gb",
     "reported_to_host_bytes",
+    "stream_cpu_secs",
+    "daemon_cpu_secs",
+    "kswapd_cpu_secs",
 ];
 
 /// seconds.csv's columns.
@@ -81,6 +84,9 @@ pub fn runs(report: &NeighboursReport) -> String {
             opt(st.map(|s| s.reclaimed_pages)),
             opt(st.map(|s| s.reclaimed_pages_per_gb)),
             opt(st.and_then(|s| s.reported_to_host_bytes)),
+            opt(st.and_then(|s| s.cpu_secs)),
+            opt(st.and_then(|s| s.daemon_cpu_secs)),
+            opt(st.and_then(|s| s.kswapd_cpu_secs)),
         ]);
         let quoted: Vec<String> = cells.iter().map(|c| quote(c)).collect();
         let _ = writeln!(out, "{}", quoted.join(","));

@@ -41,6 +41,8 @@ pub fn table(r: &NeighboursReport, pressure: Pressure, load: Load) -> Table {
         "set cached, lowest",
         "stream MB/s [min–max]",
         "reclaimed pages/GB",
+        "stream CPU s/GB",
+        "kswapd CPU s/GB",
     ]
     .map(str::to_owned)
     .to_vec();
@@ -76,6 +78,9 @@ fn row(s: &CellSummary) -> Vec<String> {
         s.stream_mb_per_s.map_or_else(dash, |x| spread(x, 0)),
         s.reclaimed_pages_per_gb
             .map_or_else(dash, |x| format!("{:.0}", x.median)),
+        s.cpu_secs_per_gb.map_or_else(dash, |x| spread(x, 2)),
+        s.kswapd_cpu_secs_per_gb
+            .map_or_else(dash, |x| format!("{:.2}", x.median)),
     ]
 }
 
@@ -98,7 +103,10 @@ pub const NOTE: &str = "Medians over the rounds [min–max]. Rate and latency ar
      pressure. Worst second: the lowest rate and the highest p99 of a whole second. Set cached, \
      lowest: the least of the service's files (database or web set) in the page cache during the \
      run (cachestat, every second). Stream MB/s: what it read over its time to durability. \
-     Reclaimed pages per GB it read: kswapd, direct and the memory cgroups' limit reclaim.";
+     Reclaimed pages per GB it read: kswapd, direct and the memory cgroups' limit reclaim. \
+     Stream CPU: user + system seconds per GB of the stream's command and every process it \
+     waited for (`ubio run`'s engine included), plus the policy daemon's under the daemon; \
+     kswapd CPU: every kswapd thread's over the stream's time.";
 
 /// The settings and the machine, as (name, value) lines.
 pub fn setup(r: &NeighboursReport) -> Vec<(String, String)> {
