@@ -223,6 +223,38 @@ fn a_process_from_before_the_start_and_a_cgroup_made_after_are_covered() {
 }
 
 #[test]
+fn a_program_execd_by_a_process_judged_out_of_scope_is_followed() {
+    // The scope takes sha256sum only. The shell is judged out at its
+    // first events (the daemon keeps that verdict a while rather than read
+    // /proc again at each batch of a busy process's events); its exec of
+    // sha256sum must be judged anew at once, not when the verdict expires.
+    let _s = serial();
+    let name = "a_program_execd_by_a_process_judged_out_of_scope_is_followed";
+    let Some(fx) = fixture(name) else { return };
+    write_input(&fx.path("in"), SIZE);
+    std::fs::write(fx.path("small"), "x\n").unwrap();
+    let cfg = fx.config("policy.toml", "", "exes = [\"sha256sum\"]");
+    let daemon = Daemon::start(&fx, &cfg, &[]);
+    let input = fx.path("in");
+    let si = ResidencySampler::follow_all(vec![input.clone()], SAMPLE_EVERY);
+    let out = fx.sh(
+        &fx.inside,
+        "for i in 1 2 3; do read x < small; sleep 0.05; done; exec sha256sum in > /dev/null",
+    );
+    assert!(out.status.success(), "{out:?}");
+    daemon.wait_finished(std::slice::from_ref(&input));
+    let peak = si.finish().unwrap();
+    let left = cached(&input);
+    eprintln!(
+        "sha256sum exec'd by sh: input peak {:.1} MiB, left {left} B",
+        mib(peak.max_cached)
+    );
+    assert!(peak.max_cached * PAGE <= PEAK_LIMIT, "{peak:?}");
+    assert_eq!(left, 0, "sha256sum's input left cached: never followed");
+    daemon.stop();
+}
+
+#[test]
 fn excluded_paths_and_pages_cached_before_are_left_alone() {
     let _s = serial();
     let name = "excluded_paths_and_pages_cached_before_are_left_alone";

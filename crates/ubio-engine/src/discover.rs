@@ -61,6 +61,9 @@ const WATCH: EventMask = EventMask(
         | EventMask::CLOSE_WRITE.0
         | EventMask::CLOSE_NOWRITE.0,
 );
+/// Asked for too where the kernel has it (5.0+): an exec changes what a
+/// process is, so the policy judges it again then.
+const EXEC: EventMask = EventMask::OPEN_EXEC;
 /// What a quiet inode no longer reports.
 pub const QUIET: EventMask = EventMask(EventMask::ACCESS.0 | EventMask::MODIFY.0);
 
@@ -75,6 +78,9 @@ pub struct Fanotify {
     quiet_works: Option<bool>,
     /// st_dev of the filesystems (or mount ids) marked.
     marked: HashSet<(u32, u32, u64)>,
+    /// Execs are reported ([`EventMask::OPEN_EXEC`]); false once a mark
+    /// asking for them was refused as invalid (Linux < 5.0).
+    pub exec_events: bool,
 }
 
 impl Fanotify {
@@ -99,6 +105,7 @@ impl Fanotify {
             pidfds,
             quiet_works: None,
             marked: HashSet::new(),
+            exec_events: true,
         })
     }
 
@@ -145,9 +152,19 @@ impl Fanotify {
         out
     }
 
-    fn mark_one(&self, path: &Path, kind: MarkKind) -> Result<String, String> {
-        let try_mark =
-            |k: MarkKind| sys::fanotify_mark(self.fd(), MarkFlags::ADD | k.flag(), WATCH, path);
+    fn mark_one(&mut self, path: &Path, kind: MarkKind) -> Result<String, String> {
+        let mut try_mark = |k: MarkKind| {
+            let with_exec = EventMask(WATCH.0 | EXEC.0);
+            let mask = if self.exec_events { with_exec } else { WATCH };
+            let flags = MarkFlags::ADD | k.flag();
+            match sys::fanotify_mark(self.group.as_fd(), flags, mask, path) {
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) && self.exec_events => {
+                    self.exec_events = false;
+                    sys::fanotify_mark(self.group.as_fd(), flags, WATCH, path)
+                }
+                r => r,
+            }
+        };
         match try_mark(kind) {
             Ok(()) => Ok(kind.name().into()),
             Err(e) if kind == MarkKind::Filesystem => match try_mark(MarkKind::Mount) {

@@ -16,7 +16,7 @@ use crate::lateness::Lateness;
 use crate::scope::{FileVerdict, ProcessFacts, ProcessVerdict, Scopes};
 use crate::{Admit, Candidate, FileReport, FollowOptions, Follower};
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::path::PathBuf;
@@ -257,6 +257,13 @@ pub struct Policy {
     why_poll: Option<String>,
     marks: Vec<Marked>,
     members: HashMap<u32, Member>,
+    /// Processes judged out of every scope, and when: their events are
+    /// not judged again for [`OUTSIDE_FOR`] (or until they exec). A
+    /// server out of scope that opens files thousands of times a second
+    /// would otherwise cost three reads of /proc per batch of its events.
+    outside: HashMap<u32, Instant>,
+    /// When the event queue is read next after a read that found events.
+    events_due: Option<Instant>,
     /// Tag - 1 -> (scope name, owner) of the files admitted with it.
     tags: Vec<(String, Owner)>,
     finished: HashMap<u64, Totals>,
@@ -287,6 +294,15 @@ const IDLE_WAIT: Duration = Duration::from_secs(1);
 /// sends no other event; dropped at that look, it was never followed
 /// (sha256sum in the 6.12 guest's policy test, its input left cached).
 const MEMBER_GRACE: Duration = Duration::from_millis(100);
+/// How long a verdict "out of every scope" is kept for a process that
+/// does not exec. What can change without an exec (a process moved into
+/// a scope's cgroup, a setuid) is seen this late at most.
+const OUTSIDE_FOR: Duration = Duration::from_secs(1);
+/// After a read that found events, the next waits this long: a flood of
+/// events (a server out of scope opening files) is read in batches, and
+/// its events queue without waking the daemon each time, which would cost
+/// the server more than the event itself. A quiet queue is read at once.
+const EVENT_BATCH: Duration = Duration::from_millis(2);
 /// Reads of the event queue per step, so the engine keeps looking during
 /// a flood.
 const READS_PER_STEP: usize = 64;
@@ -304,6 +320,8 @@ impl Policy {
             why_poll: None,
             marks: Vec::new(),
             members: HashMap::new(),
+            outside: HashMap::new(),
+            events_due: None,
             tags: Vec::new(),
             finished: HashMap::new(),
             events: 0,
@@ -395,6 +413,7 @@ impl Policy {
             self.set_up_discovery()?;
             return Err(e);
         }
+        self.outside.clear();
         let pids: Vec<u32> = self.members.keys().copied().collect();
         for pid in pids {
             self.members.remove(&pid);
@@ -406,9 +425,11 @@ impl Policy {
         Ok(())
     }
 
-    /// The descriptor to wait on for events (None when polling only).
+    /// The descriptor to wait on for events: None when polling only, and
+    /// for [`EVENT_BATCH`] after a read that found events.
     pub fn fd(&self) -> Option<BorrowedFd<'_>> {
-        self.fan.as_ref().map(|f| f.fd())
+        let due = self.events_due.is_none_or(|d| Instant::now() >= d);
+        self.fan.as_ref().filter(|_| due).map(|f| f.fd())
     }
 
     /// Lines for the log since the last call.
@@ -438,6 +459,9 @@ impl Policy {
         }
         if self.fan.is_some() {
             wait = wait.min(self.next_mounts.saturating_duration_since(Instant::now()));
+        }
+        if let Some(d) = self.events_due {
+            wait = wait.min(d.saturating_duration_since(Instant::now()));
         }
         self.count_rate(now);
         wait
@@ -490,12 +514,17 @@ impl Policy {
     }
 
     fn read_events(&mut self) {
+        self.events_due = None;
         for _ in 0..READS_PER_STEP {
             let Some(fan) = self.fan.as_mut() else {
                 return;
             };
             let events = match fan.read() {
                 Ok(e) if e.is_empty() => return,
+                Ok(e) if self.events_due.is_none() => {
+                    self.events_due = Some(Instant::now() + EVENT_BATCH);
+                    e
+                }
                 Ok(e) => e,
                 Err(e) => {
                     self.notices
@@ -503,15 +532,13 @@ impl Policy {
                     return;
                 }
             };
-            // Each process is judged once per read (its events come together).
-            let mut judged = HashSet::new();
             for e in events {
-                self.on_event(e, &mut judged);
+                self.on_event(e);
             }
         }
     }
 
-    fn on_event(&mut self, e: FanEvent, judged: &mut HashSet<u32>) {
+    fn on_event(&mut self, e: FanEvent) {
         self.events += 1;
         if e.mask.contains(EventMask::Q_OVERFLOW) {
             self.overflows += 1;
@@ -530,10 +557,7 @@ impl Policy {
         }
         match self.members.get_mut(&e.pid) {
             Some(m) => m.last_event = Instant::now(),
-            None if judged.insert(e.pid) => {
-                self.consider(e.pid, e.pidfd.as_ref().map(|p| p.as_fd()));
-            }
-            None => {}
+            None => self.judge(e.pid, e.mask, e.pidfd.as_ref().map(|p| p.as_fd())),
         }
         // Once a file was read or written, its reads and writes need no
         // more events: out of scope, it stays so for this process, and the
@@ -552,6 +576,25 @@ impl Policy {
                     );
                 }
             }
+        }
+    }
+
+    /// Judge the process of an event that is not followed, unless it was
+    /// judged out of every scope lately and has not exec'd since.
+    fn judge(&mut self, pid: u32, mask: EventMask, pidfd: Option<BorrowedFd<'_>>) {
+        let now = Instant::now();
+        let exec = mask.contains(EventMask::OPEN_EXEC);
+        let fresh = |t: &Instant| now.duration_since(*t) < OUTSIDE_FOR;
+        if !exec && self.outside.get(&pid).is_some_and(fresh) {
+            return;
+        }
+        self.outside.remove(&pid);
+        let taken = self.consider(pid, pidfd).is_some();
+        // At an exec's open the process may still be the program before
+        // it: that verdict is not kept. Without exec events none is.
+        let execs_seen = self.fan.as_ref().is_some_and(|f| f.exec_events);
+        if !taken && !exec && execs_seen {
+            self.outside.insert(pid, now);
         }
     }
 
@@ -624,6 +667,8 @@ impl Policy {
             while self.rate.len() > 11 {
                 self.rate.pop_front();
             }
+            self.outside
+                .retain(|_, t| now.duration_since(*t) < OUTSIDE_FOR);
         }
     }
 

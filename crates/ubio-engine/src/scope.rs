@@ -175,13 +175,19 @@ impl ProcessRules {
             && (self.exes.is_empty() || self.exe_of(p).is_some())
     }
 
-    /// Some item matches (an exclusion); which, for the log.
+    /// Some item matches (an exclusion); which, for the log. Reads only
+    /// the facts a rule asks about: judging happens for every process that
+    /// touches a watched filesystem, and each fact is a read of /proc.
     fn any_match(&self, p: &mut ProcessFacts) -> Option<String> {
-        if let Some(u) = p.uids().iter().find(|u| self.uids.contains(u)) {
-            return Some(format!("uid {u}"));
+        if !self.uids.is_empty() {
+            if let Some(u) = p.uids().iter().find(|u| self.uids.contains(u)) {
+                return Some(format!("uid {u}"));
+            }
         }
-        if let Some(g) = p.gids().iter().find(|g| self.gids.contains(g)) {
-            return Some(format!("gid {g}"));
+        if !self.gids.is_empty() {
+            if let Some(g) = p.gids().iter().find(|g| self.gids.contains(g)) {
+                return Some(format!("gid {g}"));
+            }
         }
         if let Some(c) = self.cgroup_of(p) {
             return Some(format!("cgroup {}", c.path.as_str()));
@@ -194,6 +200,9 @@ impl ProcessRules {
 
     /// The first cgroup pattern that takes one of the process's cgroups.
     fn cgroup_of(&self, p: &mut ProcessFacts) -> Option<&CgroupPattern> {
+        if self.cgroups.is_empty() {
+            return None;
+        }
         let cgroups = p.cgroups();
         self.cgroups
             .iter()
@@ -202,6 +211,9 @@ impl ProcessRules {
 
     /// The first executable pattern that takes the process's executable.
     fn exe_of(&self, p: &mut ProcessFacts) -> Option<&ExePattern> {
+        if self.exes.is_empty() {
+            return None;
+        }
         let exe = p.exe()?;
         self.exes.iter().find(|e| e.matches(exe))
     }
@@ -577,5 +589,29 @@ mod tests {
         );
         assert_eq!(s.path_prefixes(), Some(vec![PathBuf::from("/data")]));
         assert!(s.cgroup_patterns().is_some());
+    }
+
+    #[test]
+    fn a_judgment_reads_only_the_facts_the_rules_ask_about() {
+        // Scopes by cgroup, no exclusions: the cgroups are read, neither
+        // the status nor the executable (a process out of scope is judged
+        // at every batch of its events).
+        let me = std::process::id();
+        let s = Scopes {
+            exclude: Exclusions::default(),
+            scopes: vec![scope(
+                "elsewhere",
+                ProcessRules {
+                    cgroups: vec![cg("/ubio-test-no-such-cgroup")],
+                    ..ProcessRules::default()
+                },
+                FileRules::default(),
+            )],
+        };
+        let mut facts = ProcessFacts::new(me);
+        assert!(matches!(s.process(&mut facts), ProcessVerdict::Out(_)));
+        assert!(facts.cgroups.is_some());
+        assert!(facts.status.is_none(), "status read");
+        assert!(facts.exe.is_none(), "executable read");
     }
 }

@@ -82,6 +82,10 @@ impl EventMask {
     pub const MODIFY: EventMask = EventMask(libc::FAN_MODIFY);
     /// A file was opened.
     pub const OPEN: EventMask = EventMask(libc::FAN_OPEN);
+    /// A file was opened to be executed (execve, the ELF interpreter);
+    /// reported with [`OPEN`](Self::OPEN) when both are asked for. Since
+    /// Linux 5.0.
+    pub const OPEN_EXEC: EventMask = EventMask(libc::FAN_OPEN_EXEC);
     /// A file open for writing was closed.
     pub const CLOSE_WRITE: EventMask = EventMask(libc::FAN_CLOSE_WRITE);
     /// A file open read-only was closed.
