@@ -33,9 +33,10 @@ rounds=${1:-3}
 shift || true
 if [ "$what" = full ]; then
     set -- --pressure global,cgroup --loads pgbench-ro,pgbench-rw,wrk \
-        --streams tar,restic,rsync,image-cp --lead-secs 5 "$@"
+        --streams tar,restic,rsync,image-cp --modes plain,ubio-run,policy,own --lead-secs 5 "$@"
 elif [ "$what" = reduced ]; then
-    set -- --pressure global --loads pgbench-ro,wrk --streams tar,image-cp --lead-secs 3 "$@"
+    set -- --pressure global --loads pgbench-ro,wrk --streams tar,image-cp \
+        --modes plain,ubio-run,policy,own --lead-secs 3 "$@"
 fi
 out=${UBIO_NEIGHBOURS_OUT:-$here}
 mkdir -p "$out"
@@ -47,7 +48,7 @@ scratch=$repo/target/neighbours-scratch
 mkdir -p "$scratch"
 chmod 755 "$repo/target" "$scratch"
 UBIO_EXE=$repo/target/release/ubio target/release/ubio-bench neighbours \
-    --memory 1G --data 4G --rounds "$rounds" --modes plain,ubio-run,policy,own --alone-secs 20 \
+    --memory 1G --data 4G --rounds "$rounds" --alone-secs 20 \
     --dir "$scratch" --out "$out" "$@" 2>&1 | tee "$out/run.log"
 rmdir "$scratch" 2>/dev/null || true
 gzip -9f "$out/neighbours.json" "$out/run.log"

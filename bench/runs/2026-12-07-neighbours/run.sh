@@ -14,4 +14,5 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 rounds=${1:-3}
 shift || true
 UBIO_NEIGHBOURS_OUT=${UBIO_NEIGHBOURS_OUT:-$here} exec "$here/../2026-12-06-neighbours/run.sh" custom "$rounds" \
-    --pressure global --loads pgbench-ro,pgbench-rw,wrk --streams restic,rsync,image-cp --lead-secs 3 "$@"
+    --pressure global --loads pgbench-ro,pgbench-rw,wrk --streams restic,rsync,image-cp \
+    --modes plain,ubio-run,policy,own --lead-secs 3 "$@"
