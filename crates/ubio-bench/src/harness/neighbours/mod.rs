@@ -267,6 +267,9 @@ pub fn run(opts: &Options, progress: &dyn Progress) -> io::Result<NeighboursRepo
                 write(&report)?;
             }
         }
+        if let Some(w) = filler_warning(&env.free_after_filler, i + 1) {
+            report.warnings.push(w);
+        }
         if let (Some(b), Some(rec)) = (
             &env.balloon,
             report.setups.last_mut().and_then(|s| s.balloon.as_mut()),
@@ -322,6 +325,8 @@ struct BlockEnv {
     dir: PathBuf,
     balloon: Option<Balloon>,
     filler: Option<PathBuf>,
+    /// Free memory after the filler was read through, before each run.
+    free_after_filler: Vec<u64>,
     pg: Option<Postgres>,
     web: Option<Nginx>,
     /// The directory whose files are the service's set.
@@ -428,6 +433,7 @@ impl BlockEnv {
             dir: dir.to_path_buf(),
             balloon,
             filler,
+            free_after_filler: Vec::new(),
             pg,
             web,
             set_dir,
@@ -450,15 +456,8 @@ impl BlockEnv {
             pg.checkpoint()?;
         }
         if let Some(f) = &self.filler {
-            let free = process::refill(f, process::FREE_KEPT)?;
-            if free > 2 * process::FREE_KEPT && !self.warnings.iter().any(|w| w.contains("filler"))
-            {
-                self.warnings.push(format!(
-                    "{} MiB stayed free after the filler file was read through: runs may take pages the VM \
-                     handed back to its host",
-                    free >> 20
-                ));
-            }
+            self.free_after_filler
+                .push(process::refill(f, process::FREE_KEPT)?);
         }
         services::warm(&self.service_cg, &self.set_dir)
     }
@@ -692,6 +691,25 @@ fn ubio_exe(opts: &Options) -> io::Result<&Path> {
     })
 }
 
+/// One warning for a block whose runs started with more free memory than
+/// the filler should leave.
+fn filler_warning(free: &[u64], block: usize) -> Option<String> {
+    let high: Vec<u64> = free
+        .iter()
+        .copied()
+        .filter(|&f| f > 2 * process::FREE_KEPT)
+        .collect();
+    let (lo, hi) = (high.iter().min()?, high.iter().max()?);
+    Some(format!(
+        "block {block}: {} MiB stayed free after the filler file was read through before {} of its {} runs \
+         ({} MiB meant): those runs had more memory than planned and may take pages the VM handed back to its host",
+        if lo == hi { format!("{}", lo >> 20) } else { format!("{}-{}", lo >> 20, hi >> 20) },
+        high.len(),
+        free.len(),
+        process::FREE_KEPT >> 20
+    ))
+}
+
 fn sleep(secs: f64) {
     std::thread::sleep(Duration::from_secs_f64(secs.max(0.0)));
 }
@@ -729,4 +747,18 @@ pub fn run_line(label: &str, run: &CellRun) -> String {
         }
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_filler_warning_per_block_with_the_range() {
+        let meant = process::FREE_KEPT;
+        assert_eq!(filler_warning(&[meant, meant / 2], 1), None);
+        let w = filler_warning(&[meant, 600 << 20, 800 << 20], 2).unwrap();
+        assert!(w.starts_with("block 2: 600-800 MiB stayed free"), "{w}");
+        assert!(w.contains("before 2 of its 3 runs"), "{w}");
+    }
 }
