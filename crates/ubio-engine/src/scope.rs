@@ -594,8 +594,8 @@ mod tests {
     #[test]
     fn a_judgment_reads_only_the_facts_the_rules_ask_about() {
         // Scopes by cgroup, no exclusions: the cgroups are read, neither
-        // the status nor the executable (a process out of scope is judged
-        // at every batch of its events).
+        // the status nor the executable (every process that touches a
+        // watched filesystem is judged, a busy one again each second).
         let me = std::process::id();
         let s = Scopes {
             exclude: Exclusions::default(),
