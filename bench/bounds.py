@@ -315,7 +315,9 @@ def summary(a):
             if not ds:
                 continue
             count = sum(r["lateness"]["count"] for r in ds)
-            buckets = [sum(r["lateness"]["buckets"][i] for r in ds) for i in range(len(ds[0]["lateness"]["buckets"]))]
+            # A round whose looks all came before their due time has no buckets.
+            width = max(len(r["lateness"]["buckets"]) for r in ds)
+            buckets = [sum(r["lateness"]["buckets"][i] for r in ds if i < len(r["lateness"]["buckets"])) for i in range(width)]
             bounds = [0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0]
 
             def q(f):
