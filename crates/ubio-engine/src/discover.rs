@@ -61,9 +61,9 @@ const WATCH: EventMask = EventMask(
         | EventMask::CLOSE_WRITE.0
         | EventMask::CLOSE_NOWRITE.0,
 );
-/// Asked for too where the kernel has it (5.0+): an exec changes what a
-/// process is, so the policy judges it again then.
-const EXEC: EventMask = EventMask::OPEN_EXEC;
+/// [`WATCH`] with execs, where the kernel has them (5.0+): an exec changes
+/// what a process is, so the policy judges it again then.
+const WATCH_EXECS: EventMask = EventMask(WATCH.0 | EventMask::OPEN_EXEC.0);
 /// What a quiet inode no longer reports.
 pub const QUIET: EventMask = EventMask(EventMask::ACCESS.0 | EventMask::MODIFY.0);
 
@@ -154,8 +154,7 @@ impl Fanotify {
 
     fn mark_one(&mut self, path: &Path, kind: MarkKind) -> Result<String, String> {
         let mut try_mark = |k: MarkKind| {
-            let with_exec = EventMask(WATCH.0 | EXEC.0);
-            let mask = if self.exec_events { with_exec } else { WATCH };
+            let mask = if self.exec_events { WATCH_EXECS } else { WATCH };
             let flags = MarkFlags::ADD | k.flag();
             match sys::fanotify_mark(self.group.as_fd(), flags, mask, path) {
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) && self.exec_events => {

@@ -463,7 +463,7 @@ impl Policy {
         if let Some(d) = self.events_due {
             wait = wait.min(d.saturating_duration_since(Instant::now()));
         }
-        self.count_rate(now);
+        self.each_second(now);
         wait
     }
 
@@ -657,7 +657,9 @@ impl Policy {
         }
     }
 
-    fn count_rate(&mut self, now: Instant) {
+    /// Once a second: a sample of the events so far (for the rate), and
+    /// the verdicts "out of every scope" that expired are forgotten.
+    fn each_second(&mut self, now: Instant) {
         if self
             .rate
             .back()

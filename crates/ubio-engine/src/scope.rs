@@ -169,25 +169,19 @@ impl ProcessRules {
 
     /// Each kind given matches (an inclusion).
     fn all_match(&self, p: &mut ProcessFacts) -> bool {
-        (self.uids.is_empty() || p.uids().iter().any(|u| self.uids.contains(u)))
-            && (self.gids.is_empty() || p.gids().iter().any(|g| self.gids.contains(g)))
+        (self.uids.is_empty() || self.uid_of(p).is_some())
+            && (self.gids.is_empty() || self.gid_of(p).is_some())
             && (self.cgroups.is_empty() || self.cgroup_of(p).is_some())
             && (self.exes.is_empty() || self.exe_of(p).is_some())
     }
 
-    /// Some item matches (an exclusion); which, for the log. Reads only
-    /// the facts a rule asks about: judging happens for every process that
-    /// touches a watched filesystem, and each fact is a read of /proc.
+    /// Some item matches (an exclusion); which, for the log.
     fn any_match(&self, p: &mut ProcessFacts) -> Option<String> {
-        if !self.uids.is_empty() {
-            if let Some(u) = p.uids().iter().find(|u| self.uids.contains(u)) {
-                return Some(format!("uid {u}"));
-            }
+        if let Some(u) = self.uid_of(p) {
+            return Some(format!("uid {u}"));
         }
-        if !self.gids.is_empty() {
-            if let Some(g) = p.gids().iter().find(|g| self.gids.contains(g)) {
-                return Some(format!("gid {g}"));
-            }
+        if let Some(g) = self.gid_of(p) {
+            return Some(format!("gid {g}"));
         }
         if let Some(c) = self.cgroup_of(p) {
             return Some(format!("cgroup {}", c.path.as_str()));
@@ -196,6 +190,27 @@ impl ProcessRules {
             return Some(format!("executable {}", e.0.as_str()));
         }
         None
+    }
+
+    // Each `*_of` reads its fact only when a rule of its kind is given:
+    // every process that touches a watched filesystem is judged, and each
+    // fact is a read of /proc.
+
+    /// The process's uid (real or effective) that a uid rule names.
+    fn uid_of(&self, p: &mut ProcessFacts) -> Option<u32> {
+        if self.uids.is_empty() {
+            return None;
+        }
+        p.uids().into_iter().find(|u| self.uids.contains(u))
+    }
+
+    /// The process's gid (real, effective or supplementary) that a gid
+    /// rule names.
+    fn gid_of(&self, p: &mut ProcessFacts) -> Option<u32> {
+        if self.gids.is_empty() {
+            return None;
+        }
+        p.gids().into_iter().find(|g| self.gids.contains(g))
     }
 
     /// The first cgroup pattern that takes one of the process's cgroups.
