@@ -234,6 +234,7 @@ pub fn make_durable(out: &Path) -> io::Result<()> {
 
 /// `ubio policy run` with one scope: the stream's cgroup.
 pub struct PolicyDaemon {
+    pid: u32,
     ubio: PathBuf,
     socket: PathBuf,
     log: PathBuf,
@@ -284,6 +285,7 @@ impl PolicyDaemon {
             }
         });
         let d = PolicyDaemon {
+            pid,
             ubio: ubio.to_path_buf(),
             socket,
             log,
@@ -326,13 +328,7 @@ impl PolicyDaemon {
 
     /// Its CPU time so far (every thread), None once it has exited.
     pub fn cpu_times(&self) -> Option<crate::cpu::CpuTimes> {
-        let pid = self
-            .child
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()?
-            .id();
-        crate::cpu::pid_times(pid)
+        crate::cpu::pid_times(self.pid)
     }
 
     /// Waits (up to `timeout`) until it manages no file: what the stream
