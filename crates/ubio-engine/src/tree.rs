@@ -109,15 +109,16 @@ impl Tree {
     }
 
     /// Find new members (pids whose parent is a member) and forget pids
-    /// that are gone. Lists /proc only when a process was created since the
-    /// last time (one read of /proc/loadavg otherwise).
-    pub fn refresh(&mut self) -> io::Result<()> {
+    /// that are gone; returns how many joined. Lists /proc only when a
+    /// process was created since the last time (one read of /proc/loadavg
+    /// otherwise).
+    pub fn refresh(&mut self) -> io::Result<usize> {
         if self.listed {
-            return Ok(()); // gone members are dropped by scan
+            return Ok(0); // gone members are dropped by scan
         }
         let last = procfs::last_pid();
         if last.is_some() && last == self.last_pid {
-            return Ok(());
+            return Ok(0);
         }
         self.last_pid = last;
         let pids = all_pids()?;
@@ -129,6 +130,7 @@ impl Tree {
             .filter(|p| !self.members.contains_key(p) && !self.others.contains(p))
             .filter_map(|p| Some((p, procfs::pid_stat(p).ok()?.ppid)))
             .collect();
+        let unknown = fresh.len();
         // A new process may be the child of another new one: repeat until
         // nothing more joins.
         loop {
@@ -145,8 +147,9 @@ impl Tree {
                 break;
             }
         }
+        let joined = unknown - fresh.len();
         self.others.extend(fresh.into_iter().map(|(p, _)| p));
-        Ok(())
+        Ok(joined)
     }
 
     /// Every regular file open in the members now, with its position.
@@ -298,5 +301,24 @@ mod tests {
         if other.as_raw_fd() == fd {
             assert_eq!(s.position_now(), None);
         }
+    }
+
+    /// A child forked by a member joins at the next refresh, which counts
+    /// it (other tests of this process may fork children meanwhile too).
+    #[test]
+    fn a_members_child_joins() {
+        let mut t = Tree::default();
+        t.add_root(std::process::id());
+        t.refresh().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let joined = t.refresh().unwrap();
+        let member = t.contains(child.id());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(member, "the child is a member");
+        assert!(joined >= 1, "{joined} joined");
     }
 }
