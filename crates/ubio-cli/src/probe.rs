@@ -78,6 +78,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Some(kb) => writeln!(o, "readahead:         {kb} KiB"),
         None => writeln!(o, "readahead:         unknown (assuming up to 32 MiB)"),
     }?;
+    if p.fs.readahead_folios_reach_2mib() {
+        writeln!(
+            o,
+            "note:              readahead of 2 MiB or more asks for 2 MiB folios; on fragmented \
+             memory kswapd reclaims for them, and beside a stream whose pages ubio drops it takes \
+             other processes' pages (docs/faq.md, \"Large readahead\"); 128 KiB (blockdev \
+             --setra 256 DEVICE) avoids it"
+        )?;
+    }
     if p.fs.pages_are_storage {
         writeln!(
             o,

@@ -58,6 +58,16 @@ impl FsCaps {
         self.dio_align.filter(|_| self.direct_io.available)
     }
 
+    /// The kernel's readahead here may ask for 2 MiB folios (their order
+    /// grows with the readahead window, up to the PMD size). On fragmented
+    /// memory each one fails and wakes kswapd, whose reclaim then takes
+    /// other processes' pages once a stream's own were dropped
+    /// (bench/runs/2026-12-07-neighbours-fragmentation); 128 KiB of
+    /// readahead, the usual default, did not.
+    pub fn readahead_folios_reach_2mib(&self) -> bool {
+        self.read_ahead_kb.is_some_and(|kb| kb >= 2048)
+    }
+
     /// How far ahead of reads residency must be snapshotted.
     pub fn lookahead(&self) -> u64 {
         match self.read_ahead_kb {
