@@ -2,8 +2,8 @@
 # Issue 39's open question: why the service's set is pushed out of the page
 # cache beside a stream under ubio (bench/runs/2026-12-07-neighbours-policy,
 # "kswapd woken for 2 MiB blocks") and not beside the same stream plain. Runs
-# nginx (wrk) beside cp of a 4 GiB image under global pressure, plain and
-# under `ubio run` (or MODES), ROUNDS rounds (default 2), while sample.sh
+# nginx (wrk; or LOADS, then in VARIANT-LOADS) beside cp of a 4 GiB image under
+# global pressure, plain and under `ubio run` (or MODES), ROUNDS rounds (default 2), while sample.sh
 # records the free blocks by order (/proc/buddyinfo), the watermark boost
 # (/proc/zoneinfo) and reclaim and compaction counters (/proc/vmstat) every
 # 0.5 s; analyse.py lines them up with the runs. VARIANT names the output
@@ -20,7 +20,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 variant=${1:?VARIANT: default, noboost or ra128}
 rounds=${2:-2}
 shift 2 || shift $#
-out=$here/$variant
+out=$here/$variant${LOADS:+-$LOADS}
 mkdir -p "$out"
 boost=/proc/sys/vm/watermark_boost_factor
 old_boost=$(cat "$boost")
@@ -55,7 +55,7 @@ rm -f "$out/run.log" "$out/run.log.gz" "$out/started"
     date +%s.%N >"$out/started"
 ) &
 UBIO_NEIGHBOURS_OUT=$out "$here/../2026-12-06-neighbours/run.sh" custom "$rounds" \
-    --pressure global --loads wrk --streams image-cp --modes "${MODES:-plain,ubio-run}" \
+    --pressure global --loads "${LOADS:-wrk}" --streams image-cp --modes "${MODES:-plain,ubio-run}" \
     --lead-secs 3 "$@"
 kill "$sampler"
 sampler=
