@@ -7,7 +7,8 @@
 # neighbours.html (the plots), runs.csv and seconds.csv here, and
 # neighbours.json.gz and run.log.gz (bench/runs/README.md: raw records and logs
 # gzip-compressed), or into $UBIO_NEIGHBOURS_OUT if set. Needs root and about
-# 20 GiB free under target/. Extra arguments go to ubio-bench neighbours.
+# 20 GiB free under target/. Extra arguments go to ubio-bench neighbours;
+# UBIO_EXE, if set, is the ubio its ubio-run and policy modes run.
 #
 #   bench/runs/2026-12-06-neighbours/run.sh [ROUNDS] [args...]
 #       the committed run (about 25 minutes on a 2-core machine): global
@@ -47,7 +48,7 @@ nice -n 10 cargo build --release -p ubio-bench -p ubio-cli -p ubio-preload
 scratch=$repo/target/neighbours-scratch
 mkdir -p "$scratch"
 chmod 755 "$repo/target" "$scratch"
-UBIO_EXE=$repo/target/release/ubio target/release/ubio-bench neighbours \
+UBIO_EXE=${UBIO_EXE:-$repo/target/release/ubio} target/release/ubio-bench neighbours \
     --memory 1G --data 4G --rounds "$rounds" --alone-secs 20 \
     --dir "$scratch" --out "$out" "$@" 2>&1 | tee "$out/run.log"
 rmdir "$scratch" 2>/dev/null || true
