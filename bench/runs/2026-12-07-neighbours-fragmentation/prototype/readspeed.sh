@@ -5,7 +5,8 @@
 # (the fastest device here; the loop device's readahead as the kernel sets
 # it). ROUNDS rounds (default 5), the two ways in a new random order each.
 # Prints a TSV (device, round, how, seconds, MB/s, CPU s/GB) and the medians.
-# Needs root; removes its files, mount and loop device, also on failure.
+# Needs root and ubio built (target/release/ubio: it says the readahead);
+# removes its files, mount and loop device, also on failure.
 #
 #   bench/runs/2026-12-07-neighbours-fragmentation/prototype/readspeed.sh [ROUNDS] [SIZE_MIB]
 set -euo pipefail
@@ -33,7 +34,8 @@ for dev in disk shm-ext4; do
     head -c $((size << 20)) /dev/urandom >"${file[$dev]}"
     sync "${file[$dev]}"
 done
-echo "readahead KiB: disk $(cat /sys/class/block/$(basename "$(findmnt -no SOURCE --target "$repo/target")")/queue/read_ahead_kb 2>/dev/null || echo '?'), shm-ext4 $(cat "/sys/class/block/$(basename "$loop")/queue/read_ahead_kb")"
+readahead_kb() { "$repo/target/release/ubio" probe "$1" | sed -n 's/^readahead: *//p'; }
+echo "readahead: disk $(readahead_kb "$scratch"), shm-ext4 $(readahead_kb "$scratch/shm")"
 printf 'device\tround\thow\tsecs\tMB/s\tCPU s/GB\n'
 for r in $(seq 1 "$rounds"); do
     for dev in disk shm-ext4; do
