@@ -35,6 +35,7 @@ pub mod read_switch;
 mod readbehind;
 pub mod reclaim;
 pub mod residency;
+mod setting;
 pub mod size;
 mod stream;
 #[allow(unsafe_code)]

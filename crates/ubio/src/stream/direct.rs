@@ -15,6 +15,7 @@
 use crate::backend::{Direct, WriteAt};
 use crate::race::{Path, Race, Verdict};
 use crate::read_switch::ReadSwitch;
+use crate::setting::{from_str_by_name, Setting};
 use crate::sys::DioAlign;
 use std::io::{IoSlice, IoSliceMut};
 use std::os::fd::BorrowedFd;
@@ -70,28 +71,6 @@ pub enum DirectWrites {
     Always,
 }
 
-/// A setting read back by name (UBIO_DIRECT_READS, UBIO_DIRECT_WRITES).
-pub trait Setting: Sized + Copy + 'static {
-    const ALL: &'static [Self];
-    const WHAT: &'static str;
-    fn name(self) -> &'static str;
-
-    fn parse_setting(s: &str) -> Result<Self, String> {
-        Self::ALL
-            .iter()
-            .copied()
-            .find(|w| w.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<_> = Self::ALL.iter().map(|w| w.name()).collect();
-                format!(
-                    "unknown {} '{s}' (expected one of: {})",
-                    Self::WHAT,
-                    names.join(", ")
-                )
-            })
-    }
-}
-
 impl Setting for DirectReads {
     const ALL: &'static [Self] = &[
         DirectReads::Never,
@@ -126,22 +105,6 @@ impl Setting for DirectWrites {
     }
 }
 
-macro_rules! from_str_by_name {
-    ($t:ty) => {
-        impl std::str::FromStr for $t {
-            type Err = String;
-            fn from_str(s: &str) -> Result<Self, String> {
-                <$t as Setting>::parse_setting(s)
-            }
-        }
-        impl $t {
-            /// As written in settings.
-            pub fn name(self) -> &'static str {
-                <$t as Setting>::name(self)
-            }
-        }
-    };
-}
 from_str_by_name!(DirectReads);
 from_str_by_name!(DirectWrites);
 

@@ -813,7 +813,7 @@ mod tests {
 
     #[test]
     fn direct_settings_read_back_by_name() {
-        use direct::Setting;
+        use crate::setting::Setting;
         for &w in DirectReads::ALL {
             assert_eq!(w.name().parse::<DirectReads>(), Ok(w));
         }
