@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use ubio::procfs::{self, parse_zoneinfo, Zone};
+use ubio::reclaim::above_high;
 use ubio::size::human;
 
 /// The /proc/vmstat counters shown (those this kernel has): pages scanned
@@ -249,25 +250,6 @@ impl Watch {
             ..MachineReclaim::default()
         }
     }
-}
-
-/// Whether every zone with memory had more free pages than its high
-/// watermark at both ends of the interval (kswapd, woken for order 0,
-/// stops there: reclaim beyond it was asked for something else).
-fn above_high(then: &[Zone], now: &[Zone]) -> bool {
-    let populated = |z: &&Zone| z.managed > 0;
-    let mut any = false;
-    for z in now.iter().filter(populated) {
-        any = true;
-        let before = then
-            .iter()
-            .find(|t| t.name == z.name)
-            .map_or(z.free, |t| t.free);
-        if z.free.min(before) <= z.high {
-            return false;
-        }
-    }
-    any
 }
 
 /// The log's line for an episode.
