@@ -362,6 +362,8 @@ pub struct Config {
     pub direct_reads: ubio::DirectReads,
     /// When the emulated backend writes through O_DIRECT.
     pub direct_writes: ubio::DirectWrites,
+    /// When the emulated backend reads ahead in small folios itself.
+    pub small_readahead: ubio::SmallReadahead,
     pub weights: Weights,
     /// A whole-file verify every this many operations (0: only at the end).
     pub verify_every: u64,
@@ -392,6 +394,7 @@ impl Config {
             window: 256 << 10,
             direct_reads: ubio::DirectReads::default(),
             direct_writes: ubio::DirectWrites::default(),
+            small_readahead: ubio::SmallReadahead::default(),
             weights: Weights::default(),
             verify_every: 1000,
             log_tail: 30,
@@ -537,6 +540,9 @@ pub struct Summary {
     /// Of `ubio_bytes_written`, written through O_DIRECT
     /// (`Config::direct_writes`).
     pub ubio_bytes_written_direct: u64,
+    /// Bytes the streams asked for in small folios themselves
+    /// (`Config::small_readahead`).
+    pub ubio_small_readahead_bytes: u64,
     pub final_size: u64,
     pub mismatches: u64,
     pub elapsed_secs: f64,
@@ -572,6 +578,7 @@ struct Exerciser<'c> {
     ubio_written: u64,
     pages_dropped: u64,
     read_direct: u64,
+    small_readahead: u64,
     written_direct: u64,
     second_written: u64,
     mmap_read: u64,
@@ -624,6 +631,7 @@ impl<'c> Exerciser<'c> {
             .window(cfg.window)
             .direct_reads(cfg.direct_reads)
             .direct_writes(cfg.direct_writes)
+            .small_readahead(cfg.small_readahead)
             .open(&cfg.path)
     }
 
@@ -853,6 +861,7 @@ impl<'c> Exerciser<'c> {
         let stats = f.close().map_err(|e| self.io_fail(op, "close", e))?;
         self.pages_dropped += stats.pages_dropped;
         self.read_direct += stats.bytes_read_direct;
+        self.small_readahead += stats.small_readahead_bytes;
         self.written_direct += stats.bytes_written_direct;
         let cached = self.check_cache_after_close(op, &stats)?;
         Ok((stats, cached))
@@ -1229,6 +1238,7 @@ pub fn run(cfg: &Config) -> Result<Summary, Error> {
         ubio_written: 0,
         pages_dropped: 0,
         read_direct: 0,
+        small_readahead: 0,
         written_direct: 0,
         second_written: 0,
         mmap_read: 0,
@@ -1292,6 +1302,7 @@ pub fn run(cfg: &Config) -> Result<Summary, Error> {
         bytes_verified: x.verified,
         ubio_pages_dropped: x.pages_dropped,
         ubio_bytes_read_direct: x.read_direct,
+        ubio_small_readahead_bytes: x.small_readahead,
         ubio_bytes_written_direct: x.written_direct,
         final_size: x.size(),
         mismatches: 0,

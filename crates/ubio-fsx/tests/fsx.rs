@@ -9,7 +9,7 @@ use common::{scratch, target_dir, MIB};
 use std::io;
 use std::path::Path;
 use std::process::Command;
-use ubio::{BackendKind, DirectReads, DirectWrites};
+use ubio::{BackendKind, DirectReads, DirectWrites, SmallReadahead};
 use ubio_fsx::{Config, Error, Summary, Tamper, Weights};
 
 /// The backend is refused on this filesystem: check that the refusal is the
@@ -58,6 +58,7 @@ struct Variant {
     backend: BackendKind,
     direct_reads: DirectReads,
     direct_writes: DirectWrites,
+    small_readahead: SmallReadahead,
     /// What its lines print.
     name: String,
 }
@@ -67,17 +68,21 @@ impl Variant {
         cfg.backend = self.backend;
         cfg.direct_reads = self.direct_reads;
         cfg.direct_writes = self.direct_writes;
+        cfg.small_readahead = self.small_readahead;
     }
 }
 
 /// Every backend with the page cache alone, and the emulated backend with
 /// its reads of ranges others have not cached, and its aligned writes,
-/// made through O_DIRECT (`Always`: the race's choice forced).
+/// made through O_DIRECT (`Always`: the race's choice forced), and with
+/// its own readahead in small folios (`Always`: as where memory is
+/// fragmented).
 fn variants() -> Vec<Variant> {
     let plain = |backend: BackendKind| Variant {
         backend,
         direct_reads: DirectReads::Never,
         direct_writes: DirectWrites::Never,
+        small_readahead: SmallReadahead::Never,
         name: backend.to_string(),
     };
     let mut all: Vec<Variant> = BackendKind::ALL.map(plain).into();
@@ -89,6 +94,11 @@ fn variants() -> Vec<Variant> {
     all.push(Variant {
         direct_writes: DirectWrites::Always,
         name: "emulated (direct writes)".into(),
+        ..plain(BackendKind::Emulated)
+    });
+    all.push(Variant {
+        small_readahead: SmallReadahead::Always,
+        name: "emulated (small readahead)".into(),
         ..plain(BackendKind::Emulated)
     });
     all
@@ -129,6 +139,12 @@ fn every_backend_on(fs_name: &str) {
             }
             if variant.direct_reads == DirectReads::Always && managed {
                 assert!(s.ubio_bytes_read_direct > 0, "{name}: no read went direct");
+            }
+            if variant.small_readahead == SmallReadahead::Always && managed {
+                assert!(
+                    s.ubio_small_readahead_bytes > 0,
+                    "{name}: no read asked for its pages ahead"
+                );
             }
             if variant.direct_writes == DirectWrites::Always && managed {
                 assert!(

@@ -3,7 +3,8 @@
 //! UBIO_BACKEND (auto, kernel, emulated, direct, buffered),
 //! UBIO_DIRECT_READS (never, under-reclaim, when-faster, always;
 //! `ubio::DirectReads`), UBIO_DIRECT_WRITES (never, when-faster, always;
-//! `ubio::DirectWrites`),
+//! `ubio::DirectWrites`), UBIO_SMALL_READAHEAD (never, when-fragmented,
+//! always; `ubio::SmallReadahead`),
 //! UBIO_LOG=debug, UBIO_LOG_FILE and UBIO_ENGINE.
 
 use std::ffi::CString;
@@ -59,6 +60,12 @@ fn from_env() -> Config {
         match d.parse::<ubio::DirectWrites>() {
             Ok(w) => stream.direct_writes = w,
             Err(e) => problems.push(format!("UBIO_DIRECT_WRITES: {e}; using the default")),
+        }
+    }
+    if let Some(d) = var("UBIO_SMALL_READAHEAD") {
+        match d.parse::<ubio::SmallReadahead>() {
+            Ok(w) => stream.small_readahead = w,
+            Err(e) => problems.push(format!("UBIO_SMALL_READAHEAD: {e}; using the default")),
         }
     }
     Config {

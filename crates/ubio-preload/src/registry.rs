@@ -95,7 +95,7 @@ fn finish(d: &Desc, fd: i32) -> io::Result<()> {
             .unwrap_or_else(|_| "?".into());
         log::debug(&format!(
             "fd {fd} {path}: backend {} ({}); read {} B, written {} B; pages dropped {}, preserved {}; \
-             writeback starts {}, waits {} ({:.3} s){}{}",
+             writeback starts {}, waits {} ({:.3} s){}{}{}",
             st.backend,
             st.reason,
             st.bytes_read,
@@ -105,6 +105,10 @@ fn finish(d: &Desc, fd: i32) -> io::Result<()> {
             st.writeback_starts,
             st.writeback_waits,
             st.writeback_wait_secs,
+            match st.small_readahead_phases {
+                0 => String::new(),
+                n => format!("; small readahead {n} times, {} B", st.small_readahead_bytes),
+            },
             st.residency_unknown.map(|r| format!("; residency unknown: {r}")).unwrap_or_default(),
             match &res {
                 Ok(()) => String::new(),

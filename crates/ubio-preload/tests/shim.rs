@@ -405,6 +405,20 @@ fn assert_copy_bounds(src: &Peaks, dst: &Peaks) {
 /// the copy stay cached.
 #[test]
 fn shim_cp_residency() {
+    cp_residency("shim_cp_residency", None);
+}
+
+/// The same where the shim reads ahead in small folios itself, as where
+/// memory is fragmented (GNU cp copies with copy_file_range: the shim asks
+/// for the source's pages ahead of each piece).
+#[test]
+fn shim_cp_residency_small_readahead() {
+    cp_residency("shim_cp_residency_small_readahead", Some("always"));
+}
+
+/// `ubio run -- cp` of 1 GiB with UBIO_SMALL_READAHEAD set to `small`, if
+/// given (its log must then say so).
+fn cp_residency(name: &str, small: Option<&str>) {
     let tmp = scratch();
     let src = tmp.path().join("src");
     let dst = tmp.path().join("dst");
@@ -419,7 +433,8 @@ fn shim_cp_residency() {
     }
     // Another user's pages: 8 MiB in the middle.
     let (hot_off, hot_len) = (512 * MIB, 8 * MIB);
-    with_damon_retries("shim_cp_residency", || {
+    let log = tmp.path().join("log");
+    with_damon_retries(name, || {
         {
             let f = fs::File::open(&src).unwrap();
             sys::fadvise(f.as_fd(), 0, 0, Advice::DontNeed).unwrap();
@@ -430,7 +445,13 @@ fn shim_cp_residency() {
         fs::write(&dst, b"").unwrap();
         let s_src = ResidencySampler::start(&src, Duration::from_millis(1)).unwrap();
         let s_dst = ResidencySampler::start(&dst, Duration::from_millis(1)).unwrap();
-        let st = Command::new(ubio_bin())
+        let mut cp = Command::new(ubio_bin());
+        if let Some(when) = small {
+            cp.env("UBIO_SMALL_READAHEAD", when)
+                .env("UBIO_LOG", "debug")
+                .env("UBIO_LOG_FILE", &log);
+        }
+        let st = cp
             .args(["run", "--", "cp"])
             .arg(&src)
             .arg(&dst)
@@ -444,7 +465,7 @@ fn shim_cp_residency() {
         let kept = cached_in(&src, sys::FileRange::at(hot_off, hot_len));
         assert!(st.success());
         println!(
-            "shim_cp_residency: source peak {} pages cached, after {} ({} of {} precached kept); \
+            "{name}: source peak {} pages cached, after {} ({} of {} precached kept); \
              destination peak {} dirty+writeback, {} cached; after {} cached",
             p_src.max_cached,
             after_src,
@@ -462,6 +483,22 @@ fn shim_cp_residency() {
             "source pages outside the precached range left cached"
         );
         assert_eq!(fs::metadata(&dst).unwrap().len(), 1 << 30);
+        // The copy's bytes (read after the residency checks).
+        let block = pattern(5, MIB as usize);
+        let mut got = fs::File::open(&dst).unwrap();
+        let mut buf = vec![0u8; MIB as usize];
+        for i in 0..1024 {
+            std::io::Read::read_exact(&mut got, &mut buf).unwrap();
+            assert!(buf == block, "the copy differs in its MiB {i}");
+        }
+        if small.is_some() {
+            let text = fs::read_to_string(&log).unwrap();
+            let src_line = text.lines().find(|l| l.contains("/src: backend"));
+            assert!(
+                src_line.is_some_and(|l| l.contains("small readahead")),
+                "the source was not read ahead in small folios: {text}"
+            );
+        }
         if kept == hot {
             return Ok(());
         }

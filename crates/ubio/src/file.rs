@@ -111,6 +111,14 @@ impl OpenOptions {
         self.stream.direct_writes = when;
         self
     }
+    /// When the emulated backend reads ahead in small folios itself
+    /// (default: while kswapd reclaims for high-order allocations, on a
+    /// device whose readahead reaches 2 MiB folios; see
+    /// [`crate::SmallReadahead`]).
+    pub fn small_readahead(&mut self, when: crate::SmallReadahead) -> &mut Self {
+        self.stream.small_readahead = when;
+        self
+    }
 
     /// Open `path` with these options.
     pub fn open<P: AsRef<Path>>(&self, path: P) -> io::Result<File> {
@@ -318,7 +326,7 @@ impl File {
         let (from, to) = (src.fd(), self.fd());
         crate::stream::piecewise(len, crate::PIECE, |done, want| {
             let (src_at, at) = (src_off + done as u64, off + done as u64);
-            src.stream.before_external_io(from, src_at, want as u64);
+            src.stream.before_external_read(from, src_at, want as u64);
             self.stream.before_external_io(to, at, want as u64);
             let n = sys::copy_file_range(from, src_at, to, at, want, 0)?;
             src.stream.after_external_read(from, src_at, n as u64);

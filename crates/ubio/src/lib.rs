@@ -32,6 +32,7 @@ pub mod probe;
 pub mod procfs;
 pub mod race;
 pub mod read_switch;
+pub mod readahead;
 mod readbehind;
 pub mod reclaim;
 pub mod residency;
@@ -47,6 +48,7 @@ pub use backend::BackendKind;
 pub use buffer::AlignedBuf;
 pub use file::{File, OpenOptions};
 pub use probe::{probe_path, Choice, Probe};
+pub use readahead::SmallReadahead;
 pub use stream::{
     DirectReads, DirectWrites, Stats, Stream, StreamOptions, DEFAULT_READ_LAG, DEFAULT_WINDOW,
     DIRECT_MIN, PIECE,

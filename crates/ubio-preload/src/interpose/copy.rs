@@ -58,9 +58,14 @@ fn copy(
         let want = (len - done).min(PIECE);
         let so = src.as_ref().and_then(|s| Some((s, s.offset()?)));
         let dof = dst.as_ref().and_then(|s| Some((s, s.offset()?)));
-        for (side, o) in [so, dof].into_iter().flatten() {
-            if let Some(st) = side.d.stream() {
-                st.before_external_io(bfd(side.fd), o, want as u64);
+        if let Some((s, o)) = so {
+            if let Some(st) = s.d.stream() {
+                st.before_external_read(bfd(s.fd), o, want as u64);
+            }
+        }
+        if let Some((s, o)) = dof {
+            if let Some(st) = s.d.stream() {
+                st.before_external_io(bfd(s.fd), o, want as u64);
             }
         }
         let n = call(want);

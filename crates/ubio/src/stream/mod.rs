@@ -8,6 +8,7 @@ use crate::backend::{Backend, BackendKind, Buffered, Direct, Emulated, Kernel, R
 use crate::overlay::RealFile;
 use crate::probe::{self, Choice};
 use crate::race::Verdict;
+use crate::readahead::{Readahead, SmallReadahead};
 use crate::reclaim;
 use crate::residency::{self, Blindness};
 use crate::sys;
@@ -48,6 +49,8 @@ pub struct StreamOptions {
     pub direct_reads: DirectReads,
     /// When the emulated backend writes through O_DIRECT.
     pub direct_writes: DirectWrites,
+    /// When the emulated backend reads ahead in small folios itself.
+    pub small_readahead: SmallReadahead,
 }
 
 impl Default for StreamOptions {
@@ -59,6 +62,7 @@ impl Default for StreamOptions {
             preserve_cached: true,
             direct_reads: DirectReads::default(),
             direct_writes: DirectWrites::default(),
+            small_readahead: SmallReadahead::default(),
         }
     }
 }
@@ -85,6 +89,10 @@ pub struct Stats {
     pub read_race: Option<Verdict>,
     /// The same of writes.
     pub write_race: Option<Verdict>,
+    /// Times the stream went over to reading ahead in small folios itself
+    /// ([`SmallReadahead`]), and the bytes it asked for so.
+    pub small_readahead_phases: u64,
+    pub small_readahead_bytes: u64,
     /// Pages this stream dropped from the page cache.
     pub pages_dropped: u64,
     /// Pages that were cached before the stream reached them and were kept.
@@ -143,6 +151,8 @@ pub struct Stream {
     position: Mutex<()>,
     /// The emulated backend's calls through O_DIRECT, where they may be made.
     direct: Option<DirectPath>,
+    /// The stream's own readahead, where it may read ahead in small folios.
+    readahead: Option<Readahead>,
     bytes_read: AtomicU64,
     bytes_written: AtomicU64,
 }
@@ -222,6 +232,17 @@ impl Stream {
             .and_then(|align| {
                 DirectPath::new(opts.direct_reads, opts.direct_writes, align, opts.window)
             });
+        // Where the tracker drops what the stream reads (not RWF_DONTCACHE's
+        // reads, which would leave prefetched pages cached), on the file's
+        // own descriptor.
+        let readahead = (regular
+            && choice.managed
+            && !backend.caps().kernel_drops_reads
+            && !backend.caps().reads_o_direct
+            && real.is_none()
+            && fallback.is_none())
+        .then(|| Readahead::new(opts.small_readahead, fs.readahead_folios_reach_2mib()))
+        .flatten();
         let tracker = choice.managed.then(|| {
             let cfg = TrackerConfig {
                 window: opts.window,
@@ -249,6 +270,7 @@ impl Stream {
             write_piece: half_window.clamp(page, PIECE),
             position: Mutex::new(()),
             direct,
+            readahead,
             bytes_read: AtomicU64::new(0),
             bytes_written: AtomicU64::new(0),
         })
@@ -341,6 +363,13 @@ impl Stream {
             }),
             _ => Route::cache(),
         };
+        if let (Some(ra), None) = (&self.readahead, route.direct) {
+            ra.before_read(
+                fd,
+                at.offset()..at.offset() + len,
+                reclaim::high_order_reclaim,
+            );
+        }
         let through_cache = |bufs: &mut [IoSliceMut<'_>]| {
             (
                 self.backend.read(fd, bufs, at),
@@ -560,6 +589,16 @@ impl Stream {
         }
     }
 
+    /// Before the caller reads `[off, off + len)` of `fd` itself
+    /// (copy_file_range, sendfile): what [`before_external_io`]
+    /// (Self::before_external_io) does, and the stream's own readahead.
+    pub fn before_external_read(&self, fd: BorrowedFd<'_>, off: u64, len: u64) {
+        self.before_external_io(fd, off, len);
+        if let Some(ra) = &self.readahead {
+            ra.before_read(fd, off..off + len, reclaim::high_order_reclaim);
+        }
+    }
+
     /// After the caller read `n` bytes at `off` itself: drop-behind.
     pub fn after_external_read(&self, fd: BorrowedFd<'_>, off: u64, n: u64) {
         if let Some(t) = &self.tracker {
@@ -615,6 +654,8 @@ impl Stream {
             bytes_written_direct: self.direct.as_ref().map_or(0, DirectPath::bytes_written),
             read_race: self.direct.as_ref().and_then(DirectPath::read_verdict),
             write_race: self.direct.as_ref().and_then(DirectPath::write_verdict),
+            small_readahead_phases: self.readahead.as_ref().map_or(0, Readahead::phases),
+            small_readahead_bytes: self.readahead.as_ref().map_or(0, Readahead::asked),
             bytes_written: self.bytes_written.load(Ordering::Relaxed),
             pages_dropped: counts.pages_dropped,
             pages_preserved: preserved,
@@ -811,6 +852,75 @@ mod tests {
         );
     }
 
+    /// In small folios (`Always`, as where memory is fragmented) a stream
+    /// asks for the pages ahead of its reads itself, and still drops them
+    /// behind, keeps the pages others had cached, and reads the same bytes.
+    #[test]
+    fn small_readahead_asks_ahead_drops_behind_and_keeps_others_pages() {
+        const MIB: u64 = 1 << 20;
+        let dir =
+            tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap();
+        let path = dir.path().join("f");
+        let data: Vec<u8> = (0..64 * MIB).map(|i| (i % 253) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        if residency::blindness(file.as_fd()).is_some() {
+            return crate::test_skip("small_readahead", "no residency in target/");
+        }
+        sys::fadvise(file.as_fd(), 0, 0, sys::Advice::DontNeed).unwrap();
+        let cached = |at: u64, len: u64| {
+            residency::count(file.as_fd(), sys::FileRange::at(at, len))
+                .unwrap()
+                .cached
+        };
+        // Another user's 8 MiB in the middle.
+        let mut others = vec![0u8; 8 * MIB as usize];
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut others, 32 * MIB).unwrap();
+        let others_pages = cached(32 * MIB, 8 * MIB);
+        // With what the reader's readahead took around them.
+        let others_all = cached(0, 64 * MIB);
+        let opts = StreamOptions {
+            backend: BackendKind::Emulated,
+            direct_reads: DirectReads::Never,
+            small_readahead: SmallReadahead::Always,
+            ..StreamOptions::default()
+        };
+        let stream = Stream::new(file.as_fd(), &opts).unwrap();
+        let mut got = vec![0u8; MIB as usize];
+        let n = stream
+            .read_at(file.as_fd(), &mut [IoSliceMut::new(&mut got)], 0)
+            .unwrap();
+        assert_eq!(n, got.len());
+        // The pages of the next readahead::AHEAD bytes were asked for (in
+        // the cache once asked, read or not yet).
+        let ahead = cached(MIB, crate::readahead::AHEAD);
+        assert_eq!(
+            ahead,
+            crate::readahead::AHEAD / 4096,
+            "pages ahead of the first read"
+        );
+        let mut all = got.clone();
+        let mut off = n as u64;
+        while off < data.len() as u64 {
+            let n = stream
+                .read_at(file.as_fd(), &mut [IoSliceMut::new(&mut got)], off)
+                .unwrap();
+            all.extend_from_slice(&got[..n]);
+            off += n as u64;
+        }
+        stream.finish(file.as_fd()).unwrap();
+        assert!(all == data, "the bytes read differ");
+        let stats = stream.stats();
+        assert_eq!(stats.small_readahead_phases, 1);
+        assert!(stats.small_readahead_bytes >= data.len() as u64 - 8 * MIB);
+        assert_eq!(cached(32 * MIB, 8 * MIB), others_pages, "others' pages");
+        assert_eq!(
+            cached(0, 64 * MIB),
+            others_all,
+            "the stream's own pages left cached"
+        );
+    }
+
     #[test]
     fn direct_settings_read_back_by_name() {
         use crate::setting::Setting;
@@ -819,6 +929,9 @@ mod tests {
         }
         for &w in DirectWrites::ALL {
             assert_eq!(w.name().parse::<DirectWrites>(), Ok(w));
+        }
+        for &w in SmallReadahead::ALL {
+            assert_eq!(w.name().parse::<SmallReadahead>(), Ok(w));
         }
         let e = "sometimes".parse::<DirectReads>().unwrap_err();
         assert!(
