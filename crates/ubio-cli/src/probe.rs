@@ -83,8 +83,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
             o,
             "note:              readahead of 2 MiB or more asks for 2 MiB folios; on fragmented \
              memory kswapd reclaims for them, and beside a stream whose pages ubio drops it takes \
-             other processes' pages (docs/faq.md, \"Large readahead\"); 128 KiB (blockdev \
-             --setra 256 DEVICE) avoids it"
+             other processes' pages. While it does, the streams ubio's library and shim read \
+             ahead in small folios themselves (--small-readahead); programs followed by the \
+             engine (the daemon, ubio run of static programs) do not: 128 KiB (blockdev \
+             --setra 256 DEVICE) avoids it there (docs/faq.md, \"Large readahead\")"
         )?;
     }
     if p.fs.pages_are_storage {

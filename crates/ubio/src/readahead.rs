@@ -105,20 +105,29 @@ impl Readahead {
         })
     }
 
+    /// Whether the next read through the page cache is to read ahead in
+    /// small folios, `fragmented` saying whether kswapd reclaims for
+    /// high-order allocations (asked only where it matters).
+    pub fn small(&self, fragmented: impl FnOnce() -> bool) -> bool {
+        match self.when {
+            SmallReadahead::Always => true,
+            SmallReadahead::WhenFragmented => fragmented(),
+            SmallReadahead::Never => false,
+        }
+    }
+
+    /// Whether this stream reads ahead in small folios only where memory is
+    /// fragmented (not always, as tests ask).
+    pub fn when_fragmented(&self) -> bool {
+        self.when == SmallReadahead::WhenFragmented
+    }
+
     /// Before a read of `range` through the page cache of `fd`, after the
     /// residency snapshot of the range and the lookahead past it: go over
-    /// to small folios or back as `fragmented` says, and, in small folios,
-    /// ask for what the read and the next [`AHEAD`] bytes need.
-    pub fn before_read(
-        &self,
-        fd: BorrowedFd<'_>,
-        range: Range<u64>,
-        fragmented: impl FnOnce() -> bool,
-    ) {
-        let small = match self.when {
-            SmallReadahead::Always => true,
-            _ => fragmented(),
-        };
+    /// to small folios or back as [`small`](Self::small) said, and, in
+    /// small folios, ask for what the read and the next [`AHEAD`] bytes
+    /// need.
+    pub fn before_read(&self, fd: BorrowedFd<'_>, range: Range<u64>, small: bool) {
         let asks = {
             let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
             if small != st.small {

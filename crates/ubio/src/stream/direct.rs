@@ -233,23 +233,28 @@ impl DirectPath {
             .filter(|_| kswapd_active())
     }
 
-    /// The path of a read of `bufs` at `off`; `others` says whether pages
-    /// others cached may be in the range.
+    /// The path of a read of `bufs` at `off`; `fragmented`: the kernel's
+    /// readahead would ask for 2 MiB folios that fail
+    /// ([`crate::readahead`]); `others` says whether pages others cached
+    /// may be in the range.
     pub fn read_route(
         &self,
         fd: BorrowedFd<'_>,
         bufs: &[IoSliceMut<'_>],
         off: u64,
         switch: Option<&ReadSwitch>,
+        fragmented: bool,
         others: impl FnOnce() -> bool,
     ) -> Route<'_> {
         let len: u64 = bufs.iter().map(|b| b.len() as u64).sum();
         let reclaimed = switch.is_some_and(|s| s.take_direct(len));
+        let fragmented = fragmented && len >= DIRECT_MIN as u64;
         let (raced, forced) = match self.reads {
             DirectReads::Always => (false, len > 0),
-            _ if reclaimed => (false, true),
+            DirectReads::Never => (false, false),
+            _ if reclaimed || fragmented => (false, true),
             DirectReads::WhenFaster => (len >= DIRECT_MIN as u64, false),
-            DirectReads::Never | DirectReads::UnderReclaim => (false, false),
+            DirectReads::UnderReclaim => (false, false),
         };
         if !(raced || forced) {
             return Route::cache();

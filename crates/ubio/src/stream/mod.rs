@@ -356,19 +356,28 @@ impl Stream {
             .direct
             .as_ref()
             .and_then(|d| d.reclaim_switch(len, reclaim::kswapd_active));
+        // Where the kernel's readahead would ask for 2 MiB folios that
+        // fail: reads that may go direct do (they allocate no page cache,
+        // and O_DIRECT is faster than single pages), the others read ahead
+        // in small folios.
+        let small = self
+            .readahead
+            .as_ref()
+            .is_some_and(|ra| ra.small(reclaim::high_order_reclaim));
+        let fragmented = small
+            && self
+                .readahead
+                .as_ref()
+                .is_some_and(Readahead::when_fragmented);
         let route = match (&self.direct, &self.tracker) {
-            (Some(d), Some(t)) => d.read_route(fd, bufs, at.offset(), switch, || {
+            (Some(d), Some(t)) => d.read_route(fd, bufs, at.offset(), switch, fragmented, || {
                 let range = at.offset()..at.offset() + len;
                 t.residency(|r| r.blindness().is_some() || r.overlaps_precached(&range))
             }),
             _ => Route::cache(),
         };
         if let (Some(ra), None) = (&self.readahead, route.direct) {
-            ra.before_read(
-                fd,
-                at.offset()..at.offset() + len,
-                reclaim::high_order_reclaim,
-            );
+            ra.before_read(fd, at.offset()..at.offset() + len, small);
         }
         let through_cache = |bufs: &mut [IoSliceMut<'_>]| {
             (
@@ -595,7 +604,7 @@ impl Stream {
     pub fn before_external_read(&self, fd: BorrowedFd<'_>, off: u64, len: u64) {
         self.before_external_io(fd, off, len);
         if let Some(ra) = &self.readahead {
-            ra.before_read(fd, off..off + len, reclaim::high_order_reclaim);
+            ra.before_read(fd, off..off + len, ra.small(reclaim::high_order_reclaim));
         }
     }
 
