@@ -154,12 +154,16 @@ fn every_backend_on(fs_name: &str) {
             }
             total += s.ops;
             line.push(format!(
-                "seed {seed}: {} ops as {}{} in {:.1} s{}",
+                "seed {seed}: {} ops as {}{}{} in {:.1} s{}",
                 s.ops,
                 s.backend,
                 match (s.ubio_bytes_read_direct, s.ubio_bytes_written_direct) {
                     (0, 0) => String::new(),
                     (r, w) => format!(" ({r} bytes read and {w} written direct)"),
+                },
+                match s.ubio_small_readahead_bytes {
+                    0 => String::new(),
+                    n => format!(" ({n} bytes asked for ahead in small folios)"),
                 },
                 s.elapsed_secs,
                 if s.cache.checked {

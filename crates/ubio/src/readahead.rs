@@ -18,9 +18,10 @@
 //!
 //! How: POSIX_FADV_RANDOM on the stream's open file turns the kernel's
 //! readahead off for it (a read of pages not cached then reads just those,
-//! in single pages), and before each read through the page cache the
-//! stream asks for the next [`AHEAD`] bytes with POSIX_FADV_WILLNEED, in
-//! steps of [`STEP`]. The residency snapshot before the read covers them
+//! in single pages), and before each read through the page cache that goes
+//! on from near the last one the stream asks for the next [`AHEAD`] bytes
+//! with POSIX_FADV_WILLNEED, in steps of [`STEP`] (a random read is given
+//! its own pages only, as the kernel's readahead would). The residency snapshot before the read covers them
 //! (the tracker's lookahead is longer), so they count as the stream's own
 //! and are dropped behind it. Back to the kernel's readahead,
 //! POSIX_FADV_NORMAL: a program's own POSIX_FADV_SEQUENTIAL (GNU cp's)
@@ -85,6 +86,8 @@ struct State {
     small: bool,
     /// Asked for up to here (from the last read's position on).
     asked_to: u64,
+    /// Where the last read ended.
+    last_end: u64,
     /// Times the stream went over to small folios.
     phases: u64,
 }
@@ -130,6 +133,12 @@ impl Readahead {
     pub fn before_read(&self, fd: BorrowedFd<'_>, range: Range<u64>, small: bool) {
         let asks = {
             let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            // Only a reader that goes on from near its last read is read
+            // ahead of (a random read gets its own pages only, as the
+            // kernel's readahead would give it).
+            let goes_on =
+                (st.last_end.saturating_sub(AHEAD)..=st.last_end + STEP).contains(&range.start);
+            st.last_end = range.end;
             if small != st.small {
                 let advice = if small {
                     Advice::Random
@@ -153,7 +162,7 @@ impl Readahead {
                 st.phases += u64::from(small);
                 st.asked_to = range.start;
             }
-            if !small {
+            if !small || !goes_on {
                 return;
             }
             // A seek (back, or past what was asked for) starts over here.
@@ -171,6 +180,17 @@ impl Readahead {
             if sys::fadvise(fd, at, STEP, Advice::WillNeed).is_ok() {
                 self.asked.fetch_add(STEP, Ordering::Relaxed);
             }
+        }
+    }
+
+    /// At the end of the stream: the kernel's readahead back on the open
+    /// file, which others may go on reading (a description inherited by
+    /// another process outlives the stream).
+    pub fn finish(&self, fd: BorrowedFd<'_>) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if st.small {
+            st.small = false;
+            let _ = sys::fadvise(fd, 0, 0, Advice::Normal);
         }
     }
 

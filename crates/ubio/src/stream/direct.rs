@@ -49,7 +49,9 @@ pub enum DirectReads {
     /// where it did not (bench/runs/2026-11-27-read-gap).
     UnderReclaim,
     /// Under reclaim as above, and also where reads the buffer of which
-    /// O_DIRECT takes as it is are faster direct ([`Race`]).
+    /// O_DIRECT takes as it is are faster direct ([`Race`]). Both also
+    /// read direct while the kernel's readahead would ask for 2 MiB folios
+    /// that fail ([`crate::readahead`]).
     #[default]
     WhenFaster,
     /// Always, whatever the read's size (where O_DIRECT works): for tests.

@@ -90,7 +90,8 @@ pub struct Stats {
     /// The same of writes.
     pub write_race: Option<Verdict>,
     /// Times the stream went over to reading ahead in small folios itself
-    /// ([`SmallReadahead`]), and the bytes it asked for so.
+    /// ([`SmallReadahead`]), and the bytes it asked for so (asks past the
+    /// end of file included: the kernel reads nothing there).
     pub small_readahead_phases: u64,
     pub small_readahead_bytes: u64,
     /// Pages this stream dropped from the page cache.
@@ -642,6 +643,9 @@ impl Stream {
     /// End of stream: flush, drop everything the stream brought in that was
     /// not cached before, report any deferred error.
     pub fn finish(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        if let Some(ra) = &self.readahead {
+            ra.finish(fd);
+        }
         self.tracker.as_ref().map_or(Ok(()), |t| t.finish(fd))
     }
 
@@ -863,7 +867,8 @@ mod tests {
 
     /// In small folios (`Always`, as where memory is fragmented) a stream
     /// asks for the pages ahead of its reads itself, and still drops them
-    /// behind, keeps the pages others had cached, and reads the same bytes.
+    /// behind, keeps the pages others had cached, and reads the same bytes;
+    /// its end gives the open file the kernel's readahead back.
     #[test]
     fn small_readahead_asks_ahead_drops_behind_and_keeps_others_pages() {
         const MIB: u64 = 1 << 20;
@@ -876,7 +881,15 @@ mod tests {
         if residency::blindness(file.as_fd()).is_some() {
             return crate::test_skip("small_readahead", "no residency in target/");
         }
+        // Written back first: dirty pages do not drop.
+        file.sync_all().unwrap();
         sys::fadvise(file.as_fd(), 0, 0, sys::Advice::DontNeed).unwrap();
+        assert_eq!(
+            residency::count(file.as_fd(), sys::FileRange::WHOLE)
+                .unwrap()
+                .cached,
+            0
+        );
         let cached = |at: u64, len: u64| {
             residency::count(file.as_fd(), sys::FileRange::at(at, len))
                 .unwrap()
@@ -928,6 +941,48 @@ mod tests {
             others_all,
             "the stream's own pages left cached"
         );
+        // The kernel's readahead is back on the open file: a read of its
+        // first MiB reads ahead past it (with POSIX_FADV_RANDOM it would not).
+        sys::fadvise(file.as_fd(), 0, 0, sys::Advice::DontNeed).unwrap();
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut got, 0).unwrap();
+        assert!(cached(MIB, MIB) > 0, "no readahead after the stream");
+    }
+
+    /// In small folios a read far from the last one gets its own pages
+    /// only (the kernel's readahead is off for the file): a random reader
+    /// is not read ahead of.
+    #[test]
+    fn small_readahead_leaves_random_reads_alone() {
+        const MIB: u64 = 1 << 20;
+        let dir =
+            tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, vec![7u8; 64 * MIB as usize]).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        if residency::blindness(file.as_fd()).is_some() {
+            return crate::test_skip("small_readahead_random", "no residency in target/");
+        }
+        file.sync_all().unwrap();
+        sys::fadvise(file.as_fd(), 0, 0, sys::Advice::DontNeed).unwrap();
+        let opts = StreamOptions {
+            backend: BackendKind::Emulated,
+            direct_reads: DirectReads::Never,
+            small_readahead: SmallReadahead::Always,
+            ..StreamOptions::default()
+        };
+        let stream = Stream::new(file.as_fd(), &opts).unwrap();
+        let mut got = vec![0u8; 64 << 10];
+        for off in [40 * MIB, 20 * MIB] {
+            stream
+                .read_at(file.as_fd(), &mut [IoSliceMut::new(&mut got)], off)
+                .unwrap();
+        }
+        let cached = residency::count(file.as_fd(), sys::FileRange::WHOLE)
+            .unwrap()
+            .cached;
+        assert_eq!(cached, 2 * 16, "pages of two random 64 KiB reads");
+        assert_eq!(stream.stats().small_readahead_bytes, 0);
+        stream.finish(file.as_fd()).unwrap();
     }
 
     #[test]
