@@ -2,7 +2,7 @@
 # Issue 39's open question: why the service's set is pushed out of the page
 # cache beside a stream under ubio (bench/runs/2026-12-07-neighbours-policy,
 # "kswapd woken for 2 MiB blocks") and not beside the same stream plain. Runs
-# nginx (wrk; or LOADS, then in VARIANT-LOADS, and -TAG if set) beside cp of a 4 GiB image under
+# nginx (wrk; or LOADS, then in VARIANT-LOADS, and -TAG if set; or in OUT) beside cp of a 4 GiB image under
 # global pressure, plain and under `ubio run` (or MODES), ROUNDS rounds (default 2), while sample.sh
 # records the free blocks by order (/proc/buddyinfo), the watermark boost
 # (/proc/zoneinfo) and reclaim and compaction counters (/proc/vmstat) every
@@ -20,7 +20,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 variant=${1:?VARIANT: default, noboost or ra128}
 rounds=${2:-2}
 shift 2 || shift $#
-out=$here/$variant${LOADS:+-$LOADS}${TAG:+-$TAG}
+out=${OUT:-$here/$variant${LOADS:+-$LOADS}${TAG:+-$TAG}}
 mkdir -p "$out"
 boost=/proc/sys/vm/watermark_boost_factor
 old_boost=$(cat "$boost")
