@@ -21,11 +21,14 @@
 //! in single pages), and before each read through the page cache that goes
 //! on from near the last one the stream asks for the next [`AHEAD`] bytes
 //! with POSIX_FADV_WILLNEED, in steps of [`STEP`] (a random read is given
-//! its own pages only, as the kernel's readahead would). The residency snapshot before the read covers them
-//! (the tracker's lookahead is longer), so they count as the stream's own
-//! and are dropped behind it. Back to the kernel's readahead,
-//! POSIX_FADV_NORMAL: a program's own POSIX_FADV_SEQUENTIAL (GNU cp's)
-//! is not restored.
+//! its own pages only, as the kernel's readahead would). The residency
+//! snapshot before the read covers them (the tracker's lookahead is
+//! longer), so they count as the stream's own and are dropped behind it.
+//! Meanwhile the stream's large aligned reads go through O_DIRECT instead
+//! where they may (`DirectReads`): faster than single pages, and no page
+//! cache at all. Back to the kernel's readahead (and at the stream's end),
+//! POSIX_FADV_NORMAL: a program's own POSIX_FADV_SEQUENTIAL (GNU cp's) is
+//! not restored.
 
 use crate::setting::{from_str_by_name, Setting};
 use crate::sys::{self, Advice};
