@@ -865,21 +865,23 @@ mod tests {
         );
     }
 
-    /// In small folios (`Always`, as where memory is fragmented) a stream
-    /// asks for the pages ahead of its reads itself, and still drops them
-    /// behind, keeps the pages others had cached, and reads the same bytes;
-    /// its end gives the open file the kernel's readahead back.
-    #[test]
-    fn small_readahead_asks_ahead_drops_behind_and_keeps_others_pages() {
-        const MIB: u64 = 1 << 20;
+    /// `data` in a file under target/ (a disk, whose residency can be
+    /// known), none of it cached, and a stream of the emulated backend on
+    /// it that reads ahead in small folios (`Always`, as where memory is
+    /// fragmented) and never direct; None (a loud skip) where residency
+    /// cannot be known there.
+    fn small_readahead_stream(
+        name: &str,
+        data: &[u8],
+    ) -> Option<(tempfile::TempDir, std::fs::File, Stream)> {
         let dir =
             tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap();
         let path = dir.path().join("f");
-        let data: Vec<u8> = (0..64 * MIB).map(|i| (i % 253) as u8).collect();
-        std::fs::write(&path, &data).unwrap();
+        std::fs::write(&path, data).unwrap();
         let file = std::fs::File::open(&path).unwrap();
         if residency::blindness(file.as_fd()).is_some() {
-            return crate::test_skip("small_readahead", "no residency in target/");
+            crate::test_skip(name, "no residency in target/");
+            return None;
         }
         // Written back first: dirty pages do not drop.
         file.sync_all().unwrap();
@@ -890,6 +892,27 @@ mod tests {
                 .cached,
             0
         );
+        let opts = StreamOptions {
+            backend: BackendKind::Emulated,
+            direct_reads: DirectReads::Never,
+            small_readahead: SmallReadahead::Always,
+            ..StreamOptions::default()
+        };
+        let stream = Stream::new(file.as_fd(), &opts).unwrap();
+        Some((dir, file, stream))
+    }
+
+    /// In small folios (`Always`, as where memory is fragmented) a stream
+    /// asks for the pages ahead of its reads itself, and still drops them
+    /// behind, keeps the pages others had cached, and reads the same bytes;
+    /// its end gives the open file the kernel's readahead back.
+    #[test]
+    fn small_readahead_asks_ahead_drops_behind_and_keeps_others_pages() {
+        const MIB: u64 = 1 << 20;
+        let data: Vec<u8> = (0..64 * MIB).map(|i| (i % 253) as u8).collect();
+        let Some((_dir, file, stream)) = small_readahead_stream("small_readahead", &data) else {
+            return;
+        };
         let cached = |at: u64, len: u64| {
             residency::count(file.as_fd(), sys::FileRange::at(at, len))
                 .unwrap()
@@ -901,13 +924,6 @@ mod tests {
         let others_pages = cached(32 * MIB, 8 * MIB);
         // With what the reader's readahead took around them.
         let others_all = cached(0, 64 * MIB);
-        let opts = StreamOptions {
-            backend: BackendKind::Emulated,
-            direct_reads: DirectReads::Never,
-            small_readahead: SmallReadahead::Always,
-            ..StreamOptions::default()
-        };
-        let stream = Stream::new(file.as_fd(), &opts).unwrap();
         let mut got = vec![0u8; MIB as usize];
         let n = stream
             .read_at(file.as_fd(), &mut [IoSliceMut::new(&mut got)], 0)
@@ -954,23 +970,11 @@ mod tests {
     #[test]
     fn small_readahead_leaves_random_reads_alone() {
         const MIB: u64 = 1 << 20;
-        let dir =
-            tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap();
-        let path = dir.path().join("f");
-        std::fs::write(&path, vec![7u8; 64 * MIB as usize]).unwrap();
-        let file = std::fs::File::open(&path).unwrap();
-        if residency::blindness(file.as_fd()).is_some() {
-            return crate::test_skip("small_readahead_random", "no residency in target/");
-        }
-        file.sync_all().unwrap();
-        sys::fadvise(file.as_fd(), 0, 0, sys::Advice::DontNeed).unwrap();
-        let opts = StreamOptions {
-            backend: BackendKind::Emulated,
-            direct_reads: DirectReads::Never,
-            small_readahead: SmallReadahead::Always,
-            ..StreamOptions::default()
+        let data = vec![7u8; 64 * MIB as usize];
+        let Some((_dir, file, stream)) = small_readahead_stream("small_readahead_random", &data)
+        else {
+            return;
         };
-        let stream = Stream::new(file.as_fd(), &opts).unwrap();
         let mut got = vec![0u8; 64 << 10];
         for off in [40 * MIB, 20 * MIB] {
             stream
