@@ -74,6 +74,32 @@ impl Setting for SmallReadahead {
 }
 from_str_by_name!(SmallReadahead);
 
+/// How the next read through the page cache reads ahead ([`Readahead::now`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Folios {
+    /// The kernel's readahead.
+    Kernel,
+    /// Small folios, because the settings say always.
+    SmallAlways,
+    /// Small folios, because kswapd reclaims for high-order allocations:
+    /// reads that may go through O_DIRECT then do.
+    SmallFragmented,
+}
+
+impl Folios {
+    fn is_small(self) -> bool {
+        self != Folios::Kernel
+    }
+
+    fn why(self) -> &'static str {
+        match self {
+            Folios::Kernel => "the kernel's again",
+            Folios::SmallAlways => "small folios (always)",
+            Folios::SmallFragmented => "small folios (kswapd reclaims for high-order allocations)",
+        }
+    }
+}
+
 /// The readahead of one stream.
 #[derive(Debug)]
 pub(crate) struct Readahead {
@@ -111,29 +137,22 @@ impl Readahead {
         })
     }
 
-    /// Whether the next read through the page cache is to read ahead in
-    /// small folios, `fragmented` saying whether kswapd reclaims for
-    /// high-order allocations (asked only where it matters).
-    pub fn small(&self, fragmented: impl FnOnce() -> bool) -> bool {
+    /// How the next read reads ahead, `fragmented` saying whether kswapd
+    /// reclaims for high-order allocations (asked only where it matters).
+    pub fn now(&self, fragmented: impl FnOnce() -> bool) -> Folios {
         match self.when {
-            SmallReadahead::Always => true,
-            SmallReadahead::WhenFragmented => fragmented(),
-            SmallReadahead::Never => false,
+            SmallReadahead::Always => Folios::SmallAlways,
+            SmallReadahead::WhenFragmented if fragmented() => Folios::SmallFragmented,
+            _ => Folios::Kernel,
         }
-    }
-
-    /// Whether this stream reads ahead in small folios only where memory is
-    /// fragmented (not always, as tests ask).
-    pub fn when_fragmented(&self) -> bool {
-        self.when == SmallReadahead::WhenFragmented
     }
 
     /// Before a read of `range` through the page cache of `fd`, after the
     /// residency snapshot of the range and the lookahead past it: go over
-    /// to small folios or back as [`small`](Self::small) said, and, in
-    /// small folios, ask for what the read and the next [`AHEAD`] bytes
-    /// need.
-    pub fn before_read(&self, fd: BorrowedFd<'_>, range: Range<u64>, small: bool) {
+    /// to small folios or back as [`now`](Self::now) said, and, in small
+    /// folios, ask for what the read and the next [`AHEAD`] bytes need.
+    pub fn before_read(&self, fd: BorrowedFd<'_>, range: Range<u64>, folios: Folios) {
+        let small = folios.is_small();
         let asks = {
             let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
             // Only a reader that goes on from near its last read is read
@@ -152,15 +171,7 @@ impl Readahead {
                     log::debug!("readahead: fadvise {advice:?}: {e}");
                     return;
                 }
-                log::debug!(
-                    "readahead: {} at offset {}",
-                    match (small, self.when) {
-                        (true, SmallReadahead::Always) => "small folios (always)",
-                        (true, _) => "small folios (kswapd reclaims for high-order allocations)",
-                        (false, _) => "the kernel's again",
-                    },
-                    range.start
-                );
+                log::debug!("readahead: {} at offset {}", folios.why(), range.start);
                 st.small = small;
                 st.phases += u64::from(small);
                 st.asked_to = range.start;

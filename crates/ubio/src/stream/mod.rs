@@ -8,7 +8,7 @@ use crate::backend::{Backend, BackendKind, Buffered, Direct, Emulated, Kernel, R
 use crate::overlay::RealFile;
 use crate::probe::{self, Choice};
 use crate::race::Verdict;
-use crate::readahead::{Readahead, SmallReadahead};
+use crate::readahead::{Folios, Readahead, SmallReadahead};
 use crate::reclaim;
 use crate::residency::{self, Blindness};
 use crate::sys;
@@ -361,15 +361,11 @@ impl Stream {
         // fail: reads that may go direct do (they allocate no page cache,
         // and O_DIRECT is faster than single pages), the others read ahead
         // in small folios.
-        let small = self
+        let folios = self
             .readahead
             .as_ref()
-            .is_some_and(|ra| ra.small(reclaim::high_order_reclaim));
-        let fragmented = small
-            && self
-                .readahead
-                .as_ref()
-                .is_some_and(Readahead::when_fragmented);
+            .map_or(Folios::Kernel, |ra| ra.now(reclaim::high_order_reclaim));
+        let fragmented = folios == Folios::SmallFragmented;
         let route = match (&self.direct, &self.tracker) {
             (Some(d), Some(t)) => d.read_route(fd, bufs, at.offset(), switch, fragmented, || {
                 let range = at.offset()..at.offset() + len;
@@ -378,7 +374,7 @@ impl Stream {
             _ => Route::cache(),
         };
         if let (Some(ra), None) = (&self.readahead, route.direct) {
-            ra.before_read(fd, at.offset()..at.offset() + len, small);
+            ra.before_read(fd, at.offset()..at.offset() + len, folios);
         }
         let through_cache = |bufs: &mut [IoSliceMut<'_>]| {
             (
@@ -605,7 +601,7 @@ impl Stream {
     pub fn before_external_read(&self, fd: BorrowedFd<'_>, off: u64, len: u64) {
         self.before_external_io(fd, off, len);
         if let Some(ra) = &self.readahead {
-            ra.before_read(fd, off..off + len, ra.small(reclaim::high_order_reclaim));
+            ra.before_read(fd, off..off + len, ra.now(reclaim::high_order_reclaim));
         }
     }
 
