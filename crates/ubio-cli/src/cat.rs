@@ -17,7 +17,7 @@ pub struct Args {
     #[arg(long, default_value = "auto")]
     backend: ubio::BackendKind,
     #[command(flatten)]
-    direct: crate::direct::DirectArgs,
+    data_path: crate::data_path::DataPathArgs,
 }
 
 const BUF: usize = 1 << 20;
@@ -38,7 +38,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             copy(&mut io::stdin().lock(), &mut out, &mut buf)
         } else {
             match args
-                .direct
+                .data_path
                 .apply(ubio::OpenOptions::new().read(true).backend(args.backend))
                 .open(path)
             {

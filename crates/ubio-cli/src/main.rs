@@ -4,7 +4,7 @@
 
 mod cat;
 mod cp;
-mod direct;
+mod data_path;
 mod evict;
 mod external;
 mod msg;

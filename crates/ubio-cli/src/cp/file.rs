@@ -125,7 +125,7 @@ pub fn copy_file_then(
     // which updates its access time, and -p must keep the old one.
     let before_open = std::fs::metadata(src).ok();
     let src_file = opts
-        .direct
+        .data_path
         .apply(ubio::OpenOptions::new().read(true).backend(opts.backend))
         .open(src)
         .map_err(|e| {
@@ -215,7 +215,7 @@ fn open_destination(
     opts: &Options,
 ) -> io::Result<ubio::File> {
     let open = || {
-        opts.direct
+        opts.data_path
             .apply(
                 ubio::OpenOptions::new()
                     .write(true)

@@ -119,7 +119,7 @@ pub struct Args {
     #[arg(long, default_value = "auto")]
     backend: ubio::BackendKind,
     #[command(flatten)]
-    direct: crate::direct::DirectArgs,
+    data_path: crate::data_path::DataPathArgs,
     /// Write-behind window (dirty + writeback bytes in flight), e.g. 16M.
     #[arg(long, value_parser = size::parse_nonzero, default_value = "16M")]
     window: u64,
@@ -306,7 +306,7 @@ pub struct Options {
     pub copy: ubio::copy::CopyOptions,
     pub sync: bool,
     pub backend: ubio::BackendKind,
-    pub direct: crate::direct::DirectArgs,
+    pub data_path: crate::data_path::DataPathArgs,
     pub window: u64,
 }
 
@@ -447,7 +447,7 @@ impl Args {
             },
             sync: self.sync,
             backend: self.backend,
-            direct: self.direct,
+            data_path: self.data_path,
             window: self.window,
         })
     }

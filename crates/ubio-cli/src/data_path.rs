@@ -1,14 +1,14 @@
-//! `--direct-reads`, `--direct-writes` and `--small-readahead` of the
-//! commands that stream files (`cat`, `cp`): when the emulated backend moves
-//! data through O_DIRECT instead of the page cache, and when it reads ahead
-//! in small folios itself. The same names as the shim's environment
-//! (UBIO_DIRECT_READS, UBIO_DIRECT_WRITES, UBIO_SMALL_READAHEAD), which set
-//! them here too.
+//! How the data moves: `--direct-reads`, `--direct-writes` and
+//! `--small-readahead` of the commands that stream files (`cat`, `cp`):
+//! when the emulated backend moves data through O_DIRECT instead of the
+//! page cache, and when it reads ahead in small folios itself. The same
+//! names as the shim's environment (UBIO_DIRECT_READS, UBIO_DIRECT_WRITES,
+//! UBIO_SMALL_READAHEAD), which set them here too.
 
 use ubio::{DirectReads, DirectWrites, SmallReadahead};
 
 #[derive(clap::Args, Clone, Copy, Debug)]
-pub struct DirectArgs {
+pub struct DataPathArgs {
     /// When the emulated backend reads through O_DIRECT: never,
     /// under-reclaim, when-faster (it races the page cache per stream) or
     /// always.
@@ -42,7 +42,7 @@ pub struct DirectArgs {
     small_readahead: SmallReadahead,
 }
 
-impl DirectArgs {
+impl DataPathArgs {
     pub fn apply<'o>(&self, open: &'o mut ubio::OpenOptions) -> &'o mut ubio::OpenOptions {
         open.direct_reads(self.direct_reads)
             .direct_writes(self.direct_writes)
