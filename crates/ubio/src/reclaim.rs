@@ -45,6 +45,9 @@ static LOOK: Mutex<Option<Look>> = Mutex::new(None);
 /// The last answers, for callers that find another thread looking.
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 static HIGH_ORDER: AtomicBool = AtomicBool::new(false);
+/// Someone asked [`high_order_reclaim`]: the looks read /proc/zoneinfo too
+/// (a process whose streams only ask [`kswapd_active`] never reads it).
+static WANT_ZONES: AtomicBool = AtomicBool::new(false);
 
 /// True when kswapd scanned pages within [`ACTIVE_FOR`] (as far as this
 /// process has looked: the first call only learns the count).
@@ -57,6 +60,9 @@ pub fn kswapd_active() -> bool {
 /// looks while every zone's free memory was above its high watermark at
 /// both ([`above_high`]).
 pub fn high_order_reclaim() -> bool {
+    if !WANT_ZONES.load(Ordering::Relaxed) {
+        WANT_ZONES.store(true, Ordering::Relaxed);
+    }
     look();
     HIGH_ORDER.load(Ordering::Relaxed)
 }
@@ -74,7 +80,10 @@ fn look() {
     let Some((scanned, stolen)) = kswapd_counts() else {
         return;
     };
-    let zones = procfs::zones().unwrap_or_default();
+    let zones = match WANT_ZONES.load(Ordering::Relaxed) {
+        true => procfs::zones().unwrap_or_default(),
+        false => Vec::new(),
+    };
     let (last_scan, last_high_order) = match look.take() {
         Some(l) => (
             if scanned > l.scanned {
