@@ -31,6 +31,10 @@ impl Side {
             off,
         })
     }
+    /// Its stream, descriptor and offset for the next piece, if managed.
+    fn piece(&self) -> Option<(&ubio::Stream, std::os::fd::BorrowedFd<'_>, u64)> {
+        Some((self.d.stream()?, bfd(self.fd), self.offset()?))
+    }
     fn offset(&self) -> Option<u64> {
         if self.off.is_null() {
             desc::position(bfd(self.fd))
@@ -56,17 +60,15 @@ fn copy(
     let mut done: size_t = 0;
     loop {
         let want = (len - done).min(PIECE);
-        let so = src.as_ref().and_then(|s| Some((s, s.offset()?)));
-        let dof = dst.as_ref().and_then(|s| Some((s, s.offset()?)));
-        if let Some((s, o)) = so {
-            if let Some(st) = s.d.stream() {
-                st.before_external_read(bfd(s.fd), o, want as u64);
-            }
+        let (from, to) = (
+            src.as_ref().and_then(Side::piece),
+            dst.as_ref().and_then(Side::piece),
+        );
+        if let Some((st, fd, o)) = from {
+            st.before_external_read(fd, o, want as u64);
         }
-        if let Some((s, o)) = dof {
-            if let Some(st) = s.d.stream() {
-                st.before_external_io(bfd(s.fd), o, want as u64);
-            }
+        if let Some((st, fd, o)) = to {
+            st.before_external_io(fd, o, want as u64);
         }
         let n = call(want);
         if n < 0 {
@@ -77,15 +79,11 @@ fn copy(
                 (-1, e)
             });
         }
-        if let Some((s, o)) = so {
-            if let Some(st) = s.d.stream() {
-                st.after_external_read(bfd(s.fd), o, n as u64);
-            }
+        if let Some((st, fd, o)) = from {
+            st.after_external_read(fd, o, n as u64);
         }
-        if let Some((s, o)) = dof {
-            if let Some(st) = s.d.stream() {
-                st.after_external_write(bfd(s.fd), o, n as u64);
-            }
+        if let Some((st, fd, o)) = to {
+            st.after_external_write(fd, o, n as u64);
         }
         done += n as size_t;
         if once || n == 0 || (n as size_t) < want || done >= len {
