@@ -180,6 +180,18 @@ else
         awk '/^failures:$|targets? failed:$/ {f = 1; next}
              f && /^    [`A-Za-z0-9_:. -]+$/ {print "  " substr($0, 5); next}
              /^test result:/ {f = 0}' "$log" | sort -u
+        # Why, here at the end where CI's excerpt of the log shows it: each
+        # failed test's panic (its message, at most 15 lines, no backtrace).
+        echo "their panics:"
+        awk 'FNR == NR && /^failures:$/ {f = 1; next}
+             FNR == NR && f && /^    [A-Za-z0-9_:]+$/ {failed[substr($0, 5)] = 1; next}
+             FNR == NR {if (/^test result:/) f = 0; next}
+             /^thread .* panicked at / {
+                 name = $2; gsub(/\047/, "", name)
+                 if (name in failed) {p = 15; print "  " $0; next}
+             }
+             p && /^(stack backtrace:|note: run with)/ {p = 0}
+             p {print "    " $0; p--}' "$log" "$log"
     fi
 fi
 if [ "$skipped" -gt 0 ]; then
