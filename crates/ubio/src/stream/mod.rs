@@ -231,7 +231,14 @@ impl Stream {
                     && fallback.is_none()
             })
             .and_then(|align| {
-                DirectPath::new(opts.direct_reads, opts.direct_writes, align, opts.window)
+                DirectPath::new(
+                    opts.direct_reads,
+                    opts.direct_writes,
+                    align,
+                    opts.window,
+                    st.st_dev,
+                    flags & libc::O_ACCMODE,
+                )
             });
         // Where the tracker drops what the stream reads (not RWF_DONTCACHE's
         // reads, which would leave prefetched pages cached), on the file's
