@@ -10,8 +10,8 @@ use ubio::{DirectReads, DirectWrites, SmallReadahead};
 #[derive(clap::Args, Clone, Copy, Debug)]
 pub struct DataPathArgs {
     /// When the emulated backend reads through O_DIRECT: never,
-    /// under-reclaim, when-faster (it races the page cache, with the
-    /// process's other streams of the device) or always.
+    /// under-reclaim, when-faster (it races the page cache per stream) or
+    /// always.
     #[arg(
         long,
         value_name = "WHEN",
@@ -20,9 +20,8 @@ pub struct DataPathArgs {
     )]
     direct_reads: DirectReads,
     /// When the emulated backend writes whole aligned blocks through
-    /// O_DIRECT: never, when-faster (it races the page cache, with the
-    /// process's other streams of the device, writeback counted in) or
-    /// always.
+    /// O_DIRECT: never, when-faster (it races the page cache per stream,
+    /// writeback counted in) or always.
     #[arg(
         long,
         value_name = "WHEN",

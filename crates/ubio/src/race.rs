@@ -28,30 +28,11 @@
 //!   for its writeback when the direct slice after it begins
 //!   ([`Race::charge`]), or the direct slice would pay for it.
 //! - The faster path (direct also when even: it costs less CPU and no page
-//!   cache) then runs for a phase of [`FIRST_PHASE`] bytes (per stream on
-//!   the race), twice as long after each race with the same winner, up to
-//!   [`LONGEST_PHASE`]; then the paths race again, since what runs beside
-//!   the stream changes.
-//!
-//! The streams of one device in a process race together ([`Shared`]): one
-//! race per device and direction (and write slice, which follows the
-//! window), its slices and runs taken by the calls of every stream on it.
-//! The paths share the device and the CPUs, so a slice timed while other
-//! streams are on the other path says how fast its path is beside theirs,
-//! not with everyone on it. Raced apart, the streams of one process chose
-//! apart (bench/runs/2026-12-07-device-limit-4: four writers on xfs over
-//! /dev/shm each timed the cache faster, 1.4-5.4 GB/s against 0.5-2.0
-//! direct, and wrote at 0.70 of O_DIRECT; four `ubio cat` readers,
-//! 2026-12-07-race-runqueue: a cache slice beside others' direct reads
-//! timed 2.0-3.8 GB/s, 1.5-2.4 once all four read through the cache).
-//! Separate processes still race apart. The warm-up is per stream (each
-//! file's readahead starts small), so a shared race's is `warm_up` for each
-//! stream on it when the race begins (a stream that joins during a race
-//! has its first calls timed); its slices and runs are the device's.
+//!   cache) then runs for a phase of [`FIRST_PHASE`] bytes, twice as long
+//!   after each race with the same winner, up to [`LONGEST_PHASE`]; then
+//!   the paths race again, since what runs beside the stream changes.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// The path of one call.
@@ -97,7 +78,7 @@ pub struct Verdict {
     /// Bytes per second inside the calls of each path during the race.
     pub cache_mb_per_s: f64,
     pub direct_mb_per_s: f64,
-    /// Races run so far (the device's, by every stream on it).
+    /// Races run so far.
     pub races: u64,
 }
 
@@ -132,13 +113,11 @@ enum Phase {
     Run { path: Path, left: u64 },
 }
 
-/// The race of the streams of one device in one direction.
+/// The race of one stream in one direction.
 #[derive(Debug)]
 pub struct Race {
     slice: u64,
     warm_up: u64,
-    /// The streams on it ([`Shared`]); none counts as one.
-    streams: AtomicU64,
     state: Mutex<State>,
 }
 
@@ -158,7 +137,6 @@ impl Race {
         Race {
             slice,
             warm_up,
-            streams: AtomicU64::new(0),
             state: Mutex::new(State {
                 // An empty run: the first call starts the first race.
                 phase: Phase::Run {
@@ -173,14 +151,9 @@ impl Race {
         }
     }
 
-    /// The streams on the race (at least one).
-    fn streams(&self) -> u64 {
-        self.streams.load(Ordering::Relaxed).max(1)
-    }
-
-    /// The first phase of a race: a warm-up for each stream on it.
+    /// The first phase of a race.
     fn start(&self) -> Phase {
-        match self.warm_up * self.streams() {
+        match self.warm_up {
             0 => self.slice_of(Path::Cache, SLICES - 1),
             left => Phase::WarmUp { left },
         }
@@ -212,7 +185,7 @@ impl Race {
                 calls: 0,
                 slices: 0,
                 ..
-            } => st.decide(self.streams()),
+            } => st.decide(),
             Phase::Race {
                 turn,
                 left: 0,
@@ -266,61 +239,6 @@ impl Race {
     }
 }
 
-/// Which way a race's calls move the data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Direction {
-    Read,
-    Write,
-}
-
-/// What identifies a shared race: the process (a child after fork(2) has
-/// its own races: the parent's state may be locked by a thread the child
-/// does not have), the device (`st_dev`), the direction and the slice (a
-/// write race's follows the stream's window).
-type Key = (u32, u64, Direction, u64);
-
-/// The races of this process, each as long as a stream is on it.
-fn races() -> &'static Mutex<HashMap<Key, Weak<Race>>> {
-    static RACES: OnceLock<Mutex<HashMap<Key, Weak<Race>>>> = OnceLock::new();
-    RACES.get_or_init(Default::default)
-}
-
-/// A stream's place in the race of its device and direction in this
-/// process: the same [`Race`] for every stream of that device, a new one
-/// once none is left on it.
-#[derive(Debug)]
-pub struct Shared(Arc<Race>);
-
-impl Shared {
-    /// Joins (or starts) the race of device `dev` in `direction`, in slices
-    /// of `slice` bytes, each race after `warm_up` bytes per stream.
-    pub fn join(dev: u64, direction: Direction, slice: u64, warm_up: u64) -> Shared {
-        let mut all = races().lock().unwrap_or_else(|p| p.into_inner());
-        all.retain(|_, race| race.strong_count() > 0);
-        let key = (std::process::id(), dev, direction, slice);
-        let race = all.get(&key).and_then(Weak::upgrade).unwrap_or_else(|| {
-            let race = Arc::new(Race::new(slice, warm_up));
-            all.insert(key, Arc::downgrade(&race));
-            race
-        });
-        race.streams.fetch_add(1, Ordering::Relaxed);
-        Shared(race)
-    }
-}
-
-impl std::ops::Deref for Shared {
-    type Target = Race;
-    fn deref(&self) -> &Race {
-        &self.0
-    }
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        self.0.streams.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 impl State {
     fn tally(&mut self, path: Path) -> &mut Tally {
         match path {
@@ -329,10 +247,8 @@ impl State {
         }
     }
 
-    /// The end of a race: the winner's run, as long as the verdict repeats,
-    /// for each of the `streams` on the race (each stream races as often
-    /// for its bytes as it would alone).
-    fn decide(&mut self, streams: u64) -> Phase {
+    /// The end of a race: the winner's run, as long as the verdict repeats.
+    fn decide(&mut self) -> Phase {
         let (cache, direct) = (self.cache.mb_per_s(), self.direct.mb_per_s());
         let path = if direct >= cache {
             Path::Direct
@@ -343,11 +259,10 @@ impl State {
         let repeated = self.verdict.is_some_and(|v| v.path == path);
         let run = if repeated { self.next_run } else { FIRST_PHASE };
         self.next_run = (run * 2).min(LONGEST_PHASE);
-        let left = run * streams;
         log::debug!(
             "race {races}: {} for {} MiB (cache {cache:.0} MB/s, direct {direct:.0} MB/s inside the calls)",
             path.name(),
-            left >> 20
+            run >> 20
         );
         self.verdict = Some(Verdict {
             path,
@@ -357,7 +272,7 @@ impl State {
         });
         self.cache = Tally::default();
         self.direct = Tally::default();
-        Phase::Run { path, left }
+        Phase::Run { path, left: run }
     }
 }
 
@@ -503,41 +418,5 @@ mod tests {
             Path::Direct => 900.0,
         });
         assert_eq!(race.verdict().unwrap().path, Path::Cache);
-    }
-
-    #[test]
-    fn the_streams_of_a_device_race_together_each_warming_up() {
-        // A device number no other test uses.
-        const DEV: u64 = u64::MAX - 7;
-        let a = Shared::join(DEV, Direction::Read, 8 * MIB, 4 * MIB);
-        let b = Shared::join(DEV, Direction::Read, 8 * MIB, 4 * MIB);
-        let other_way = Shared::join(DEV, Direction::Write, 8 * MIB, 0);
-        assert!(std::ptr::eq(&*a, &*b));
-        assert!(!std::ptr::eq(&*a, &*other_way));
-        // Two streams: a warm-up of 4 MiB each, then one cache slice and
-        // one direct slice of 8 MiB between them, the calls alternating.
-        let paths: Vec<Path> = (0..16)
-            .map(|i| if i % 2 == 0 { &a } else { &b }.take(MIB))
-            .collect();
-        let calls = SLICE_CALLS as usize;
-        assert!(paths[..8 + calls].iter().all(|&p| p == Path::Cache), "{paths:?}");
-        // Both streams' calls are the direct slice's.
-        let direct: Vec<Path> = (0..calls)
-            .map(|i| if i % 2 == 0 { &a } else { &b }.take(MIB))
-            .collect();
-        assert!(direct.iter().all(|&p| p == Path::Direct), "{direct:?}");
-        // The winner (a tie: direct) runs FIRST_PHASE for each stream, then
-        // the next race warms up through the cache.
-        let run = 2 * FIRST_PHASE / MIB;
-        let paths: Vec<Path> = (0..=run).map(|_| a.take(MIB)).collect();
-        assert!(paths[..run as usize].iter().all(|&p| p == Path::Direct));
-        assert_eq!(paths[run as usize], Path::Cache);
-        // With no stream left on it, the next stream starts a new race.
-        drop((a, b));
-        let c = Shared::join(DEV, Direction::Read, 8 * MIB, 4 * MIB);
-        assert!(c.verdict().is_none());
-        // One stream: its own warm-up only.
-        let paths: Vec<Path> = (0..4 + calls + 1).map(|_| c.take(MIB)).collect();
-        assert_eq!(paths[4 + calls], Path::Direct, "{paths:?}");
     }
 }

@@ -4,8 +4,7 @@
 //!
 //! Two reasons to go direct: the kernel reclaims the stream's own pages
 //! before it drops them (reads only, [`ReadSwitch`]), and O_DIRECT moves
-//! the data faster on this device at this moment ([`Race`], one for the
-//! streams of a device in the process, [`Shared`]). Only calls
+//! the data faster on this device at this moment ([`Race`]). Only calls
 //! that O_DIRECT takes as they are race: one buffer, aligned for the
 //! device, at least [`DIRECT_MIN`] bytes, and for writes whole filesystem
 //! blocks at an offset of one, so that no block is ever written by both
@@ -14,7 +13,7 @@
 //! read the device again, a direct write would take their pages away.
 
 use crate::backend::{Direct, WriteAt};
-use crate::race::{Direction, Path, Race, Shared, Verdict};
+use crate::race::{Path, Race, Verdict};
 use crate::read_switch::ReadSwitch;
 use crate::setting::{from_str_by_name, Setting};
 use crate::sys::DioAlign;
@@ -161,12 +160,8 @@ pub(super) struct DirectPath {
     bytes_written: AtomicU64,
     /// Whether the kernel takes the stream's own pages (under reclaim).
     switch: ReadSwitch,
-    /// The races of the file's device the stream takes part in (shared
-    /// with the device's other streams in the process): reads `when-faster`
-    /// of a descriptor open for reading, writes `when-faster` of one open
-    /// for writing.
-    read_race: Option<Shared>,
-    write_race: Option<Shared>,
+    read_race: Race,
+    write_race: Race,
     /// The path of the last write (0: none yet, 1: cache, 2: direct).
     last_write: AtomicU8,
     /// O_DIRECT refused a call that statx's alignment says it takes: no
@@ -175,26 +170,16 @@ pub(super) struct DirectPath {
 }
 
 impl DirectPath {
-    /// The direct side of a file on device `dev` open with access mode
-    /// `access` (O_RDONLY, O_WRONLY or O_RDWR), unless neither reads nor
-    /// writes may use it. Write races in slices of `window` (at least 16
-    /// MiB): the page cache's slice is then long enough for its
-    /// write-behind to wait as it does in a long stream.
+    /// The direct side, unless neither reads nor writes may use it. Write
+    /// races in slices of `window` (at least 16 MiB): the page cache's
+    /// slice is then long enough for its write-behind to wait as it does
+    /// in a long stream.
     pub fn new(
         reads: DirectReads,
         writes: DirectWrites,
         align: DioAlign,
         window: u64,
-        dev: u64,
-        access: libc::c_int,
     ) -> Option<DirectPath> {
-        // Joined now, with the stream's open: the device's streams started
-        // together are all counted when the first race begins (its warm-up
-        // is one per stream).
-        let read_race = (reads == DirectReads::WhenFaster && access != libc::O_WRONLY)
-            .then(|| Shared::join(dev, Direction::Read, READ_SLICE, READ_WARM_UP));
-        let write_race = (writes == DirectWrites::WhenFaster && access != libc::O_RDONLY)
-            .then(|| Shared::join(dev, Direction::Write, window.max(16 << 20), 0));
         (reads != DirectReads::Never || writes != DirectWrites::Never).then(|| DirectPath {
             reads,
             writes,
@@ -203,8 +188,8 @@ impl DirectPath {
             bytes_read: AtomicU64::new(0),
             bytes_written: AtomicU64::new(0),
             switch: ReadSwitch::default(),
-            read_race,
-            write_race,
+            read_race: Race::new(READ_SLICE, READ_WARM_UP),
+            write_race: Race::new(window.max(16 << 20), 0),
             last_write: AtomicU8::new(0),
             refused: AtomicBool::new(false),
         })
@@ -293,11 +278,7 @@ impl DirectPath {
         }
         match forced {
             true => self.direct_route(direct, None),
-            false => match &self.read_race {
-                Some(race) => self.raced(direct, race, len),
-                // Not open for reading: the read fails, as it would.
-                None => Route::cache(),
-            },
+            false => self.raced(direct, &self.read_race, len),
         }
     }
 
@@ -335,10 +316,7 @@ impl DirectPath {
         }
         match self.writes {
             DirectWrites::Always => self.direct_route(direct, None),
-            _ => match &self.write_race {
-                Some(race) => self.raced(direct, race, len),
-                None => Route::cache(),
-            },
+            _ => self.raced(direct, &self.write_race, len),
         }
     }
 
@@ -377,9 +355,7 @@ impl DirectPath {
     /// The writeback of the page cache's writes took `spent` (their part
     /// of a race).
     pub fn charge_cache_writes(&self, spent: Duration) {
-        if let Some(race) = &self.write_race {
-            race.charge(Path::Cache, spent);
-        }
+        self.write_race.charge(Path::Cache, spent);
     }
 
     /// O_DIRECT failed with `err` before moving anything: true if the
@@ -418,10 +394,10 @@ impl DirectPath {
     }
 
     pub fn read_verdict(&self) -> Option<Verdict> {
-        self.read_race.as_ref().and_then(|r| r.verdict())
+        self.read_race.verdict()
     }
 
     pub fn write_verdict(&self) -> Option<Verdict> {
-        self.write_race.as_ref().and_then(|r| r.verdict())
+        self.write_race.verdict()
     }
 }

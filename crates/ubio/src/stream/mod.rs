@@ -231,14 +231,7 @@ impl Stream {
                     && fallback.is_none()
             })
             .and_then(|align| {
-                DirectPath::new(
-                    opts.direct_reads,
-                    opts.direct_writes,
-                    align,
-                    opts.window,
-                    st.st_dev,
-                    flags & libc::O_ACCMODE,
-                )
+                DirectPath::new(opts.direct_reads, opts.direct_writes, align, opts.window)
             });
         // Where the tracker drops what the stream reads (not RWF_DONTCACHE's
         // reads, which would leave prefetched pages cached), on the file's
