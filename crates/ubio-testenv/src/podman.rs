@@ -26,6 +26,8 @@ pub struct Podman {
     dir: tempfile::TempDir,
     /// The cgroup path (as /proc shows it) the containers go below.
     parent: String,
+    /// The cgroup directories `parent` adds (this instance's to remove).
+    made: Vec<PathBuf>,
     state: Arc<Mutex<State>>,
     _cleanup: CleanupGuard,
 }
@@ -73,11 +75,11 @@ impl Podman {
             std::process::id(),
             N.fetch_add(1, Ordering::Relaxed)
         );
-        let made_before = made_dirs(&parent);
+        let made = made_dirs(&parent);
         let state = Arc::new(Mutex::new(State::default()));
         let cleanup = {
             let (state, env) = (Arc::clone(&state), Env::of(dir.path()));
-            let parent = parent.clone();
+            let (parent, made_before) = (parent.clone(), made.clone());
             cleanup::register(format!("podman containers below {parent}"), move || {
                 let names =
                     std::mem::take(&mut state.lock().unwrap_or_else(|p| p.into_inner()).containers);
@@ -90,6 +92,7 @@ impl Podman {
         Ok(Podman {
             dir,
             parent,
+            made,
             state,
             _cleanup: cleanup,
         })
@@ -109,6 +112,48 @@ impl Podman {
     /// this instance's settings and storage.
     pub fn envs(&self) -> Vec<(&'static str, PathBuf)> {
         Env::of(self.dir.path()).vars()
+    }
+
+    /// Where the kernel has RT_GROUP_SCHED (a v1 `cpu` hierarchy with
+    /// cpu.rt_runtime_us, which a new cgroup gets as 0), gives the cgroups
+    /// this instance adds for its containers `runtime_us` of real-time time
+    /// per second, top down (a cgroup's budget must fit in its parent's), so
+    /// that a container run with `--cpu-rt-runtime` may run SCHED_FIFO
+    /// threads. Before the first container. Ok(false) where the kernel has
+    /// no such budget (every cgroup may run real-time threads); an error
+    /// where a cgroup above, not this instance's, has none to give.
+    pub fn give_real_time(&self, runtime_us: u64) -> io::Result<bool> {
+        let hierarchies = ubio_engine::cgroup::hierarchies()?;
+        let Some(cpu) = hierarchies.iter().find(|h| h.has_v1("cpu")) else {
+            return Ok(false);
+        };
+        let budget = |dir: &Path| dir.join("cpu.rt_runtime_us");
+        let mut path = String::new();
+        for part in self.parent.split('/').filter(|s| !s.is_empty()) {
+            path.push('/');
+            path.push_str(part);
+            let Some(dir) = cpu.dir_of(&path) else {
+                return Ok(false);
+            };
+            if !self.made.contains(&dir) {
+                let theirs = std::fs::read_to_string(budget(&dir)).unwrap_or_default();
+                if theirs.trim() == "0" {
+                    return Err(io::Error::other(format!(
+                        "{}: no real-time time to give (not this test's cgroup)",
+                        budget(&dir).display()
+                    )));
+                }
+                continue;
+            }
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| context(e, format_args!("mkdir {}", dir.display())))?;
+            if !budget(&dir).exists() {
+                return Ok(false);
+            }
+            std::fs::write(budget(&dir), runtime_us.to_string())
+                .map_err(|e| context(e, format_args!("write {}", budget(&dir).display())))?;
+        }
+        Ok(true)
     }
 
     /// `podman run -d --name NAME --cgroup-parent ... ARGS...`: a container
