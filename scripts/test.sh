@@ -184,13 +184,15 @@ else
         # failed test's panic (its message, at most 15 lines, no backtrace).
         echo "their panics:"
         awk 'FNR == NR && /^failures:$/ {f = 1; next}
-             FNR == NR && f && /^    [A-Za-z0-9_:]+$/ {failed[substr($0, 5)] = 1; next}
+             FNR == NR && f && /^    [^ ]+$/ {failed[substr($0, 5)] = 1; next}
              FNR == NR {if (/^test result:/) f = 0; next}
-             /^thread .* panicked at / {
-                 name = $2; gsub(/\047/, "", name)
-                 if (name in failed) {p = 15; print "  " $0; next}
+             # (libtest may have printed "test NAME ... " on the same line.)
+             p && /^(stack backtrace:|note: run with|thread |failures:$|test .* \.\.\. )/ {p = 0}
+             match($0, /thread \047[^\047]+\047.* panicked at /) {
+                 name = substr($0, RSTART + 8)
+                 name = substr(name, 1, index(name, "\047") - 1)
+                 if (name in failed) {p = 15; print "  " substr($0, RSTART); next}
              }
-             p && /^(stack backtrace:|note: run with)/ {p = 0}
              p {print "    " $0; p--}' "$log" "$log"
     fi
 fi
