@@ -62,8 +62,42 @@ fn to_py(py: Python<'_>, value: &impl serde::Serialize) -> PyResult<Py<PyAny>> {
     Ok(py.import("json")?.call_method1("loads", (json,))?.unbind())
 }
 
-fn backend(name: &str) -> PyResult<BackendKind> {
+/// A setting given by name (`backend="auto"`, `direct_writes="never"`);
+/// ValueError with the names it takes otherwise.
+fn parse<T: std::str::FromStr<Err = String>>(name: &str) -> PyResult<T> {
     name.parse().map_err(PyValueError::new_err)
+}
+
+fn backend(name: &str) -> PyResult<BackendKind> {
+    parse(name)
+}
+
+/// The same, the library's default where None.
+fn setting<T: std::str::FromStr<Err = String> + Default>(name: Option<&str>) -> PyResult<T> {
+    name.map_or(Ok(T::default()), parse)
+}
+
+/// When a stream's calls go through O_DIRECT and how it reads ahead: the
+/// keywords `direct_reads`, `direct_writes` and `small_readahead` of the
+/// Python API (as `--direct-reads` etc. of the command).
+struct DataPath {
+    direct_reads: ubio::DirectReads,
+    direct_writes: ubio::DirectWrites,
+    small_readahead: ubio::SmallReadahead,
+}
+
+impl DataPath {
+    fn new(
+        direct_reads: Option<&str>,
+        direct_writes: Option<&str>,
+        small_readahead: Option<&str>,
+    ) -> PyResult<DataPath> {
+        Ok(DataPath {
+            direct_reads: setting(direct_reads)?,
+            direct_writes: setting(direct_writes)?,
+            small_readahead: setting(small_readahead)?,
+        })
+    }
 }
 
 fn options(
@@ -71,12 +105,16 @@ fn options(
     window: Option<u64>,
     read_lag: Option<u64>,
     preserve_cached: bool,
+    data_path: &DataPath,
 ) -> PyResult<ubio::OpenOptions> {
     let mut o = ubio::OpenOptions::new();
     o.backend(backend(backend_name)?)
         .window(window.unwrap_or(ubio::DEFAULT_WINDOW))
         .read_lag(read_lag.unwrap_or(ubio::DEFAULT_READ_LAG))
-        .preserve_cached(preserve_cached);
+        .preserve_cached(preserve_cached)
+        .direct_reads(data_path.direct_reads)
+        .direct_writes(data_path.direct_writes)
+        .small_readahead(data_path.small_readahead);
     Ok(o)
 }
 
@@ -296,7 +334,8 @@ impl Stream {
 impl Stream {
     /// Stream the open descriptor `fd` (which stays the caller's) with ubio.
     #[new]
-    #[pyo3(signature = (fd, *, backend="auto", window=None, read_lag=None, preserve_cached=true, path=None))]
+    #[pyo3(signature = (fd, *, backend="auto", window=None, read_lag=None, preserve_cached=true, path=None, direct_reads=None, direct_writes=None, small_readahead=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         fd: RawFd,
@@ -305,9 +344,16 @@ impl Stream {
         read_lag: Option<u64>,
         preserve_cached: bool,
         path: Option<PathBuf>,
+        direct_reads: Option<&str>,
+        direct_writes: Option<&str>,
+        small_readahead: Option<&str>,
     ) -> PyResult<Stream> {
+        let data_path = DataPath::new(direct_reads, direct_writes, small_readahead)?;
         let mut opts = ubio::StreamOptions {
             backend: self::backend(backend)?,
+            direct_reads: data_path.direct_reads,
+            direct_writes: data_path.direct_writes,
+            small_readahead: data_path.small_readahead,
             ..Default::default()
         };
         opts.window = window.unwrap_or(opts.window);
@@ -490,18 +536,37 @@ fn cache_dict<'py>(py: Python<'py>, info: &FileCount) -> PyResult<Bound<'py, PyD
     Ok(d)
 }
 
+/// ValueError if a name is not one its keyword takes: `ubio.FileIO` asks
+/// before it opens the file, so that a wrong name truncates nothing.
+#[pyfunction]
+#[pyo3(signature = (backend, *, direct_reads=None, direct_writes=None, small_readahead=None))]
+fn check_names(
+    backend: &str,
+    direct_reads: Option<&str>,
+    direct_writes: Option<&str>,
+    small_readahead: Option<&str>,
+) -> PyResult<()> {
+    self::backend(backend)?;
+    DataPath::new(direct_reads, direct_writes, small_readahead).map(drop)
+}
+
 /// Copy `src` to `dst` with ubio's copy engine; {"bytes", "hole_bytes",
 /// "method", "src", "dst"}.
 #[pyfunction]
-#[pyo3(signature = (src, dst, *, backend="auto", window=None))]
+#[pyo3(signature = (src, dst, *, backend="auto", window=None, direct_reads=None, direct_writes=None, small_readahead=None))]
+#[allow(clippy::too_many_arguments)]
 fn copy<'py>(
     py: Python<'py>,
     src: PathBuf,
     dst: PathBuf,
     backend: &str,
     window: Option<u64>,
+    direct_reads: Option<&str>,
+    direct_writes: Option<&str>,
+    small_readahead: Option<&str>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let o = options(backend, window, None, true)?;
+    let data_path = DataPath::new(direct_reads, direct_writes, small_readahead)?;
+    let o = options(backend, window, None, true, &data_path)?;
     let copied = py
         .detach(|| ubio::copy::copy_path(&src, &dst, &o, &Default::default()))
         .map_err(|e| os_error(e.error))?;
@@ -542,6 +607,7 @@ fn probe(py: Python<'_>, path: PathBuf) -> PyResult<Py<PyAny>> {
 #[pymodule]
 fn _ubio(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Stream>()?;
+    m.add_function(wrap_pyfunction!(check_names, m)?)?;
     m.add_function(wrap_pyfunction!(copy, m)?)?;
     m.add_function(wrap_pyfunction!(stat, m)?)?;
     m.add_function(wrap_pyfunction!(evict, m)?)?;

@@ -11,6 +11,7 @@ import errno
 import hashlib
 import io
 import json
+import mmap
 import os
 import shutil
 import socket
@@ -508,6 +509,47 @@ def test_copy_stat_evict_probe(d):
     assert pr["auto"] in ubio.BACKENDS and pr["fs"]["fs_type"]
     with ubio.open(src, "rb") as f:
         assert set(f.raw.stats()) >= {"backend", "pages_dropped", "bytes_read"}
+
+
+def test_the_data_path_is_chosen_by_name(d):
+    """direct_reads, direct_writes and small_readahead take the command's names:
+    "always" sends the emulated backend's aligned calls through O_DIRECT and
+    reads ahead in small folios (the handle's counts say so), "never" keeps
+    them in the page cache, and the data is the same either way."""
+    path = p(d, "f")
+    buf = mmap.mmap(-1, MiB)  # page-aligned memory, which O_DIRECT takes
+    buf.write(block(7))
+    for when, direct in (("always", 8 * MiB), ("never", 0)):
+        with ubio.open(path, "wb", buffering=0, backend="emulated", direct_writes=when) as f:
+            for _ in range(8):
+                assert f.write(buf) == MiB
+            assert f.stats()["bytes_written_direct"] == direct, when
+        ubio.evict(path)
+        back = mmap.mmap(-1, MiB)
+        with ubio.open(path, "rb", buffering=0, backend="emulated", direct_reads=when,
+                       small_readahead="never" if when == "always" else "always") as f:
+            while f.readinto(back):
+                assert back[:] == buf[:], when
+            s = f.stats()
+        assert s["bytes_read"] == 8 * MiB and s["bytes_read_direct"] == direct, (when, s)
+        assert (s["small_readahead_bytes"] > 0) == (when == "never"), (when, s)
+        assert cached(path) == 0, when
+
+
+def test_a_wrong_setting_name_is_refused_with_the_choices(d):
+    path = p(d, "f")
+    with open(path, "wb") as f:
+        f.write(b"x")
+    for key in ("direct_reads", "direct_writes", "small_readahead"):
+        with pytest.raises(ValueError) as e:
+            ubio.open(path, "wb", **{key: "sometimes"})
+        assert "'sometimes' (expected one of: never" in str(e.value), str(e.value)
+    # Refused before the file was opened: "wb" truncated nothing.
+    with open(path, "rb") as f:
+        assert f.read() == b"x"
+    with pytest.raises(ValueError):
+        ubio.copy(path, p(d, "g"), direct_writes="sometimes")
+    assert not os.path.exists(p(d, "g"))
 
 
 # Descriptors ubio does not manage, long reads, blocking reads

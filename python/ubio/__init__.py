@@ -104,6 +104,9 @@ class FileIO(io.RawIOBase):
         window: Optional[int] = None,
         read_lag: Optional[int] = None,
         preserve_cached: bool = True,
+        direct_reads: Optional[str] = None,
+        direct_writes: Optional[str] = None,
+        small_readahead: Optional[str] = None,
     ) -> None:
         if self._fd >= 0:
             # __init__ again: the earlier file goes first, as with io.FileIO.
@@ -115,6 +118,14 @@ class FileIO(io.RawIOBase):
                     os.close(fd)
         if isinstance(file, float):
             raise TypeError("integer argument expected, got float")
+        backend = _default_backend if backend is None else backend
+        # Before the file is opened ("w" truncates it).
+        _ubio.check_names(
+            backend,
+            direct_reads=direct_reads,
+            direct_writes=direct_writes,
+            small_readahead=small_readahead,
+        )
         if isinstance(file, int) and _INT_MIN <= file <= _INT_MAX:
             if file < 0:
                 raise ValueError("negative file descriptor")
@@ -176,11 +187,14 @@ class FileIO(io.RawIOBase):
             path = None if isinstance(file, int) else os.fsdecode(file)
             self._stream = _ubio.Stream(
                 fd,
-                backend=_default_backend if backend is None else backend,
+                backend=backend,
                 window=window,
                 read_lag=read_lag,
                 preserve_cached=preserve_cached,
                 path=path,
+                direct_reads=direct_reads,
+                direct_writes=direct_writes,
+                small_readahead=small_readahead,
             )
         except BaseException:
             if owned is not None:
@@ -409,6 +423,9 @@ def open(  # noqa: A001 (shadows the builtin on purpose, as io.open does)
     window: Optional[int] = None,
     read_lag: Optional[int] = None,
     preserve_cached: bool = True,
+    direct_reads: Optional[str] = None,
+    direct_writes: Optional[str] = None,
+    small_readahead: Optional[str] = None,
 ) -> IO[Any]:
     """Open a file as the builtin open() does, with ubio underneath.
 
@@ -419,7 +436,11 @@ def open(  # noqa: A001 (shadows the builtin on purpose, as io.open does)
     BACKENDS ("auto" picks per file); ``window``: dirty + writeback bytes a
     writer may have (default 16 MiB); ``read_lag``: how far behind the read
     position read pages may stay (default 4 MiB); ``preserve_cached``: keep
-    pages that were cached before (default True).
+    pages that were cached before (default True). ``direct_reads``,
+    ``direct_writes`` and ``small_readahead`` name when the emulated backend
+    reads or writes through O_DIRECT and reads ahead in small folios itself,
+    as ``ubio cat``'s ``--direct-reads`` and the others do (None: the
+    library's default, "when-faster" and "when-fragmented").
     """
     if not isinstance(file, int):
         file = os.fspath(file)
@@ -464,6 +485,9 @@ def open(  # noqa: A001 (shadows the builtin on purpose, as io.open does)
         window=window,
         read_lag=read_lag,
         preserve_cached=preserve_cached,
+        direct_reads=direct_reads,
+        direct_writes=direct_writes,
+        small_readahead=small_readahead,
     )
     result: Any = raw
     try:

@@ -22,6 +22,9 @@ class Stream:
         read_lag: Optional[int] = None,
         preserve_cached: bool = True,
         path: Optional[str] = None,
+        direct_reads: Optional[str] = None,
+        direct_writes: Optional[str] = None,
+        small_readahead: Optional[str] = None,
     ) -> None: ...
     def readinto(self, buffer: Any) -> int: ...
     def read(self, size: int) -> bytes: ...
@@ -34,8 +37,24 @@ class Stream:
     def stats(self) -> Dict[str, Any]: ...
     def backend(self) -> Tuple[str, str]: ...
 
+def check_names(
+    backend: str,
+    *,
+    direct_reads: Optional[str] = None,
+    direct_writes: Optional[str] = None,
+    small_readahead: Optional[str] = None,
+) -> None:
+    """ValueError if a name is not one its keyword takes."""
+
 def copy(
-    src: _Path, dst: _Path, *, backend: str = "auto", window: Optional[int] = None
+    src: _Path,
+    dst: _Path,
+    *,
+    backend: str = "auto",
+    window: Optional[int] = None,
+    direct_reads: Optional[str] = None,
+    direct_writes: Optional[str] = None,
+    small_readahead: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Copy src to dst with ubio's copy engine: cloned where the filesystem
     can, otherwise read and written overlapped through two ubio streams, holes
