@@ -184,15 +184,21 @@ impl Readahead {
                 st.asked_to = range.start;
             }
             let from = st.asked_to;
-            let to = (range.end + AHEAD).max(from);
-            let steps = (to - from).div_ceil(STEP);
-            st.asked_to = from + steps * STEP;
-            (0..steps).map(move |i| from + i * STEP)
+            let mut to = (range.end + AHEAD).max(from);
+            if to > from {
+                // Not past the end of file, where the kernel reads nothing
+                // (a file that grows is asked for as it grows).
+                let size = sys::fstat(fd).map_or(u64::MAX, |s| s.st_size as u64);
+                to = to.min(size.max(from));
+            }
+            st.asked_to = to;
+            (from..to)
+                .step_by(STEP as usize)
+                .map(move |at| (at, STEP.min(to - at)))
         };
-        for at in asks {
-            // Past the end of file the kernel asks for nothing.
-            if sys::fadvise(fd, at, STEP, Advice::WillNeed).is_ok() {
-                self.asked.fetch_add(STEP, Ordering::Relaxed);
+        for (at, len) in asks {
+            if sys::fadvise(fd, at, len, Advice::WillNeed).is_ok() {
+                self.asked.fetch_add(len, Ordering::Relaxed);
             }
         }
     }

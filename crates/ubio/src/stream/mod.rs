@@ -90,8 +90,8 @@ pub struct Stats {
     /// The same of writes.
     pub write_race: Option<Verdict>,
     /// Times the stream went over to reading ahead in small folios itself
-    /// ([`SmallReadahead`]), and the bytes it asked for so (asks past the
-    /// end of file included: the kernel reads nothing there).
+    /// ([`SmallReadahead`]), and the bytes it asked for so (up to the end
+    /// of file as it was at each ask).
     pub small_readahead_phases: u64,
     pub small_readahead_bytes: u64,
     /// Pages this stream dropped from the page cache.
@@ -947,6 +947,11 @@ mod tests {
         let stats = stream.stats();
         assert_eq!(stats.small_readahead_phases, 1);
         assert!(stats.small_readahead_bytes >= data.len() as u64 - 8 * MIB);
+        assert!(
+            stats.small_readahead_bytes <= data.len() as u64,
+            "asked past the end of file: {}",
+            stats.small_readahead_bytes
+        );
         assert_eq!(cached(32 * MIB, 8 * MIB), others_pages, "others' pages");
         assert_eq!(
             cached(0, 64 * MIB),
