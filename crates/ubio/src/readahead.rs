@@ -184,7 +184,9 @@ impl Readahead {
                 st.asked_to = range.start;
             }
             let from = st.asked_to;
-            let mut to = (range.end + AHEAD).max(from);
+            // Whole steps: one batch of asks (and one fstat) per STEP read.
+            let steps = (range.end + AHEAD).saturating_sub(from).div_ceil(STEP);
+            let mut to = from + steps * STEP;
             if to > from {
                 // Not past the end of file, where the kernel reads nothing
                 // (a file that grows is asked for as it grows).
