@@ -101,6 +101,11 @@
 # run as `python3 SCRIPT --dir /mnt/data ARGS...` on an ext4 on the
 # scratch disk; each line it prints reaches the console as `GUEST-SCRIPT
 # <line>`. UBIO_GUEST_DISK_GB: the scratch disk's size (default 4).
+# TMPDIR (default /tmp): where the run's work directory goes, with the
+# guests' sparse scratch disks (discarded by each mkfs, so they hold about
+# what the guest has written since), their initramfs and console logs.
+# scripts/test.sh puts it on /dev/shm, so the guests write nothing to the
+# host's disk while the host tests measure it.
 # The ext4 tail detector in every guest after the power-cut and disk-fault
 # suites (issue 37; default off): UBIO_GUEST_TAILDETECT, the arguments of
 # ubio-taildetect (e.g. "--iterations 20000"; empty: not run); its result is
@@ -227,7 +232,7 @@ phase() {
 }
 timings=()
 
-work=$(mktemp -d /tmp/ubio-guest.XXXXXX)
+work=$(mktemp -d -t ubio-guest.XXXXXX)
 qemu_pids=()
 cleanup() {
     local p

@@ -59,14 +59,13 @@ if [ -n "$POWERCUT$DISKFAULT" ]; then
     strip -o "$r/usr/bin/ubio-powercut" "$CARGO_TARGET_DIR/$target/release/ubio-powercut"
     strip -o "$r/usr/bin/ubio-diskfault" "$CARGO_TARGET_DIR/$target/release/ubio-diskfault"
     # `ubio run`'s shim, beside ubio (where it looks first after
-    # UBIO_PRELOAD): a cdylib, so built without crt-static, in the main
-    # target directory, against the host's glibc that the image carries.
-    # (Not while only building: the host tests' cargo holds that directory.)
-    if [ -z "$BUILD_ONLY" ]; then
-        env -u RUSTFLAGS CARGO_TARGET_DIR="$root/target" cargo build -q --release -p ubio-preload
-        add_program "$r" "$root/target/release/libubio_preload.so" /usr/bin
-        strip "$r/usr/bin/libubio_preload.so"
-    fi
+    # UBIO_PRELOAD): a cdylib, so built without crt-static, against the
+    # host's glibc that the image carries, in a target directory of its own:
+    # the host's build and tests hold the main one while this runs beside
+    # them (scripts/test.sh), and target/guest's flags differ.
+    env -u RUSTFLAGS CARGO_TARGET_DIR="$root/target/guest-shim" cargo build -q --release -p ubio-preload
+    add_program "$r" "$root/target/guest-shim/release/libubio_preload.so" /usr/bin
+    strip "$r/usr/bin/libubio_preload.so"
 fi
 if [ -n "$TAILDETECT" ]; then
     cargo build -q --release --target "$target" -p ubio-fsx --bin ubio-taildetect

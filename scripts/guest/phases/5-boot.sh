@@ -13,18 +13,21 @@ qemu_start() { # accel kernel-series log cmdline-extra [outbox-image]; sets qemu
         -kernel "$work/vmlinux-$k" -initrd "$work/initramfs-$k.cpio" \
         -append "console=ttyS0 quiet panic=-1 $extra" \
         -serial "file:$log" \
-        -drive "file=$work/disk-$k.img,format=raw,if=virtio,cache=unsafe" \
-        ${5:+-drive "file=$5,format=raw,if=virtio,cache=unsafe"} \
+        -drive "file=$work/disk-$k.img,format=raw,if=virtio,cache=unsafe,discard=unmap" \
+        ${5:+-drive "file=$5,format=raw,if=virtio,cache=unsafe,discard=unmap"} \
         > "$log.qemu" 2>&1 &
     qemu_pid=$!
     qemu_pids+=("$qemu_pid")
 }
 # Each qemu's CPU seconds (user + system, last seen) and wall seconds until
 # it exited: CPU time does not depend on what else the host is running.
+# And the most its disks held at once (MiB allocated in the sparse images,
+# the memory they take where TMPDIR is a tmpfs).
 declare -A qemu_cpu qemu_wall
+disk_peak_mib=0
 tck=$(getconf CLK_TCK)
 qemu_wait() { # limit pid...: wait for all, stop those past the limit
-    local limit=$1 p alive t t0=$SECONDS
+    local limit=$1 p alive t t0=$SECONDS held
     shift
     while :; do
         alive=0
@@ -35,6 +38,8 @@ qemu_wait() { # limit pid...: wait for all, stop those past the limit
                 qemu_wall[$p]=$((SECONDS - t0))
             fi
         done
+        held=$(du -cm "$work"/*.img 2>/dev/null | awk 'END {print $1 + 0}')
+        [ "$held" -gt "$disk_peak_mib" ] && disk_peak_mib=$held
         [ "$alive" = 1 ] || break
         if [ $((SECONDS - t0)) -ge "$limit" ]; then
             echo "guest: no power-off after ${limit}s; stopping qemu" >&2

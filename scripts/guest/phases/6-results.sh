@@ -6,7 +6,8 @@
 failures=0
 echo
 echo "== guest summary"
-echo "host: $(uname -r); accelerator: $accel; streams of $STREAM_MB MiB"
+echo "host: $(uname -r); accelerator: $accel; streams of $STREAM_MB MiB;" \
+    "the scratch disks held at most $disk_peak_mib MiB at once (on $(df --output=fstype "$work" | tail -1))"
 for k in $KERNELS; do
     log="$work/console-$k.log.txt"
     tr -d '\r' < "$work/console-$k.log" > "$log"
