@@ -28,7 +28,9 @@ use ubio_bench::harness::schedule;
 /// run the same command again to go on where it stopped. In a directory
 /// that holds them gzipped (matrix.json.gz, points/*/report.json.gz: the
 /// runs committed under bench/runs), they are read and rewritten gzipped.
-/// Needs root.
+/// Needs root. The ubio modes take UBIO_DIRECT_READS, UBIO_DIRECT_WRITES and
+/// UBIO_SMALL_READAHEAD as `ubio-bench run` does (each point's environment
+/// records those set).
 #[derive(clap::Args)]
 pub struct Args {
     /// A fixed matrix: `standard` (the axes' defaults below) or `release`
@@ -136,6 +138,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
 }
 
 fn matrix(args: Args) -> Result<ExitCode> {
+    ubio_bench::harness::data_path::DataPath::from_env()?;
     let out = args
         .out
         .clone()

@@ -26,6 +26,11 @@ use ubio_testenv::scratchfs::FsKind;
 ///
 /// Needs root (memory cgroup, loop filesystems) and free space for the
 /// dataset (twice for copies) under --dir.
+///
+/// The ubio modes take ubio's data-path settings from UBIO_DIRECT_READS,
+/// UBIO_DIRECT_WRITES and UBIO_SMALL_READAHEAD, as `ubio run` and `ubio cat`
+/// do (e.g. UBIO_DIRECT_READS=always: every aligned read direct, no race);
+/// the report's environment records those set.
 #[derive(clap::Args)]
 pub struct Args {
     /// seq-read, seq-write, rand-read, rand-write or copy.
@@ -155,6 +160,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
 }
 
 fn bench(args: Args) -> Result<ExitCode> {
+    ubio_bench::harness::data_path::DataPath::from_env()?;
     let config = config(&args)?;
     let out = args.out.clone().unwrap_or_else(|| default_out(""));
     let mut options = run_options(args.seed)?;

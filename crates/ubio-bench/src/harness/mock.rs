@@ -179,6 +179,7 @@ pub fn environment() -> Environment {
                 .map(|(k, v)| (k.to_owned(), v.to_owned()))
                 .into(),
         ),
+        ubio_settings: Default::default(),
     }
 }
 

@@ -10,6 +10,7 @@
 // In the order a benchmark uses them: what it is, how it runs, what it
 // gives.
 pub mod compare;
+pub mod data_path;
 pub mod engine;
 pub mod export;
 pub mod fio;

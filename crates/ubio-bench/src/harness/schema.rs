@@ -117,6 +117,11 @@ pub struct Environment {
     /// as bare metal does.
     #[serde(default)]
     pub free_page_reporting: Option<std::collections::BTreeMap<String, String>>,
+    /// The data-path settings the ubio modes ran with, those set
+    /// (UBIO_DIRECT_READS, ...: `harness::data_path`); empty: the
+    /// library's defaults.
+    #[serde(default)]
+    pub ubio_settings: std::collections::BTreeMap<String, String>,
 }
 
 /// Where the machine runs, from every source there is.

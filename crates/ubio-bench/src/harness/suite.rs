@@ -823,6 +823,7 @@ mod tests {
             tools: Default::default(),
             virtualization: Default::default(),
             free_page_reporting: None,
+            ubio_settings: Default::default(),
         };
         let mut r = Report::new(env, exp.config.clone(), 0);
         r.modes = modes;

@@ -75,6 +75,7 @@ impl Handle {
                     Access::Overwrite => o.write(true),
                     Access::Region => o.write(true).create(true),
                 };
+                crate::harness::data_path::DataPath::from_env()?.apply(&mut o);
                 Handle::Ubio(Box::new(o.backend(kind).open(path)?))
             }
             BenchMode::Tool(_) => unreachable!("{mode} does not run here"),

@@ -168,6 +168,7 @@ pub fn environment(report: &Report) -> Vec<(String, String)> {
             format!("{} on {}", e.filesystem, e.device),
         ),
     ];
+    lines.push(("ubio's data path".into(), settings_line(&e.ubio_settings)));
     if !e.tools.is_empty() {
         let tools: Vec<String> = e.tools.iter().map(|(k, v)| format!("{k} {v}")).collect();
         lines.push(("tools".into(), tools.join(", ")));
@@ -356,4 +357,14 @@ fn spread(s: Summary) -> String {
 
 fn median(s: Option<Summary>, decimals: usize) -> String {
     s.map_or("–".into(), |s| format!("{:.d$}", s.median, d = decimals))
+}
+
+/// The ubio modes' data-path settings in a line: "UBIO_DIRECT_READS=always",
+/// or the library's defaults.
+pub fn settings_line(settings: &std::collections::BTreeMap<String, String>) -> String {
+    if settings.is_empty() {
+        return "the library's defaults".into();
+    }
+    let set: Vec<String> = settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!("{} (the library's defaults otherwise)", set.join(", "))
 }

@@ -1,5 +1,6 @@
 //! The machine, the software and the storage, for the report.
 
+use crate::harness::data_path::DataPath;
 use crate::harness::schema::{Environment, Virtualization};
 use crate::page_reporting;
 use std::collections::BTreeMap;
@@ -51,6 +52,7 @@ pub fn gather(
             &std::fs::read_to_string("/proc/cmdline").unwrap_or_default(),
         ),
         free_page_reporting: page_reporting::parameters(Path::new(page_reporting::SYSFS)),
+        ubio_settings: DataPath::from_env().map(|d| d.named()).unwrap_or_default(),
     }
 }
 

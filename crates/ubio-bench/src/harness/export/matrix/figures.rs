@@ -485,6 +485,10 @@ pub fn setup(record: &MatrixRecord) -> Vec<(String, String)> {
             ),
         ));
         lines.push((
+            "ubio's data path".into(),
+            crate::harness::export::table::settings_line(&e.ubio_settings),
+        ));
+        lines.push((
             "harness".into(),
             format!(
                 "{}{}",
