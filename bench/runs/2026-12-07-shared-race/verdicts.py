@@ -13,7 +13,9 @@ import sys
 
 here = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
 rows = []
-for f in glob.glob(os.path.join(here, "*", "round*", "points", "*", "report.json.gz")):
+# ab.sh's rounds (here), or the turns of a later A/B that reuses this (2026-12-07-race-cost).
+for f in (glob.glob(os.path.join(here, "*", "round*", "points", "*", "report.json.gz"))
+          + glob.glob(os.path.join(here, "*", "turn*", "points", "*", "report.json.gz"))):
     label, rnd, _, point = f[len(here) + 1:].split(os.sep)[:4]
     if "_t1_" in point:
         continue
