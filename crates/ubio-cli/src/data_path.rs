@@ -15,7 +15,7 @@ pub struct DataPathArgs {
     #[arg(
         long,
         value_name = "WHEN",
-        env = "UBIO_DIRECT_READS",
+        env = DirectReads::ENV,
         default_value = "when-faster"
     )]
     direct_reads: DirectReads,
@@ -25,7 +25,7 @@ pub struct DataPathArgs {
     #[arg(
         long,
         value_name = "WHEN",
-        env = "UBIO_DIRECT_WRITES",
+        env = DirectWrites::ENV,
         default_value = "when-faster"
     )]
     direct_writes: DirectWrites,
@@ -36,7 +36,7 @@ pub struct DataPathArgs {
     #[arg(
         long,
         value_name = "WHEN",
-        env = "UBIO_SMALL_READAHEAD",
+        env = SmallReadahead::ENV,
         default_value = "when-fragmented"
     )]
     small_readahead: SmallReadahead,

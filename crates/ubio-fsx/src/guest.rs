@@ -57,7 +57,7 @@ impl SuiteArgs {
     /// shim of `ubio run` reads them too).
     pub fn ubio_command(&self) -> std::process::Command {
         let mut c = std::process::Command::new(&self.ubio);
-        c.env("UBIO_DIRECT_WRITES", self.direct_writes.name());
+        c.env(ubio::DirectWrites::ENV, self.direct_writes.name());
         c
     }
 }

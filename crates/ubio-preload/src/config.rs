@@ -32,6 +32,15 @@ pub fn get() -> &'static Config {
     CONFIG.get_or_init(from_env)
 }
 
+/// A data-path setting read from the environment; one that names nothing
+/// is noted in `problems`, and the default kept.
+fn setting<T>(read: Result<Option<T>, String>, problems: &mut Vec<String>) -> Option<T> {
+    read.unwrap_or_else(|e| {
+        problems.push(format!("{e}; using the default"));
+        None
+    })
+}
+
 fn from_env() -> Config {
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let debug = var("UBIO_LOG").is_some_and(|v| v.eq_ignore_ascii_case("debug"));
@@ -50,23 +59,14 @@ fn from_env() -> Config {
             Err(e) => problems.push(format!("UBIO_BACKEND: {e}; using auto")),
         }
     }
-    if let Some(d) = var("UBIO_DIRECT_READS") {
-        match d.parse::<ubio::DirectReads>() {
-            Ok(w) => stream.direct_reads = w,
-            Err(e) => problems.push(format!("UBIO_DIRECT_READS: {e}; using the default")),
-        }
+    if let Some(w) = setting(ubio::DirectReads::from_env(var), &mut problems) {
+        stream.direct_reads = w;
     }
-    if let Some(d) = var("UBIO_DIRECT_WRITES") {
-        match d.parse::<ubio::DirectWrites>() {
-            Ok(w) => stream.direct_writes = w,
-            Err(e) => problems.push(format!("UBIO_DIRECT_WRITES: {e}; using the default")),
-        }
+    if let Some(w) = setting(ubio::DirectWrites::from_env(var), &mut problems) {
+        stream.direct_writes = w;
     }
-    if let Some(d) = var("UBIO_SMALL_READAHEAD") {
-        match d.parse::<ubio::SmallReadahead>() {
-            Ok(w) => stream.small_readahead = w,
-            Err(e) => problems.push(format!("UBIO_SMALL_READAHEAD: {e}; using the default")),
-        }
+    if let Some(w) = setting(ubio::SmallReadahead::from_env(var), &mut problems) {
+        stream.small_readahead = w;
     }
     Config {
         stream,

@@ -64,6 +64,7 @@ impl Setting for SmallReadahead {
         SmallReadahead::Always,
     ];
     const WHAT: &'static str = "small readahead";
+    const ENV: &'static str = "UBIO_SMALL_READAHEAD";
     fn name(self) -> &'static str {
         match self {
             SmallReadahead::Never => "never",

@@ -6,6 +6,9 @@
 pub trait Setting: Sized + Copy + 'static {
     const ALL: &'static [Self];
     const WHAT: &'static str;
+    /// The environment variable that sets it (the shim's, `ubio cat`'s
+    /// and the bench's).
+    const ENV: &'static str;
     fn name(self) -> &'static str;
 
     fn parse_setting(s: &str) -> Result<Self, String> {
@@ -33,9 +36,22 @@ macro_rules! from_str_by_name {
             }
         }
         impl $t {
+            /// The environment variable that sets it.
+            pub const ENV: &'static str = <$t as Setting>::ENV;
+
             /// As written in settings.
             pub fn name(self) -> &'static str {
                 <$t as Setting>::name(self)
+            }
+
+            /// The setting [`Self::ENV`] names in an environment (`var`
+            /// looks a variable up): None where unset, an error naming the
+            /// variable and the choices where it names no setting.
+            pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, String> {
+                var(Self::ENV)
+                    .map(|v| v.parse::<$t>())
+                    .transpose()
+                    .map_err(|e| format!("{}: {e}", Self::ENV))
             }
         }
     };

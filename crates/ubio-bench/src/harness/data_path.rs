@@ -7,42 +7,31 @@
 
 use std::collections::BTreeMap;
 use std::io;
-
-/// The variables, as the shim and the command read them.
-const READS: &str = "UBIO_DIRECT_READS";
-const WRITES: &str = "UBIO_DIRECT_WRITES";
-const SMALL_READAHEAD: &str = "UBIO_SMALL_READAHEAD";
+use ubio::{DirectReads, DirectWrites, SmallReadahead};
 
 /// The settings a run's ubio modes take; `None`: the library's default.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct DataPath {
-    pub direct_reads: Option<ubio::DirectReads>,
-    pub direct_writes: Option<ubio::DirectWrites>,
-    pub small_readahead: Option<ubio::SmallReadahead>,
+    pub direct_reads: Option<DirectReads>,
+    pub direct_writes: Option<DirectWrites>,
+    pub small_readahead: Option<SmallReadahead>,
 }
 
 impl DataPath {
-    /// From the environment. A value that names no setting is an error
-    /// naming the variable and the choices (a run must not measure the
-    /// default while its reader thinks it measured something else).
+    /// From the environment (an empty variable is unset, as for the
+    /// shim). A value that names no setting is an error naming the
+    /// variable and the choices (a run must not measure the default while
+    /// its reader thinks it measured something else).
     pub fn from_env() -> io::Result<DataPath> {
-        Self::from_vars(|name| std::env::var(name).ok())
+        Self::from_vars(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
     }
 
-    fn from_vars(var: impl Fn(&str) -> Option<String>) -> io::Result<DataPath> {
-        fn parse<T: std::str::FromStr<Err = String>>(
-            name: &str,
-            value: Option<String>,
-        ) -> io::Result<Option<T>> {
-            value
-                .map(|v| v.parse::<T>())
-                .transpose()
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{name}: {e}")))
-        }
+    fn from_vars(var: impl Fn(&str) -> Option<String> + Copy) -> io::Result<DataPath> {
+        let invalid = |e| io::Error::new(io::ErrorKind::InvalidInput, e);
         Ok(DataPath {
-            direct_reads: parse(READS, var(READS))?,
-            direct_writes: parse(WRITES, var(WRITES))?,
-            small_readahead: parse(SMALL_READAHEAD, var(SMALL_READAHEAD))?,
+            direct_reads: DirectReads::from_env(var).map_err(invalid)?,
+            direct_writes: DirectWrites::from_env(var).map_err(invalid)?,
+            small_readahead: SmallReadahead::from_env(var).map_err(invalid)?,
         })
     }
 
@@ -62,9 +51,9 @@ impl DataPath {
     /// The variables set, by name, for the report.
     pub fn named(&self) -> BTreeMap<String, String> {
         [
-            (READS, self.direct_reads.map(|w| w.name())),
-            (WRITES, self.direct_writes.map(|w| w.name())),
-            (SMALL_READAHEAD, self.small_readahead.map(|w| w.name())),
+            (DirectReads::ENV, self.direct_reads.map(|w| w.name())),
+            (DirectWrites::ENV, self.direct_writes.map(|w| w.name())),
+            (SmallReadahead::ENV, self.small_readahead.map(|w| w.name())),
         ]
         .into_iter()
         .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))
@@ -76,7 +65,7 @@ impl DataPath {
 mod tests {
     use super::*;
 
-    fn vars<'a>(set: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+    fn vars<'a>(set: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + Copy + 'a {
         move |name| {
             set.iter()
                 .find(|(k, _)| *k == name)
@@ -93,22 +82,25 @@ mod tests {
 
     #[test]
     fn set_variables_are_parsed_and_named_back() {
-        let d =
-            DataPath::from_vars(vars(&[(READS, "always"), (SMALL_READAHEAD, "always")])).unwrap();
-        assert_eq!(d.direct_reads, Some(ubio::DirectReads::Always));
+        let d = DataPath::from_vars(vars(&[
+            (DirectReads::ENV, "always"),
+            (SmallReadahead::ENV, "always"),
+        ]))
+        .unwrap();
+        assert_eq!(d.direct_reads, Some(DirectReads::Always));
         assert_eq!(d.direct_writes, None);
         assert_eq!(
             d.named(),
             BTreeMap::from([
-                (READS.to_owned(), "always".to_owned()),
-                (SMALL_READAHEAD.to_owned(), "always".to_owned())
+                (DirectReads::ENV.to_owned(), "always".to_owned()),
+                (SmallReadahead::ENV.to_owned(), "always".to_owned())
             ])
         );
     }
 
     #[test]
     fn a_wrong_value_names_the_variable_and_the_choices() {
-        let e = DataPath::from_vars(vars(&[(WRITES, "sometimes")])).unwrap_err();
+        let e = DataPath::from_vars(vars(&[(DirectWrites::ENV, "sometimes")])).unwrap_err();
         let msg = e.to_string();
         assert!(msg.starts_with("UBIO_DIRECT_WRITES: "), "{msg}");
         assert!(

@@ -81,6 +81,7 @@ impl Setting for DirectReads {
         DirectReads::Always,
     ];
     const WHAT: &'static str = "direct reads";
+    const ENV: &'static str = "UBIO_DIRECT_READS";
     fn name(self) -> &'static str {
         match self {
             DirectReads::Never => "never",
@@ -98,6 +99,7 @@ impl Setting for DirectWrites {
         DirectWrites::Always,
     ];
     const WHAT: &'static str = "direct writes";
+    const ENV: &'static str = "UBIO_DIRECT_WRITES";
     fn name(self) -> &'static str {
         match self {
             DirectWrites::Never => "never",
