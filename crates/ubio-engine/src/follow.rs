@@ -559,6 +559,14 @@ impl Follower {
         }
         self.settle();
         let wait = self.next_interval(moved_max, elapsed);
+        log::trace!(
+            "look {}: {:?} after the last, took {:?}, furthest move {} KiB, next in {:?}",
+            self.stats.looks,
+            elapsed.unwrap_or_default(),
+            now.elapsed(),
+            moved_max >> 10,
+            wait
+        );
         if self.following() > 0 {
             self.due = Some(Instant::now() + wait);
         }
