@@ -23,6 +23,7 @@ pub mod backend;
 mod buffer;
 pub mod claims;
 pub mod copy;
+pub mod descriptors;
 pub mod error;
 pub mod evict;
 mod file;

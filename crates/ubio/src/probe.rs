@@ -194,7 +194,7 @@ pub struct Direct {
 /// `O_WRONLY` or `O_RDWR`): the one check of O_DIRECT support. EINVAL where
 /// the filesystem refuses direct I/O.
 pub fn open_direct(fd: BorrowedFd<'_>, access: libc::c_int) -> io::Result<Direct> {
-    let file = sys::reopen(fd, access | libc::O_DIRECT)?;
+    let file = crate::descriptors::reopen(fd, access | libc::O_DIRECT)?;
     Ok(match sys::statx_dio_align(file.as_fd()).ok().flatten() {
         Some(align) => Direct {
             file,

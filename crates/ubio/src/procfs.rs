@@ -171,6 +171,9 @@ pub struct PidStatus {
     /// The process's pid in each pid namespace it is in, the outermost
     /// first (NSpid, Linux 4.1+): more than one in a container's own.
     pub ns_pids: Vec<u32>,
+    /// Entries of the descriptor table the kernel has for the process
+    /// (FDSize): it grows past the highest number opened, never shrinks.
+    pub fd_table_size: Option<u64>,
 }
 
 /// /proc/PID/status's text.
@@ -205,6 +208,7 @@ pub fn parse_pid_status(text: &str) -> PidStatus {
             "VmHWM" => st.rss_peak = kib(v),
             "Umask" => st.umask = u32::from_str_radix(v.trim(), 8).ok(),
             "CapEff" => st.cap_eff = u64::from_str_radix(v.trim(), 16).ok(),
+            "FDSize" => st.fd_table_size = v.trim().parse().ok(),
             "NSpid" => {
                 st.ns_pids = v
                     .split_whitespace()
@@ -416,7 +420,7 @@ mod tests {
 
     #[test]
     fn status_ids_memory_and_umask() {
-        let s = "Name:\tx\nUmask:\t0022\nCapEff:\t0000000000280000\nNSpid:\t4242\t7\nUid:\t1000\t0\t0\t0\nGid:\t100\t100\t100\t100\nGroups:\t4 24 \nVmHWM:\t    2048 kB\nVmRSS:\t    1024 kB\nVmLck:\t       0 kB\n";
+        let s = "Name:\tx\nUmask:\t0022\nCapEff:\t0000000000280000\nNSpid:\t4242\t7\nFDSize:\t256\nUid:\t1000\t0\t0\t0\nGid:\t100\t100\t100\t100\nGroups:\t4 24 \nVmHWM:\t    2048 kB\nVmRSS:\t    1024 kB\nVmLck:\t       0 kB\n";
         let st = parse_pid_status(s);
         assert_eq!(st.uids, [1000, 0, 0, 0]);
         assert_eq!(st.gids, [100; 4]);
@@ -432,6 +436,7 @@ mod tests {
             "CAP_SYS_PTRACE and CAP_SYS_ADMIN"
         );
         assert_eq!(st.ns_pids, vec![4242, 7]);
+        assert_eq!(st.fd_table_size, Some(256));
         assert_eq!(parse_pid_status("Name:\tkthreadd\n").rss, None);
     }
 

@@ -261,7 +261,7 @@ impl Readable<'_> {
 
 pub(crate) fn readable_fd(fd: BorrowedFd<'_>) -> io::Result<Readable<'_>> {
     if sys::getfl(fd)? & libc::O_ACCMODE == libc::O_WRONLY {
-        sys::reopen(fd, libc::O_RDONLY).map(Readable::Reopened)
+        crate::descriptors::reopen(fd, libc::O_RDONLY).map(Readable::Reopened)
     } else {
         Ok(Readable::Same(fd))
     }

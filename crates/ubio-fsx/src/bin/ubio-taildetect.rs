@@ -491,7 +491,7 @@ fn open_source(src_path: &Path, size: u64, v: Variant, tl: &mut Timeline) -> Res
     });
     let probe = tl
         .step("reopen(src, O_RDONLY|O_DIRECT)", || {
-            sys::reopen(fd, libc::O_RDONLY | libc::O_DIRECT)
+            ubio::descriptors::reopen(fd, libc::O_RDONLY | libc::O_DIRECT)
         })
         .with_context(|| ctx("reopen O_DIRECT"))?;
     tl.step("statx(srcdio', STATX_DIOALIGN)", || {
@@ -502,7 +502,7 @@ fn open_source(src_path: &Path, size: u64, v: Variant, tl: &mut Timeline) -> Res
     tl.step("fcntl(src, F_GETFL)", || sys::getfl(fd))?;
     let srcdio = tl
         .step("reopen(src, O_RDONLY|O_DIRECT)", || {
-            sys::reopen(fd, libc::O_RDONLY | libc::O_DIRECT)
+            ubio::descriptors::reopen(fd, libc::O_RDONLY | libc::O_DIRECT)
         })
         .with_context(|| ctx("reopen O_DIRECT"))?;
     if v == Variant::Cur {
@@ -545,7 +545,7 @@ fn copy_traced(
     tl.step("fcntl(dst, F_GETFL)", || sys::getfl(fd))?;
     let dio = tl
         .step("reopen(dst, O_RDWR|O_DIRECT)", || {
-            sys::reopen(fd, libc::O_RDWR | libc::O_DIRECT)
+            ubio::descriptors::reopen(fd, libc::O_RDWR | libc::O_DIRECT)
         })
         .with_context(|| ctx("reopen O_RDWR|O_DIRECT"))?;
     if v == Variant::Cur {

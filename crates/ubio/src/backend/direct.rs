@@ -60,11 +60,17 @@ impl Direct {
     pub fn open(fd: BorrowedFd<'_>, dio: DioAlign) -> io::Result<Direct> {
         let access = sys::getfl(fd)? & libc::O_ACCMODE;
         let (dfd, dfd_readable) = match access {
-            libc::O_WRONLY => match sys::reopen(fd, libc::O_RDWR | libc::O_DIRECT) {
+            libc::O_WRONLY => match crate::descriptors::reopen(fd, libc::O_RDWR | libc::O_DIRECT) {
                 Ok(f) => (f, true),
-                Err(_) => (sys::reopen(fd, access | libc::O_DIRECT)?, false),
+                Err(_) => (
+                    crate::descriptors::reopen(fd, access | libc::O_DIRECT)?,
+                    false,
+                ),
             },
-            _ => (sys::reopen(fd, access | libc::O_DIRECT)?, true),
+            _ => (
+                crate::descriptors::reopen(fd, access | libc::O_DIRECT)?,
+                true,
+            ),
         };
         // Where the kernel serves an O_DIRECT read through the page cache
         // after all (btrfs: a compressed extent, or a buffer that faults),

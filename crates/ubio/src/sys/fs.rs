@@ -6,7 +6,7 @@ use std::ffi::CStr;
 use std::fs::File;
 use std::io;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
 /// A filesystem's magic number (`statfs.f_type`), with names for the ones
@@ -247,46 +247,31 @@ pub fn kernel_release() -> String {
 /// Open the file behind `fd` again, as a new open file description with its
 /// own flags (`O_DIRECT`, a different access mode), through the magic link
 /// `/proc/self/fd/N`. Works for unlinked files too. `O_CLOEXEC` is added.
+/// The lowest free number: the library's own descriptors are opened
+/// through [`crate::descriptors::reopen`], which numbers them out of the
+/// programs' way.
 ///
-/// The descriptor is placed high (see [`move_high`]): the library keeps
-/// these for itself, inside programs that manage low numbers by hand.
-///
-/// See open(2), proc(5).
+/// See open(2), proc_pid_fd(5).
 pub fn reopen(fd: BorrowedFd<'_>, flags: libc::c_int) -> io::Result<File> {
     let path = format!("/proc/self/fd/{}\0", fd.as_raw_fd());
     // SAFETY: `path` is NUL-terminated; open has no other preconditions.
     let raw = unsafe { libc::open(path.as_ptr().cast(), flags | libc::O_CLOEXEC) };
     cvt(raw as libc::c_long)?;
     // SAFETY: `raw` is a fresh descriptor that we own.
-    Ok(move_high(unsafe { File::from_raw_fd(raw) }))
+    Ok(unsafe { File::from_raw_fd(raw) })
 }
 
-/// Move a descriptor the library keeps for itself above the numbers that
-/// programs manage by hand: a shell closes 1 and then dup2()s a file onto it,
-/// which would silently replace a descriptor the library had just been given
-/// as 1 (seen under the LD_PRELOAD shim). The floor is half the soft
-/// RLIMIT_NOFILE, between 10 and 1024: above the few numbers programs
-/// claim, not so high that the kernel's descriptor table (sized by the
-/// highest number in use) grows much. Where that fails, the descriptor stays.
-fn move_high(file: File) -> File {
-    let mut lim = MaybeUninit::<libc::rlimit>::uninit();
-    // SAFETY: `lim` is a valid out-pointer for struct rlimit.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, lim.as_mut_ptr()) } != 0 {
-        return file;
-    }
-    // SAFETY: getrlimit succeeded and filled `lim`.
-    let soft = unsafe { lim.assume_init() }.rlim_cur;
-    let floor = (soft / 2).clamp(10, 1024) as libc::c_int;
-    if file.as_raw_fd() >= floor {
-        return file;
-    }
-    // SAFETY: F_DUPFD_CLOEXEC takes an integer; `file` is open.
-    let high = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_DUPFD_CLOEXEC, floor) };
-    if high < 0 {
-        return file;
-    }
-    // SAFETY: `high` is a fresh duplicate that we own; `file` closes on drop.
-    unsafe { File::from_raw_fd(high) }
+/// `fcntl(fd, F_DUPFD_CLOEXEC, lowest)`: a duplicate of `fd` at the lowest
+/// free number not below `lowest`. The kernel grows the process's
+/// descriptor table when that number is past it.
+///
+/// See fcntl(2).
+pub fn dup_at_least(fd: BorrowedFd<'_>, lowest: libc::c_int) -> io::Result<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC takes an integer; `fd` is open.
+    let raw = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, lowest) };
+    cvt(raw as libc::c_long)?;
+    // SAFETY: `raw` is a fresh duplicate that we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
 
 /// `lseek(fd, offset, whence)`: move the file position (SEEK_SET, SEEK_CUR,
@@ -393,25 +378,4 @@ pub fn getfl(fd: BorrowedFd<'_>) -> io::Result<libc::c_int> {
     // SAFETY: F_GETFL takes no pointer argument.
     cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) } as libc::c_long)
         .map(|f| f as libc::c_int)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::fd::AsFd;
-
-    #[test]
-    fn reopened_descriptors_stay_clear_of_low_numbers() {
-        let f = File::open("/proc/self/status").unwrap();
-        let again = reopen(f.as_fd(), libc::O_RDONLY).unwrap();
-        assert!(
-            again.as_raw_fd() >= 10,
-            "reopen gave fd {}",
-            again.as_raw_fd()
-        );
-        assert_eq!(
-            fstat(again.as_fd()).unwrap().st_ino,
-            fstat(f.as_fd()).unwrap().st_ino
-        );
-    }
 }

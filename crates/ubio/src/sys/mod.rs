@@ -27,15 +27,15 @@ pub use fanotify::{
     InitFlags as FanInit, MarkFlags,
 };
 pub use fs::{
-    access, access_fd, close, fallocate, fs_magic, fstat, ftruncate, geteuid, getfl,
+    access, access_fd, close, dup_at_least, fallocate, fs_magic, fstat, ftruncate, geteuid, getfl,
     kernel_at_least, kernel_release, lseek, lseek_cur, lseek_set, mounted_read_only, reopen,
     statx_birth, statx_dio_align, DioAlign, FsMagic,
 };
 pub use ids::{group_id, peer_cred, user_id, PeerCred};
 pub use proc::{
     address_space_limit, clock_boottime, clock_monotonic, clock_ticks, cpu_time, demote_on_sigxcpu,
-    demotions, fifo_priority, forget_on_sigxcpu, gettid, kill, pidfd_getfd, pidfd_open,
-    poll_readable, poll_readable_any, raise_default, raise_open_files_limit, set_nice,
+    demotions, fifo_priority, forget_on_sigxcpu, gettid, kill, open_files_limit, pidfd_getfd,
+    pidfd_open, poll_readable, poll_readable_any, raise_default, raise_open_files_limit, set_nice,
     set_rttime_limit, set_scheduler, setns, Namespaces, Scheduler, Usage,
 };
 pub use rw::{max_rw_count, preadv2, pwritev2, RwFlags};

@@ -80,6 +80,20 @@ pub fn setns(fd: BorrowedFd<'_>, nstype: Namespaces) -> io::Result<()> {
     cvt(unsafe { libc::setns(fd.as_raw_fd(), nstype.0) } as libc::c_long).map(drop)
 }
 
+/// `getrlimit(RLIMIT_NOFILE)`: the soft limit of open descriptors (one
+/// past the highest number a descriptor may have).
+///
+/// See getrlimit(2).
+pub fn open_files_limit() -> io::Result<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `r` is a valid out-pointer for struct rlimit.
+    cvt(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } as libc::c_long)?;
+    Ok(r.rlim_cur)
+}
+
 /// `setrlimit(RLIMIT_NOFILE)`: raise the soft limit of open descriptors
 /// to the hard limit; returns the new limit.
 ///
