@@ -13,7 +13,7 @@
 //! grace period (expand_fdtable(): synchronize_rcu()), about 10 ms on the
 //! machines here. Each process paid it at its first file when the floor
 //! was 1024 (the table starts at 64), which cost the bench's runs of 1 GiB
-//! at 7 GB/s 7-10% against O_DIRECT (bench/runs/2026-12-08-fd-table).
+//! at 7 GB/s 7-10% against O_DIRECT (bench/runs/2026-12-07-fd-table).
 
 use crate::sys;
 use std::fs::File;
