@@ -168,6 +168,9 @@ struct Followed {
     tag: u64,
     /// The most dirty + writeback bytes seen ([`FollowOptions::sample_dirty`]).
     dirty_peak: u64,
+    /// At this look, how far past its position a transfer that moves no
+    /// position has written the file (its pages say so).
+    transfer_written: Option<u64>,
 }
 
 /// The kernel's readahead of a followed file, and the programs'
@@ -490,6 +493,9 @@ impl Follower {
         let mut keys: Vec<&Key> = by_file.keys().collect();
         keys.sort_by_key(|k| !by_file[*k].iter().any(|s| is_writable(s.info.flags)));
         self.skipped.retain(|k, _| by_file.contains_key(k));
+        // Per process, how far each of its destinations written without
+        // motion got this look (the writers come first).
+        let mut transfers: HashMap<u32, Vec<u64>> = HashMap::new();
         self.with_files.clear();
         for key in keys {
             let seen = &by_file[key];
@@ -529,7 +535,23 @@ impl Follower {
                 f.claimed = true;
                 continue;
             }
-            moved_max = moved_max.max(f.moved(seen));
+            // A source read without motion, in a process with one such
+            // destination: the transfer read it as far as it wrote that.
+            let transfer = seen
+                .iter()
+                .find_map(|s| match transfers.get(&s.pid)?.as_slice() {
+                    [k] => Some(*k),
+                    _ => None,
+                });
+            moved_max = moved_max.max(f.moved(seen, transfer));
+            if let Some(k) = f.transfer_written {
+                let mut pids: Vec<u32> = seen.iter().map(|s| s.pid).collect();
+                pids.sort_unstable();
+                pids.dedup();
+                for pid in pids {
+                    transfers.entry(pid).or_default().push(k);
+                }
+            }
         }
         for (key, f) in self.files.iter_mut() {
             if !by_file.contains_key(key) && !f.closed {
@@ -809,6 +831,7 @@ impl Follower {
             silent: Silent::default(),
             tag,
             dirty_peak: 0,
+            transfer_written: None,
         })
     }
 
@@ -1042,7 +1065,8 @@ fn is_readable(flags: i32) -> bool {
 impl Followed {
     /// Apply what the descriptions of this file did since the last look;
     /// returns the largest distance one of them moved.
-    fn moved(&mut self, seen: &[Seen]) -> u64 {
+    fn moved(&mut self, seen: &[Seen], transfer: Option<u64>) -> u64 {
+        self.transfer_written = None;
         let read_before = self.bytes_read;
         let mut obs: Vec<(u64, i32)> = seen.iter().map(|s| (s.info.pos, s.info.flags)).collect();
         obs.sort_unstable();
@@ -1064,7 +1088,7 @@ impl Followed {
             self.writable |= is_writable(flags);
         }
         if max == 0 && !self.claimed {
-            max = self.silent_step(&obs);
+            max = self.silent_step(&obs, transfer);
         }
         let furthest = obs.iter().map(|o| o.0).max().unwrap_or(0);
         if self.bytes_read > read_before
@@ -1096,7 +1120,10 @@ impl Followed {
     /// No position moved since the last look: a transfer that moves none
     /// may be under way. Find how far its pages reach ([`silent`]) and hand
     /// what it read or wrote to the policies. Returns the bytes handed.
-    fn silent_step(&mut self, obs: &[(u64, i32)]) -> u64 {
+    /// `transfer`: how far the transfer of the reading process got in its
+    /// one destination written without motion (past that destination's
+    /// position), which it read as far in this file.
+    fn silent_step(&mut self, obs: &[(u64, i32)], transfer: Option<u64>) -> u64 {
         let Some(t) = &self.tracker else {
             return 0;
         };
@@ -1131,10 +1158,22 @@ impl Followed {
             // written by someone else.
             false => self.known_to,
         };
-        let Some(r) = self
-            .silent
-            .infer(furthest, walk, write, end, self.readahead.at(walk.reach))
-        else {
+        // Readahead may have filled up to the lookahead past what the
+        // transfer read; where its destination shows how far it read, no
+        // further than that.
+        let mut lookahead = self.readahead.at(walk.reach);
+        if let Some(read_to) = transfer.filter(|_| !write).map(|t| furthest + t) {
+            lookahead = lookahead.min(walk.reach.saturating_sub(read_to));
+        }
+        let handed = self.silent.infer(furthest, walk, write, end, lookahead);
+        if write {
+            self.transfer_written = self
+                .silent
+                .handed_to()
+                .checked_sub(furthest)
+                .filter(|&k| k > 0);
+        }
+        let Some(r) = handed else {
             return 0;
         };
         let flags = if write {
@@ -1329,6 +1368,79 @@ mod tests {
         f.sync_all().unwrap();
         sys::fadvise(f.as_fd(), 0, 0, sys::Advice::DontNeed).unwrap();
         File::open(&path).unwrap()
+    }
+
+    /// A copy that moves no position (copy_file_range with offsets, as
+    /// cp's one call of the whole file moves none until it returns): its
+    /// source is dropped behind as far as its destination was written,
+    /// not only up to the readahead lookahead short of its pages' reach
+    /// (which kept up to 36 MiB of GNU cp's input cached, and 72 MiB
+    /// against the 64 MiB bound when a look came late).
+    #[test]
+    fn a_copys_source_is_dropped_as_far_as_its_destination_was_written() {
+        const NAME: &str = "a_copys_source_is_dropped_as_far_as_its_destination_was_written";
+        let python = match ubio_testenv::require_tool("python3") {
+            Ok(p) => p,
+            Err(e) => return test_skip(NAME, &format!("python3: {e}")),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let size = 64 * MIB;
+        let src = cold_file(dir.path(), "src", size);
+        if probe::fs_caps(src.as_fd(), &sys::fstat(src.as_fd()).unwrap())
+            .unwrap()
+            .pages_are_storage
+        {
+            return test_skip(NAME, "the temporary directory is a tmpfs: no readahead");
+        }
+        // The program: 8 MiB a step with explicit offsets, a step per line
+        // on its input, how far it got on its output.
+        let script = "import os, sys\n\
+            src = os.open(sys.argv[1], os.O_RDONLY)\n\
+            dst = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)\n\
+            print(0, flush=True)\n\
+            off = 0\n\
+            while off < os.fstat(src).st_size and sys.stdin.readline():\n\
+            \x20   off += os.copy_file_range(src, dst, 8 << 20, off, off)\n\
+            \x20   print(off, flush=True)\n";
+        let mut child = std::process::Command::new(python)
+            .args(["-c", script])
+            .arg(dir.path().join("src"))
+            .arg(dir.path().join("dst"))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = child.stdin.take().unwrap();
+        let mut output = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut copied = || {
+            let mut line = String::new();
+            std::io::BufRead::read_line(&mut output, &mut line).unwrap();
+            line.trim().parse::<u64>().unwrap()
+        };
+        assert_eq!(copied(), 0, "the program opened its files");
+        let opts = FollowOptions::default();
+        let mut engine = Follower::new(opts);
+        engine.add_root(child.id());
+        engine.look();
+        let mut kept = Vec::new();
+        for _ in 0..size / (8 * MIB) {
+            input.write_all(b"\n").unwrap();
+            let at = copied();
+            engine.look();
+            // Behind the copy, less the lag drop-behind keeps and the
+            // batch it drops at once (the library's 8 MiB).
+            let behind = at.saturating_sub(opts.read_lag + 8 * MIB) / CHUNK * CHUNK;
+            let c = sys::cachestat(src.as_fd(), FileRange::Bytes(0..behind)).unwrap();
+            kept.push((at / MIB, c.nr_cache * sys::page_size() / MIB));
+        }
+        drop(input);
+        child.wait().unwrap();
+        engine.finish(Duration::from_secs(5));
+        eprintln!("(MiB copied, MiB of the source cached behind it): {kept:?}");
+        assert!(
+            kept.iter().all(|&(_, cached)| cached == 0),
+            "the source's pages the copy had read stayed cached: {kept:?}"
+        );
     }
 
     /// The most that is cached ahead of the position while `f` is read

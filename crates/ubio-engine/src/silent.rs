@@ -123,6 +123,11 @@ impl Silent {
         self.walked_to
     }
 
+    /// Handed to the policies up to here.
+    pub fn handed_to(&self) -> u64 {
+        self.handed_to
+    }
+
     /// The parts of `range` (a position's motion) not handed already.
     pub fn fresh(&self, range: Range<u64>) -> Vec<Range<u64>> {
         self.handed.gaps(&range).collect()
