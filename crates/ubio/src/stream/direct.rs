@@ -35,6 +35,9 @@ const READ_SLICE: u64 = 32 << 20;
 /// Bytes read through the cache before a read race, untimed: readahead's
 /// first windows after a direct run.
 const READ_WARM_UP: u64 = 8 << 20;
+/// Bytes read through O_DIRECT before a read race's direct slice, untimed:
+/// the cache slice's readahead still in flight.
+const READ_SETTLE: u64 = 8 << 20;
 
 /// When a stream of the emulated backend reads through O_DIRECT. Reads
 /// of at least [`DIRECT_MIN`] (`Always`: any); ranges that hold pages
@@ -190,7 +193,7 @@ impl DirectPath {
             bytes_read: AtomicU64::new(0),
             bytes_written: AtomicU64::new(0),
             switch: ReadSwitch::default(),
-            read_race: Race::new(READ_SLICE, READ_WARM_UP),
+            read_race: Race::new(READ_SLICE, READ_WARM_UP).with_settle(READ_SETTLE),
             write_race: Race::new(window.max(16 << 20), 0),
             last_write: AtomicU8::new(0),
             refused: AtomicBool::new(false),
