@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """ab.sh's turns side by side: per point, for each of ubio's data paths (the
-directories beside this script), ubio's MB/s and its ratio to O_DIRECT's and to
+directories beside this script; or, given DIR, each directory of DIR that holds
+turns, as a later A/B of builds lays them out), ubio's MB/s and its ratio to O_DIRECT's and to
 the best of buffered, dontcache and odirect of the same matrix (median over the
 turns, then the range), and ubio's CPU per GB against that best mode's.
 
@@ -15,7 +16,10 @@ import sys
 
 here = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
 BASELINES = ("buffered", "dontcache", "odirect")
-LABELS = ("default", "direct", "cache")
+LABELS = [label for label in ("default", "direct", "cache")
+          if glob.glob(os.path.join(here, label, "turn*"))]
+LABELS += sorted(os.path.basename(os.path.dirname(d)) for d in glob.glob(os.path.join(here, "*", "turn1"))
+                 if os.path.basename(os.path.dirname(d)) not in LABELS)
 # (point, label) -> one dict per turn
 turns = collections.defaultdict(list)
 for label in LABELS:
