@@ -15,11 +15,11 @@
 
 mod common;
 
+use common::engine::evict;
 use common::{workdir, UBIO};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Write;
-use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
@@ -70,20 +70,6 @@ fn write_file(path: &Path, bytes: &[u8]) {
     let mut f = File::create(path).unwrap();
     f.write_all(bytes).unwrap();
     f.sync_all().unwrap();
-}
-
-/// Drop the file's pages, also those a killed process's readahead was
-/// still reading (locked pages survive a drop): until none is left.
-fn evict(path: &Path) {
-    let f = File::open(path).unwrap();
-    for _ in 0..200 {
-        ubio::sys::fadvise(f.as_fd(), 0, 0, ubio::sys::Advice::DontNeed).unwrap();
-        if common::count(path).cached == 0 {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    panic!("{}: pages stay cached after 200 drops", path.display());
 }
 
 /// The file's cached bytes once the I/O a killed process left in flight
