@@ -334,6 +334,25 @@ mod tests {
         (cache, direct)
     }
 
+    /// Speeds (MB/s) for [`drive`] where the first 4 calls on `path`
+    /// after one on the other path run at 500, the rest at `steady`; the
+    /// other path runs at `other`.
+    fn slow_start(path: Path, steady: f64, other: f64) -> impl FnMut(Path) -> f64 {
+        let mut since_other = 0;
+        move |p| {
+            if p != path {
+                since_other = 0;
+                return other;
+            }
+            since_other += 1;
+            if since_other <= 4 {
+                500.0
+            } else {
+                steady
+            }
+        }
+    }
+
     #[test]
     fn slices_alternate_cache_first_and_hold_enough_calls_for_a_median() {
         // Slices of 2 MiB, but of 1 MiB calls: each takes SLICE_CALLS.
@@ -356,21 +375,7 @@ mod tests {
         // Readahead's first windows are slow (500 MB/s), its steady state
         // fast (8000 MB/s): the warm-up takes the slow ones.
         let race = Race::new(8 * MIB, 4 * MIB);
-        let mut since_direct = 0;
-        let mut speed = |p| match p {
-            Path::Direct => {
-                since_direct = 0;
-                6000.0
-            }
-            Path::Cache => {
-                since_direct += 1;
-                if since_direct <= 4 {
-                    500.0
-                } else {
-                    8000.0
-                }
-            }
-        };
+        let mut speed = slow_start(Path::Cache, 8000.0, 6000.0);
         let (cache, direct) = drive(&race, 4 * MIB + 16 * MIB + FIRST_PHASE, &mut speed);
         assert_eq!((cache, direct), (4 * MIB + 8 * MIB + FIRST_PHASE, 8 * MIB));
         let v = race.verdict().unwrap();
@@ -389,43 +394,15 @@ mod tests {
         // The first 4 MiB direct after the cache wait behind its readahead
         // (500 MB/s), then direct runs at 9000: the settling takes them.
         let race = Race::new(8 * MIB, 0).with_settle(4 * MIB);
-        let mut since_cache = 0;
-        let mut speed = |p| match p {
-            Path::Cache => {
-                since_cache = 0;
-                7000.0
-            }
-            Path::Direct => {
-                since_cache += 1;
-                if since_cache <= 4 {
-                    500.0
-                } else {
-                    9000.0
-                }
-            }
-        };
-        let (cache, direct) = drive(&race, 8 * MIB + 4 * MIB + 8 * MIB + MIB, &mut speed);
+        let speed = || slow_start(Path::Direct, 9000.0, 7000.0);
+        let (cache, direct) = drive(&race, 8 * MIB + 4 * MIB + 8 * MIB + MIB, speed());
         assert_eq!((cache, direct), (8 * MIB, 13 * MIB));
         let v = race.verdict().unwrap();
         assert_eq!(v.path, Path::Direct, "{v:?}");
         assert!((v.direct_mb_per_s - 9000.0).abs() < 1.0, "{v:?}");
         // Without the settling the slow calls decide for the cache.
         let race = Race::new(8 * MIB, 0);
-        let mut since_cache = 0;
-        drive(&race, 16 * MIB + MIB, |p| match p {
-            Path::Cache => {
-                since_cache = 0;
-                7000.0
-            }
-            Path::Direct => {
-                since_cache += 1;
-                if since_cache <= 4 {
-                    500.0
-                } else {
-                    9000.0
-                }
-            }
-        });
+        drive(&race, 16 * MIB + MIB, speed());
         assert_eq!(race.verdict().unwrap().path, Path::Cache);
     }
 
